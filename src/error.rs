@@ -1,0 +1,149 @@
+//! The crate's one error type.
+//!
+//! Policy (see `../shared/STYLE.md` §3.1): anything that depends on data or configuration from
+//! outside returns [`Result`]; violated contracts between our own components (a shape mismatch
+//! inside a kernel) panic with every dimension in the message.
+
+use std::path::PathBuf;
+
+/// Every recoverable error of the crate. Messages name the offending file, line or value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error while reading or writing `path`.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A malformed line in a text file.
+    #[error("{path}:{line}: {msg}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong, with the offending value.
+        msg: String,
+    },
+    /// A node id outside `0..n_nodes`.
+    #[error("node id {index} out of range for a graph of {n_nodes} nodes")]
+    NodeOutOfRange {
+        /// The offending id.
+        index: i64,
+        /// The number of nodes.
+        n_nodes: usize,
+    },
+    /// Two inputs disagree on a count (feature rows vs nodes, …).
+    #[error("{what}: expected {expected}, got {got}")]
+    Mismatch {
+        /// What was counted.
+        what: String,
+        /// The expected count.
+        expected: usize,
+        /// The count found.
+        got: usize,
+    },
+    /// A value that must be finite is not.
+    #[error("{what}: non-finite value {value} at row {row}, column {col}")]
+    NonFiniteValue {
+        /// Which input.
+        what: String,
+        /// 0-based row.
+        row: usize,
+        /// 0-based column.
+        col: usize,
+        /// The value.
+        value: f64,
+    },
+    /// A class label outside `0..n_classes`.
+    #[error("label {label} of node {node} out of range for {n_classes} classes")]
+    LabelOutOfRange {
+        /// The node.
+        node: usize,
+        /// The label.
+        label: i64,
+        /// The number of classes.
+        n_classes: usize,
+    },
+    /// A mask or split that selects no node.
+    #[error("the {name} mask is empty")]
+    EmptyMask {
+        /// The mask's name (`train`, `valid`, `test`).
+        name: String,
+    },
+    /// Something is missing from a dataset folder.
+    #[error("{path}: {msg}")]
+    Dataset {
+        /// The folder or file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// An invalid hyper-parameter or option.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+    /// The training loss became NaN or infinite.
+    #[error("loss became non-finite ({loss}) at epoch {epoch}")]
+    NonFiniteLoss {
+        /// 0-based epoch.
+        epoch: usize,
+        /// The loss value.
+        loss: f64,
+    },
+    /// Building a thread pool failed.
+    #[error("thread pool: {0}")]
+    ThreadPool(String),
+}
+
+/// One variant per rule a configuration must satisfy.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `lr` must be finite and > 0.
+    #[error("learning rate must be finite and > 0, got {0}")]
+    LearningRateNotPositive(f64),
+    /// Dropout must lie in `[0, 1)`.
+    #[error("dropout must lie in [0, 1), got {0}")]
+    DropoutOutOfRange(f64),
+    /// Weight decay must be finite and ≥ 0.
+    #[error("weight decay must be finite and >= 0, got {0}")]
+    WeightDecayNegative(f64),
+    /// At least one layer.
+    #[error("a model needs at least one layer")]
+    NoLayers,
+    /// A width of zero.
+    #[error("{0} must be > 0")]
+    ZeroDim(&'static str),
+    /// Patience of zero epochs.
+    #[error("patience must be > 0")]
+    PatienceZero,
+    /// Zero epochs or seeds.
+    #[error("{0} must be > 0")]
+    ZeroCount(&'static str),
+    /// A weight-decay list longer than the model.
+    #[error("{got} weight-decay values given for a model of {layers} layers")]
+    WeightDecayLen {
+        /// Values given.
+        got: usize,
+        /// Layers in the model.
+        layers: usize,
+    },
+}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+    /// An [`Error::Parse`] for `path` at 1-based `line`.
+    pub fn parse(path: impl Into<PathBuf>, line: usize, msg: impl Into<String>) -> Self {
+        Error::Parse { path: path.into(), line, msg: msg.into() }
+    }
+}

@@ -1,0 +1,199 @@
+//! Node feature matrices: dense, or sparse CSR for bag-of-words inputs (~1 % dense).
+
+use ndarray::{Array2, Axis};
+
+use super::normalize::NewTrusted;
+use crate::kernels::{Csr, CsrView};
+use crate::{Error, Result, Scalar};
+
+/// A sparse feature matrix X (n × in_dim, CSR) with its transpose Xᵀ (CSR), computed once, so
+/// both X·W and the weight gradient Xᵀ·G are row-parallel sparse × dense products.
+#[derive(Debug, Clone)]
+pub struct SparseFeatures<F> {
+    x: Csr<F>,
+    x_t: Csr<F>,
+}
+
+impl<F: Scalar> SparseFeatures<F> {
+    /// Wraps a CSR matrix and computes its transpose.
+    pub fn new(x: Csr<F>) -> Self {
+        let x_t = x.transpose_view().to_csr();
+        SparseFeatures { x, x_t }
+    }
+    /// X.
+    pub fn x(&self) -> CsrView<'_, F> {
+        self.x.view()
+    }
+    /// Xᵀ.
+    pub fn x_t(&self) -> CsrView<'_, F> {
+        self.x_t.view()
+    }
+    /// A copy with the stored values replaced by `values` (same pattern, e.g. after dropout);
+    /// Xᵀ's values are permuted to match.
+    ///
+    /// # Panics
+    /// If `values.len() != nnz`.
+    pub fn with_values(&self, values: Vec<F>) -> Self {
+        assert_eq!(values.len(), self.x.nnz(), "with_values: wrong number of values");
+        let (r, c) = self.x.shape();
+        let x = Csr::new_trusted_pub(
+            (r, c),
+            self.x.indptr().raw_storage().to_vec(),
+            self.x.indices().to_vec(),
+            values,
+        );
+        SparseFeatures::new(x)
+    }
+}
+
+/// Node features: dense or sparse.
+#[derive(Debug, Clone)]
+pub enum Features<F> {
+    /// A dense n × in_dim matrix.
+    Dense(Array2<F>),
+    /// A sparse CSR matrix with its transpose.
+    Sparse(SparseFeatures<F>),
+}
+
+impl<F: Scalar> Features<F> {
+    /// Number of rows (nodes).
+    pub fn n_rows(&self) -> usize {
+        match self {
+            Features::Dense(x) => x.nrows(),
+            Features::Sparse(s) => s.x.rows(),
+        }
+    }
+    /// Number of columns (`in_dim`).
+    pub fn n_cols(&self) -> usize {
+        match self {
+            Features::Dense(x) => x.ncols(),
+            Features::Sparse(s) => s.x.cols(),
+        }
+    }
+    /// Stored entries (n·in_dim when dense).
+    pub fn nnz(&self) -> usize {
+        match self {
+            Features::Dense(x) => x.len(),
+            Features::Sparse(s) => s.x.nnz(),
+        }
+    }
+    /// Whether stored sparse.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, Features::Sparse(_))
+    }
+
+    /// Checks that every value is finite.
+    ///
+    /// # Errors
+    /// [`Error::NonFiniteValue`] naming the first non-finite entry.
+    pub fn check_finite(&self, what: &str) -> Result<()> {
+        let bad = |row: usize, col: usize, v: F| Error::NonFiniteValue {
+            what: what.to_string(),
+            row,
+            col,
+            value: v.to_f64_lossless(),
+        };
+        match self {
+            Features::Dense(x) => {
+                for ((r, c), &v) in x.indexed_iter() {
+                    if !v.is_finite() {
+                        return Err(bad(r, c, v));
+                    }
+                }
+            }
+            Features::Sparse(s) => {
+                for (r, row) in s.x.outer_iterator().enumerate() {
+                    for (c, &v) in row.iter() {
+                        if !v.is_finite() {
+                            return Err(bad(r, c, v));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Scales each row to sum to 1 (Kipf's `preprocess_features`, PyG's `NormalizeFeatures`);
+    /// an all-zero row stays zero.
+    pub fn row_normalize(&mut self) {
+        match self {
+            Features::Dense(x) => {
+                for mut row in x.axis_iter_mut(Axis(0)) {
+                    let s: F = row.iter().copied().sum();
+                    if s != F::zero() {
+                        row.map_inplace(|v| *v /= s);
+                    }
+                }
+            }
+            Features::Sparse(s) => {
+                let mut data = s.x.data().to_vec();
+                let ip = s.x.indptr();
+                for i in 0..s.x.rows() {
+                    let r = ip.outer_inds_sz(i);
+                    let sum: F = data[r.clone()].iter().copied().sum();
+                    if sum != F::zero() {
+                        data[r].iter_mut().for_each(|v| *v /= sum);
+                    }
+                }
+                *s = s.with_values(data);
+            }
+        }
+    }
+
+    /// Converts dense features with at most `max_density` non-zeros to sparse (and leaves
+    /// everything else as it is). Bag-of-words inputs are about 1 % dense.
+    pub fn into_sparse_if(self, max_density: f64) -> Self {
+        match self {
+            Features::Dense(x) => {
+                let (n, f) = x.dim();
+                let nnz = x.iter().filter(|v| **v != F::zero()).count();
+                if (nnz as f64) > max_density * (n * f).max(1) as f64 {
+                    return Features::Dense(x);
+                }
+                let mut indptr = Vec::with_capacity(n + 1);
+                let mut indices = Vec::with_capacity(nnz);
+                let mut data = Vec::with_capacity(nnz);
+                indptr.push(0);
+                for row in x.axis_iter(Axis(0)) {
+                    for (j, &v) in row.iter().enumerate() {
+                        if v != F::zero() {
+                            indices.push(j as u32);
+                            data.push(v);
+                        }
+                    }
+                    indptr.push(indices.len());
+                }
+                Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                    (n, f),
+                    indptr,
+                    indices,
+                    data,
+                )))
+            }
+            s => s,
+        }
+    }
+
+    /// A dense copy (for tests and small inputs).
+    pub fn to_dense(&self) -> Array2<F> {
+        match self {
+            Features::Dense(x) => x.clone(),
+            Features::Sparse(s) => s.x.to_dense(),
+        }
+    }
+
+    /// Converts the values to another scalar type (e.g. f32 → f64 for gradient checks).
+    pub fn cast<G: Scalar>(&self) -> Features<G> {
+        let c = |v: &F| G::from_f64_lossy(v.to_f64_lossless());
+        match self {
+            Features::Dense(x) => Features::Dense(x.map(c)),
+            Features::Sparse(s) => Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                s.x.shape(),
+                s.x.indptr().raw_storage().to_vec(),
+                s.x.indices().to_vec(),
+                s.x.data().iter().map(c).collect(),
+            ))),
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Low-level kernels: the boundary between the math and the memory.
+//!
+//! Conventions shared by every kernel here (`../shared/STYLE.md` §3.2):
+//! 1. BLAS-order signatures, `out ← α·op(A)·op(B) + β·out`, with an explicit [`Par`].
+//! 2. **β = 0 overwrites `out` and never reads it**, so NaN left in a reused buffer cannot leak.
+//! 3. Kernels allocate nothing; the caller passes `out`.
+//! 4. Shapes are asserted on entry (`#[track_caller]`) with every dimension in the message.
+//! 5. One owner of threads: rayon. matrixmultiply runs single-threaded on row blocks.
+//! 6. Work is split at data-determined points (nnz prefix sums, row counts), never by thread
+//!    count, so results are **bit-identical for any number of threads**.
+//! 7. Transposes are views: pass `x.t()` or a CSR of Âᵀ.
+//! 8. Every kernel has a serial oracle in [`reference`].
+//!
+//! [`Par`]: crate::Par
+
+pub mod elementwise;
+pub mod gemm;
+pub mod reference;
+pub mod spmm;
+
+pub use elementwise::{add_bias, col_sum, dropout_mask, relu_backward_inplace, relu_inplace};
+pub use gemm::gemm;
+pub use spmm::spmm;
+
+/// CSR matrix with `u32` column indices and `usize` row pointers: the storage of Â and of sparse
+/// feature matrices. Half the index traffic of `usize` indices in the memory-bound SpMM.
+pub type Csr<F> = sprs::CsMatI<F, u32, usize>;
+/// A borrowed [`Csr`].
+pub type CsrView<'a, F> = sprs::CsMatViewI<'a, F, u32, usize>;
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn shape_panic(kernel: &str, dims: &[(&str, (usize, usize))]) -> ! {
+    let parts: Vec<String> = dims.iter().map(|(n, (r, c))| format!("{n}: {r}×{c}")).collect();
+    panic!("{kernel}: shapes do not agree ({})", parts.join(", "));
+}

@@ -1,0 +1,40 @@
+//! Evaluation metrics.
+
+use ndarray::ArrayView2;
+
+use crate::graph::Mask;
+use crate::Scalar;
+
+/// Fraction of the mask's nodes whose arg-max logit (first index on ties) is their label.
+/// An empty mask gives 0.
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use sparse_gcn::{graph::Mask, metrics::accuracy};
+/// let z = array![[0.1f32, 0.9], [0.8, 0.2], [0.3, 0.7]];
+/// let m = Mask::try_from_indices(vec![0, 1, 2], 3).unwrap();
+/// assert_eq!(accuracy(z.view(), &[1, 1, 1], &m), 2.0 / 3.0);
+/// ```
+pub fn accuracy<F: Scalar>(logits: ArrayView2<'_, F>, labels: &[u32], mask: &Mask) -> f64 {
+    if mask.is_empty() {
+        return 0.0;
+    }
+    let correct = mask
+        .indices()
+        .iter()
+        .filter(|&&i| argmax(logits.row(i as usize).iter().copied()) == labels[i as usize] as usize)
+        .count();
+    correct as f64 / mask.len() as f64
+}
+
+/// Index of the largest value (first on ties; NaN never wins).
+pub fn argmax<F: Scalar>(row: impl Iterator<Item = F>) -> usize {
+    let mut best = (0usize, F::neg_infinity());
+    for (k, v) in row.enumerate() {
+        if v > best.1 {
+            best = (k, v);
+        }
+    }
+    best.0
+}

@@ -1,0 +1,326 @@
+//! `GcnConv`: Z = Â·H·W + 1·bᵀ (Kipf & Welling, ICLR 2017, <https://arxiv.org/abs/1609.02907>),
+//! forward and backward in one file.
+//!
+//! Node-wise: z_i = Σ_{j ∈ N(i) ∪ {i}} Â_ij · Wᵀh_j + b, with Â_ij = 1/√(d̃_i d̃_j).
+//!
+//! Two evaluation orders ([`Order`]), equal in exact arithmetic:
+//! - **AggregateFirst**, (ÂH)W: cache S = ÂH; backward dW = SᵀG, dH = Âᵀ(GWᵀ).
+//! - **TransformFirst**, Â(HW): cache H; backward P = ÂᵀG, dW = HᵀP, dH = PWᵀ.
+//!
+//! In both, db = Gᵀ1. The first layer needs no dH, and with a sparse input X the products with
+//! X use the sparse kernels (X·W and Xᵀ·P). The derivation is in `docs/MATH.md`.
+//!
+//! # Shapes
+//! | | shape |
+//! |---|---|
+//! | Â | n × n |
+//! | H | n × in_dim |
+//! | W | in_dim × out_dim |
+//! | b | 1 × out_dim |
+//! | Z, G | n × out_dim |
+
+use std::borrow::Cow;
+
+use ndarray::{Array2, ArrayView2, CowArray, Ix2};
+use rand::Rng;
+
+use super::param::Param;
+use crate::graph::{NormAdj, SparseFeatures};
+use crate::kernels::{add_bias, col_sum, gemm, spmm, Csr};
+use crate::{Par, Scalar};
+
+/// The evaluation order of Â·H·W.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// (ÂH)W: the SpMM runs at width in_dim.
+    AggregateFirst,
+    /// Â(HW): the SpMM runs at width out_dim.
+    TransformFirst,
+    /// Chosen per layer by [`choose_order`], counting forward and backward work.
+    #[default]
+    Auto,
+}
+
+/// A layer input: dense activations, or sparse features (first layer only), owned or
+/// borrowed.
+#[derive(Debug, Clone)]
+pub enum Input<'a, F: Scalar> {
+    /// Dense n × in_dim.
+    Dense(CowArray<'a, F, Ix2>),
+    /// Sparse n × in_dim (with its transpose).
+    Sparse(Cow<'a, SparseFeatures<F>>),
+}
+
+impl<F: Scalar> Input<'_, F> {
+    /// Rows.
+    pub fn nrows(&self) -> usize {
+        match self {
+            Input::Dense(x) => x.nrows(),
+            Input::Sparse(s) => s.x().rows(),
+        }
+    }
+    /// Columns.
+    pub fn ncols(&self) -> usize {
+        match self {
+            Input::Dense(x) => x.ncols(),
+            Input::Sparse(s) => s.x().cols(),
+        }
+    }
+    /// out ← self·W (β = 0).
+    fn times(&self, w: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
+        match self {
+            Input::Dense(x) => gemm(F::one(), x.view(), w, F::zero(), out.view_mut(), par),
+            Input::Sparse(s) => spmm(F::one(), s.x(), w, F::zero(), out.view_mut(), par),
+        }
+    }
+    /// out ← selfᵀ·G + out (β = 1).
+    fn t_times_acc(&self, g: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
+        match self {
+            Input::Dense(x) => gemm(F::one(), x.t(), g, F::one(), out.view_mut(), par),
+            Input::Sparse(s) => spmm(F::one(), s.x_t(), g, F::one(), out.view_mut(), par),
+        }
+    }
+}
+
+/// S = Â·H: dense for a dense H, sparse (sparse × sparse) for sparse features.
+pub fn aggregate<'a, F: Scalar>(adj: &NormAdj<F>, h: &Input<'_, F>, par: Par) -> Input<'a, F> {
+    match h {
+        Input::Dense(x) => {
+            let mut s = Array2::zeros(x.dim());
+            spmm(F::one(), adj.a(), x.view(), F::zero(), s.view_mut(), par);
+            Input::Dense(CowArray::from(s))
+        }
+        Input::Sparse(x) => {
+            let prod: Csr<F> = &adj.a() * &x.x();
+            Input::Sparse(Cow::Owned(SparseFeatures::new(prod)))
+        }
+    }
+}
+
+/// Relative cost of one SpMM multiply-add against one GEMM multiply-add on the target machine
+/// (~2 GFLOP/s against ~60 GFLOP/s, `../shared/LIMITS.md`).
+pub const SPMM_COST: f64 = 30.0;
+
+/// What [`choose_order`] needs to know about a layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerShape {
+    /// Nodes.
+    pub n_nodes: usize,
+    /// Stored entries of Â.
+    pub nnz_adj: usize,
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
+    /// `Some(nnz(X))` when the input is sparse features.
+    pub sparse_input_nnz: Option<usize>,
+    /// Upper bound on nnz(ÂX) for a sparse input (Σ_j deg(j)·nnz(x_j)).
+    pub sparse_aggregate_nnz: Option<usize>,
+    /// First layer: no input gradient is needed.
+    pub first: bool,
+    /// First layer without input dropout: ÂX is computed once and kept.
+    pub aggregate_cached: bool,
+}
+
+/// Estimated per-epoch cost (forward + backward) of each order, in GEMM multiply-add units:
+/// `(aggregate_first, transform_first)`. See `docs/MATH.md`, "Cost model".
+pub fn order_costs(s: &LayerShape) -> (f64, f64) {
+    let (n, m, a, c) = (s.n_nodes as f64, s.nnz_adj as f64, s.in_dim as f64, s.out_dim as f64);
+    // Products of the input (or of ÂX) with an a×c matrix.
+    let x_prod = match s.sparse_input_nnz {
+        Some(nnz) => SPMM_COST * nnz as f64 * c,
+        None => n * a * c,
+    };
+    let s_prod = match s.sparse_aggregate_nnz {
+        Some(nnz) => (SPMM_COST * nnz as f64 * c).min(n * a * c),
+        None => n * a * c,
+    };
+    let spmm_in = SPMM_COST * m * a;
+    let spmm_out = SPMM_COST * m * c;
+    let agg_fwd = if s.aggregate_cached { 0.0 } else { spmm_in } + s_prod;
+    let agg_bwd = s_prod + if s.first { 0.0 } else { n * c * a + spmm_in };
+    let tr_fwd = x_prod + spmm_out;
+    let tr_bwd = spmm_out + x_prod + if s.first { 0.0 } else { n * a * c };
+    (agg_fwd + agg_bwd, tr_fwd + tr_bwd)
+}
+
+/// Resolves [`Order::Auto`] by [`order_costs`] (ties go to TransformFirst); a fixed order is
+/// returned as it is.
+pub fn choose_order(order: Order, s: &LayerShape) -> Order {
+    match order {
+        Order::Auto => {
+            let (agg, tr) = order_costs(s);
+            if agg < tr {
+                Order::AggregateFirst
+            } else {
+                Order::TransformFirst
+            }
+        }
+        o => o,
+    }
+}
+
+/// A graph convolution layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcnConv<F> {
+    /// W: in_dim × out_dim, Glorot-initialised.
+    pub weight: Param<F>,
+    /// b: 1 × out_dim, zero-initialised (`None` without bias).
+    pub bias: Option<Param<F>>,
+    /// The resolved order (never `Auto`).
+    pub order: Order,
+}
+
+/// What [`GcnConv::backward`] needs: H (TransformFirst) or S = ÂH (AggregateFirst).
+#[derive(Debug)]
+pub struct GcnCache<'a, F: Scalar> {
+    /// `None` when S = ÂH was passed in precomputed (it is passed again to `backward`).
+    saved: Option<Input<'a, F>>,
+    order: Order,
+}
+
+impl<F: Scalar> GcnConv<F> {
+    /// A layer with Glorot weights from `rng`, zero bias, and a resolved `order`
+    /// (`Auto` is treated as TransformFirst; resolve it with [`choose_order`] first).
+    pub fn new<R: Rng + ?Sized>(
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        order: Order,
+        rng: &mut R,
+    ) -> Self {
+        let weight = Param::glorot(in_dim, out_dim, rng);
+        let bias = bias.then(|| Param::zeros(1, out_dim));
+        let order = if order == Order::Auto { Order::TransformFirst } else { order };
+        GcnConv { weight, bias, order }
+    }
+
+    /// Input width.
+    pub fn in_dim(&self) -> usize {
+        self.weight.value.nrows()
+    }
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        self.weight.value.ncols()
+    }
+
+    /// Z = Â·H·W + 1·bᵀ in the layer's order. `aggregated` may pass a precomputed S = ÂH
+    /// (used by AggregateFirst only).
+    ///
+    /// # Panics
+    /// If `h` has not `in_dim` columns or not n rows.
+    #[track_caller]
+    pub fn forward<'a>(
+        &self,
+        adj: &NormAdj<F>,
+        h: Input<'a, F>,
+        aggregated: Option<&Input<'_, F>>,
+        par: Par,
+    ) -> (Array2<F>, GcnCache<'a, F>) {
+        let n = adj.n_nodes();
+        assert!(
+            h.nrows() == n && h.ncols() == self.in_dim(),
+            "GcnConv::forward: input {}×{}, expected {n}×{}",
+            h.nrows(),
+            h.ncols(),
+            self.in_dim()
+        );
+        let w = self.weight.value.view();
+        let mut z = Array2::zeros((n, self.out_dim()));
+        let saved = match (self.order, aggregated) {
+            (Order::AggregateFirst, Some(s)) => {
+                s.times(w, &mut z, par);
+                None
+            }
+            (Order::AggregateFirst, None) => {
+                let s = aggregate(adj, &h, par);
+                s.times(w, &mut z, par);
+                Some(s)
+            }
+            _ => {
+                let mut t = Array2::zeros((n, self.out_dim()));
+                h.times(w, &mut t, par);
+                spmm(F::one(), adj.a(), t.view(), F::zero(), z.view_mut(), par);
+                Some(h)
+            }
+        };
+        if let Some(b) = &self.bias {
+            add_bias(z.view_mut(), b.value.row(0));
+        }
+        (z, GcnCache { saved, order: self.order })
+    }
+
+    /// Adds dL/dW and dL/db into the parameters' gradients and returns dL/dH when `need_dh`.
+    /// `aggregated` must be the S passed to `forward`, if one was.
+    ///
+    /// # Panics
+    /// If `g` is not n × out_dim, if `need_dh` with a sparse input, or if the forward pass was
+    /// given a precomputed S and `aggregated` is `None`.
+    #[track_caller]
+    pub fn backward(
+        &mut self,
+        adj: &NormAdj<F>,
+        cache: GcnCache<'_, F>,
+        aggregated: Option<&Input<'_, F>>,
+        g: ArrayView2<'_, F>,
+        need_dh: bool,
+        par: Par,
+    ) -> Option<Array2<F>> {
+        let n = adj.n_nodes();
+        assert_eq!(g.dim(), (n, self.out_dim()), "GcnConv::backward: G shape");
+        if let Some(b) = &mut self.bias {
+            col_sum(g, F::one(), b.grad.row_mut(0));
+        }
+        let GcnCache { saved, order } = cache;
+        match (&saved, aggregated) {
+            (Some(s), _) => self.backward_from(adj, s, order, g, need_dh, par),
+            (None, Some(s)) => self.backward_from(adj, s, order, g, need_dh, par),
+            (None, None) => panic!("GcnConv::backward: the precomputed ÂH is missing"),
+        }
+    }
+
+    fn backward_from(
+        &mut self,
+        adj: &NormAdj<F>,
+        saved: &Input<'_, F>,
+        order: Order,
+        g: ArrayView2<'_, F>,
+        need_dh: bool,
+        par: Par,
+    ) -> Option<Array2<F>> {
+        let n = adj.n_nodes();
+        assert!(!(need_dh && matches!(saved, Input::Sparse(_))), "no dH for a sparse input");
+        match order {
+            Order::AggregateFirst => {
+                // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
+                saved.t_times_acc(g, &mut self.weight.grad, par);
+                need_dh.then(|| {
+                    let mut y = Array2::zeros((n, self.in_dim()));
+                    gemm(F::one(), g, self.weight.value.t(), F::zero(), y.view_mut(), par);
+                    let mut dh = Array2::zeros((n, self.in_dim()));
+                    spmm(F::one(), adj.a_t(), y.view(), F::zero(), dh.view_mut(), par);
+                    dh
+                })
+            }
+            _ => {
+                // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
+                let mut p = Array2::zeros((n, self.out_dim()));
+                spmm(F::one(), adj.a_t(), g, F::zero(), p.view_mut(), par);
+                saved.t_times_acc(p.view(), &mut self.weight.grad, par);
+                need_dh.then(|| {
+                    let mut dh = Array2::zeros((n, self.in_dim()));
+                    gemm(F::one(), p.view(), self.weight.value.t(), F::zero(), dh.view_mut(), par);
+                    dh
+                })
+            }
+        }
+    }
+
+    /// Calls `f` on each parameter (weight, then bias).
+    pub fn visit_params(&mut self, f: &mut dyn FnMut(&mut Param<F>)) {
+        f(&mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f(b);
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Masked softmax cross-entropy: value and gradient from one function.
+
+use ndarray::{Array2, ArrayView2};
+
+use crate::graph::Mask;
+use crate::Scalar;
+
+/// L = (1/|M|) Σ_{i∈M} [logsumexp(z_i) − z_{i,y_i}], averaged over the mask's nodes only, and
+/// dL/dZ = (softmax(z_i) − e_{y_i}) / |M| on the mask's rows, zero elsewhere.
+/// The log-sum-exp subtracts each row's maximum, so large logits cannot overflow.
+///
+/// # Panics
+/// If the mask is empty (callers check masks at the entry point), if `labels.len()` differs
+/// from the number of rows, or if a label is ≥ the number of columns.
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use sparse_gcn::{graph::Mask, nn::loss::softmax_cross_entropy};
+/// let z = array![[0.0f64, 0.0], [1000.0, 0.0]];
+/// let mask = Mask::try_from_indices(vec![0, 1], 2).unwrap();
+/// let (loss, grad) = softmax_cross_entropy(z.view(), &[0, 0], &mask);
+/// assert!((loss - std::f64::consts::LN_2 / 2.0).abs() < 1e-12); // (ln 2 + 0) / 2
+/// assert!((grad[[0, 0]] + 0.25).abs() < 1e-12);                  // (1/2 − 1) / 2
+/// ```
+#[track_caller]
+pub fn softmax_cross_entropy<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+) -> (F, Array2<F>) {
+    assert!(!mask.is_empty(), "softmax_cross_entropy: empty mask");
+    assert_eq!(labels.len(), logits.nrows(), "softmax_cross_entropy: labels vs rows");
+    let c = logits.ncols();
+    let inv_m = F::one() / F::from_usize(mask.len()).unwrap_or_else(F::one);
+    let mut grad = Array2::<F>::zeros(logits.dim());
+    let mut total = F::zero();
+    for &i in mask.indices() {
+        let i = i as usize;
+        let y = labels[i] as usize;
+        assert!(y < c, "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes");
+        let z = logits.row(i);
+        let max = z.iter().copied().fold(F::neg_infinity(), F::max);
+        let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
+        let lse = max + sum.ln();
+        total += lse - z[y];
+        let mut g = grad.row_mut(i);
+        for k in 0..c {
+            g[k] = (z[k] - lse).exp() * inv_m;
+        }
+        g[y] -= inv_m;
+    }
+    (total * inv_m, grad)
+}

@@ -1,0 +1,338 @@
+//! Training: configuration, the epoch loop with early stopping, per-epoch history, and several
+//! seeds at once.
+
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::graph::{Features, NormAdj, Split};
+use crate::metrics::accuracy;
+use crate::nn::loss::softmax_cross_entropy;
+use crate::nn::{Gcn, GcnConfig, Mode, Order};
+use crate::optim::{Adam, Optimizer, Sgd};
+use crate::{ConfigError, Error, Par, Result, Scalar};
+
+/// When to stop before `epochs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRule {
+    /// Run every epoch.
+    Never,
+    /// Kipf & Welling's rule: at epoch e > `window`, stop if the validation loss exceeds the
+    /// mean of the previous `window` epochs' validation losses. The final weights are kept.
+    Kipf {
+        /// Window (Kipf: 10).
+        window: usize,
+    },
+    /// Stop after `patience` epochs without a strictly lower validation loss, then restore
+    /// the weights of the best epoch.
+    Patience {
+        /// Epochs to wait.
+        patience: usize,
+    },
+}
+
+/// The optimiser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptimizerKind {
+    /// Adam (0.9, 0.999, 1e-8).
+    Adam,
+    /// Plain SGD.
+    Sgd,
+}
+
+/// Everything a training run needs besides the data. Defaults are Kipf & Welling's:
+/// Adam lr 0.01, weight decay 5e-4 on the first layer only, 200 epochs, their stop rule
+/// (window 10); 5 warm-up epochs left out of the timing medians.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainConfig {
+    /// The model (its `in_dim` and `out_dim` are set from the data by [`fit`]).
+    pub model: GcnConfig,
+    /// Learning rate.
+    pub lr: f64,
+    /// L2 weight decay per layer (missing layers get 0). Kipf: `[5e-4]`.
+    pub weight_decay: Vec<f64>,
+    /// Maximum number of epochs.
+    pub epochs: usize,
+    /// Early stopping.
+    pub stop: StopRule,
+    /// Optimiser.
+    pub optimizer: OptimizerKind,
+    /// Epochs excluded from timing medians.
+    pub warmup: usize,
+    /// Parallelism of the kernels.
+    pub par: Par,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            model: GcnConfig::default(),
+            lr: 0.01,
+            weight_decay: vec![5e-4],
+            epochs: 200,
+            stop: StopRule::Kipf { window: 10 },
+            optimizer: OptimizerKind::Adam,
+            warmup: 5,
+            par: Par::Rayon,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks every rule (the model's too).
+    ///
+    /// # Errors
+    /// The first [`ConfigError`].
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.model.check()?;
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(ConfigError::LearningRateNotPositive(self.lr));
+        }
+        if let Some(&w) = self.weight_decay.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+            return Err(ConfigError::WeightDecayNegative(w));
+        }
+        if self.weight_decay.len() > self.model.n_layers {
+            return Err(ConfigError::WeightDecayLen {
+                got: self.weight_decay.len(),
+                layers: self.model.n_layers,
+            });
+        }
+        if self.epochs == 0 {
+            return Err(ConfigError::ZeroCount("epochs"));
+        }
+        if let StopRule::Patience { patience: 0 } | StopRule::Kipf { window: 0 } = self.stop {
+            return Err(ConfigError::PatienceZero);
+        }
+        Ok(())
+    }
+}
+
+/// One epoch of the history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpochRecord {
+    /// 0-based epoch.
+    pub epoch: usize,
+    /// Training loss of the training pass (dropout on), weight decay not included.
+    pub train_loss: f64,
+    /// Training accuracy of the training pass.
+    pub train_acc: f64,
+    /// Validation loss (evaluation pass).
+    pub val_loss: f64,
+    /// Validation accuracy.
+    pub val_acc: f64,
+    /// Wall time of forward + backward + optimiser step, ms.
+    pub train_ms: f64,
+    /// Wall time of the whole epoch including the evaluation pass, ms.
+    pub epoch_ms: f64,
+}
+
+/// The outcome of one training run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// The seed.
+    pub seed: u64,
+    /// One record per epoch run.
+    pub history: Vec<EpochRecord>,
+    /// The epoch whose weights were evaluated (the last one, or the best under `Patience`).
+    pub best_epoch: usize,
+    /// Validation accuracy of the evaluated weights.
+    pub val_acc: f64,
+    /// Test accuracy of the evaluated weights.
+    pub test_acc: f64,
+    /// Test loss of the evaluated weights.
+    pub test_loss: f64,
+    /// The order each layer ran in.
+    #[serde(skip)]
+    pub orders: Vec<Order>,
+}
+
+impl RunResult {
+    /// Median `train_ms` over the epochs after `warmup`.
+    pub fn train_ms_median(&self, warmup: usize) -> f64 {
+        median(self.history.iter().skip(warmup).map(|r| r.train_ms).collect())
+    }
+}
+
+/// Median (NaN for an empty list).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Mean and sample standard deviation (n − 1 in the denominator; 0 for one value), as the PyG
+/// measuring stick in `../shared/peers` reports them.
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
+    (m, var.sqrt())
+}
+
+/// The RNG of stream `stream` for `seed`: stream 0 initialises weights, stream 1 draws dropout
+/// masks. ChaCha8 is portable, so a seed replays on every machine.
+pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+/// Trains one model with `seed` and evaluates it on the split's test nodes.
+///
+/// The model's `in_dim`/`out_dim` are taken from `x` and `n_classes`.
+///
+/// # Errors
+/// [`Error::Config`] for an invalid configuration, [`Error::EmptyMask`] for an empty split
+/// part, [`Error::Mismatch`] for inputs of the wrong size, [`Error::NonFiniteLoss`] when the
+/// training loss becomes NaN or infinite.
+pub fn fit<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+    cfg: &TrainConfig,
+    seed: u64,
+) -> Result<RunResult> {
+    let n = adj.n_nodes();
+    for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
+        if got != n {
+            return Err(Error::Mismatch { what: format!("{what} vs nodes"), expected: n, got });
+        }
+    }
+    split.check()?;
+    if let Some((node, &l)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= n_classes) {
+        return Err(Error::LabelOutOfRange { node, label: l as i64, n_classes });
+    }
+    let mut cfg_model = cfg.model.clone();
+    cfg_model.in_dim = x.n_cols();
+    cfg_model.out_dim = n_classes;
+    let cfg = TrainConfig { model: cfg_model, ..cfg.clone() };
+    cfg.check()?;
+    let par = cfg.par;
+
+    let mut init_rng = rng_stream(seed, 0);
+    let mut drop_rng = rng_stream(seed, 1);
+    let mut model: Gcn<F> = cfg.model.init(adj, x, &mut init_rng)?;
+    model.prepare(adj, x, par);
+    let mut opt: Box<dyn Optimizer<F>> = match cfg.optimizer {
+        OptimizerKind::Adam => Box::new(Adam::new(cfg.lr, cfg.weight_decay.clone())),
+        OptimizerKind::Sgd => Box::new(Sgd { lr: cfg.lr, weight_decay: cfg.weight_decay.clone() }),
+    };
+
+    let mut history = Vec::with_capacity(cfg.epochs);
+    let mut best: Option<(f64, usize, Vec<ndarray::Array2<F>>)> = None;
+    for epoch in 0..cfg.epochs {
+        let t0 = Instant::now();
+        // Training step.
+        model.zero_grad();
+        let (logits, cache) = model.forward(adj, x, Mode::Train, &mut drop_rng, par);
+        let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, &split.train);
+        let train_loss = loss.to_f64_lossless();
+        if !train_loss.is_finite() {
+            return Err(Error::NonFiniteLoss { epoch, loss: train_loss });
+        }
+        let train_acc = accuracy(logits.view(), labels, &split.train);
+        drop(logits);
+        model.backward(adj, cache, dlogits, par);
+        let mut index = 0;
+        model.visit_params(&mut |group, p| {
+            opt.update(index, group, p);
+            index += 1;
+        });
+        opt.finish_step();
+        let train_ms = t0.elapsed().as_secs_f64() * 1e3;
+        // Evaluation.
+        let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
+        let (val_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.valid);
+        let val_loss = val_loss.to_f64_lossless();
+        let val_acc = accuracy(logits.view(), labels, &split.valid);
+        let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
+        history.push(EpochRecord {
+            epoch,
+            train_loss,
+            train_acc,
+            val_loss,
+            val_acc,
+            train_ms,
+            epoch_ms,
+        });
+        match cfg.stop {
+            StopRule::Never => {}
+            StopRule::Kipf { window } => {
+                if epoch > window {
+                    let prev = &history[epoch - window..epoch];
+                    let mean = prev.iter().map(|r| r.val_loss).sum::<f64>() / window as f64;
+                    if val_loss > mean {
+                        break;
+                    }
+                }
+            }
+            StopRule::Patience { patience } => {
+                if best.as_ref().is_none_or(|b| val_loss < b.0) {
+                    best = Some((val_loss, epoch, model.snapshot()));
+                } else if best.as_ref().is_some_and(|b| epoch - b.1 >= patience) {
+                    break;
+                }
+            }
+        }
+    }
+    let mut best_epoch = history.len() - 1;
+    if let Some((_, e, snap)) = best {
+        model.restore(&snap);
+        best_epoch = e;
+    }
+    let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
+    let (test_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.test);
+    Ok(RunResult {
+        seed,
+        history,
+        best_epoch,
+        val_acc: accuracy(logits.view(), labels, &split.valid),
+        test_acc: accuracy(logits.view(), labels, &split.test),
+        test_loss: test_loss.to_f64_lossless(),
+        orders: model.orders(),
+    })
+}
+
+/// Trains one model per seed, in parallel (rayon tasks over seeds; each run's kernels are
+/// bit-identical for any thread count, so every run replays exactly from its seed).
+/// `on_done` is called after each run finishes (e.g. to advance a progress bar).
+///
+/// # Errors
+/// The first error of any run.
+pub fn fit_seeds<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+    cfg: &TrainConfig,
+    seeds: &[u64],
+    on_done: &(dyn Fn(&RunResult) + Sync),
+) -> Result<Vec<RunResult>> {
+    seeds
+        .par_iter()
+        .map(|&s| {
+            let r = fit(adj, x, labels, n_classes, split, cfg, s)?;
+            on_done(&r);
+            Ok(r)
+        })
+        .collect()
+}
