@@ -140,10 +140,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// An [`Error::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
     /// An [`Error::Parse`] for `path` at 1-based `line`.
     pub fn parse(path: impl Into<PathBuf>, line: usize, msg: impl Into<String>) -> Self {
-        Error::Parse { path: path.into(), line, msg: msg.into() }
+        Error::Parse {
+            path: path.into(),
+            line,
+            msg: msg.into(),
+        }
     }
 }

@@ -30,6 +30,7 @@ pub mod nn;
 pub mod optim;
 pub mod par;
 pub mod scalar;
+pub mod testing;
 pub mod train;
 
 pub use error::{ConfigError, Error, Result};

@@ -17,7 +17,11 @@ use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, Tr
 use sparse_gcn::{par::thread_pool, Par, Result};
 
 #[derive(Parser)]
-#[command(name = "sparse-gcn", version, about = "Graph Convolutional Networks on large sparse graphs, on CPUs")]
+#[command(
+    name = "sparse-gcn",
+    version,
+    about = "Graph Convolutional Networks on large sparse graphs, on CPUs"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -155,7 +159,11 @@ fn load(a: &TrainArgs) -> Result<Dataset> {
         Some(dir) => {
             let opts = OgbOptions {
                 split: a.split.clone(),
-                direction: if a.directed { Direction::Directed } else { Direction::Undirected },
+                direction: if a.directed {
+                    Direction::Directed
+                } else {
+                    Direction::Undirected
+                },
                 sparse_features_below: Some(0.1),
             };
             load_ogb(dir, &opts)
@@ -204,7 +212,9 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         epochs: a.epochs,
         stop: match a.stop {
             StopArg::Kipf => StopRule::Kipf { window: a.patience },
-            StopArg::Patience => StopRule::Patience { patience: a.patience },
+            StopArg::Patience => StopRule::Patience {
+                patience: a.patience,
+            },
             StopArg::Never => StopRule::Never,
         },
         optimizer: match a.optimizer {
@@ -246,8 +256,16 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };
-    let runs = fit_seeds(&adj, &data.features, &data.labels, data.n_classes, &data.split, &cfg,
-                         &seeds, &on_done)?;
+    let runs = fit_seeds(
+        &adj,
+        &data.features,
+        &data.labels,
+        data.n_classes,
+        &data.split,
+        &cfg,
+        &seeds,
+        &on_done,
+    )?;
     bar.finish_and_clear();
     let train_s = t_train.elapsed().as_secs_f64();
     for r in &runs {

@@ -42,10 +42,17 @@ impl Dataset {
                 got: self.labels.len(),
             });
         }
-        if let Some((node, &l)) =
-            self.labels.iter().enumerate().find(|(_, &l)| l as usize >= self.n_classes)
+        if let Some((node, &l)) = self
+            .labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l as usize >= self.n_classes)
         {
-            return Err(Error::LabelOutOfRange { node, label: l as i64, n_classes: self.n_classes });
+            return Err(Error::LabelOutOfRange {
+                node,
+                label: l as i64,
+                n_classes: self.n_classes,
+            });
         }
         self.features.check_finite("features")?;
         for m in [&self.split.train, &self.split.valid, &self.split.test] {

@@ -34,7 +34,11 @@ impl<F: Scalar> SparseFeatures<F> {
     /// # Panics
     /// If `values.len() != nnz`.
     pub fn with_values(&self, values: Vec<F>) -> Self {
-        assert_eq!(values.len(), self.x.nnz(), "with_values: wrong number of values");
+        assert_eq!(
+            values.len(),
+            self.x.nnz(),
+            "with_values: wrong number of values"
+        );
         let (r, c) = self.x.shape();
         let x = Csr::new_trusted_pub(
             (r, c),

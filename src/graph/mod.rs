@@ -84,7 +84,10 @@ impl Graph {
         for &(u, v) in edges {
             for id in [u, v] {
                 if id as usize >= n_nodes {
-                    return Err(Error::NodeOutOfRange { index: id as i64, n_nodes });
+                    return Err(Error::NodeOutOfRange {
+                        index: id as i64,
+                        n_nodes,
+                    });
                 }
             }
         }
@@ -140,7 +143,13 @@ impl Graph {
             duplicates_merged: stored - write,
             self_loops,
         };
-        Ok(Graph { n_nodes, indptr, indices, directed: !both, stats })
+        Ok(Graph {
+            n_nodes,
+            indptr,
+            indices,
+            directed: !both,
+            stats,
+        })
     }
 
     /// Number of nodes.

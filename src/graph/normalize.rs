@@ -52,8 +52,9 @@ impl<F: Scalar> NormAdj<F> {
         let idx = graph.indices();
         // Degrees of Ã: row length plus one where the self-loop is missing.
         let has_loop = |i: usize| graph.neighbors(i).binary_search(&(i as u32)).is_ok();
-        let deg: Vec<usize> =
-            (0..n).map(|i| graph.degree(i) + usize::from(!has_loop(i))).collect();
+        let deg: Vec<usize> = (0..n)
+            .map(|i| graph.degree(i) + usize::from(!has_loop(i)))
+            .collect();
         let mut indptr = Vec::with_capacity(n + 1);
         indptr.push(0usize);
         let total: usize = deg.iter().sum();
@@ -71,8 +72,10 @@ impl<F: Scalar> NormAdj<F> {
         let mut data: Vec<F> = Vec::with_capacity(total);
         match norm {
             Norm::Symmetric => {
-                let inv_sqrt: Vec<F> =
-                    deg.iter().map(|&d| F::from_f64_lossy(1.0 / (d as f64).sqrt())).collect();
+                let inv_sqrt: Vec<F> = deg
+                    .iter()
+                    .map(|&d| F::from_f64_lossy(1.0 / (d as f64).sqrt()))
+                    .collect();
                 for i in 0..n {
                     for &j in &indices[indptr[i]..indptr[i + 1]] {
                         data.push(inv_sqrt[i] * inv_sqrt[j as usize]);

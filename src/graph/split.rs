@@ -16,7 +16,10 @@ impl Mask {
     /// [`Error::NodeOutOfRange`] for an index ≥ `n_nodes`.
     pub fn try_from_indices(mut indices: Vec<u32>, n_nodes: usize) -> Result<Self> {
         if let Some(&bad) = indices.iter().find(|&&i| i as usize >= n_nodes) {
-            return Err(Error::NodeOutOfRange { index: bad as i64, n_nodes });
+            return Err(Error::NodeOutOfRange {
+                index: bad as i64,
+                n_nodes,
+            });
         }
         indices.sort_unstable();
         indices.dedup();
@@ -24,8 +27,14 @@ impl Mask {
     }
     /// A mask from a boolean vector of length `n_nodes`.
     pub fn from_bool(mask: &[bool]) -> Self {
-        let indices = (0..mask.len()).filter(|&i| mask[i]).map(|i| i as u32).collect();
-        Mask { indices, n_nodes: mask.len() }
+        let indices = (0..mask.len())
+            .filter(|&i| mask[i])
+            .map(|i| i as u32)
+            .collect();
+        Mask {
+            indices,
+            n_nodes: mask.len(),
+        }
     }
     /// The boolean vector.
     pub fn to_bool(&self) -> Vec<bool> {
@@ -72,14 +81,21 @@ impl Split {
     /// # Errors
     /// [`Error::EmptyMask`] or [`Error::Dataset`] naming the overlap.
     pub fn check(&self) -> Result<()> {
-        for (name, m) in [("train", &self.train), ("valid", &self.valid), ("test", &self.test)] {
+        for (name, m) in [
+            ("train", &self.train),
+            ("valid", &self.valid),
+            ("test", &self.test),
+        ] {
             if m.is_empty() {
                 return Err(Error::EmptyMask { name: name.into() });
             }
         }
         let n = self.train.n_nodes();
         let mut seen = vec![0u8; n];
-        for (k, m) in [&self.train, &self.valid, &self.test].into_iter().enumerate() {
+        for (k, m) in [&self.train, &self.valid, &self.test]
+            .into_iter()
+            .enumerate()
+        {
             for &i in m.indices() {
                 if seen[i as usize] != 0 {
                     return Err(Error::Dataset {

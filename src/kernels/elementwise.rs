@@ -11,7 +11,13 @@ use crate::Scalar;
 /// If `out.ncols() != b.len()`.
 #[track_caller]
 pub fn add_bias<F: Scalar>(mut out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>) {
-    assert_eq!(out.ncols(), b.len(), "add_bias: out {:?}, b {}", out.dim(), b.len());
+    assert_eq!(
+        out.ncols(),
+        b.len(),
+        "add_bias: out {:?}, b {}",
+        out.dim(),
+        b.len()
+    );
     for mut row in out.axis_iter_mut(Axis(0)) {
         row += &b;
     }
@@ -23,7 +29,13 @@ pub fn add_bias<F: Scalar>(mut out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>) 
 /// If `out.len() != g.ncols()`.
 #[track_caller]
 pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<'_, F>) {
-    assert_eq!(out.len(), g.ncols(), "col_sum: g {:?}, out {}", g.dim(), out.len());
+    assert_eq!(
+        out.len(),
+        g.ncols(),
+        "col_sum: g {:?}, out {}",
+        g.dim(),
+        out.len()
+    );
     if beta == F::zero() {
         out.fill(F::zero());
     } else {
@@ -36,8 +48,9 @@ pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<
 
 /// z ← max(z, 0).
 pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
+    // `max` would keep NaN; this maps NaN to 0 like every other non-positive value.
     z.map_inplace(|v| {
-        if !(*v > F::zero()) {
+        if *v <= F::zero() || v.is_nan() {
             *v = F::zero();
         }
     });
@@ -49,9 +62,15 @@ pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
 /// If the shapes differ.
 #[track_caller]
 pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayView2<'_, F>) {
-    assert_eq!(dz.dim(), a.dim(), "relu_backward: dz {:?}, a {:?}", dz.dim(), a.dim());
+    assert_eq!(
+        dz.dim(),
+        a.dim(),
+        "relu_backward: dz {:?}, a {:?}",
+        dz.dim(),
+        a.dim()
+    );
     Zip::from(&mut dz).and(&a).for_each(|g, &v| {
-        if !(v > F::zero()) {
+        if v <= F::zero() || v.is_nan() {
             *g = F::zero();
         }
     });
@@ -65,7 +84,10 @@ pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayVi
 /// If `p` is not in `[0, 1)`.
 #[track_caller]
 pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask: &mut [F]) {
-    assert!((0.0..1.0).contains(&p), "dropout_mask: p = {p} not in [0, 1)");
+    assert!(
+        (0.0..1.0).contains(&p),
+        "dropout_mask: p = {p} not in [0, 1)"
+    );
     let keep = F::from_f64_lossy(1.0 / (1.0 - p));
     for m in mask.iter_mut() {
         let u: f64 = rng.random();

@@ -51,7 +51,10 @@ pub fn gemm<F: Scalar>(
 ) {
     let ((m, k), (k2, n)) = (a.dim(), b.dim());
     if k != k2 || out.dim() != (m, n) {
-        shape_panic("gemm", &[("a", a.dim()), ("b", b.dim()), ("out", out.dim())]);
+        shape_panic(
+            "gemm",
+            &[("a", a.dim()), ("b", b.dim()), ("out", out.dim())],
+        );
     }
     blocks(alpha, a, b, beta, out, par);
 }
@@ -70,7 +73,10 @@ fn blocks<F: Scalar>(
         let mid = (m / 2).next_multiple_of(8).min(m - 1);
         let (a0, a1) = a.split_at(Axis(0), mid);
         let (o0, o1) = out.split_at(Axis(0), mid);
-        par.join(|| blocks(alpha, a0, b, beta, o0, par), || blocks(alpha, a1, b, beta, o1, par));
+        par.join(
+            || blocks(alpha, a0, b, beta, o0, par),
+            || blocks(alpha, a1, b, beta, o1, par),
+        );
     } else {
         block(alpha, a, b, beta, out);
     }

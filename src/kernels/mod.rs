@@ -32,6 +32,9 @@ pub type CsrView<'a, F> = sprs::CsMatViewI<'a, F, u32, usize>;
 #[inline(never)]
 #[track_caller]
 pub(crate) fn shape_panic(kernel: &str, dims: &[(&str, (usize, usize))]) -> ! {
-    let parts: Vec<String> = dims.iter().map(|(n, (r, c))| format!("{n}: {r}×{c}")).collect();
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|(n, (r, c))| format!("{n}: {r}×{c}"))
+        .collect();
     panic!("{kernel}: shapes do not agree ({})", parts.join(", "));
 }

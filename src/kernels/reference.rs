@@ -22,7 +22,11 @@ pub fn spmm<F: Scalar>(
             for (j, &v) in row.iter() {
                 s += v * x[[j, c]];
             }
-            let prev = if beta == F::zero() { F::zero() } else { beta * out[[i, c]] };
+            let prev = if beta == F::zero() {
+                F::zero()
+            } else {
+                beta * out[[i, c]]
+            };
             res[[i, c]] = alpha * s + prev;
         }
     }
@@ -46,7 +50,11 @@ pub fn gemm<F: Scalar>(
             for l in 0..k {
                 s += a[[i, l]] * b[[l, j]];
             }
-            let prev = if beta == F::zero() { F::zero() } else { beta * out[[i, j]] };
+            let prev = if beta == F::zero() {
+                F::zero()
+            } else {
+                beta * out[[i, j]]
+            };
             res[[i, j]] = alpha * s + prev;
         }
     }

@@ -51,7 +51,12 @@ pub fn spmm<F: Scalar>(
     let ip = a.indptr();
     let ip = ip.raw_storage();
     let off = ip[0];
-    let rows = Rows { ip, off, idx: a.indices(), val: a.data() };
+    let rows = Rows {
+        ip,
+        off,
+        idx: a.indices(),
+        val: a.data(),
+    };
     let d = x.ncols().max(1);
     split(alpha, &rows, x, beta, out, 0, m, d, par);
 }

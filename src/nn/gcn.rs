@@ -125,7 +125,12 @@ pub struct LayerShape {
 /// Estimated per-epoch cost (forward + backward) of each order, in GEMM multiply-add units:
 /// `(aggregate_first, transform_first)`. See `docs/MATH.md`, "Cost model".
 pub fn order_costs(s: &LayerShape) -> (f64, f64) {
-    let (n, m, a, c) = (s.n_nodes as f64, s.nnz_adj as f64, s.in_dim as f64, s.out_dim as f64);
+    let (n, m, a, c) = (
+        s.n_nodes as f64,
+        s.nnz_adj as f64,
+        s.in_dim as f64,
+        s.out_dim as f64,
+    );
     // Products of the input (or of ÂX) with an a×c matrix.
     let x_prod = match s.sparse_input_nnz {
         Some(nnz) => SPMM_COST * nnz as f64 * c,
@@ -191,8 +196,16 @@ impl<F: Scalar> GcnConv<F> {
     ) -> Self {
         let weight = Param::glorot(in_dim, out_dim, rng);
         let bias = bias.then(|| Param::zeros(1, out_dim));
-        let order = if order == Order::Auto { Order::TransformFirst } else { order };
-        GcnConv { weight, bias, order }
+        let order = if order == Order::Auto {
+            Order::TransformFirst
+        } else {
+            order
+        };
+        GcnConv {
+            weight,
+            bias,
+            order,
+        }
     }
 
     /// Input width.
@@ -247,7 +260,13 @@ impl<F: Scalar> GcnConv<F> {
         if let Some(b) = &self.bias {
             add_bias(z.view_mut(), b.value.row(0));
         }
-        (z, GcnCache { saved, order: self.order })
+        (
+            z,
+            GcnCache {
+                saved,
+                order: self.order,
+            },
+        )
     }
 
     /// Adds dL/dW and dL/db into the parameters' gradients and returns dL/dH when `need_dh`.
@@ -289,14 +308,24 @@ impl<F: Scalar> GcnConv<F> {
         par: Par,
     ) -> Option<Array2<F>> {
         let n = adj.n_nodes();
-        assert!(!(need_dh && matches!(saved, Input::Sparse(_))), "no dH for a sparse input");
+        assert!(
+            !(need_dh && matches!(saved, Input::Sparse(_))),
+            "no dH for a sparse input"
+        );
         match order {
             Order::AggregateFirst => {
                 // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
                 saved.t_times_acc(g, &mut self.weight.grad, par);
                 need_dh.then(|| {
                     let mut y = Array2::zeros((n, self.in_dim()));
-                    gemm(F::one(), g, self.weight.value.t(), F::zero(), y.view_mut(), par);
+                    gemm(
+                        F::one(),
+                        g,
+                        self.weight.value.t(),
+                        F::zero(),
+                        y.view_mut(),
+                        par,
+                    );
                     let mut dh = Array2::zeros((n, self.in_dim()));
                     spmm(F::one(), adj.a_t(), y.view(), F::zero(), dh.view_mut(), par);
                     dh
@@ -309,7 +338,14 @@ impl<F: Scalar> GcnConv<F> {
                 saved.t_times_acc(p.view(), &mut self.weight.grad, par);
                 need_dh.then(|| {
                     let mut dh = Array2::zeros((n, self.in_dim()));
-                    gemm(F::one(), p.view(), self.weight.value.t(), F::zero(), dh.view_mut(), par);
+                    gemm(
+                        F::one(),
+                        p.view(),
+                        self.weight.value.t(),
+                        F::zero(),
+                        dh.view_mut(),
+                        par,
+                    );
                     dh
                 })
             }
@@ -322,5 +358,213 @@ impl<F: Scalar> GcnConv<F> {
         if let Some(b) = &mut self.bias {
             f(b);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{Array2, Axis};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::graph::{Direction, Features, Graph, Norm};
+    use crate::nn::model::input_of;
+    use crate::testing::{max_rel_err, numerical_grad};
+
+    /// 8 nodes: a path, a triangle, a self-loop on node 2 and an isolated node 7.
+    fn small_graph(dir: Direction) -> Graph {
+        let e = [
+            (0, 1),
+            (1, 2),
+            (2, 2),
+            (2, 3),
+            (3, 4),
+            (4, 5),
+            (5, 3),
+            (1, 6),
+            (6, 0),
+        ];
+        Graph::try_from_edges(8, &e, dir).unwrap()
+    }
+
+    fn random(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Array2<f64> {
+        Array2::from_shape_simple_fn((rows, cols), || rng.random_range(-1.0..1.0))
+    }
+
+    /// L = Σ R ⊙ Z as a function of (W, b, H) flattened.
+    fn loss(
+        adj: &NormAdj<f64>,
+        order: Order,
+        bias: bool,
+        theta: &[f64],
+        dims: (usize, usize, usize),
+        r: &Array2<f64>,
+    ) -> f64 {
+        let (n, a, c) = dims;
+        let w = Array2::from_shape_vec((a, c), theta[..a * c].to_vec()).unwrap();
+        let mut off = a * c;
+        let b = bias.then(|| {
+            off += c;
+            Array2::from_shape_vec((1, c), theta[a * c..a * c + c].to_vec()).unwrap()
+        });
+        let h = Array2::from_shape_vec((n, a), theta[off..].to_vec()).unwrap();
+        let layer = GcnConv {
+            weight: Param::new(w),
+            bias: b.map(Param::new),
+            order,
+        };
+        let (z, _) = layer.forward(adj, Input::Dense(CowArray::from(h)), None, Par::Seq);
+        (&z * r).sum()
+    }
+
+    fn check_layer(order: Order, bias: bool, a: usize, c: usize, dir: Direction, norm: Norm) {
+        let adj = NormAdj::<f64>::new(&small_graph(dir), norm);
+        let n = adj.n_nodes();
+        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        let mut layer = GcnConv::<f64>::new(a, c, bias, order, &mut rng);
+        if let Some(b) = &mut layer.bias {
+            b.value = random(1, c, &mut rng);
+        }
+        let h = random(n, a, &mut rng);
+        let r = random(n, c, &mut rng);
+        let (_, cache) =
+            layer.forward(&adj, Input::Dense(CowArray::from(h.view())), None, Par::Seq);
+        let dh = layer
+            .backward(&adj, cache, None, r.view(), true, Par::Seq)
+            .unwrap();
+        let mut analytic: Vec<f64> = layer.weight.grad.iter().copied().collect();
+        let mut theta: Vec<f64> = layer.weight.value.iter().copied().collect();
+        if let Some(b) = &layer.bias {
+            analytic.extend(b.grad.iter());
+            theta.extend(b.value.iter());
+        }
+        analytic.extend(dh.iter());
+        theta.extend(h.iter());
+        let numerical = numerical_grad(|t| loss(&adj, order, bias, t, (n, a, c), &r), &theta, 1e-6);
+        let (err, at) = max_rel_err(&analytic, &numerical);
+        assert!(
+            err < 1e-6,
+            "{order:?} bias={bias} {a}->{c}: rel err {err} at {at}"
+        );
+    }
+
+    #[test]
+    fn gcn_backward_matches_finite_differences() {
+        for order in [Order::AggregateFirst, Order::TransformFirst] {
+            for bias in [false, true] {
+                for (a, c) in [(3, 5), (5, 3)] {
+                    check_layer(order, bias, a, c, Direction::Undirected, Norm::Symmetric);
+                }
+            }
+            // A non-symmetric Â (directed, row-normalised) exercises Âᵀ in backward.
+            check_layer(order, true, 4, 3, Direction::Directed, Norm::Row);
+        }
+    }
+
+    #[test]
+    fn gcn_sparse_input_weight_grad_matches_dense() {
+        // Sparse X: dW (and the output) equal those of the same X stored dense.
+        let adj = NormAdj::<f64>::new(&small_graph(Direction::Undirected), Norm::Symmetric);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut x = random(8, 6, &mut rng);
+        x.mapv_inplace(|v| if v.abs() < 0.6 { 0.0 } else { v });
+        let dense = Features::Dense(x.clone());
+        let sparse = Features::Dense(x).into_sparse_if(1.0);
+        assert!(sparse.is_sparse());
+        let r = random(8, 3, &mut rng);
+        for order in [Order::AggregateFirst, Order::TransformFirst] {
+            let base = GcnConv::<f64>::new(6, 3, true, order, &mut rng);
+            let mut grads = Vec::new();
+            let mut outs = Vec::new();
+            for f in [&dense, &sparse] {
+                let mut l = base.clone();
+                let (z, cache) = l.forward(&adj, input_of(f), None, Par::Seq);
+                l.backward(&adj, cache, None, r.view(), false, Par::Seq);
+                grads.push(l.weight.grad.clone());
+                outs.push(z);
+            }
+            assert!((&outs[0] - &outs[1]).iter().all(|d| d.abs() < 1e-12));
+            assert!((&grads[0] - &grads[1]).iter().all(|d| d.abs() < 1e-12));
+        }
+    }
+
+    #[test]
+    fn gcn_orders_agree_in_f32() {
+        // Both orders give the same outputs and gradients within f32 tolerance.
+        let data = crate::graph::synthetic::CitationLike {
+            n_nodes: 300,
+            ..Default::default()
+        }
+        .generate(5)
+        .unwrap();
+        let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let n = adj.n_nodes();
+        let h: Array2<f32> = Array2::from_shape_simple_fn((n, 24), || rng.random_range(-1.0..1.0));
+        let g: Array2<f32> = Array2::from_shape_simple_fn((n, 10), || rng.random_range(-1.0..1.0));
+        let base = GcnConv::<f32>::new(24, 10, true, Order::AggregateFirst, &mut rng);
+        let mut res = Vec::new();
+        for order in [Order::AggregateFirst, Order::TransformFirst] {
+            let mut l = GcnConv {
+                order,
+                ..base.clone()
+            };
+            let (z, cache) = l.forward(
+                &adj,
+                Input::Dense(CowArray::from(h.view())),
+                None,
+                Par::Rayon,
+            );
+            let dh = l
+                .backward(&adj, cache, None, g.view(), true, Par::Rayon)
+                .unwrap();
+            res.push((z, l.weight.grad.clone(), l.bias.unwrap().grad, dh));
+        }
+        let close = |a: &Array2<f32>, b: &Array2<f32>| {
+            let scale = a.iter().fold(1f32, |m, v| m.max(v.abs()));
+            a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * scale)
+        };
+        let (a, b) = (&res[0], &res[1]);
+        assert!(close(&a.0, &b.0), "outputs differ");
+        assert!(close(&a.1, &b.1), "dW differs");
+        assert!(close(&a.2, &b.2), "db differs");
+        assert!(close(&a.3, &b.3), "dH differs");
+        assert!(a.0.sum_axis(Axis(0)).iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn auto_order_counts_backward_and_caching() {
+        let base = LayerShape {
+            n_nodes: 1000,
+            nnz_adj: 10_000,
+            in_dim: 64,
+            out_dim: 16,
+            sparse_input_nnz: None,
+            sparse_aggregate_nnz: None,
+            first: false,
+            aggregate_cached: false,
+        };
+        // Narrower output: aggregate at the output width.
+        assert_eq!(choose_order(Order::Auto, &base), Order::TransformFirst);
+        // Wider output: aggregate at the input width.
+        let wide = LayerShape {
+            in_dim: 16,
+            out_dim: 64,
+            ..base
+        };
+        assert_eq!(choose_order(Order::Auto, &wide), Order::AggregateFirst);
+        // A first layer whose ÂX is cached skips the forward SpMM and the input gradient.
+        let cached = LayerShape {
+            first: true,
+            aggregate_cached: true,
+            ..base
+        };
+        assert_eq!(choose_order(Order::Auto, &cached), Order::AggregateFirst);
+        // Fixed orders are kept.
+        assert_eq!(
+            choose_order(Order::AggregateFirst, &base),
+            Order::AggregateFirst
+        );
     }
 }

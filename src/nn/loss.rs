@@ -30,7 +30,11 @@ pub fn softmax_cross_entropy<F: Scalar>(
     mask: &Mask,
 ) -> (F, Array2<F>) {
     assert!(!mask.is_empty(), "softmax_cross_entropy: empty mask");
-    assert_eq!(labels.len(), logits.nrows(), "softmax_cross_entropy: labels vs rows");
+    assert_eq!(
+        labels.len(),
+        logits.nrows(),
+        "softmax_cross_entropy: labels vs rows"
+    );
     let c = logits.ncols();
     let inv_m = F::one() / F::from_usize(mask.len()).unwrap_or_else(F::one);
     let mut grad = Array2::<F>::zeros(logits.dim());
@@ -38,7 +42,10 @@ pub fn softmax_cross_entropy<F: Scalar>(
     for &i in mask.indices() {
         let i = i as usize;
         let y = labels[i] as usize;
-        assert!(y < c, "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes");
+        assert!(
+            y < c,
+            "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
+        );
         let z = logits.row(i);
         let max = z.iter().copied().fold(F::neg_infinity(), F::max);
         let sum: F = z.iter().map(|&v| (v - max).exp()).sum();

@@ -61,9 +61,11 @@ impl GcnConfig {
         if self.n_layers == 0 {
             return Err(ConfigError::NoLayers);
         }
-        for (name, v) in
-            [("in_dim", self.in_dim), ("hidden_dim", self.hidden_dim), ("out_dim", self.out_dim)]
-        {
+        for (name, v) in [
+            ("in_dim", self.in_dim),
+            ("hidden_dim", self.hidden_dim),
+            ("out_dim", self.out_dim),
+        ] {
             if v == 0 {
                 return Err(ConfigError::ZeroDim(name));
             }
@@ -128,7 +130,12 @@ impl GcnConfig {
                 GcnConv::new(dims[l], dims[l + 1], self.bias, order, rng)
             })
             .collect();
-        Ok(Gcn { layers, dropout: self.dropout, input_dropout: self.input_dropout, cached: None })
+        Ok(Gcn {
+            layers,
+            dropout: self.dropout,
+            input_dropout: self.input_dropout,
+            cached: None,
+        })
     }
 }
 
@@ -199,7 +206,11 @@ impl<F: Scalar> Gcn<F> {
         let mut h = h0;
         let mut out = None;
         for (l, layer) in self.layers.iter().enumerate() {
-            let agg = if l == 0 && use_cached { self.cached.as_ref() } else { None };
+            let agg = if l == 0 && use_cached {
+                self.cached.as_ref()
+            } else {
+                None
+            };
             let (mut z, cache) = layer.forward(adj, h, agg, par);
             caches.push(cache);
             if l + 1 == n_layers {
@@ -219,7 +230,15 @@ impl<F: Scalar> Gcn<F> {
             h = Input::Dense(CowArray::from(next));
         }
         let logits = out.unwrap_or_else(|| Array2::zeros((adj.n_nodes(), 0)));
-        (logits, GcnModelCache { layers: caches, acts, masks, used_cached: use_cached })
+        (
+            logits,
+            GcnModelCache {
+                layers: caches,
+                acts,
+                masks,
+                used_cached: use_cached,
+            },
+        )
     }
 
     /// Backward pass from dL/dlogits: **adds** every parameter's gradient (zero them first
@@ -231,10 +250,19 @@ impl<F: Scalar> Gcn<F> {
         dlogits: Array2<F>,
         par: Par,
     ) {
-        let GcnModelCache { layers, mut acts, mut masks, used_cached } = cache;
+        let GcnModelCache {
+            layers,
+            mut acts,
+            mut masks,
+            used_cached,
+        } = cache;
         let mut g = dlogits;
         for (l, lc) in layers.into_iter().enumerate().rev() {
-            let agg = if l == 0 && used_cached { self.cached.as_ref() } else { None };
+            let agg = if l == 0 && used_cached {
+                self.cached.as_ref()
+            } else {
+                None
+            };
             let dh = self.layers[l].backward(adj, lc, agg, g.view(), l > 0, par);
             let Some(mut dh) = dh else { break };
             if let Some(Some(mask)) = masks.pop() {

@@ -28,7 +28,15 @@ pub struct Adam<F> {
 impl<F: Scalar> Adam<F> {
     /// Adam with the usual (0.9, 0.999, 1e-8).
     pub fn new(lr: f64, weight_decay: Vec<f64>) -> Self {
-        Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay, t: 0, state: Vec::new() }
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay,
+            t: 0,
+            state: Vec::new(),
+        }
     }
 }
 
@@ -38,21 +46,30 @@ impl<F: Scalar> Optimizer<F> for Adam<F> {
             self.t += 1;
         }
         if self.state.len() <= index {
-            self.state.push((Array2::zeros(p.value.dim()), Array2::zeros(p.value.dim())));
+            self.state
+                .push((Array2::zeros(p.value.dim()), Array2::zeros(p.value.dim())));
         }
         let f = F::from_f64_lossy;
         let (b1, b2) = (f(self.beta1), f(self.beta2));
         let c1 = f(1.0 - self.beta1.powi(self.t));
         let c2 = f(1.0 - self.beta2.powi(self.t));
-        let (lr, eps, wd) = (f(self.lr), f(self.eps), f(decay_of(&self.weight_decay, group)));
+        let (lr, eps, wd) = (
+            f(self.lr),
+            f(self.eps),
+            f(decay_of(&self.weight_decay, group)),
+        );
         let (m, v) = &mut self.state[index];
-        Zip::from(&mut p.value).and(&p.grad).and(m).and(v).for_each(|w, &g, m, v| {
-            let g = g + wd * *w;
-            *m = b1 * *m + (F::one() - b1) * g;
-            *v = b2 * *v + (F::one() - b2) * g * g;
-            let mh = *m / c1;
-            let vh = *v / c2;
-            *w -= lr * mh / (vh.sqrt() + eps);
-        });
+        Zip::from(&mut p.value)
+            .and(&p.grad)
+            .and(m)
+            .and(v)
+            .for_each(|w, &g, m, v| {
+                let g = g + wd * *w;
+                *m = b1 * *m + (F::one() - b1) * g;
+                *v = b2 * *v + (F::one() - b2) * g * g;
+                let mh = *m / c1;
+                let vh = *v / c2;
+                *w -= lr * mh / (vh.sqrt() + eps);
+            });
     }
 }

@@ -19,6 +19,8 @@ impl<F: Scalar> Optimizer<F> for Sgd {
     fn update(&mut self, _index: usize, group: usize, p: &mut Param<F>) {
         let lr = F::from_f64_lossy(self.lr);
         let wd = F::from_f64_lossy(decay_of(&self.weight_decay, group));
-        Zip::from(&mut p.value).and(&p.grad).for_each(|w, &g| *w -= lr * (g + wd * *w));
+        Zip::from(&mut p.value)
+            .and(&p.grad)
+            .for_each(|w, &g| *w -= lr * (g + wd * *w));
     }
 }

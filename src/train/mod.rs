@@ -34,6 +34,85 @@ pub enum StopRule {
     },
 }
 
+/// What [`EarlyStopping::observe`] decided after an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observation {
+    /// Go on.
+    Continue,
+    /// Go on; this epoch has the lowest validation loss so far (keep its weights).
+    Improved,
+    /// Stop after this epoch.
+    Stop,
+}
+
+/// The state of a [`StopRule`] over a run: fed one validation loss per epoch.
+#[derive(Debug, Clone)]
+pub struct EarlyStopping {
+    rule: StopRule,
+    val_losses: Vec<f64>,
+    best: Option<(usize, f64)>,
+}
+
+impl EarlyStopping {
+    /// A fresh state.
+    pub fn new(rule: StopRule) -> Self {
+        EarlyStopping {
+            rule,
+            val_losses: Vec::new(),
+            best: None,
+        }
+    }
+
+    /// Records epoch `epoch`'s validation loss (epochs must come in order from 0) and decides.
+    ///
+    /// # Examples
+    /// ```
+    /// use sparse_gcn::train::{EarlyStopping, Observation, StopRule};
+    /// let mut s = EarlyStopping::new(StopRule::Patience { patience: 2 });
+    /// let seen: Vec<_> = [3.0, 2.0, 2.5, 2.1].iter().enumerate()
+    ///     .map(|(e, &l)| s.observe(e, l)).collect();
+    /// assert_eq!(seen, [Observation::Improved, Observation::Improved,
+    ///                   Observation::Continue, Observation::Stop]);
+    /// assert_eq!(s.best_epoch(), Some(1));
+    /// ```
+    pub fn observe(&mut self, epoch: usize, val_loss: f64) -> Observation {
+        self.val_losses.push(val_loss);
+        let improved = self.best.is_none_or(|(_, b)| val_loss < b);
+        if improved {
+            self.best = Some((epoch, val_loss));
+        }
+        match self.rule {
+            StopRule::Never => {}
+            StopRule::Kipf { window } => {
+                if epoch > window {
+                    let prev = &self.val_losses[epoch - window..epoch];
+                    let mean = prev.iter().sum::<f64>() / window as f64;
+                    if val_loss > mean {
+                        return Observation::Stop;
+                    }
+                }
+            }
+            StopRule::Patience { patience } => {
+                if let Some((b, _)) = self.best {
+                    if epoch - b >= patience {
+                        return Observation::Stop;
+                    }
+                }
+            }
+        }
+        if improved {
+            Observation::Improved
+        } else {
+            Observation::Continue
+        }
+    }
+
+    /// The epoch with the lowest validation loss so far.
+    pub fn best_epoch(&self) -> Option<usize> {
+        self.best.map(|(e, _)| e)
+    }
+}
+
 /// The optimiser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptimizerKind {
@@ -91,7 +170,11 @@ impl TrainConfig {
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(ConfigError::LearningRateNotPositive(self.lr));
         }
-        if let Some(&w) = self.weight_decay.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+        if let Some(&w) = self
+            .weight_decay
+            .iter()
+            .find(|w| !(w.is_finite() && **w >= 0.0))
+        {
             return Err(ConfigError::WeightDecayNegative(w));
         }
         if self.weight_decay.len() > self.model.n_layers {
@@ -152,7 +235,13 @@ pub struct RunResult {
 impl RunResult {
     /// Median `train_ms` over the epochs after `warmup`.
     pub fn train_ms_median(&self, warmup: usize) -> f64 {
-        median(self.history.iter().skip(warmup).map(|r| r.train_ms).collect())
+        median(
+            self.history
+                .iter()
+                .skip(warmup)
+                .map(|r| r.train_ms)
+                .collect(),
+        )
     }
 }
 
@@ -213,17 +302,32 @@ pub fn fit<F: Scalar>(
     let n = adj.n_nodes();
     for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
         if got != n {
-            return Err(Error::Mismatch { what: format!("{what} vs nodes"), expected: n, got });
+            return Err(Error::Mismatch {
+                what: format!("{what} vs nodes"),
+                expected: n,
+                got,
+            });
         }
     }
     split.check()?;
-    if let Some((node, &l)) = labels.iter().enumerate().find(|(_, &l)| l as usize >= n_classes) {
-        return Err(Error::LabelOutOfRange { node, label: l as i64, n_classes });
+    if let Some((node, &l)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l as usize >= n_classes)
+    {
+        return Err(Error::LabelOutOfRange {
+            node,
+            label: l as i64,
+            n_classes,
+        });
     }
     let mut cfg_model = cfg.model.clone();
     cfg_model.in_dim = x.n_cols();
     cfg_model.out_dim = n_classes;
-    let cfg = TrainConfig { model: cfg_model, ..cfg.clone() };
+    let cfg = TrainConfig {
+        model: cfg_model,
+        ..cfg.clone()
+    };
     cfg.check()?;
     let par = cfg.par;
 
@@ -233,11 +337,15 @@ pub fn fit<F: Scalar>(
     model.prepare(adj, x, par);
     let mut opt: Box<dyn Optimizer<F>> = match cfg.optimizer {
         OptimizerKind::Adam => Box::new(Adam::new(cfg.lr, cfg.weight_decay.clone())),
-        OptimizerKind::Sgd => Box::new(Sgd { lr: cfg.lr, weight_decay: cfg.weight_decay.clone() }),
+        OptimizerKind::Sgd => Box::new(Sgd {
+            lr: cfg.lr,
+            weight_decay: cfg.weight_decay.clone(),
+        }),
     };
 
     let mut history = Vec::with_capacity(cfg.epochs);
-    let mut best: Option<(f64, usize, Vec<ndarray::Array2<F>>)> = None;
+    let mut best: Option<(usize, Vec<ndarray::Array2<F>>)> = None;
+    let mut stopper = EarlyStopping::new(cfg.stop);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
         // Training step.
@@ -246,7 +354,10 @@ pub fn fit<F: Scalar>(
         let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, &split.train);
         let train_loss = loss.to_f64_lossless();
         if !train_loss.is_finite() {
-            return Err(Error::NonFiniteLoss { epoch, loss: train_loss });
+            return Err(Error::NonFiniteLoss {
+                epoch,
+                loss: train_loss,
+            });
         }
         let train_acc = accuracy(logits.view(), labels, &split.train);
         drop(logits);
@@ -273,28 +384,18 @@ pub fn fit<F: Scalar>(
             train_ms,
             epoch_ms,
         });
-        match cfg.stop {
-            StopRule::Never => {}
-            StopRule::Kipf { window } => {
-                if epoch > window {
-                    let prev = &history[epoch - window..epoch];
-                    let mean = prev.iter().map(|r| r.val_loss).sum::<f64>() / window as f64;
-                    if val_loss > mean {
-                        break;
-                    }
+        match stopper.observe(epoch, val_loss) {
+            Observation::Continue => {}
+            Observation::Improved => {
+                if matches!(cfg.stop, StopRule::Patience { .. }) {
+                    best = Some((epoch, model.snapshot()));
                 }
             }
-            StopRule::Patience { patience } => {
-                if best.as_ref().is_none_or(|b| val_loss < b.0) {
-                    best = Some((val_loss, epoch, model.snapshot()));
-                } else if best.as_ref().is_some_and(|b| epoch - b.1 >= patience) {
-                    break;
-                }
-            }
+            Observation::Stop => break,
         }
     }
     let mut best_epoch = history.len() - 1;
-    if let Some((_, e, snap)) = best {
+    if let Some((e, snap)) = best {
         model.restore(&snap);
         best_epoch = e;
     }

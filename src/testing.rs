@@ -1,0 +1,41 @@
+//! Helpers for gradient checks and numeric comparisons, used by this crate's tests and usable
+//! by downstream crates that add layers.
+
+/// |a − n| / max(1, |a|, |n|): the relative error of the gradient checks (`docs/MATH.md`).
+pub fn rel_err(a: f64, n: f64) -> f64 {
+    (a - n).abs() / 1f64.max(a.abs()).max(n.abs())
+}
+
+/// Central differences of `loss` with respect to each coordinate of `theta`, step `h`:
+/// (L(θ + h·e_k) − L(θ − h·e_k)) / 2h. `loss` receives the perturbed vector.
+pub fn numerical_grad(mut loss: impl FnMut(&[f64]) -> f64, theta: &[f64], h: f64) -> Vec<f64> {
+    let mut t = theta.to_vec();
+    (0..t.len())
+        .map(|k| {
+            let orig = t[k];
+            t[k] = orig + h;
+            let lp = loss(&t);
+            t[k] = orig - h;
+            let lm = loss(&t);
+            t[k] = orig;
+            (lp - lm) / (2.0 * h)
+        })
+        .collect()
+}
+
+/// The largest [`rel_err`] between an analytic and a numerical gradient, with its index.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn max_rel_err(analytic: &[f64], numerical: &[f64]) -> (f64, usize) {
+    assert_eq!(analytic.len(), numerical.len(), "gradient lengths differ");
+    analytic
+        .iter()
+        .zip(numerical)
+        .map(|(&a, &n)| rel_err(a, n))
+        .enumerate()
+        .fold(
+            (0.0, 0),
+            |(m, i), (k, e)| if e > m || e.is_nan() { (e, k) } else { (m, i) },
+        )
+}
