@@ -51,6 +51,11 @@ fn usage_exit(msg: &str) -> ! {
     exit(2)
 }
 
+fn num<T: std::str::FromStr>(name: &str, v: &str) -> T {
+    v.parse()
+        .unwrap_or_else(|_| usage_exit(&format!("{name}: cannot parse {v:?}")))
+}
+
 fn parse_args() -> Args {
     let mut a = Args {
         nodes: 1_000_000,
@@ -69,10 +74,6 @@ fn parse_args() -> Args {
             it.next()
                 .unwrap_or_else(|| usage_exit(&format!("{name} needs a value")))
         };
-        fn num<T: std::str::FromStr>(name: &str, v: &str) -> T {
-            v.parse()
-                .unwrap_or_else(|_| usage_exit(&format!("{name}: cannot parse {v:?}")))
-        }
         match flag.as_str() {
             "--nodes" => a.nodes = num("--nodes", &value("--nodes")),
             "--avg-degree" => a.avg_degree = num("--avg-degree", &value("--avg-degree")),
@@ -157,7 +158,7 @@ fn main() {
         args.hidden,
         args.classes,
         args.seed,
-        rayon_threads(),
+        rayon::current_num_threads(),
     );
     println!(
         "peak rss at start: {}",
@@ -251,12 +252,20 @@ fn main() {
         Features::Sparse(_) => 2 * x_nnz * (4 + 4) + (n64 + 1) * 8 + (f + 1) * 8,
         Features::Dense(_) => n64 * f * 4,
     };
-    // Forward, TransformFirst: X·W and Â·(X·W) (n×h each), the ReLU output and its copy
-    // (n×h each; the first two are freed by then), H·W and the logits (n×c each).
-    let est_act_eval = 2 * n64 * h * 4 + 2 * n64 * c * 4;
-    // Training adds the input dropout copy of X's values, the hidden dropout mask, and in the
-    // backward pass dlogits, P = Âᵀ·G (n×c) and dH, its ReLU mask product (n×h).
-    let est_act_train = est_act_eval + x_nnz * 4 + n64 * h * 4 + 2 * n64 * c * 4 + n64 * h * 4;
+    // Dense activations at the peak of the eval forward (2 layers). Layer 1 (TransformFirst on
+    // the sparse X) holds X·W and Â·(X·W), n×h each. Layer 2 runs while the ReLU output and
+    // its copy (the next input) are alive (2·n×h), plus ÂH (n×h) and the logits (n×c) when
+    // it aggregates first, or HW and the logits (2·n×c) when it transforms first.
+    let orders = model.orders();
+    let layer2 = match orders.last() {
+        Some(Order::AggregateFirst) => 3 * n64 * h + n64 * c,
+        _ => 2 * n64 * h + 2 * n64 * c,
+    };
+    let est_act_eval = (2 * n64 * h).max(layer2) * 4;
+    // A training step adds the input-dropout copy of X and Xᵀ (`with_values` rebuilds both),
+    // the hidden dropout mask (n×h), and for the backward pass dlogits (n×c) plus two n×h
+    // buffers (G·Wᵀ or Âᵀ·G, and dH).
+    let est_act_train = est_act_eval + est_x + (3 * n64 * h + n64 * c) * 4;
     let est_labels = n64 * 4;
     let resident_fwd = est_adj + est_x + est_act_eval + est_labels;
     let resident_train = est_adj + est_x + est_act_train + est_labels;
@@ -296,7 +305,7 @@ fn main() {
         fmt_bytes(est_act_eval)
     );
     println!(
-        "  activations, train forward+backward {:>12}",
+        "  activations + X copy, training step {:>12}",
         fmt_bytes(est_act_train)
     );
     println!(
@@ -312,9 +321,4 @@ fn main() {
         fmt_bytes(resident_train)
     );
     println!("peak rss (VmHWM): {}", fmt_opt(proc_status_bytes("VmHWM:")));
-}
-
-fn rayon_threads() -> usize {
-    // The global pool's size without building a pool of our own.
-    std::thread::available_parallelism().map_or(1, |p| p.get())
 }

@@ -12,13 +12,41 @@ use crate::{Error, Result, Scalar};
 pub struct SparseFeatures<F> {
     x: Csr<F>,
     x_t: Csr<F>,
+    /// For each stored entry k of X, its position in Xᵀ's storage.
+    t_pos: Vec<usize>,
 }
 
 impl<F: Scalar> SparseFeatures<F> {
-    /// Wraps a CSR matrix and computes its transpose.
+    /// Wraps a CSR matrix and computes its transpose (a counting sort by column, O(nnz + cols)).
     pub fn new(x: Csr<F>) -> Self {
-        let x_t = x.transpose_view().to_csr();
-        SparseFeatures { x, x_t }
+        let (rows, cols) = x.shape();
+        let ip = x.indptr();
+        let off = ip.raw_storage()[0];
+        let mut t_indptr = vec![0usize; cols + 1];
+        for &j in x.indices() {
+            t_indptr[j as usize + 1] += 1;
+        }
+        for j in 0..cols {
+            t_indptr[j + 1] += t_indptr[j];
+        }
+        let mut fill = t_indptr.clone();
+        let nnz = x.nnz();
+        let mut t_indices = vec![0u32; nnz];
+        let mut t_data = vec![F::zero(); nnz];
+        let mut t_pos = vec![0usize; nnz];
+        for i in 0..rows {
+            let r = (ip.raw_storage()[i] - off)..(ip.raw_storage()[i + 1] - off);
+            for k in r {
+                let j = x.indices()[k] as usize;
+                let dst = fill[j];
+                fill[j] += 1;
+                t_indices[dst] = i as u32;
+                t_data[dst] = x.data()[k];
+                t_pos[k] = dst;
+            }
+        }
+        let x_t = Csr::new_trusted_pub((cols, rows), t_indptr, t_indices, t_data);
+        SparseFeatures { x, x_t, t_pos }
     }
     /// X.
     pub fn x(&self) -> CsrView<'_, F> {
@@ -39,14 +67,27 @@ impl<F: Scalar> SparseFeatures<F> {
             self.x.nnz(),
             "with_values: wrong number of values"
         );
-        let (r, c) = self.x.shape();
+        let mut t_data = vec![F::zero(); values.len()];
+        for (k, &v) in values.iter().enumerate() {
+            t_data[self.t_pos[k]] = v;
+        }
         let x = Csr::new_trusted_pub(
-            (r, c),
+            self.x.shape(),
             self.x.indptr().raw_storage().to_vec(),
             self.x.indices().to_vec(),
             values,
         );
-        SparseFeatures::new(x)
+        let x_t = Csr::new_trusted_pub(
+            self.x_t.shape(),
+            self.x_t.indptr().raw_storage().to_vec(),
+            self.x_t.indices().to_vec(),
+            t_data,
+        );
+        SparseFeatures {
+            x,
+            x_t,
+            t_pos: self.t_pos.clone(),
+        }
     }
 }
 

@@ -99,7 +99,11 @@ impl GraphOracle {
             if u == v {
                 loops.insert(u);
             }
-            distinct.insert(if undirected { (u.min(v), u.max(v)) } else { (u, v) });
+            distinct.insert(if undirected {
+                (u.min(v), u.max(v))
+            } else {
+                (u, v)
+            });
         }
         GraphOracle {
             rows,
@@ -157,8 +161,8 @@ pub fn power_law_csr<F: Scalar>(
             if u < 0.1 {
                 0
             } else {
-                // Pareto with exponent ~1.5, minimum 1, capped.
-                let len = (1.0 / (1.0 - u).powf(1.0 / 1.5)).floor() as usize;
+                // 4 × Pareto with exponent 1.5 (mean ≈ 12), capped.
+                let len = (4.0 / (1.0 - u).powf(1.0 / 1.5)).floor() as usize;
                 len.clamp(1, cols.min(400))
             }
         })
@@ -203,7 +207,10 @@ pub fn random_dense<F: Scalar>(rng: &mut ChaCha8Rng, rows: usize, cols: usize) -
 
 /// Whether two arrays agree bit for bit (same shape, same `to_bits` everywhere).
 pub fn bitwise_eq_f32(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>) -> bool {
-    a.dim() == b.dim() && a.iter().zip(b.iter()).all(|(x, y)| x.to_bits() == y.to_bits())
+    a.dim() == b.dim()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 /// Panics unless `a` and `b` have the same shape and |a − b| ≤ atol + rtol·|b| everywhere.
@@ -213,9 +220,12 @@ pub fn assert_close<F: Scalar>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>, atol:
     assert_eq!(a.dim(), b.dim(), "assert_close: shapes differ");
     for ((idx, &x), &y) in a.indexed_iter().zip(b.iter()) {
         let (x, y) = (x.to_f64_lossless(), y.to_f64_lossless());
-        assert!(x.is_finite() && y.is_finite(), "assert_close: non-finite at {idx:?}: {x} vs {y}");
+        assert!(
+            x.is_finite() && y.is_finite(),
+            "assert_close: non-finite at {idx:?}: {x} vs {y}"
+        );
         let tol = atol + rtol * y.abs();
-        // `!(diff <= tol)` rather than `diff > tol`, so a NaN tolerance fails too.
+        // `diff <= tol` is false for a NaN tolerance, so that fails too.
         assert!(
             (x - y).abs() <= tol,
             "assert_close: at {idx:?}: got {x:e}, expected {y:e}, |diff| = {:e} > {tol:e} \
@@ -228,9 +238,16 @@ pub fn assert_close<F: Scalar>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>, atol:
 /// Scalar version of [`assert_close`].
 #[track_caller]
 pub fn assert_close_scalar(x: f64, y: f64, atol: f64, rtol: f64) {
-    assert!(x.is_finite() && y.is_finite(), "assert_close_scalar: non-finite: {x} vs {y}");
+    assert!(
+        x.is_finite() && y.is_finite(),
+        "assert_close_scalar: non-finite: {x} vs {y}"
+    );
     let tol = atol + rtol * y.abs();
-    assert!((x - y).abs() <= tol, "got {x:e}, expected {y:e}, |diff| = {:e} > {tol:e}", (x - y).abs());
+    assert!(
+        (x - y).abs() <= tol,
+        "got {x:e}, expected {y:e}, |diff| = {:e} > {tol:e}",
+        (x - y).abs()
+    );
 }
 
 /// A quick self-check of `assert_close` (so the helper itself can fail).

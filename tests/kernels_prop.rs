@@ -1,0 +1,641 @@
+//! Property tests of the kernels and of the graph normalisation (STYLE.md §3.7 (b)):
+//! parallel == serial bit for bit for any thread count, kernels ≈ their serial oracles for any
+//! strides, β = 0 never reads `out`, the adjoint identity, and the normalisation invariants
+//! checked against a BTreeSet oracle.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{
+    assert_close, assert_close_scalar, bitwise_eq_f32, edge_case, power_law_csr, random_csr,
+    random_dense, rng, EdgeCase, GraphOracle,
+};
+use ndarray::{s, Array2, ArrayView2, ArrayViewMut2};
+use proptest::prelude::*;
+use proptest::sample::select;
+use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
+use sparse_gcn::kernels::gemm::{GEMM_MIN_ROWS, GEMM_TASK_FLOPS};
+use sparse_gcn::kernels::spmm::SPMM_TASK_WORK;
+use sparse_gcn::kernels::{gemm, reference, spmm, Csr, CsrView};
+use sparse_gcn::{Par, Scalar};
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------------
+
+/// Local pools of 1, 2, 3 and 7 threads, built once: results must not depend on the machine.
+fn pools() -> &'static [(usize, rayon::ThreadPool)] {
+    static POOLS: OnceLock<Vec<(usize, rayon::ThreadPool)>> = OnceLock::new();
+    POOLS.get_or_init(|| {
+        [1, 2, 3, 7]
+            .into_iter()
+            .map(|k| (k, sparse_gcn::par::thread_pool(k).expect("thread pool")))
+            .collect()
+    })
+}
+
+/// How a dense operand is laid out in memory (its logical contents are always the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Row-major, contiguous.
+    Standard,
+    /// Column-major: `.t()` of a row-major buffer.
+    Transposed,
+    /// Every other row of a buffer twice as tall (`s![..;2, ..]`); the gaps hold NaN.
+    RowStride2,
+    /// Every other column of a buffer twice as wide (`s![.., ..;2]`); the gaps hold NaN.
+    ColStride2,
+    /// Rows in reverse memory order (`s![..;-1, ..]`, a negative stride).
+    Reversed,
+}
+
+const LAYOUTS: [Layout; 5] = [
+    Layout::Standard,
+    Layout::Transposed,
+    Layout::RowStride2,
+    Layout::ColStride2,
+    Layout::Reversed,
+];
+
+/// A matrix stored in the given [`Layout`], with NaN in every gap so that a kernel reading
+/// outside its view is caught.
+struct Laid<F> {
+    buf: Array2<F>,
+    layout: Layout,
+}
+
+impl<F: Scalar> Laid<F> {
+    fn new(m: ArrayView2<'_, F>, layout: Layout) -> Self {
+        let (r, c) = m.dim();
+        let buf = match layout {
+            Layout::Standard => m.as_standard_layout().into_owned(),
+            Layout::Transposed => m.t().as_standard_layout().into_owned(),
+            Layout::RowStride2 => {
+                let mut b = Array2::from_elem((2 * r, c), F::nan());
+                b.slice_mut(s![..;2, ..]).assign(&m);
+                b
+            }
+            Layout::ColStride2 => {
+                let mut b = Array2::from_elem((r, 2 * c), F::nan());
+                b.slice_mut(s![.., ..;2]).assign(&m);
+                b
+            }
+            Layout::Reversed => m.slice(s![..;-1, ..]).as_standard_layout().into_owned(),
+        };
+        let laid = Laid { buf, layout };
+        let bits = |v: &F| v.to_f64_lossless().to_bits();
+        assert!(
+            laid.view().dim() == m.dim() && laid.view().iter().map(bits).eq(m.iter().map(bits))
+        );
+        laid
+    }
+
+    fn view(&self) -> ArrayView2<'_, F> {
+        match self.layout {
+            Layout::Standard => self.buf.view(),
+            Layout::Transposed => self.buf.t(),
+            Layout::RowStride2 => self.buf.slice(s![..;2, ..]),
+            Layout::ColStride2 => self.buf.slice(s![.., ..;2]),
+            Layout::Reversed => self.buf.slice(s![..;-1, ..]),
+        }
+    }
+
+    fn view_mut(&mut self) -> ArrayViewMut2<'_, F> {
+        match self.layout {
+            Layout::Standard => self.buf.view_mut(),
+            Layout::Transposed => self.buf.view_mut().reversed_axes(),
+            Layout::RowStride2 => self.buf.slice_mut(s![..;2, ..]),
+            Layout::ColStride2 => self.buf.slice_mut(s![.., ..;2]),
+            Layout::Reversed => self.buf.slice_mut(s![..;-1, ..]),
+        }
+    }
+
+    /// The gaps between the view's elements still hold NaN (nothing wrote outside the view).
+    fn gaps_untouched(&self) -> bool {
+        if self.buf.is_empty() {
+            return true;
+        }
+        match self.layout {
+            Layout::RowStride2 => self.buf.slice(s![1..;2, ..]).iter().all(|v| v.is_nan()),
+            Layout::ColStride2 => self.buf.slice(s![.., 1..;2]).iter().all(|v| v.is_nan()),
+            _ => true,
+        }
+    }
+}
+
+fn max_abs(m: ArrayView2<'_, f64>) -> f64 {
+    m.iter().fold(0.0, |acc, v| acc.max(v.abs()))
+}
+
+/// Forward-error bound for α·A·X + β·out with at most `k` terms per dot product:
+/// c·(k + 2)·ε·(|α|·max_i Σ_j |A_ij|·max|X| + |β|·max|out|).
+fn error_bound(
+    k: usize,
+    alpha: f64,
+    a_row_abs_max: f64,
+    x_max: f64,
+    beta: f64,
+    out_max: f64,
+) -> f64 {
+    let out_part = if beta == 0.0 {
+        0.0
+    } else {
+        beta.abs() * out_max
+    };
+    4.0 * (k + 2) as f64 * f64::EPSILON * (alpha.abs() * a_row_abs_max * x_max + out_part)
+}
+
+/// (max_i Σ_j |A_ij|, max row nnz)
+fn csr_row_stats(a: CsrView<'_, f64>) -> (f64, usize) {
+    a.outer_iterator().fold((0.0, 0), |(s, k), row| {
+        (
+            s.max(row.data().iter().map(|v| v.abs()).sum()),
+            k.max(row.nnz()),
+        )
+    })
+}
+
+/// Awkward sizes: 0, 1, 17, 257 and anything small.
+fn awkward() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(0usize), Just(1), Just(17), Just(257), 2usize..48]
+}
+
+fn csr_f64_exact_transpose_check(a: CsrView<'_, f64>, a_t: CsrView<'_, f64>) {
+    assert_eq!(a.shape(), (a_t.cols(), a_t.rows()));
+    assert_eq!(a.nnz(), a_t.nnz());
+    for (&v, (i, j)) in a.iter() {
+        let (i, j) = (i as usize, j as usize);
+        assert_eq!(
+            a_t.get(j, i).map(|w| w.to_bits()),
+            Some(v.to_bits()),
+            "Âᵀ[{j},{i}]"
+        );
+    }
+}
+
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parallel == serial, bit for bit
+// ---------------------------------------------------------------------------------------------
+
+/// Runs spmm under every pool with `Par::Rayon` and compares with `Par::Seq` bit for bit.
+fn check_spmm_par_vs_seq(
+    a: &Csr<f32>,
+    x: ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+    out0: &Array2<f32>,
+    out_layout: Layout,
+) {
+    let mut seq = Laid::new(out0.view(), out_layout);
+    spmm(alpha, a.view(), x, beta, seq.view_mut(), Par::Seq);
+    for (k, pool) in pools() {
+        let mut par = Laid::new(out0.view(), out_layout);
+        pool.install(|| spmm(alpha, a.view(), x, beta, par.view_mut(), Par::Rayon));
+        assert!(
+            bitwise_eq_f32(par.view(), seq.view()),
+            "spmm Rayon({k}) != Seq for a {:?} (nnz {}), d = {}, α = {alpha}, β = {beta}",
+            a.shape(),
+            a.nnz(),
+            x.ncols()
+        );
+        assert!(par.gaps_untouched());
+    }
+}
+
+/// Runs gemm under every pool with `Par::Rayon` and compares with `Par::Seq` bit for bit.
+fn check_gemm_par_vs_seq(
+    a: ArrayView2<'_, f32>,
+    b: ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+    out0: &Array2<f32>,
+    out_layout: Layout,
+) {
+    let mut seq = Laid::new(out0.view(), out_layout);
+    gemm(alpha, a, b, beta, seq.view_mut(), Par::Seq);
+    for (k, pool) in pools() {
+        let mut par = Laid::new(out0.view(), out_layout);
+        pool.install(|| gemm(alpha, a, b, beta, par.view_mut(), Par::Rayon));
+        assert!(
+            bitwise_eq_f32(par.view(), seq.view()),
+            "gemm Rayon({k}) != Seq for {:?}·{:?}, α = {alpha}, β = {beta}",
+            a.dim(),
+            b.dim()
+        );
+        assert!(par.gaps_untouched());
+    }
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    #[test]
+    fn spmm_par_equals_seq_bitwise(
+        rows in 1usize..700,
+        cols in 1usize..300,
+        density in 0.0f64..0.3,
+        empty_frac in 0.0f64..0.5,
+        d in select(vec![1usize, 3, 16, 33]),
+        alpha in select(vec![1.0f32, -0.75, 2.5]),
+        beta in select(vec![0.0f32, 1.0, 0.5]),
+        x_layout in select(LAYOUTS.to_vec()),
+        out_layout in select(LAYOUTS.to_vec()),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = random_csr::<f32>(&mut r, rows, cols, density, empty_frac);
+        let x = Laid::new(random_dense::<f32>(&mut r, cols, d).view(), x_layout);
+        let out0 = random_dense::<f32>(&mut r, rows, d);
+        check_spmm_par_vs_seq(&a, x.view(), alpha, beta, &out0, out_layout);
+    }
+
+    #[test]
+    fn gemm_par_equals_seq_bitwise(
+        m in 0usize..3200,
+        k in 1usize..80,
+        n in 1usize..40,
+        alpha in select(vec![1.0f32, -0.75]),
+        beta in select(vec![0.0f32, 1.0, 0.5]),
+        a_layout in select(LAYOUTS.to_vec()),
+        b_layout in select(LAYOUTS.to_vec()),
+        out_layout in select(vec![Layout::Standard, Layout::Transposed, Layout::RowStride2]),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = Laid::new(random_dense::<f32>(&mut r, m, k).view(), a_layout);
+        let b = Laid::new(random_dense::<f32>(&mut r, k, n).view(), b_layout);
+        let out0 = random_dense::<f32>(&mut r, m, n);
+        check_gemm_par_vs_seq(a.view(), b.view(), alpha, beta, &out0, out_layout);
+    }
+}
+
+/// A 3000-row matrix with power-law row lengths and a hub row of 1500 entries, so the nnz-based
+/// split recurses many levels (and must clamp around the hub).
+#[test]
+fn spmm_par_equals_seq_bitwise_large_power_law() {
+    for (seed, d) in [(1u64, 16usize), (2, 64), (3, 16)] {
+        let mut r = rng(seed);
+        let a = power_law_csr::<f32>(&mut r, 3000, 3000, 1500);
+        let work = (a.nnz() + a.rows()) * d;
+        assert!(
+            work > 8 * SPMM_TASK_WORK,
+            "too little work ({work}) to split"
+        );
+        assert!(a.outer_iterator().any(|row| row.nnz() == 1500));
+        assert!(a.outer_iterator().any(|row| row.nnz() == 0));
+        let x = random_dense::<f32>(&mut r, 3000, d);
+        let out0 = random_dense::<f32>(&mut r, 3000, d);
+        check_spmm_par_vs_seq(&a, x.view(), 1.0, 0.0, &out0, Layout::Standard);
+        check_spmm_par_vs_seq(&a, x.view(), -0.5, 0.5, &out0, Layout::Standard);
+        let xt = Laid::new(x.view(), Layout::Transposed);
+        check_spmm_par_vs_seq(&a, xt.view(), 1.5, 1.0, &out0, Layout::RowStride2);
+    }
+}
+
+/// GEMM shapes large enough to be split into several row blocks.
+#[test]
+fn gemm_par_equals_seq_bitwise_large() {
+    for (seed, (m, k, n)) in [
+        (1u64, (2000usize, 64usize, 16usize)),
+        (2, (3001, 48, 33)),
+        (3, (5000, 64, 64)),
+    ] {
+        assert!(m > 2 * GEMM_MIN_ROWS && m * k * n > GEMM_TASK_FLOPS);
+        let mut r = rng(seed);
+        let a = random_dense::<f32>(&mut r, m, k);
+        let b = random_dense::<f32>(&mut r, k, n);
+        let out0 = random_dense::<f32>(&mut r, m, n);
+        check_gemm_par_vs_seq(a.view(), b.view(), 1.0, 0.0, &out0, Layout::Standard);
+        let at = Laid::new(a.view(), Layout::Transposed);
+        let bs = Laid::new(b.view(), Layout::RowStride2);
+        check_gemm_par_vs_seq(at.view(), bs.view(), -0.5, 0.5, &out0, Layout::Transposed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels ≈ their oracles
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    #[test]
+    fn spmm_matches_reference(
+        rows in awkward(),
+        cols in awkward(),
+        d in select(vec![0usize, 1, 3, 16, 33]),
+        density in prop_oneof![Just(0.0f64), 0.0f64..0.3, Just(1.0)],
+        empty_frac in 0.0f64..0.6,
+        alpha in select(vec![1.0f64, -0.75, 2.5, 0.0]),
+        beta in select(vec![0.0f64, 1.0, 0.5]),
+        x_layout in select(LAYOUTS.to_vec()),
+        out_layout in select(LAYOUTS.to_vec()),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        row_slice in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let full = random_csr::<f64>(&mut r, rows, cols, density, empty_frac);
+        // Optionally a row-slice view, whose row pointer does not start at 0.
+        let a = if row_slice { full.slice_outer(rows / 3..rows - rows / 4) } else { full.view() };
+        let m = a.rows();
+        let x = Laid::new(random_dense::<f64>(&mut r, cols, d).view(), x_layout);
+        let out0 = random_dense::<f64>(&mut r, m, d);
+        let mut out = Laid::new(out0.view(), out_layout);
+        spmm(alpha, a, x.view(), beta, out.view_mut(), par);
+        let expected = reference::spmm(alpha, a, x.view(), beta, out0.view());
+        let (row_abs, kmax) = csr_row_stats(a);
+        let atol = error_bound(kmax, alpha, row_abs, max_abs(x.view()), beta, max_abs(out0.view()));
+        assert_close(out.view(), expected.view(), atol, 0.0);
+        prop_assert!(out.gaps_untouched());
+    }
+
+    #[test]
+    fn gemm_matches_reference(
+        m in awkward(),
+        k in awkward(),
+        n in awkward(),
+        alpha in select(vec![1.0f64, -0.75, 2.5, 0.0]),
+        beta in select(vec![0.0f64, 1.0, 0.5]),
+        a_layout in select(LAYOUTS.to_vec()),
+        b_layout in select(LAYOUTS.to_vec()),
+        out_layout in select(LAYOUTS.to_vec()),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = Laid::new(random_dense::<f64>(&mut r, m, k).view(), a_layout);
+        let b = Laid::new(random_dense::<f64>(&mut r, k, n).view(), b_layout);
+        let out0 = random_dense::<f64>(&mut r, m, n);
+        let mut out = Laid::new(out0.view(), out_layout);
+        gemm(alpha, a.view(), b.view(), beta, out.view_mut(), par);
+        let expected = reference::gemm(alpha, a.view(), b.view(), beta, out0.view());
+        let row_abs = a.view().rows().into_iter().fold(0.0f64, |s, row| s.max(row.iter().map(|v| v.abs()).sum()));
+        let atol = error_bound(k, alpha, row_abs, max_abs(b.view()), beta, max_abs(out0.view()));
+        assert_close(out.view(), expected.view(), atol, 0.0);
+        prop_assert!(out.gaps_untouched());
+    }
+
+    #[test]
+    fn spmm_beta_zero_ignores_nan_in_out(
+        rows in awkward(),
+        cols in awkward(),
+        d in select(vec![1usize, 3, 16, 33]),
+        density in 0.0f64..0.5,
+        alpha in select(vec![1.0f64, -0.75, 0.0]),
+        out_layout in select(LAYOUTS.to_vec()),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = random_csr::<f64>(&mut r, rows, cols, density, 0.3);
+        let x = random_dense::<f64>(&mut r, cols, d);
+        let nan = Array2::from_elem((rows, d), f64::NAN);
+        let mut out = Laid::new(nan.view(), out_layout);
+        spmm(alpha, a.view(), x.view(), 0.0, out.view_mut(), par);
+        let expected = reference::spmm(alpha, a.view(), x.view(), 0.0, nan.view());
+        let (row_abs, kmax) = csr_row_stats(a.view());
+        let atol = error_bound(kmax, alpha, row_abs, max_abs(x.view()), 0.0, 0.0);
+        assert_close(out.view(), expected.view(), atol, 0.0); // fails on any NaN
+        if alpha == 0.0 {
+            prop_assert!(out.view().iter().all(|&v| v == 0.0));
+        }
+    }
+
+    #[test]
+    fn gemm_beta_zero_ignores_nan_in_out(
+        m in prop_oneof![awkward(), 257usize..700],
+        k in prop_oneof![Just(0usize), awkward()],
+        n in awkward(),
+        alpha in select(vec![1.0f64, -0.75, 0.0]),
+        out_layout in select(LAYOUTS.to_vec()),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = random_dense::<f64>(&mut r, m, k);
+        let b = random_dense::<f64>(&mut r, k, n);
+        let nan = Array2::from_elem((m, n), f64::NAN);
+        let mut out = Laid::new(nan.view(), out_layout);
+        gemm(alpha, a.view(), b.view(), 0.0, out.view_mut(), par);
+        let expected = reference::gemm(alpha, a.view(), b.view(), 0.0, nan.view());
+        let atol = error_bound(k, alpha, k as f64, 1.0, 0.0, 0.0);
+        assert_close(out.view(), expected.view(), atol, 0.0); // fails on any NaN
+        if alpha == 0.0 || k == 0 {
+            prop_assert!(out.view().iter().all(|&v| v == 0.0));
+        }
+    }
+
+    /// β = 1: the new `out` is the old `out` plus the product (computed separately with β = 0).
+    #[test]
+    fn beta_one_accumulates(
+        rows in awkward(),
+        cols in awkward(),
+        d in select(vec![1usize, 3, 16]),
+        density in 0.0f64..0.5,
+        alpha in select(vec![1.0f64, -0.75]),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let a = random_csr::<f64>(&mut r, rows, cols, density, 0.3);
+        let x = random_dense::<f64>(&mut r, cols, d);
+        let w = random_dense::<f64>(&mut r, d, 5);
+        let out0 = random_dense::<f64>(&mut r, rows, d);
+        let out0_g = random_dense::<f64>(&mut r, rows, 5);
+
+        let mut prod = Array2::from_elem((rows, d), f64::NAN);
+        spmm(alpha, a.view(), x.view(), 0.0, prod.view_mut(), par);
+        let mut acc = out0.clone();
+        spmm(alpha, a.view(), x.view(), 1.0, acc.view_mut(), par);
+        let (row_abs, kmax) = csr_row_stats(a.view());
+        let atol = error_bound(kmax, alpha, row_abs, 1.0, 1.0, 1.0);
+        assert_close(acc.view(), (&out0 + &prod).view(), atol, 0.0);
+
+        let mut prod_g = Array2::from_elem((rows, 5), f64::NAN);
+        gemm(alpha, out0.view(), w.view(), 0.0, prod_g.view_mut(), par);
+        let mut acc_g = out0_g.clone();
+        gemm(alpha, out0.view(), w.view(), 1.0, acc_g.view_mut(), par);
+        let atol = error_bound(d, alpha, d as f64, 1.0, 1.0, 1.0);
+        assert_close(acc_g.view(), (&out0_g + &prod_g).view(), atol, 0.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalised adjacency
+// ---------------------------------------------------------------------------------------------
+
+fn direction(undirected: bool) -> Direction {
+    if undirected {
+        Direction::Undirected
+    } else {
+        Direction::Directed
+    }
+}
+
+/// ⟨X, Y⟩ and Σ|X_ij·Y_ij| (the scale of its rounding error).
+fn inner(x: ArrayView2<'_, f64>, y: ArrayView2<'_, f64>) -> (f64, f64) {
+    x.iter()
+        .zip(y.iter())
+        .fold((0.0, 0.0), |(s, t), (a, b)| (s + a * b, t + (a * b).abs()))
+}
+
+fn norm2(x: ArrayView2<'_, f64>) -> f64 {
+    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// ⟨Â·X, Y⟩ = ⟨X, Âᵀ·Y⟩, and `a_t()` is exactly the transpose of `a()`.
+    #[test]
+    fn adjoint_identity(
+        case in edge_case(),
+        undirected in any::<bool>(),
+        norm in select(vec![Norm::Symmetric, Norm::Row]),
+        d in 1usize..5,
+        seed in any::<u64>(),
+    ) {
+        let EdgeCase { n, edges } = case;
+        let g = Graph::try_from_edges(n, &edges, direction(undirected)).unwrap();
+        let adj = NormAdj::<f64>::new(&g, norm);
+        let mut r = rng(seed);
+        let x = random_dense::<f64>(&mut r, n, d);
+        let y = random_dense::<f64>(&mut r, n, d);
+        let mut ax = Array2::zeros((n, d));
+        spmm(1.0, adj.a(), x.view(), 0.0, ax.view_mut(), Par::Rayon);
+        let mut aty = Array2::zeros((n, d));
+        spmm(1.0, adj.a_t(), y.view(), 0.0, aty.view_mut(), Par::Rayon);
+        let (lhs, s1) = inner(ax.view(), y.view());
+        let (rhs, s2) = inner(x.view(), aty.view());
+        let k = (0..n).map(|i| g.degree(i) + 1).max().unwrap_or(1) + n * d;
+        assert_close_scalar(lhs, rhs, 4.0 * k as f64 * f64::EPSILON * (s1 + s2), 0.0);
+        csr_f64_exact_transpose_check(adj.a(), adj.a_t());
+    }
+
+    /// Every entry of Â against Ã_ij / √(d̃_i d̃_j) (or Ã_ij / d̃_i) from the set oracle: the
+    /// pattern is A plus every missing diagonal entry, and no self-loop is doubled.
+    #[test]
+    fn normalisation_matches_oracle(
+        case in edge_case(),
+        undirected in any::<bool>(),
+        norm in select(vec![Norm::Symmetric, Norm::Row]),
+    ) {
+        let EdgeCase { n, edges } = case;
+        let g = Graph::try_from_edges(n, &edges, direction(undirected)).unwrap();
+        let oracle = GraphOracle::new(n, &edges, undirected);
+        let adj = NormAdj::<f64>::new(&g, norm);
+        let a = adj.a();
+        prop_assert_eq!(a.shape(), (n, n));
+        prop_assert_eq!(adj.n_nodes(), n);
+        let expected_nnz: usize = (0..n).map(|i| oracle.deg_tilde(i)).sum();
+        prop_assert_eq!(adj.nnz(), expected_nnz);
+        if undirected {
+            // m = 2·|E without loops| + n
+            prop_assert_eq!(adj.nnz(), 2 * (oracle.n_edges - oracle.self_loops) + n);
+        }
+        for (i, row) in a.outer_iterator().enumerate() {
+            let mut pattern = oracle.rows[i].clone();
+            pattern.insert(i as u32);
+            let cols: Vec<u32> = row.indices().to_vec();
+            prop_assert_eq!(&cols, &pattern.into_iter().collect::<Vec<_>>(), "row {}", i);
+            prop_assert!(a.get(i, i).is_some(), "diagonal entry {} missing", i);
+            for (j, &v) in row.iter() {
+                let (di, dj) = (oracle.deg_tilde(i) as f64, oracle.deg_tilde(j) as f64);
+                let want = match norm {
+                    Norm::Symmetric => 1.0 / (di * dj).sqrt(),
+                    Norm::Row => 1.0 / di,
+                };
+                assert_close_scalar(v, want, 0.0, 4.0 * f64::EPSILON);
+            }
+        }
+    }
+
+    /// Undirected + symmetric norm: Â = Âᵀ entry for entry, and only one matrix is stored.
+    #[test]
+    fn symmetric_norm_is_symmetric(case in edge_case()) {
+        let g = Graph::try_from_edges(case.n, &case.edges, Direction::Undirected).unwrap();
+        let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
+        prop_assert!(adj.is_symmetric());
+        let a = adj.a();
+        for (&v, (i, j)) in a.iter() {
+            let (i, j) = (i as usize, j as usize);
+            prop_assert_eq!(a.get(j, i).map(|w| w.to_bits()), Some(v.to_bits()), "({}, {})", i, j);
+        }
+    }
+
+    #[test]
+    fn row_norm_rows_sum_to_one(case in edge_case(), undirected in any::<bool>()) {
+        let g = Graph::try_from_edges(case.n, &case.edges, direction(undirected)).unwrap();
+        let adj = NormAdj::<f64>::new(&g, Norm::Row);
+        for (i, row) in adj.a().outer_iterator().enumerate() {
+            let s: f64 = row.data().iter().sum();
+            let tol = (row.nnz() + 1) as f64 * f64::EPSILON;
+            prop_assert!((s - 1.0).abs() <= tol, "row {} sums to {}", i, s);
+        }
+    }
+
+    /// ‖Â·x‖₂ ≤ ‖x‖₂ for symmetric normalisation: on random x, and along a power iteration,
+    /// which converges to the eigenvalue of largest modulus (1) and so tests the bound tightly.
+    #[test]
+    fn symmetric_norm_is_a_contraction(case in edge_case(), seed in any::<u64>()) {
+        let n = case.n;
+        let g = Graph::try_from_edges(n, &case.edges, Direction::Undirected).unwrap();
+        let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
+        let mut r = rng(seed);
+        let mut x = random_dense::<f64>(&mut r, n, 3);
+        let mut y = Array2::zeros((n, 3));
+        for step in 0..40 {
+            spmm(1.0, adj.a(), x.view(), 0.0, y.view_mut(), Par::Seq);
+            for c in 0..3 {
+                let (nx, ny) = (norm2(x.slice(s![.., c..c + 1])), norm2(y.slice(s![.., c..c + 1])));
+                prop_assert!(ny <= nx * (1.0 + 1e-12), "step {}: ‖Âx‖ = {} > ‖x‖ = {}", step, ny, nx);
+            }
+            let ny = norm2(y.view());
+            if ny == 0.0 {
+                break;
+            }
+            x.assign(&(&y / ny));
+        }
+    }
+
+    /// `Graph::try_from_edges` against the set oracle: sorted unique neighbours, symmetric
+    /// adjacency when undirected, and the build statistics.
+    #[test]
+    fn graph_build_matches_oracle(case in edge_case(), undirected in any::<bool>()) {
+        let EdgeCase { n, edges } = case;
+        let g = Graph::try_from_edges(n, &edges, direction(undirected)).unwrap();
+        let oracle = GraphOracle::new(n, &edges, undirected);
+        prop_assert_eq!(g.n_nodes(), n);
+        prop_assert_eq!(g.is_directed(), !undirected);
+        for i in 0..n {
+            let nb = g.neighbors(i);
+            prop_assert!(nb.windows(2).all(|w| w[0] < w[1]), "row {} not sorted/unique: {:?}", i, nb);
+            prop_assert_eq!(nb, &oracle.rows[i].iter().copied().collect::<Vec<_>>()[..]);
+            prop_assert_eq!(g.degree(i), nb.len());
+            if undirected {
+                for &j in nb {
+                    prop_assert!(g.neighbors(j as usize).binary_search(&(i as u32)).is_ok());
+                }
+            }
+        }
+        prop_assert_eq!(g.nnz(), oracle.nnz());
+        prop_assert_eq!(g.indptr().len(), n + 1);
+        prop_assert_eq!(g.indices().len(), oracle.nnz());
+        let st = g.stats();
+        prop_assert_eq!(st.input_edges, edges.len());
+        prop_assert_eq!(st.duplicates_merged, oracle.stored_before_merge - oracle.nnz());
+        prop_assert_eq!(st.self_loops, oracle.self_loops);
+        prop_assert_eq!(g.n_edges(), oracle.n_edges);
+        let isolated = (0..n).filter(|&i| oracle.rows[i].iter().all(|&j| j as usize == i)).count();
+        prop_assert_eq!(g.n_isolated(), isolated);
+    }
+}
