@@ -2,8 +2,8 @@
 //!
 //! Graph Convolutional Networks (Kipf & Welling, ICLR 2017) on large sparse graphs, on CPUs.
 //! Â = D̃^-1/2 (A + I) D̃^-1/2 is never dense: it is a CSR matrix with `u32` indices. Forward and
-//! backward run a parallel, bit-reproducible SpMM ([`kernels::spmm`]) and a GEMM
-//! ([`kernels::gemm`], matrixmultiply under rayon) in either order, (ÂH)W or Â(HW), chosen per
+//! backward run a parallel, bit-reproducible SpMM ([`kernels::spmm()`]) and a GEMM
+//! ([`kernels::gemm()`], matrixmultiply under rayon) in either order, (ÂH)W or Â(HW), chosen per
 //! layer by a cost model that counts forward and backward work.
 //!
 //! Layers, left to right (each depends only on those to its left):

@@ -56,7 +56,7 @@ pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
     });
 }
 
-/// dz ← dz ⊙ 1[a > 0], with `a` the ReLU output (ReLU'(0) = 0).
+/// dz ← dz ⊙ 𝟙(a > 0), with `a` the ReLU output (ReLU'(0) = 0).
 ///
 /// # Panics
 /// If the shapes differ.

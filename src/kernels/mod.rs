@@ -9,7 +9,7 @@
 //! 6. Work is split at data-determined points (nnz prefix sums, row counts), never by thread
 //!    count, so results are **bit-identical for any number of threads**.
 //! 7. Transposes are views: pass `x.t()` or a CSR of Âᵀ.
-//! 8. Every kernel has a serial oracle in [`reference`].
+//! 8. Every kernel has a serial oracle in [`reference`](mod@reference).
 //!
 //! [`Par`]: crate::Par
 
