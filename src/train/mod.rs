@@ -161,6 +161,17 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// A fresh optimiser of the configured kind, learning rate and weight decay.
+    pub fn optimizer<F: Scalar>(&self) -> Box<dyn Optimizer<F>> {
+        match self.optimizer {
+            OptimizerKind::Adam => Box::new(Adam::new(self.lr, self.weight_decay.clone())),
+            OptimizerKind::Sgd => Box::new(Sgd {
+                lr: self.lr,
+                weight_decay: self.weight_decay.clone(),
+            }),
+        }
+    }
+
     /// Checks every rule (the model's too).
     ///
     /// # Errors
@@ -282,6 +293,41 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
+/// One optimisation step: forward in training mode (dropout masks from `rng`), masked
+/// cross-entropy over `train`, backward, and an update of every parameter. Returns the training
+/// loss (before the update, weight decay not included) and accuracy of that pass.
+///
+/// # Panics
+/// If `train` is empty or the inputs do not match the model (check them first, as [`fit`]
+/// does).
+pub fn train_step<F: Scalar, R: rand::Rng + ?Sized>(
+    model: &mut Gcn<F>,
+    opt: &mut dyn Optimizer<F>,
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    train: &crate::graph::Mask,
+    rng: &mut R,
+    par: Par,
+) -> (f64, f64) {
+    model.zero_grad();
+    let (logits, cache) = model.forward(adj, x, Mode::Train, rng, par);
+    let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, train);
+    let acc = accuracy(logits.view(), labels, train);
+    drop(logits);
+    let loss = loss.to_f64_lossless();
+    if loss.is_finite() {
+        model.backward(adj, cache, dlogits, par);
+        let mut index = 0;
+        model.visit_params(&mut |group, p| {
+            opt.update(index, group, p);
+            index += 1;
+        });
+        opt.finish_step();
+    }
+    (loss, acc)
+}
+
 /// Trains one model with `seed` and evaluates it on the split's test nodes.
 ///
 /// The model's `in_dim`/`out_dim` are taken from `x` and `n_classes`.
@@ -335,39 +381,29 @@ pub fn fit<F: Scalar>(
     let mut drop_rng = rng_stream(seed, 1);
     let mut model: Gcn<F> = cfg.model.init(adj, x, &mut init_rng)?;
     model.prepare(adj, x, par);
-    let mut opt: Box<dyn Optimizer<F>> = match cfg.optimizer {
-        OptimizerKind::Adam => Box::new(Adam::new(cfg.lr, cfg.weight_decay.clone())),
-        OptimizerKind::Sgd => Box::new(Sgd {
-            lr: cfg.lr,
-            weight_decay: cfg.weight_decay.clone(),
-        }),
-    };
+    let mut opt = cfg.optimizer();
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut best: Option<(usize, Vec<ndarray::Array2<F>>)> = None;
     let mut stopper = EarlyStopping::new(cfg.stop);
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        // Training step.
-        model.zero_grad();
-        let (logits, cache) = model.forward(adj, x, Mode::Train, &mut drop_rng, par);
-        let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, &split.train);
-        let train_loss = loss.to_f64_lossless();
+        let (train_loss, train_acc) = train_step(
+            &mut model,
+            opt.as_mut(),
+            adj,
+            x,
+            labels,
+            &split.train,
+            &mut drop_rng,
+            par,
+        );
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
                 epoch,
                 loss: train_loss,
             });
         }
-        let train_acc = accuracy(logits.view(), labels, &split.train);
-        drop(logits);
-        model.backward(adj, cache, dlogits, par);
-        let mut index = 0;
-        model.visit_params(&mut |group, p| {
-            opt.update(index, group, p);
-            index += 1;
-        });
-        opt.finish_step();
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
         let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
