@@ -254,3 +254,18 @@ fn out_of_range_node_is_an_error() {
         "{r:?}"
     );
 }
+
+#[test]
+fn empty_and_oversized_graphs() {
+    // Zero nodes: an empty Â, and SpMM on it is a no-op.
+    let g = undirected(0, &[]);
+    assert_eq!((g.n_nodes(), g.nnz(), g.n_edges()), (0, 0, 0));
+    let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
+    assert_eq!((adj.n_nodes(), adj.nnz()), (0, 0));
+    let x = Array2::<f64>::zeros((0, 3));
+    let mut out = Array2::<f64>::zeros((0, 3));
+    spmm(1.0, adj.a(), x.view(), 0.0, out.view_mut(), Par::Rayon);
+    // A node count that does not fit in u32 is refused before anything is allocated.
+    let r = Graph::try_from_edges(u32::MAX as usize + 1, &[], Direction::Undirected);
+    assert!(matches!(r, Err(Error::Mismatch { .. })), "{r:?}");
+}

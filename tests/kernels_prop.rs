@@ -48,14 +48,17 @@ enum Layout {
     ColStride2,
     /// Rows in reverse memory order (`s![..;-1, ..]`, a negative stride).
     Reversed,
+    /// Columns in reverse memory order (`s![.., ..;-1]`, a negative column stride).
+    ColReversed,
 }
 
-const LAYOUTS: [Layout; 5] = [
+const LAYOUTS: [Layout; 6] = [
     Layout::Standard,
     Layout::Transposed,
     Layout::RowStride2,
     Layout::ColStride2,
     Layout::Reversed,
+    Layout::ColReversed,
 ];
 
 /// A matrix stored in the given [`Layout`], with NaN in every gap so that a kernel reading
@@ -82,6 +85,7 @@ impl<F: Scalar> Laid<F> {
                 b
             }
             Layout::Reversed => m.slice(s![..;-1, ..]).as_standard_layout().into_owned(),
+            Layout::ColReversed => m.slice(s![.., ..;-1]).as_standard_layout().into_owned(),
         };
         let laid = Laid { buf, layout };
         let bits = |v: &F| v.to_f64_lossless().to_bits();
@@ -98,6 +102,7 @@ impl<F: Scalar> Laid<F> {
             Layout::RowStride2 => self.buf.slice(s![..;2, ..]),
             Layout::ColStride2 => self.buf.slice(s![.., ..;2]),
             Layout::Reversed => self.buf.slice(s![..;-1, ..]),
+            Layout::ColReversed => self.buf.slice(s![.., ..;-1]),
         }
     }
 
@@ -108,6 +113,7 @@ impl<F: Scalar> Laid<F> {
             Layout::RowStride2 => self.buf.slice_mut(s![..;2, ..]),
             Layout::ColStride2 => self.buf.slice_mut(s![.., ..;2]),
             Layout::Reversed => self.buf.slice_mut(s![..;-1, ..]),
+            Layout::ColReversed => self.buf.slice_mut(s![.., ..;-1]),
         }
     }
 
@@ -174,13 +180,6 @@ fn csr_f64_exact_transpose_check(a: CsrView<'_, f64>, a_t: CsrView<'_, f64>) {
     }
 }
 
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Parallel == serial, bit for bit
 // ---------------------------------------------------------------------------------------------
@@ -235,7 +234,7 @@ fn check_gemm_par_vs_seq(
 }
 
 proptest! {
-    #![proptest_config(config(48))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn spmm_par_equals_seq_bitwise(
@@ -325,7 +324,7 @@ fn gemm_par_equals_seq_bitwise_large() {
 // ---------------------------------------------------------------------------------------------
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn spmm_matches_reference(
@@ -493,7 +492,7 @@ fn norm2(x: ArrayView2<'_, f64>) -> f64 {
 }
 
 proptest! {
-    #![proptest_config(config(64))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// ⟨Â·X, Y⟩ = ⟨X, Âᵀ·Y⟩, and `a_t()` is exactly the transpose of `a()`.
     #[test]
