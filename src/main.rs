@@ -73,6 +73,7 @@ enum WdScope {
 }
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct TrainArgs {
     /// Dataset folder in the OGB node-property raw layout. Without it, a built-in synthetic
     /// Cora-sized citation-like graph is used.
