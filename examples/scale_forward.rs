@@ -247,10 +247,12 @@ fn main() {
     let x_nnz = features.nnz() as u64;
     let est_adj = nnz * (4 + 4) + (n64 + 1) * 8;
     let est_graph = graph_nnz as u64 * 4 + (n64 + 1) * 8;
-    let est_x = match &features {
-        // X and Xᵀ in CSR: values + u32 indices each, plus both row pointers.
-        Features::Sparse(_) => 2 * x_nnz * (4 + 4) + (n64 + 1) * 8 + (f + 1) * 8,
-        Features::Dense(_) => n64 * f * 4,
+    let (est_x, est_x_map) = match &features {
+        // X and Xᵀ in CSR: values + u32 indices each, plus both row pointers; and the map from
+        // each entry of X to its position in Xᵀ (one usize per entry) that `SparseFeatures`
+        // keeps so dropout can rewrite Xᵀ's values without a new transpose.
+        Features::Sparse(_) => (2 * x_nnz * (4 + 4) + (n64 + 1) * 8 + (f + 1) * 8, x_nnz * 8),
+        Features::Dense(_) => (n64 * f * 4, 0),
     };
     // Dense activations at the peak of the eval forward (2 layers). Layer 1 (TransformFirst on
     // the sparse X) holds X·W and Â·(X·W), n×h each. Layer 2 runs while the ReLU output and
@@ -262,25 +264,22 @@ fn main() {
         _ => 2 * n64 * h + 2 * n64 * c,
     };
     let est_act_eval = (2 * n64 * h).max(layer2) * 4;
-    // A training step adds the input-dropout copy of X and Xᵀ (`with_values` rebuilds both),
-    // the hidden dropout mask (n×h), and for the backward pass dlogits (n×c) plus two n×h
-    // buffers (G·Wᵀ or Âᵀ·G, and dH).
-    let est_act_train = est_act_eval + est_x + (3 * n64 * h + n64 * c) * 4;
+    // A training step adds the input-dropout copy of X, Xᵀ and the map (`with_values` copies
+    // all three), the hidden dropout mask (n×h), and for the backward pass dlogits (n×c) plus
+    // two n×h buffers (G·Wᵀ or Âᵀ·G, and dH). Not all of these are live at once (the logits
+    // are freed before the backward pass starts), so this is an upper bound.
+    let est_act_train = est_act_eval + est_x + est_x_map + (3 * n64 * h + n64 * c) * 4;
     let est_labels = n64 * 4;
-    let resident_fwd = est_adj + est_x + est_act_eval + est_labels;
-    let resident_train = est_adj + est_x + est_act_train + est_labels;
+    let base = est_adj + est_x + est_x_map + est_labels;
 
     println!();
     println!("n = {n}, nnz(A) = {graph_nnz}, nnz(Â) = {nnz} (self-loops added), nnz(X) = {x_nnz}");
+    println!("orders: {orders:?}, loss {loss:.4}, eval logits finite: {finite}");
+    let heap = adj.heap_bytes() as u64;
+    let sym = adj.is_symmetric();
     println!(
-        "orders: {:?}, loss {loss:.4}, eval logits finite: {finite}",
-        model.orders()
-    );
-    println!(
-        "adj.heap_bytes() = {} ({}), symmetric: {}",
-        adj.heap_bytes(),
-        fmt_bytes(adj.heap_bytes() as u64),
-        adj.is_symmetric()
+        "adj.heap_bytes() = {heap} ({}), symmetric: {sym}",
+        fmt_bytes(heap)
     );
     println!(
         "times [s]: generate {t_gen:.3}, row-normalise {t_norm_x:.3}, NormAdj {t_adj:.3}, \
@@ -288,37 +287,18 @@ fn main() {
          loss+backward {t_bwd:.3}"
     );
     println!("estimate of bytes that must be resident:");
-    println!(
-        "  Â: nnz·(4+4) + (n+1)·8              {:>12}",
-        fmt_bytes(est_adj)
-    );
-    println!(
-        "  A (raw graph, freed after NormAdj)  {:>12}",
-        fmt_bytes(est_graph)
-    );
-    println!(
-        "  X + Xᵀ (CSR)                        {:>12}",
-        fmt_bytes(est_x)
-    );
-    println!(
-        "  activations, eval forward           {:>12}",
-        fmt_bytes(est_act_eval)
-    );
-    println!(
-        "  activations + X copy, training step {:>12}",
-        fmt_bytes(est_act_train)
-    );
-    println!(
-        "  labels                              {:>12}",
-        fmt_bytes(est_labels)
-    );
-    println!(
-        "  total for the eval forward          {:>12}",
-        fmt_bytes(resident_fwd)
-    );
-    println!(
-        "  total for a training step           {:>12}",
-        fmt_bytes(resident_train)
-    );
+    for (what, bytes) in [
+        ("Â: nnz·(4+4) + (n+1)·8", est_adj),
+        ("A (raw graph, freed after NormAdj)", est_graph),
+        ("X + Xᵀ (CSR, u32 indices)", est_x),
+        ("X → Xᵀ position map (nnz·8)", est_x_map),
+        ("labels", est_labels),
+        ("activations, eval forward", est_act_eval),
+        ("activations + X copy, train (upper bound)", est_act_train),
+        ("total for the eval forward", base + est_act_eval),
+        ("total for a train step (upper bound)", base + est_act_train),
+    ] {
+        println!("  {what:<40} {:>12}", fmt_bytes(bytes));
+    }
     println!("peak rss (VmHWM): {}", fmt_opt(proc_status_bytes("VmHWM:")));
 }
