@@ -163,6 +163,22 @@ pub struct GcnModelCache<'a, F: Scalar> {
 }
 
 impl<F: Scalar> Gcn<F> {
+    /// A model from existing layers (e.g. loaded from a checkpoint), with the dropout rates it
+    /// trains with. The layers' orders must already be resolved (not `Auto`).
+    pub fn from_layers(layers: Vec<GcnConv<F>>, dropout: f64, input_dropout: f64) -> Self {
+        Gcn { layers, dropout, input_dropout, cached: None }
+    }
+
+    /// Dropout between layers.
+    pub fn dropout(&self) -> f64 {
+        self.dropout
+    }
+
+    /// Dropout on the input features.
+    pub fn input_dropout(&self) -> f64 {
+        self.input_dropout
+    }
+
     /// Computes and keeps ÂX if the first layer aggregates first. Call once before training
     /// (the trainer does); without it every pass recomputes ÂX.
     pub fn prepare(&mut self, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
