@@ -6,6 +6,7 @@ pub mod features;
 pub mod io;
 pub mod normalize;
 pub mod split;
+pub mod stats;
 pub mod synthetic;
 
 pub use dataset::Dataset;

@@ -320,11 +320,15 @@ impl<F: Scalar> Gcn<F> {
     /// # Panics
     /// If the snapshot does not come from this model.
     pub fn restore(&mut self, snap: &[Array2<F>]) {
-        let mut it = snap.iter();
+        let mut k = 0;
         self.visit_params(&mut |_, p| {
-            let v = it.next().expect("snapshot from another model");
-            p.value.assign(v);
+            match snap.get(k) {
+                Some(v) if v.dim() == p.value.dim() => p.value.assign(v),
+                _ => panic!("Gcn::restore: the snapshot comes from another model"),
+            }
+            k += 1;
         });
+        assert_eq!(k, snap.len(), "Gcn::restore: the snapshot comes from another model");
     }
 
     /// The resolved order of each layer.
