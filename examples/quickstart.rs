@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &data.split,
         &cfg,
         &seeds,
-        &|_| {},
+        &|_, _| {},
     )?;
     let accs: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
     let (m, s) = mean_std(&accs);

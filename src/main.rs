@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use sparse_gcn::graph::io::{load_ogb, OgbOptions};
+use sparse_gcn::graph::stats::DatasetStats;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
 use sparse_gcn::nn::{GcnConfig, Order};
@@ -31,6 +32,24 @@ struct Cli {
 enum Cmd {
     /// Train a GCN (Kipf & Welling's defaults) and report test accuracy over seeds.
     Train(TrainArgs),
+    /// Print a dataset's statistics: nodes, edges, degrees, homophily, classes, split sizes.
+    Info(InfoArgs),
+}
+
+#[derive(clap::Args)]
+struct InfoArgs {
+    /// Dataset folder (OGB raw layout). Without it, the built-in synthetic graph.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Split name under DATA/split (default: the only one).
+    #[arg(long)]
+    split: Option<String>,
+    /// Keep edge direction instead of symmetrising.
+    #[arg(long)]
+    directed: bool,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -145,6 +164,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Train(a) => train(a),
+        Cmd::Info(a) => info(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -155,22 +175,56 @@ fn main() -> ExitCode {
     }
 }
 
-fn load(a: &TrainArgs) -> Result<Dataset> {
-    match &a.data {
+/// Loads `data` (or builds the built-in synthetic graph when it is `None`).
+fn load(data: Option<&PathBuf>, split: Option<&String>, directed: bool) -> Result<Dataset> {
+    match data {
         Some(dir) => {
+            let direction = if directed {
+                Direction::Directed
+            } else {
+                Direction::Undirected
+            };
             let opts = OgbOptions {
-                split: a.split.clone(),
-                direction: if a.directed {
-                    Direction::Directed
-                } else {
-                    Direction::Undirected
-                },
+                split: split.cloned(),
+                direction,
                 sparse_features_below: Some(0.1),
             };
             load_ogb(dir, &opts)
         }
         None => CitationLike::default().generate(0),
     }
+}
+
+fn info(a: InfoArgs) -> Result<()> {
+    let d = load(a.data.as_ref(), a.split.as_ref(), a.directed)?;
+    let s = DatasetStats::compute(&d);
+    let kind = if s.directed { "directed" } else { "undirected" };
+    let storage = if s.features_sparse { "sparse" } else { "dense" };
+    println!("dataset            {}", s.name);
+    println!("nodes              {}", s.n_nodes);
+    println!("edges              {} ({kind})", s.n_edges);
+    println!("input edge records {}", s.input_edges);
+    println!("self-loops         {} (kept with weight 1)", s.self_loops);
+    println!("duplicates merged  {}", s.duplicates_merged);
+    println!("isolated nodes     {}", s.isolated_nodes);
+    println!(
+        "degree             min {} / median {} / p99 {} / max {} (mean {:.2})",
+        s.degree_min, s.degree_median, s.degree_p99, s.degree_max, s.degree_mean
+    );
+    println!("edge homophily     {:.4}", s.edge_homophily);
+    println!(
+        "features           {} columns, {} stored ({storage})",
+        s.in_dim, s.feature_nnz
+    );
+    println!("classes            {} {:?}", s.n_classes, s.class_counts);
+    println!(
+        "split {:<12} train {} / valid {} / test {}",
+        s.split, s.n_train, s.n_valid, s.n_test
+    );
+    if a.json {
+        println!("{}", serde_json::to_string(&s).unwrap_or_default());
+    }
+    Ok(())
 }
 
 fn train(a: TrainArgs) -> Result<()> {
@@ -181,7 +235,7 @@ fn train(a: TrainArgs) -> Result<()> {
 
 fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_load = Instant::now();
-    let mut data = load(&a)?;
+    let mut data = load(a.data.as_ref(), a.split.as_ref(), a.directed)?;
     if !a.no_row_norm {
         data.features.row_normalize();
     }
@@ -253,7 +307,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         ProgressBar::hidden()
     };
     let t_train = Instant::now();
-    let on_done = |r: &sparse_gcn::train::RunResult| {
+    let on_done = |r: &sparse_gcn::train::RunResult, _: &sparse_gcn::nn::Gcn<f32>| {
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };

@@ -29,7 +29,7 @@ fn mean_test_acc(name: &str) -> Option<f64> {
         &d.split,
         &cfg,
         &seeds,
-        &|_| {},
+        &|_, _| {},
     )
     .unwrap();
     let accs: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();

@@ -78,7 +78,7 @@ fn training_is_bit_identical_across_thread_counts() {
                         &d.split,
                         &cfg,
                         &[0, 1],
-                        &|_| {},
+                        &|_, _| {},
                     )
                     .unwrap()
                 })

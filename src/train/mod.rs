@@ -1,6 +1,8 @@
 //! Training: configuration, the epoch loop with early stopping, per-epoch history, and several
 //! seeds at once.
 
+pub mod checkpoint;
+
 use std::time::Instant;
 
 use rand::SeedableRng;
@@ -345,6 +347,22 @@ pub fn fit<F: Scalar>(
     cfg: &TrainConfig,
     seed: u64,
 ) -> Result<RunResult> {
+    fit_model(adj, x, labels, n_classes, split, cfg, seed).map(|(r, _)| r)
+}
+
+/// [`fit`], also returning the trained model (with the weights that were evaluated).
+///
+/// # Errors
+/// As [`fit`].
+pub fn fit_model<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+    cfg: &TrainConfig,
+    seed: u64,
+) -> Result<(RunResult, Gcn<F>)> {
     let n = adj.n_nodes();
     for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
         if got != n {
@@ -437,7 +455,7 @@ pub fn fit<F: Scalar>(
     }
     let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
     let (test_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.test);
-    Ok(RunResult {
+    let run = RunResult {
         seed,
         history,
         best_epoch,
@@ -445,12 +463,14 @@ pub fn fit<F: Scalar>(
         test_acc: accuracy(logits.view(), labels, &split.test),
         test_loss: test_loss.to_f64_lossless(),
         orders: model.orders(),
-    })
+    };
+    Ok((run, model))
 }
 
 /// Trains one model per seed, in parallel (rayon tasks over seeds; each run's kernels are
 /// bit-identical for any thread count, so every run replays exactly from its seed).
-/// `on_done` is called after each run finishes (e.g. to advance a progress bar).
+/// `on_done` is called with each run's result and trained model when the run finishes (e.g. to
+/// advance a progress bar or save a checkpoint); the model is dropped afterwards.
 ///
 /// # Errors
 /// The first error of any run.
@@ -462,13 +482,13 @@ pub fn fit_seeds<F: Scalar>(
     split: &Split,
     cfg: &TrainConfig,
     seeds: &[u64],
-    on_done: &(dyn Fn(&RunResult) + Sync),
+    on_done: &(dyn Fn(&RunResult, &Gcn<F>) + Sync),
 ) -> Result<Vec<RunResult>> {
     seeds
         .par_iter()
         .map(|&s| {
-            let r = fit(adj, x, labels, n_classes, split, cfg, s)?;
-            on_done(&r);
+            let (r, model) = fit_model(adj, x, labels, n_classes, split, cfg, s)?;
+            on_done(&r, &model);
             Ok(r)
         })
         .collect()
