@@ -22,6 +22,9 @@
 //! assert!(run.test_acc > 2.0 / data.n_classes as f64); // far above chance (1/7)
 //! ```
 
+// Library and binary code never unwraps: bad input gets a typed error (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod error;
 pub mod graph;
 pub mod kernels;

@@ -1,8 +1,13 @@
 //! `sparse-gcn`: train and evaluate GCNs on large sparse graphs from the command line.
 
+// Library and binary code never unwraps: bad input gets a typed error (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -13,7 +18,9 @@ use sparse_gcn::graph::io::{load_ogb, OgbOptions};
 use sparse_gcn::graph::stats::DatasetStats;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
-use sparse_gcn::nn::{GcnConfig, Order};
+use sparse_gcn::metrics::accuracy;
+use sparse_gcn::nn::{GcnConfig, Mode, Order};
+use sparse_gcn::train::checkpoint;
 use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, TrainConfig};
 use sparse_gcn::{par::thread_pool, Par, Result};
 
@@ -34,6 +41,27 @@ enum Cmd {
     Train(TrainArgs),
     /// Print a dataset's statistics: nodes, edges, degrees, homophily, classes, split sizes.
     Info(InfoArgs),
+    /// Evaluate a checkpoint written by `train --save` on a dataset.
+    Eval(EvalArgs),
+}
+
+#[derive(clap::Args)]
+struct EvalArgs {
+    /// The checkpoint (safetensors) written by `train --save`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// Dataset folder (OGB raw layout). Without it, the built-in synthetic graph.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Split name under DATA/split (default: the only one).
+    #[arg(long)]
+    split: Option<String>,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -158,6 +186,10 @@ struct TrainArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+    /// Save the model trained with the first seed as a safetensors checkpoint at this path
+    /// (written atomically: an existing file is replaced only by a complete new one).
+    #[arg(long)]
+    save: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -165,6 +197,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Train(a) => train(a),
         Cmd::Info(a) => info(a),
+        Cmd::Eval(a) => eval(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -227,6 +260,69 @@ fn info(a: InfoArgs) -> Result<()> {
     Ok(())
 }
 
+/// Reads a boolean extra of a checkpoint ("true"/"false"), with a default when absent.
+fn extra_flag(extra: &BTreeMap<String, String>, key: &str, default: bool) -> bool {
+    extra.get(key).map_or(default, |v| v == "true")
+}
+
+fn eval(a: EvalArgs) -> Result<()> {
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let ck = checkpoint::load(&a.checkpoint)?;
+        let directed = extra_flag(&ck.extra, "directed", false);
+        let mut data = load(a.data.as_ref(), a.split.as_ref(), directed)?;
+        if extra_flag(&ck.extra, "row_normalize", true) {
+            data.features.row_normalize();
+        }
+        let norm = match ck.extra.get("norm").map(String::as_str) {
+            Some("row") => Norm::Row,
+            _ => Norm::Symmetric,
+        };
+        let expected = GcnConfig {
+            in_dim: data.features.n_cols(),
+            out_dim: data.n_classes,
+            ..ck.config.clone()
+        };
+        let mut model = checkpoint::load_expecting(&a.checkpoint, &expected)?.model;
+        let adj = NormAdj::<f32>::new(&data.graph, norm);
+        let t0 = Instant::now();
+        model.prepare(&adj, &data.features, Par::Rayon);
+        let mut rng = sparse_gcn::train::rng_stream(0, 1);
+        let (logits, _) = model.forward(&adj, &data.features, Mode::Eval, &mut rng, Par::Rayon);
+        let infer_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let acc = |m| accuracy(logits.view(), &data.labels, m);
+        let (train_acc, val_acc, test_acc) = (
+            acc(&data.split.train),
+            acc(&data.split.valid),
+            acc(&data.split.test),
+        );
+        println!(
+            "checkpoint {} on {}: train {:.4}, val {:.4}, test {:.4} ({:.2} ms inference)",
+            a.checkpoint.display(),
+            data.name,
+            train_acc,
+            val_acc,
+            test_acc,
+            infer_ms
+        );
+        if a.json {
+            let j = json!({
+                "checkpoint": a.checkpoint.display().to_string(),
+                "dataset": data.name,
+                "n_nodes": data.graph.n_nodes(),
+                "nnz": adj.nnz(),
+                "train_acc": train_acc,
+                "val_acc": val_acc,
+                "test_acc": test_acc,
+                "infer_ms": infer_ms,
+                "extra": ck.extra,
+            });
+            println!("{j}");
+        }
+        Ok(())
+    })
+}
+
 fn train(a: TrainArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     let threads = pool.current_num_threads();
@@ -239,9 +335,9 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     if !a.no_row_norm {
         data.features.row_normalize();
     }
-    let norm = match a.norm {
-        NormArg::Sym => Norm::Symmetric,
-        NormArg::Row => Norm::Row,
+    let (norm, norm_name) = match a.norm {
+        NormArg::Sym => (Norm::Symmetric, "sym"),
+        NormArg::Row => (Norm::Row, "row"),
     };
     let adj = NormAdj::<f32>::new(&data.graph, norm);
     let load_s = t_load.elapsed().as_secs_f64();
@@ -307,7 +403,27 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         ProgressBar::hidden()
     };
     let t_train = Instant::now();
-    let on_done = |r: &sparse_gcn::train::RunResult, _: &sparse_gcn::nn::Gcn<f32>| {
+    let save_error: Mutex<Option<sparse_gcn::Error>> = Mutex::new(None);
+    let on_done = |r: &sparse_gcn::train::RunResult, model: &sparse_gcn::nn::Gcn<f32>| {
+        if let (Some(path), true) = (&a.save, r.seed == seeds[0]) {
+            let mut extra = BTreeMap::new();
+            extra.insert("dataset".to_string(), data.name.clone());
+            extra.insert("seed".to_string(), r.seed.to_string());
+            extra.insert("row_normalize".to_string(), (!a.no_row_norm).to_string());
+            extra.insert("norm".to_string(), norm_name.to_string());
+            extra.insert("directed".to_string(), a.directed.to_string());
+            extra.insert("test_acc".to_string(), r.test_acc.to_string());
+            let cfg_model = GcnConfig {
+                in_dim: data.features.n_cols(),
+                out_dim: data.n_classes,
+                ..cfg.model.clone()
+            };
+            if let Err(e) = checkpoint::save(path, model, &cfg_model, &extra) {
+                if let Ok(mut slot) = save_error.lock() {
+                    *slot = Some(e);
+                }
+            }
+        }
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };
@@ -322,6 +438,12 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         &on_done,
     )?;
     bar.finish_and_clear();
+    if let Some(e) = save_error.lock().ok().and_then(|mut s| s.take()) {
+        return Err(e);
+    }
+    if let Some(path) = &a.save {
+        println!("saved the model of seed {} to {}", seeds[0], path.display());
+    }
     let train_s = t_train.elapsed().as_secs_f64();
     for r in &runs {
         println!(

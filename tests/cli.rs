@@ -1,0 +1,81 @@
+//! The `sparse-gcn` binary end to end: exit codes, `--json` lines, and `train --save` →
+//! `eval --checkpoint` giving the same test accuracy bit for bit.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sparse-gcn"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn last_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sparse-gcn-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn checkpoint_from_train_gives_the_same_test_accuracy_in_eval() {
+    let ck = temp_path("model.safetensors");
+    let ck_s = ck.to_str().unwrap();
+    let out = run(&[
+        "train", "--epochs", "30", "--seeds", "2", "--json", "--save", ck_s,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trained = last_json(&out);
+    let out = run(&["eval", "--checkpoint", ck_s, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evaluated = last_json(&out);
+    // Seed 0's model was saved: its test accuracy is reproduced exactly.
+    assert_eq!(
+        trained["test_accs"][0].as_f64(),
+        evaluated["test_acc"].as_f64()
+    );
+    assert_eq!(evaluated["extra"]["seed"], "0");
+    std::fs::remove_file(&ck).ok();
+}
+
+#[test]
+fn info_json_counts_the_default_graph() {
+    let out = run(&["info", "--json"]);
+    assert!(out.status.success());
+    let j = last_json(&out);
+    assert_eq!(j["n_nodes"], 2708);
+    assert!(j["edge_homophily"].as_f64().unwrap() > 0.5);
+}
+
+#[test]
+fn exit_codes_are_two_for_usage_and_one_for_data_errors() {
+    let out = run(&["train", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    let missing = temp_path("no-such-dir");
+    let out = run(&["train", "--data", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("no-such-dir"), "{stderr}");
+    let out = run(&["train", "--lr", "-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("learning rate"));
+    let ck = temp_path("garbage.safetensors");
+    std::fs::write(&ck, b"not a checkpoint").unwrap();
+    let out = run(&["eval", "--checkpoint", ck.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_file(&ck).ok();
+}
