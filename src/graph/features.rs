@@ -159,13 +159,15 @@ impl<F: Scalar> Features<F> {
         Ok(())
     }
 
-    /// Scales each row to sum to 1 (Kipf's `preprocess_features`, PyG's `NormalizeFeatures`);
-    /// an all-zero row stays zero.
+    /// Scales each row to unit L1 norm, x_i ← x_i / Σ_j |x_ij|: for non-negative features
+    /// (bag-of-words) this is Kipf's `preprocess_features` (rows sum to 1); for signed dense
+    /// features it stays bounded where a plain row sum could be near zero. An all-zero row stays
+    /// zero.
     pub fn row_normalize(&mut self) {
         match self {
             Features::Dense(x) => {
                 for mut row in x.axis_iter_mut(Axis(0)) {
-                    let s: F = row.iter().copied().sum();
+                    let s: F = row.iter().map(|v| v.abs()).sum();
                     if s != F::zero() {
                         row.map_inplace(|v| *v /= s);
                     }
@@ -176,7 +178,7 @@ impl<F: Scalar> Features<F> {
                 let ip = s.x.indptr();
                 for i in 0..s.x.rows() {
                     let r = ip.outer_inds_sz(i);
-                    let sum: F = data[r.clone()].iter().copied().sum();
+                    let sum: F = data[r.clone()].iter().map(|v| v.abs()).sum();
                     if sum != F::zero() {
                         data[r].iter_mut().for_each(|v| *v /= sum);
                     }
