@@ -1,5 +1,10 @@
-//! `load_ogb` on tiny OGB folders written at run time (valid and malformed), and on the real
-//! Planetoid copies when `SPARSE_GCN_DATA` is set.
+//! The loaders on valid inputs: `load_ogb` on tiny OGB folders written at run time (valid and
+//! malformed) and on the real Planetoid copies when `SPARSE_GCN_DATA` is set; the `.npz` loaders
+//! on reference files written by numpy and scipy (`tests/data/npz/`); edge lists; and the format
+//! detection of `load`. Malformed inputs of every format are in `tests/io_errors.rs`.
+
+#[path = "data/support.rs"]
+mod support;
 
 use std::fs;
 use std::io::Write;
@@ -8,7 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
+use sparse_gcn::graph::io::{
+    load, load_edge_list, load_npz_benchmark, load_ogb, load_scipy_npz, EdgeListOptions,
+    LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
+};
 use sparse_gcn::graph::{Dataset, Direction};
 use sparse_gcn::Error;
 
@@ -592,4 +600,256 @@ fn real_planetoid_counts() {
         assert_eq!(sizes, split, "{name} split");
         assert_eq!(d.graph.n_isolated(), isolated, "{name} isolated nodes");
     }
+}
+
+// ---- other formats ------------------------------------------------------------------------
+
+/// The features of the 6-node reference graph (`tests/data/npz/gen.py`).
+fn reference_features() -> ndarray::Array2<f32> {
+    ndarray::array![
+        [1.0, 0.0, 0.0],
+        [0.0, 1.5, 0.0],
+        [0.0, 0.0, 1.0],
+        [2.5, 0.0, 0.0],
+        [0.0, -1.0, 0.0],
+        [0.0, 0.0, 0.0f32],
+    ]
+}
+
+fn npz_file(name: &str) -> PathBuf {
+    support::data_dir().join("npz").join(name)
+}
+
+fn small_split() -> RandomSplit {
+    RandomSplit {
+        rule: SplitRule::Fractions {
+            train: 0.5,
+            valid: 0.25,
+            test: 0.25,
+        },
+        seed: 5,
+    }
+}
+
+fn npz_opts() -> NpzOptions {
+    NpzOptions {
+        split: small_split(),
+        ..NpzOptions::default()
+    }
+}
+
+/// The reference graph: edges 0-1, 1-2, 2-0, 3-4, node 5 isolated (undirected).
+fn check_reference_graph(d: &Dataset) {
+    assert_eq!(d.graph.n_nodes(), 6);
+    assert_eq!(d.graph.n_edges(), 4);
+    assert!(!d.graph.is_directed());
+    let nb: Vec<&[u32]> = (0..6).map(|i| d.graph.neighbors(i)).collect();
+    assert_eq!(nb, vec![&[1, 2][..], &[0, 2], &[0, 1], &[4], &[3], &[]]);
+    let sizes = (d.split.train.len(), d.split.valid.len(), d.split.test.len());
+    assert_eq!(sizes, (3, 2, 1), "50/25/25 % of 6, rounded, clipped");
+    d.validate().unwrap();
+}
+
+#[test]
+fn real_numpy_benchmark_files_load() {
+    // np.savez_compressed: deflate, zip64 local headers, pickled extras ignored, CSR features
+    let d = load_npz_benchmark(npz_file("tiny_benchmark.npz"), &npz_opts()).unwrap();
+    assert_eq!(d.name, "tiny_benchmark");
+    check_reference_graph(&d);
+    assert!(d.features.is_sparse());
+    assert_eq!(d.features.nnz(), 5);
+    assert_eq!(d.features.to_dense(), reference_features());
+    assert_eq!(d.labels, vec![0, 1, 2, 1, 0, 2]);
+    assert_eq!(d.n_classes, 3);
+    // np.savez: stored, one direction per edge, unsorted, Fortran-order float64 features,
+    // big-endian labels
+    let e = load_npz_benchmark(npz_file("tiny_benchmark_dense.npz"), &npz_opts()).unwrap();
+    check_reference_graph(&e);
+    assert!(!e.features.is_sparse());
+    assert_eq!(e.features.to_dense(), reference_features());
+    assert_eq!(e.labels, d.labels);
+    assert_eq!(e.split, d.split, "same seed, same labels: same split");
+}
+
+#[test]
+fn npz_direction_and_sparse_options() {
+    let o = NpzOptions {
+        direction: Direction::Directed,
+        sparse_features_below: Some(0.5),
+        ..npz_opts()
+    };
+    let d = load_npz_benchmark(npz_file("tiny_benchmark_dense.npz"), &o).unwrap();
+    assert!(d.graph.is_directed());
+    assert_eq!(d.graph.n_edges(), 4, "arcs 0→2, 0→1, 1→2, 3→4");
+    assert_eq!(d.graph.neighbors(0), &[1, 2]);
+    assert_eq!(d.graph.neighbors(2), &[] as &[u32]);
+    assert!(d.features.is_sparse(), "5 of 18 values are non-zero");
+    let o = NpzOptions {
+        n_classes: Some(5),
+        ..npz_opts()
+    };
+    let d = load_npz_benchmark(npz_file("tiny_benchmark.npz"), &o).unwrap();
+    assert_eq!(d.n_classes, 5);
+    let o = NpzOptions {
+        n_classes: Some(2),
+        ..npz_opts()
+    };
+    let err = load_npz_benchmark(npz_file("tiny_benchmark.npz"), &o).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LabelOutOfRange {
+                node: 2,
+                label: 2,
+                n_classes: 2
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn real_scipy_files_load() {
+    // CSR with unsorted indices and a duplicate; CSC features; .npy labels
+    let d = load_scipy_npz(
+        npz_file("scipy_adj_csr.npz"),
+        Some(&npz_file("scipy_feat_csc.npz")),
+        Some(&npz_file("labels.npy")),
+        &npz_opts(),
+    )
+    .unwrap();
+    assert_eq!(d.name, "scipy_adj_csr");
+    check_reference_graph(&d);
+    assert!(d.features.is_sparse());
+    assert_eq!(d.features.to_dense(), reference_features());
+    assert_eq!(d.labels, vec![0, 1, 2, 1, 0, 2]);
+    // COO (stored), dense .npy features, text labels
+    let tmp = support::TempDir::new("ogb-loader-scipy");
+    let labels = tmp.put("labels.txt", b"# one per line\n0\n1\n2\n1\n0\n2\n");
+    let e = load_scipy_npz(
+        npz_file("scipy_adj_coo.npz"),
+        Some(&npz_file("feat_dense.npy")),
+        Some(&labels),
+        &npz_opts(),
+    )
+    .unwrap();
+    check_reference_graph(&e);
+    assert!(!e.features.is_sparse());
+    assert_eq!(e.features.to_dense(), reference_features());
+    assert_eq!(e.labels, d.labels);
+    // adjacency only: identity features, one class
+    let f = load_scipy_npz(npz_file("scipy_adj_csr.npz"), None, None, &npz_opts()).unwrap();
+    assert!(f.features.is_sparse());
+    assert_eq!((f.features.n_cols(), f.features.nnz()), (6, 6));
+    assert_eq!((f.labels, f.n_classes), (vec![0; 6], 1));
+}
+
+#[test]
+fn edge_lists_load() {
+    let tmp = support::TempDir::new("ogb-loader-el");
+    let edges = tmp.put("tiny.edges", support::EDGE_LIST.as_bytes());
+    let feats = tmp.put("tiny.feat", support::EDGE_FEATS.as_bytes());
+    let labels = tmp.put("tiny.labels", support::EDGE_LABELS.as_bytes());
+    let o = EdgeListOptions {
+        split: small_split(),
+        ..EdgeListOptions::default()
+    };
+    let d = load_edge_list(&edges, Some(&feats), Some(&labels), &o).unwrap();
+    assert_eq!(d.name, "tiny");
+    assert_eq!(d.graph.n_nodes(), 6);
+    assert_eq!(d.graph.n_edges(), 5);
+    assert_eq!(d.graph.neighbors(4), &[3, 5]);
+    let mut x = reference_features();
+    x[[1, 1]] = 1.5e-3;
+    assert_eq!(d.features.to_dense(), x);
+    assert_eq!(d.labels, vec![0, 1, 2, 1, 0, 2]);
+    // gzipped, through `load`, with the same files
+    let gz = tmp.put("tiny.txt.gz", &support::gzip(support::EDGE_LIST.as_bytes()));
+    let lo = LoadOptions {
+        random_split: small_split(),
+        features: Some(feats.clone()),
+        labels: Some(labels.clone()),
+        ..LoadOptions::default()
+    };
+    let e = load(&gz, &lo).unwrap();
+    assert_eq!(e.graph, d.graph);
+    assert_eq!(e.features.to_dense(), x);
+    assert_eq!(e.split, d.split);
+}
+
+#[test]
+fn planetoid_split_by_default() {
+    // a ring of 2000 nodes in 7 classes: 20 per class, 500, 1000
+    let tmp = support::TempDir::new("ogb-loader-ring");
+    let n = 2000;
+    let ring: String = (0..n).map(|i| format!("{i} {}\n", (i + 1) % n)).collect();
+    let lab: String = (0..n).map(|i| format!("{}\n", i % 7)).collect();
+    let edges = tmp.put("ring.txt", ring.as_bytes());
+    let labels = tmp.put("ring.labels", lab.as_bytes());
+    let d = load_edge_list(&edges, None, Some(&labels), &EdgeListOptions::default()).unwrap();
+    let sizes = (d.split.train.len(), d.split.valid.len(), d.split.test.len());
+    assert_eq!(sizes, (140, 500, 1000));
+    for c in 0..7 {
+        let k = d
+            .split
+            .train
+            .indices()
+            .iter()
+            .filter(|&&i| d.labels[i as usize] == c);
+        assert_eq!(k.count(), 20);
+    }
+    let again = load_edge_list(&edges, None, Some(&labels), &EdgeListOptions::default()).unwrap();
+    assert_eq!(again.split, d.split, "seeded");
+    let o = EdgeListOptions {
+        split: RandomSplit {
+            seed: 1,
+            ..RandomSplit::default()
+        },
+        ..EdgeListOptions::default()
+    };
+    let other = load_edge_list(&edges, None, Some(&labels), &o).unwrap();
+    assert_ne!(other.split, d.split);
+    // too small for Planetoid: an empty part
+    let tiny = tmp.put("tiny.txt", support::EDGE_LIST.as_bytes());
+    let err = load_edge_list(&tiny, None, None, &EdgeListOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::EmptyMask { .. }), "{err}");
+}
+
+#[test]
+fn load_detects_every_format() {
+    let lo = LoadOptions {
+        random_split: small_split(),
+        ..LoadOptions::default()
+    };
+    // OGB folder
+    let fx = Fixture::valid(true);
+    check_tiny(&load(&fx.dir, &lo).unwrap());
+    // gnn-benchmark and scipy .npz
+    check_reference_graph(&load(&npz_file("tiny_benchmark.npz"), &lo).unwrap());
+    let s = load(&npz_file("scipy_adj_coo.npz"), &lo).unwrap();
+    check_reference_graph(&s);
+    assert_eq!(s.n_classes, 1);
+    // scipy .npz with features and labels
+    let with = LoadOptions {
+        features: Some(npz_file("feat_dense.npy")),
+        labels: Some(npz_file("labels.npy")),
+        ..lo.clone()
+    };
+    let t = load(&npz_file("scipy_adj_csr.npz"), &with).unwrap();
+    assert_eq!(t.features.to_dense(), reference_features());
+    // feature files for a format that carries its own are an error
+    let err = load(&npz_file("tiny_benchmark.npz"), &with).unwrap_err();
+    assert!(matches!(err, Error::Dataset { .. }), "{err}");
+    let err = load(&fx.dir, &with).unwrap_err();
+    assert!(matches!(err, Error::Dataset { .. }), "{err}");
+    // edge lists under every extension
+    let tmp = support::TempDir::new("ogb-loader-detect");
+    for name in ["g.txt", "g.csv", "g.tsv", "g.edges", "g.el", "G.TXT"] {
+        let p = tmp.put(name, support::EDGE_LIST.as_bytes());
+        let d = load(&p, &lo).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((d.graph.n_nodes(), d.graph.n_edges()), (6, 5), "{name}");
+    }
+    // the folder of an OGB dataset's raw files is not a dataset
+    let err = load(&fx.dir.join("raw"), &lo).unwrap_err();
+    assert!(matches!(err, Error::Dataset { .. }), "{err}");
 }

@@ -118,7 +118,11 @@ impl DatasetStats {
             degree_p99: at(0.99),
             degree_max: degrees.last().copied().unwrap_or(0),
             degree_mean,
-            edge_homophily: if total == 0 { 0.0 } else { same as f64 / total as f64 },
+            edge_homophily: if total == 0 {
+                0.0
+            } else {
+                same as f64 / total as f64
+            },
             in_dim: d.features.n_cols(),
             feature_nnz: d.features.nnz(),
             features_sparse: d.features.is_sparse(),

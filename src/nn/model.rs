@@ -166,7 +166,12 @@ impl<F: Scalar> Gcn<F> {
     /// A model from existing layers (e.g. loaded from a checkpoint), with the dropout rates it
     /// trains with. The layers' orders must already be resolved (not `Auto`).
     pub fn from_layers(layers: Vec<GcnConv<F>>, dropout: f64, input_dropout: f64) -> Self {
-        Gcn { layers, dropout, input_dropout, cached: None }
+        Gcn {
+            layers,
+            dropout,
+            input_dropout,
+            cached: None,
+        }
     }
 
     /// Dropout between layers.
@@ -328,7 +333,11 @@ impl<F: Scalar> Gcn<F> {
             }
             k += 1;
         });
-        assert_eq!(k, snap.len(), "Gcn::restore: the snapshot comes from another model");
+        assert_eq!(
+            k,
+            snap.len(),
+            "Gcn::restore: the snapshot comes from another model"
+        );
     }
 
     /// The resolved order of each layer.
