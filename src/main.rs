@@ -14,9 +14,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
+use sparse_gcn::graph::io::{load as load_any, LoadOptions};
 use sparse_gcn::graph::stats::DatasetStats;
-use sparse_gcn::graph::synthetic::CitationLike;
+use sparse_gcn::graph::synthetic::Preset;
+use sparse_gcn::graph::write::write_ogb;
 use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::{GcnConfig, Mode, Order};
@@ -43,6 +44,79 @@ enum Cmd {
     Info(InfoArgs),
     /// Evaluate a checkpoint written by `train --save` on a dataset.
     Eval(EvalArgs),
+    /// Generate a synthetic citation-like graph and write it in the OGB raw layout.
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct GenerateArgs {
+    /// cora-like, arxiv-like or products-like.
+    #[arg(long, default_value = "cora-like")]
+    preset: String,
+    /// Generator seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output folder (created; its raw/ and split/ files are replaced atomically).
+    #[arg(long)]
+    out: PathBuf,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where the data comes from: a file or folder, or a synthetic preset built in memory.
+#[derive(clap::Args, Clone)]
+struct DataArgs {
+    /// Dataset: an OGB raw-layout folder, a gnn-benchmark `.npz`, or an edge list
+    /// (`.txt`/`.csv`/`.tsv`/`.edges`/`.el`). Without it, the synthetic `--preset` is built in
+    /// memory.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
+    #[arg(long, default_value = "cora-like")]
+    preset: String,
+    /// Seed of the synthetic preset.
+    #[arg(long, default_value_t = 0)]
+    data_seed: u64,
+    /// Split name under DATA/split (default: the only one).
+    #[arg(long)]
+    split: Option<String>,
+    /// Keep edge direction instead of symmetrising.
+    #[arg(long)]
+    directed: bool,
+    /// Feature file for an edge list (one row per node) or a scipy `.npz` adjacency.
+    #[arg(long)]
+    features: Option<PathBuf>,
+    /// Label file for an edge list or a scipy `.npz` adjacency (one class id per node).
+    #[arg(long)]
+    labels: Option<PathBuf>,
+}
+
+impl DataArgs {
+    /// Loads the dataset (or generates the preset).
+    fn load(&self) -> Result<Dataset> {
+        match &self.data {
+            Some(path) => {
+                let opts = LoadOptions {
+                    split: self.split.clone(),
+                    direction: if self.directed {
+                        Direction::Directed
+                    } else {
+                        Direction::Undirected
+                    },
+                    sparse_features_below: Some(0.1),
+                    features: self.features.clone(),
+                    labels: self.labels.clone(),
+                    ..LoadOptions::default()
+                };
+                load_any(path, &opts)
+            }
+            None => self.preset.parse::<Preset>()?.generate(self.data_seed),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -50,12 +124,8 @@ struct EvalArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
     checkpoint: PathBuf,
-    /// Dataset folder (OGB raw layout). Without it, the built-in synthetic graph.
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// Split name under DATA/split (default: the only one).
-    #[arg(long)]
-    split: Option<String>,
+    #[command(flatten)]
+    data: DataArgs,
     /// Worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -66,15 +136,8 @@ struct EvalArgs {
 
 #[derive(clap::Args)]
 struct InfoArgs {
-    /// Dataset folder (OGB raw layout). Without it, the built-in synthetic graph.
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// Split name under DATA/split (default: the only one).
-    #[arg(long)]
-    split: Option<String>,
-    /// Keep edge direction instead of symmetrising.
-    #[arg(long)]
-    directed: bool,
+    #[command(flatten)]
+    data: DataArgs,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -122,13 +185,8 @@ enum WdScope {
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 struct TrainArgs {
-    /// Dataset folder in the OGB node-property raw layout. Without it, a built-in synthetic
-    /// Cora-sized citation-like graph is used.
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// Split name under DATA/split (default: the only one).
-    #[arg(long)]
-    split: Option<String>,
+    #[command(flatten)]
+    data: DataArgs,
     /// Number of GCN layers.
     #[arg(long, default_value_t = 2)]
     layers: usize,
@@ -165,9 +223,6 @@ struct TrainArgs {
     /// Adjacency normalisation.
     #[arg(long, value_enum, default_value_t = NormArg::Sym)]
     norm: NormArg,
-    /// Keep edge direction instead of symmetrising.
-    #[arg(long)]
-    directed: bool,
     /// Give every layer a bias (Kipf & Welling's model has none; PyG's GCNConv has one).
     #[arg(long)]
     bias: bool,
@@ -198,6 +253,7 @@ fn main() -> ExitCode {
         Cmd::Train(a) => train(a),
         Cmd::Info(a) => info(a),
         Cmd::Eval(a) => eval(a),
+        Cmd::Generate(a) => generate(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -208,28 +264,66 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads `data` (or builds the built-in synthetic graph when it is `None`).
-fn load(data: Option<&PathBuf>, split: Option<&String>, directed: bool) -> Result<Dataset> {
-    match data {
-        Some(dir) => {
-            let direction = if directed {
-                Direction::Directed
-            } else {
-                Direction::Undirected
-            };
-            let opts = OgbOptions {
-                split: split.cloned(),
-                direction,
-                sparse_features_below: Some(0.1),
-            };
-            load_ogb(dir, &opts)
-        }
-        None => CitationLike::default().generate(0),
+/// A progress bar on stderr when it is a terminal, hidden otherwise.
+fn progress_bar(len: u64, template: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
     }
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b.enable_steady_tick(std::time::Duration::from_millis(200));
+    b
+}
+
+fn generate(a: GenerateArgs) -> Result<()> {
+    let preset: Preset = a.preset.parse()?;
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let bar = progress_bar(0, "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}");
+        bar.set_message(format!("generating {preset}"));
+        let t0 = Instant::now();
+        let d = preset.generate(a.seed)?;
+        let gen_s = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        write_ogb(&d, &a.out, &|stage, done, total| {
+            bar.set_message(format!("writing {stage}"));
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        let write_s = t1.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        println!(
+            "{}: {} nodes, {} edges, {} features, {} classes; generated in {:.2} s, written to {} in {:.2} s",
+            d.name,
+            d.graph.n_nodes(),
+            d.graph.n_edges(),
+            d.features.n_cols(),
+            d.n_classes,
+            gen_s,
+            a.out.display(),
+            write_s
+        );
+        if a.json {
+            let j = json!({
+                "dataset": d.name,
+                "out": a.out.display().to_string(),
+                "n_nodes": d.graph.n_nodes(),
+                "n_edges": d.graph.n_edges(),
+                "in_dim": d.features.n_cols(),
+                "n_classes": d.n_classes,
+                "generate_s": gen_s,
+                "write_s": write_s,
+            });
+            println!("{j}");
+        }
+        Ok(())
+    })
 }
 
 fn info(a: InfoArgs) -> Result<()> {
-    let d = load(a.data.as_ref(), a.split.as_ref(), a.directed)?;
+    let d = a.data.load()?;
     let s = DatasetStats::compute(&d);
     let kind = if s.directed { "directed" } else { "undirected" };
     let storage = if s.features_sparse { "sparse" } else { "dense" };
@@ -269,8 +363,9 @@ fn eval(a: EvalArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
         let ck = checkpoint::load(&a.checkpoint)?;
-        let directed = extra_flag(&ck.extra, "directed", false);
-        let mut data = load(a.data.as_ref(), a.split.as_ref(), directed)?;
+        let mut data_args = a.data.clone();
+        data_args.directed |= extra_flag(&ck.extra, "directed", false);
+        let mut data = data_args.load()?;
         if extra_flag(&ck.extra, "row_normalize", true) {
             data.features.row_normalize();
         }
@@ -331,7 +426,7 @@ fn train(a: TrainArgs) -> Result<()> {
 
 fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_load = Instant::now();
-    let mut data = load(a.data.as_ref(), a.split.as_ref(), a.directed)?;
+    let mut data = a.data.load()?;
     if !a.no_row_norm {
         data.features.row_normalize();
     }
@@ -391,17 +486,10 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         data.split.test.len()
     );
     let seeds: Vec<u64> = (0..a.seeds.max(1) as u64).collect();
-    let bar = if std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(seeds.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b.enable_steady_tick(std::time::Duration::from_millis(200));
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(
+        seeds.len() as u64,
+        "{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}",
+    );
     let t_train = Instant::now();
     let save_error: Mutex<Option<sparse_gcn::Error>> = Mutex::new(None);
     let on_done = |r: &sparse_gcn::train::RunResult, model: &sparse_gcn::nn::Gcn<f32>| {
@@ -411,7 +499,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             extra.insert("seed".to_string(), r.seed.to_string());
             extra.insert("row_normalize".to_string(), (!a.no_row_norm).to_string());
             extra.insert("norm".to_string(), norm_name.to_string());
-            extra.insert("directed".to_string(), a.directed.to_string());
+            extra.insert("directed".to_string(), a.data.directed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
             let cfg_model = GcnConfig {
                 in_dim: data.features.n_cols(),
