@@ -175,6 +175,16 @@ enum NormArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum RowNormArg {
+    /// When every feature is ≥ 0.
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum WdScope {
     /// Weight decay on the first layer only (Kipf & Welling).
     First,
@@ -226,9 +236,11 @@ struct TrainArgs {
     /// Give every layer a bias (Kipf & Welling's model has none; PyG's GCNConv has one).
     #[arg(long)]
     bias: bool,
-    /// Do not row-normalise the input features.
-    #[arg(long)]
-    no_row_norm: bool,
+    /// Row-normalise the input features (Kipf's preprocessing): `auto` does it when every
+    /// feature is ≥ 0 (bag-of-words), as Kipf & Welling do, and leaves signed dense features
+    /// (ogbn-arxiv-like embeddings) as they are.
+    #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
+    row_norm: RowNormArg,
     /// Number of seeds (0, 1, …, N−1), trained in parallel.
     #[arg(long, default_value_t = 1)]
     seeds: usize,
@@ -427,7 +439,12 @@ fn train(a: TrainArgs) -> Result<()> {
 fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_load = Instant::now();
     let mut data = a.data.load()?;
-    if !a.no_row_norm {
+    let row_norm = match a.row_norm {
+        RowNormArg::Auto => data.features.is_non_negative(),
+        RowNormArg::On => true,
+        RowNormArg::Off => false,
+    };
+    if row_norm {
         data.features.row_normalize();
     }
     let (norm, norm_name) = match a.norm {
@@ -497,7 +514,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             let mut extra = BTreeMap::new();
             extra.insert("dataset".to_string(), data.name.clone());
             extra.insert("seed".to_string(), r.seed.to_string());
-            extra.insert("row_normalize".to_string(), (!a.no_row_norm).to_string());
+            extra.insert("row_normalize".to_string(), row_norm.to_string());
             extra.insert("norm".to_string(), norm_name.to_string());
             extra.insert("directed".to_string(), a.data.directed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
@@ -596,6 +613,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "epoch_ms_median": median(step_ms),
             "epoch_with_eval_ms_median": median(epoch_ms),
             "warmup_epochs": a.warmup,
+            "row_norm": row_norm,
             "load_s": load_s,
             "train_total_s": train_s,
         });

@@ -159,6 +159,15 @@ impl<F: Scalar> Features<F> {
         Ok(())
     }
 
+    /// Whether every stored value is ≥ 0 (bag-of-words, counts, TF-IDF), the inputs row
+    /// normalisation is meant for.
+    pub fn is_non_negative(&self) -> bool {
+        match self {
+            Features::Dense(x) => x.iter().all(|&v| v >= F::zero()),
+            Features::Sparse(s) => s.x.data().iter().all(|&v| v >= F::zero()),
+        }
+    }
+
     /// Scales each row to unit L1 norm, x_i ← x_i / Σ_j |x_ij|: for non-negative features
     /// (bag-of-words) this is Kipf's `preprocess_features` (rows sum to 1); for signed dense
     /// features it stays bounded where a plain row sum could be near zero. An all-zero row stays
