@@ -8,6 +8,7 @@ pub mod normalize;
 pub mod split;
 pub mod stats;
 pub mod synthetic;
+pub mod write;
 
 pub use dataset::Dataset;
 pub use features::{Features, SparseFeatures};
