@@ -79,3 +79,31 @@ fn exit_codes_are_two_for_usage_and_one_for_data_errors() {
     assert_eq!(out.status.code(), Some(1));
     std::fs::remove_file(&ck).ok();
 }
+
+#[test]
+fn every_malformed_data_file_exits_with_one_and_one_line() {
+    // Fixtures that are themselves a `--data` argument (edge lists, npz files, odd paths);
+    // the OGB, feature and label fixtures are mapped to their errors in tests/io_errors.rs.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let standalone = (name.starts_with("el_")
+            && !name.starts_with("el_feat")
+            && !name.starts_with("el_labels"))
+            || name.starts_with("npz_")
+            || name == "unknown_format.xyz"
+            || name == "dir_instead_of_file.edges";
+        if !standalone {
+            continue;
+        }
+        let out = run(&["info", "--data", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} fixtures checked");
+}
