@@ -21,6 +21,30 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Assembles a dataset and [validates](Dataset::validate) it.
+    ///
+    /// # Errors
+    /// The first inconsistency [`Dataset::validate`] finds.
+    pub fn try_new(
+        name: String,
+        graph: Graph,
+        features: Features<f32>,
+        labels: Vec<u32>,
+        n_classes: usize,
+        split: Split,
+    ) -> Result<Self> {
+        let dataset = Dataset {
+            name,
+            graph,
+            features,
+            labels,
+            n_classes,
+            split,
+        };
+        dataset.validate()?;
+        Ok(dataset)
+    }
+
     /// Checks that every part agrees with the graph: feature and label rows, finite features,
     /// labels in range, a non-empty, non-overlapping split.
     ///

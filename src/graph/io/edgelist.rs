@@ -148,16 +148,7 @@ pub fn load_edge_list(
     let graph = Graph::try_from_edges(n, &edge_list, opts.direction)?;
     drop(edge_list);
     let split = random_split(path, &labels, n_classes, &opts.split)?;
-    let dataset = Dataset {
-        name: file_stem(path),
-        graph,
-        features,
-        labels,
-        n_classes,
-        split,
-    };
-    dataset.validate()?;
-    Ok(dataset)
+    Dataset::try_new(file_stem(path), graph, features, labels, n_classes, split)
 }
 
 /// An edge list.

@@ -241,16 +241,7 @@ fn finish(
     drop(edges);
     let n_classes = class_count(&labels, opts.n_classes);
     let split = random_split(path, &labels, n_classes, &opts.split)?;
-    let dataset = Dataset {
-        name: file_stem(path),
-        graph,
-        features,
-        labels,
-        n_classes,
-        split,
-    };
-    dataset.validate()?;
-    Ok(dataset)
+    Dataset::try_new(file_stem(path), graph, features, labels, n_classes, split)
 }
 
 fn dense_features(x: Array2<f32>, sparse_below: Option<f64>) -> Features<f32> {

@@ -131,16 +131,7 @@ pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
     drop(edges);
     let split = read_split(&dir.join("split"), opts.split.as_deref(), n_nodes)?;
 
-    let dataset = Dataset {
-        name: dataset_name(dir),
-        graph,
-        features,
-        labels,
-        n_classes,
-        split,
-    };
-    dataset.validate()?;
-    Ok(dataset)
+    Dataset::try_new(dataset_name(dir), graph, features, labels, n_classes, split)
 }
 
 /// The folder's file name (resolving `.` and `..` when needed).
