@@ -20,7 +20,7 @@ use sparse_gcn::graph::synthetic::Preset;
 use sparse_gcn::graph::write::write_ogb;
 use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
-use sparse_gcn::nn::{GcnConfig, Mode, Order};
+use sparse_gcn::nn::{GcnConfig, Order};
 use sparse_gcn::train::checkpoint;
 use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, TrainConfig};
 use sparse_gcn::{par::thread_pool, Par, Result};
@@ -394,8 +394,7 @@ fn eval(a: EvalArgs) -> Result<()> {
         let adj = NormAdj::<f32>::new(&data.graph, norm);
         let t0 = Instant::now();
         model.prepare(&adj, &data.features, Par::Rayon);
-        let mut rng = sparse_gcn::train::rng_stream(0, 1);
-        let (logits, _) = model.forward(&adj, &data.features, Mode::Eval, &mut rng, Par::Rayon);
+        let logits = model.predict(&adj, &data.features, Par::Rayon);
         let infer_ms = t0.elapsed().as_secs_f64() * 1e3;
         let acc = |m| accuracy(logits.view(), &data.labels, m);
         let (train_acc, val_acc, test_acc) = (

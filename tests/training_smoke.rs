@@ -188,3 +188,29 @@ fn bad_inputs_give_typed_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn predict_equals_the_eval_forward_pass_bitwise() {
+    use sparse_gcn::nn::{GcnConfig, Mode};
+    use sparse_gcn::Par;
+    let (d, adj) = data();
+    for order in [Order::AggregateFirst, Order::TransformFirst] {
+        let cfg = GcnConfig {
+            in_dim: d.features.n_cols(),
+            out_dim: d.n_classes,
+            n_layers: 3,
+            order,
+            ..GcnConfig::default()
+        };
+        let mut rng = sparse_gcn::train::rng_stream(4, 0);
+        let mut model = cfg.init(&adj, &d.features, &mut rng).unwrap();
+        model.prepare(&adj, &d.features, Par::Rayon);
+        let (z, _) = model.forward(&adj, &d.features, Mode::Eval, &mut rng, Par::Rayon);
+        let p = model.predict(&adj, &d.features, Par::Rayon);
+        assert_eq!(z.dim(), p.dim());
+        assert!(
+            z.iter().zip(&p).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{order:?}"
+        );
+    }
+}

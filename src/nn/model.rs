@@ -262,6 +262,27 @@ impl<F: Scalar> Gcn<F> {
         )
     }
 
+    /// Inference: the logits of an evaluation pass (no dropout), keeping nothing for backward,
+    /// so no activation is copied. Equal, bit for bit, to the logits of
+    /// `forward(.., Mode::Eval, ..)`.
+    ///
+    /// # Panics
+    /// As [`Gcn::forward`].
+    pub fn predict(&self, adj: &NormAdj<F>, x: &Features<F>, par: Par) -> Array2<F> {
+        let n_layers = self.layers.len();
+        let mut h = input_of(x);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let agg = if l == 0 { self.cached.as_ref() } else { None };
+            let (mut z, _) = layer.forward(adj, h, agg, par);
+            if l + 1 == n_layers {
+                return z;
+            }
+            relu_inplace(z.view_mut());
+            h = Input::Dense(CowArray::from(z));
+        }
+        Array2::zeros((adj.n_nodes(), 0))
+    }
+
     /// Backward pass from dL/dlogits: **adds** every parameter's gradient (zero them first
     /// with [`Gcn::zero_grad`]).
     pub fn backward(

@@ -424,7 +424,7 @@ pub fn fit_model<F: Scalar>(
         }
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
-        let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
+        let logits = model.predict(adj, x, par);
         let (val_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.valid);
         let val_loss = val_loss.to_f64_lossless();
         let val_acc = accuracy(logits.view(), labels, &split.valid);
@@ -453,7 +453,7 @@ pub fn fit_model<F: Scalar>(
         model.restore(&snap);
         best_epoch = e;
     }
-    let (logits, _) = model.forward(adj, x, Mode::Eval, &mut drop_rng, par);
+    let logits = model.predict(adj, x, par);
     let (test_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.test);
     let run = RunResult {
         seed,

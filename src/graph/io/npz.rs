@@ -309,22 +309,11 @@ fn adjacency_edges(path: &Path, m: &SparseMatrix, data_key: &str) -> Result<Vec<
 
 /// Sparse features from a matrix, checking that every value is finite.
 fn sparse_features(path: &Path, m: SparseMatrix, data_key: &str) -> Result<Features<f32>> {
-    for i in 0..m.rows {
-        let r = m.indptr[i]..m.indptr[i + 1];
-        for (&j, &v) in m.indices[r.clone()].iter().zip(&m.data[r]) {
-            if !v.is_finite() {
-                return Err(Error::NonFiniteValue {
-                    what: format!("{}: '{data_key}'", path.display()),
-                    row: i,
-                    col: j as usize,
-                    value: f64::from(v),
-                });
-            }
-        }
-    }
     let x = Csr::try_new((m.rows, m.cols), m.indptr, m.indices, m.data)
         .map_err(|(_, _, _, e)| bad(path, format!("feature matrix: {e}")))?;
-    Ok(Features::Sparse(SparseFeatures::new(x)))
+    let features = Features::Sparse(SparseFeatures::new(x));
+    features.check_finite(&format!("{}: '{data_key}'", path.display()))?;
+    Ok(features)
 }
 
 /// Reads a 1-D integer label array of `n` entries, each in `0..n_classes` (or `0..2^20`).
