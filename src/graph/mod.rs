@@ -2,6 +2,7 @@
 //! [`Features`], datasets, loaders and the synthetic generator.
 
 pub mod dataset;
+pub mod dropedge;
 pub mod features;
 pub mod io;
 pub mod normalize;

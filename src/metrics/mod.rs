@@ -1,5 +1,7 @@
 //! Evaluation metrics.
 
+pub mod smoothing;
+
 use ndarray::ArrayView2;
 
 use crate::graph::Mask;

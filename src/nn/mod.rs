@@ -2,8 +2,11 @@
 
 pub mod dropout;
 pub mod gcn;
+pub mod jk;
+pub mod linear;
 pub mod loss;
 pub mod model;
+pub mod norm;
 pub mod param;
 
 pub use gcn::{GcnConv, Input, Order};

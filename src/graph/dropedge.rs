@@ -1,0 +1,1 @@
+//! DropEdge (Rong et al., ICLR 2020): a random subgraph each epoch, renormalised.

@@ -1,0 +1,1 @@
+//! Oversmoothing metrics over node representations.

@@ -1,0 +1,1 @@
+//! Normalisation layers over nodes: BatchNorm and PairNorm (forward and backward).
