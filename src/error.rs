@@ -132,6 +132,26 @@ pub enum ConfigError {
         /// Layers in the model.
         layers: usize,
     },
+    /// A real-valued parameter outside its range.
+    #[error("{name} = {value} is out of range: it must be {rule}")]
+    OutOfRange {
+        /// The parameter.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+        /// The rule, e.g. "in [0, 1]".
+        rule: &'static str,
+    },
+    /// A name that is not one of the known choices.
+    #[error("unknown {what} '{got}' (expected one of: {expected})")]
+    UnknownName {
+        /// What was being named.
+        what: &'static str,
+        /// The name given.
+        got: String,
+        /// The known names.
+        expected: &'static str,
+    },
 }
 
 /// `Result` with the crate's [`Error`].

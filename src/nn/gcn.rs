@@ -67,14 +67,14 @@ impl<F: Scalar> Input<'_, F> {
         }
     }
     /// out ← self·W (β = 0).
-    fn times(&self, w: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
+    pub(crate) fn times(&self, w: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
         match self {
             Input::Dense(x) => gemm(F::one(), x.view(), w, F::zero(), out.view_mut(), par),
             Input::Sparse(s) => spmm(F::one(), s.x(), w, F::zero(), out.view_mut(), par),
         }
     }
     /// out ← selfᵀ·G + out (β = 1).
-    fn t_times_acc(&self, g: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
+    pub(crate) fn t_times_acc(&self, g: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
         match self {
             Input::Dense(x) => gemm(F::one(), x.t(), g, F::one(), out.view_mut(), par),
             Input::Sparse(s) => spmm(F::one(), s.x_t(), g, F::one(), out.view_mut(), par),

@@ -9,7 +9,7 @@ use rand::Rng;
 use super::dropout::{dropout_dense, dropout_sparse};
 use super::gcn::{aggregate, choose_order, GcnCache, GcnConv, Input, LayerShape, Order};
 use super::param::Param;
-use super::Mode;
+use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
 use crate::kernels::{relu_backward_inplace, relu_inplace};
 use crate::{ConfigError, Par, Scalar};
@@ -372,6 +372,78 @@ impl<F: Scalar> Gcn<F> {
             .iter()
             .map(|l| l.weight.len() + l.bias.as_ref().map_or(0, |b| b.len()))
             .sum()
+    }
+}
+
+impl<F: Scalar> Model<F> for Gcn<F> {
+    type Cache<'a> = GcnModelCache<'a, F>;
+
+    fn prepare(&mut self, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
+        Gcn::prepare(self, adj, x, par);
+    }
+
+    fn forward_train<'a, R: Rng + ?Sized>(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &'a Features<F>,
+        rng: &mut R,
+        par: Par,
+    ) -> (Array2<F>, GcnModelCache<'a, F>) {
+        self.forward(adj, x, Mode::Train, rng, par)
+    }
+
+    fn backward(
+        &mut self,
+        adj: &NormAdj<F>,
+        cache: GcnModelCache<'_, F>,
+        dlogits: Array2<F>,
+        par: Par,
+    ) {
+        Gcn::backward(self, adj, cache, dlogits, par);
+    }
+
+    fn predict(&self, adj: &NormAdj<F>, x: &Features<F>, par: Par) -> Array2<F> {
+        Gcn::predict(self, adj, x, par)
+    }
+
+    fn visit_params(&mut self, f: &mut dyn FnMut(usize, &mut Param<F>)) {
+        Gcn::visit_params(self, f);
+    }
+
+    fn n_groups(&self) -> usize {
+        self.layers.len()
+    }
+
+    fn snapshot(&self) -> Vec<Array2<F>> {
+        Gcn::snapshot(self)
+    }
+
+    fn restore(&mut self, snap: &[Array2<F>]) {
+        Gcn::restore(self, snap);
+    }
+
+    fn visit_representations(
+        &self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        par: Par,
+        f: &mut dyn FnMut(usize, ndarray::ArrayView2<'_, F>),
+    ) {
+        let n_layers = self.layers.len();
+        let mut h = input_of(x);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let agg = if l == 0 { self.cached.as_ref() } else { None };
+            let (mut z, _) = layer.forward(adj, h, agg, par);
+            if l + 1 < n_layers {
+                relu_inplace(z.view_mut());
+            }
+            f(l, z.view());
+            h = Input::Dense(CowArray::from(z));
+        }
+    }
+
+    fn orders(&self) -> Vec<Order> {
+        Gcn::orders(self)
     }
 }
 

@@ -2,6 +2,7 @@
 //! seeds at once.
 
 pub mod checkpoint;
+pub mod recipe;
 
 use std::time::Instant;
 
@@ -10,10 +11,12 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::graph::{Features, NormAdj, Split};
+use crate::graph::dropedge::DropEdge;
+use crate::graph::{Features, Graph, Norm, NormAdj, Split};
 use crate::metrics::accuracy;
+use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::softmax_cross_entropy;
-use crate::nn::{Gcn, GcnConfig, Mode, Order};
+use crate::nn::{DeepConfig, DeepGcn, Gcn, GcnConfig, Model, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::{ConfigError, Error, Par, Result, Scalar};
 
@@ -174,12 +177,11 @@ impl TrainConfig {
         }
     }
 
-    /// Checks every rule (the model's too).
+    /// Checks the optimiser's rules for a model with `n_groups` weight-decay groups.
     ///
     /// # Errors
     /// The first [`ConfigError`].
-    pub fn check(&self) -> Result<(), ConfigError> {
-        self.model.check()?;
+    pub fn check_optim(&self, n_groups: usize) -> Result<(), ConfigError> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(ConfigError::LearningRateNotPositive(self.lr));
         }
@@ -190,10 +192,10 @@ impl TrainConfig {
         {
             return Err(ConfigError::WeightDecayNegative(w));
         }
-        if self.weight_decay.len() > self.model.n_layers {
+        if self.weight_decay.len() > n_groups {
             return Err(ConfigError::WeightDecayLen {
                 got: self.weight_decay.len(),
-                layers: self.model.n_layers,
+                layers: n_groups,
             });
         }
         if self.epochs == 0 {
@@ -203,6 +205,15 @@ impl TrainConfig {
             return Err(ConfigError::PatienceZero);
         }
         Ok(())
+    }
+
+    /// Checks every rule (the model's too).
+    ///
+    /// # Errors
+    /// The first [`ConfigError`].
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.model.check()?;
+        self.check_optim(self.model.n_layers)
     }
 }
 
@@ -243,6 +254,10 @@ pub struct RunResult {
     /// The order each layer ran in.
     #[serde(skip)]
     pub orders: Vec<Order>,
+    /// Per-layer oversmoothing metrics, when [`FitOptions::metrics_every`] asked for them
+    /// (the last record of each layer is that of the evaluated weights).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layer_metrics: Vec<LayerRecord>,
 }
 
 impl RunResult {
@@ -302,8 +317,8 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
 /// # Panics
 /// If `train` is empty or the inputs do not match the model (check them first, as [`fit`]
 /// does).
-pub fn train_step<F: Scalar, R: rand::Rng + ?Sized>(
-    model: &mut Gcn<F>,
+pub fn train_step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
+    model: &mut M,
     opt: &mut dyn Optimizer<F>,
     adj: &NormAdj<F>,
     x: &Features<F>,
@@ -313,7 +328,7 @@ pub fn train_step<F: Scalar, R: rand::Rng + ?Sized>(
     par: Par,
 ) -> (f64, f64) {
     model.zero_grad();
-    let (logits, cache) = model.forward(adj, x, Mode::Train, rng, par);
+    let (logits, cache) = model.forward_train(adj, x, rng, par);
     let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, train);
     let acc = accuracy(logits.view(), labels, train);
     drop(logits);
@@ -328,6 +343,79 @@ pub fn train_step<F: Scalar, R: rand::Rng + ?Sized>(
         opt.finish_step();
     }
     (loss, acc)
+}
+
+/// Where DropEdge draws each epoch's training graph from.
+#[derive(Debug, Clone, Copy)]
+pub struct DropEdgeSource<'g> {
+    /// The full graph (Â of the evaluation passes is its normalisation).
+    pub graph: &'g Graph,
+    /// The drop rate.
+    pub drop: DropEdge,
+    /// The normalisation of each sampled subgraph.
+    pub norm: Norm,
+}
+
+/// Options of a training run beyond [`TrainConfig`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FitOptions<'g> {
+    /// DropEdge: each training pass runs on a fresh random subgraph (RNG stream 2 of the seed),
+    /// renormalised; evaluation passes use the full Â.
+    pub drop_edge: Option<DropEdgeSource<'g>>,
+    /// Record every layer's oversmoothing metrics (an evaluation pass) every this many epochs,
+    /// and after the last one; 0 records none.
+    pub metrics_every: usize,
+    /// Rows sampled for the numerical rank in those records (`None`: no rank).
+    pub rank_sample: Option<usize>,
+}
+
+/// Oversmoothing metrics of one layer at one epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LayerRecord {
+    /// 0-based epoch (after its update).
+    pub epoch: usize,
+    /// 0-based layer (representation) index.
+    pub layer: usize,
+    /// The metrics.
+    #[serde(flatten)]
+    pub metrics: LayerMetrics,
+}
+
+/// Checks that the data fit together: feature rows and labels per node, a valid split, labels
+/// below `n_classes`.
+///
+/// # Errors
+/// [`Error::Mismatch`], [`Error::EmptyMask`] (from [`Split::check`]), [`Error::LabelOutOfRange`].
+pub fn check_data<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+) -> Result<()> {
+    let n = adj.n_nodes();
+    for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
+        if got != n {
+            return Err(Error::Mismatch {
+                what: format!("{what} vs nodes"),
+                expected: n,
+                got,
+            });
+        }
+    }
+    split.check()?;
+    if let Some((node, &l)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l as usize >= n_classes)
+    {
+        return Err(Error::LabelOutOfRange {
+            node,
+            label: l as i64,
+            n_classes,
+        });
+    }
+    Ok(())
 }
 
 /// Trains one model with `seed` and evaluates it on the split's test nodes.
@@ -363,28 +451,7 @@ pub fn fit_model<F: Scalar>(
     cfg: &TrainConfig,
     seed: u64,
 ) -> Result<(RunResult, Gcn<F>)> {
-    let n = adj.n_nodes();
-    for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
-        if got != n {
-            return Err(Error::Mismatch {
-                what: format!("{what} vs nodes"),
-                expected: n,
-                got,
-            });
-        }
-    }
-    split.check()?;
-    if let Some((node, &l)) = labels
-        .iter()
-        .enumerate()
-        .find(|(_, &l)| l as usize >= n_classes)
-    {
-        return Err(Error::LabelOutOfRange {
-            node,
-            label: l as i64,
-            n_classes,
-        });
-    }
+    check_data(adj, x, labels, n_classes, split)?;
     let mut cfg_model = cfg.model.clone();
     cfg_model.in_dim = x.n_cols();
     cfg_model.out_dim = n_classes;
@@ -393,29 +460,116 @@ pub fn fit_model<F: Scalar>(
         ..cfg.clone()
     };
     cfg.check()?;
-    let par = cfg.par;
-
     let mut init_rng = rng_stream(seed, 0);
-    let mut drop_rng = rng_stream(seed, 1);
     let mut model: Gcn<F> = cfg.model.init(adj, x, &mut init_rng)?;
-    model.prepare(adj, x, par);
+    let run = train_model(
+        &mut model,
+        adj,
+        x,
+        labels,
+        split,
+        &cfg,
+        seed,
+        &FitOptions::default(),
+    )?;
+    Ok((run, model))
+}
+
+/// Trains a [`DeepGcn`] built from `model_cfg` (its `in_dim`/`out_dim` are set from the data)
+/// with `seed`, and evaluates it. `cfg.model` is not used; `cfg.weight_decay` is indexed by the
+/// model's parameter groups (see [`crate::nn::deep`]).
+///
+/// # Errors
+/// As [`fit`].
+pub fn fit_deep<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+    model_cfg: &DeepConfig,
+    cfg: &TrainConfig,
+    seed: u64,
+    opts: &FitOptions<'_>,
+) -> Result<(RunResult, DeepGcn<F>)> {
+    check_data(adj, x, labels, n_classes, split)?;
+    let model_cfg = DeepConfig {
+        in_dim: x.n_cols(),
+        out_dim: n_classes,
+        ..model_cfg.clone()
+    };
+    let mut init_rng = rng_stream(seed, 0);
+    let mut model = model_cfg.init(adj, x, &mut init_rng)?;
+    let run = train_model(&mut model, adj, x, labels, split, cfg, seed, opts)?;
+    Ok((run, model))
+}
+
+/// The epoch loop for any [`Model`], already initialised: trains with `cfg`'s optimiser and
+/// stop rule (dropout from RNG stream 1 of `seed`, DropEdge from stream 2), then evaluates the
+/// kept weights. The data must have passed [`check_data`].
+///
+/// # Errors
+/// [`Error::Config`] for an invalid optimiser setting, [`Error::NonFiniteLoss`].
+pub fn train_model<F: Scalar, M: Model<F>>(
+    model: &mut M,
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    split: &Split,
+    cfg: &TrainConfig,
+    seed: u64,
+    opts: &FitOptions<'_>,
+) -> Result<RunResult> {
+    cfg.check_optim(model.n_groups())?;
+    if let Some(d) = &opts.drop_edge {
+        DropEdge::new(d.drop.p)?;
+        if d.graph.n_nodes() != adj.n_nodes() {
+            return Err(Error::Mismatch {
+                what: "DropEdge graph nodes vs nodes".into(),
+                expected: adj.n_nodes(),
+                got: d.graph.n_nodes(),
+            });
+        }
+    }
+    let par = cfg.par;
+    let mut drop_rng = rng_stream(seed, 1);
+    let mut edge_rng = rng_stream(seed, 2);
+    // A cached ÂX would be that of the full graph: not with DropEdge.
+    if opts.drop_edge.is_none() {
+        model.prepare(adj, x, par);
+    }
     let mut opt = cfg.optimizer();
 
     let mut history = Vec::with_capacity(cfg.epochs);
+    let mut layer_records = Vec::new();
     let mut best: Option<(usize, Vec<ndarray::Array2<F>>)> = None;
     let mut stopper = EarlyStopping::new(cfg.stop);
+    let record = |model: &M, epoch: usize, out: &mut Vec<LayerRecord>| {
+        model.visit_representations(adj, x, par, &mut |layer, h| {
+            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)));
+            out.push(LayerRecord {
+                epoch,
+                layer,
+                metrics,
+            });
+        });
+    };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
+        let sampled = opts
+            .drop_edge
+            .map(|d| d.drop.sample::<F, _>(d.graph, d.norm, &mut edge_rng));
         let (train_loss, train_acc) = train_step(
-            &mut model,
+            model,
             opt.as_mut(),
-            adj,
+            sampled.as_ref().unwrap_or(adj),
             x,
             labels,
             &split.train,
             &mut drop_rng,
             par,
         );
+        drop(sampled);
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
                 epoch,
@@ -428,6 +582,7 @@ pub fn fit_model<F: Scalar>(
         let (val_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.valid);
         let val_loss = val_loss.to_f64_lossless();
         let val_acc = accuracy(logits.view(), labels, &split.valid);
+        drop(logits);
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
             epoch,
@@ -438,6 +593,9 @@ pub fn fit_model<F: Scalar>(
             train_ms,
             epoch_ms,
         });
+        if opts.metrics_every > 0 && epoch % opts.metrics_every == 0 {
+            record(model, epoch, &mut layer_records);
+        }
         match stopper.observe(epoch, val_loss) {
             Observation::Continue => {}
             Observation::Improved => {
@@ -453,9 +611,14 @@ pub fn fit_model<F: Scalar>(
         model.restore(&snap);
         best_epoch = e;
     }
+    if opts.metrics_every > 0 {
+        // The evaluated weights' metrics, tagged with the epoch they come from.
+        layer_records.retain(|r| r.epoch != best_epoch);
+        record(model, best_epoch, &mut layer_records);
+    }
     let logits = model.predict(adj, x, par);
     let (test_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.test);
-    let run = RunResult {
+    Ok(RunResult {
         seed,
         history,
         best_epoch,
@@ -463,8 +626,8 @@ pub fn fit_model<F: Scalar>(
         test_acc: accuracy(logits.view(), labels, &split.test),
         test_loss: test_loss.to_f64_lossless(),
         orders: model.orders(),
-    };
-    Ok((run, model))
+        layer_metrics: layer_records,
+    })
 }
 
 /// Trains one model per seed, in parallel (rayon tasks over seeds; each run's kernels are

@@ -1,0 +1,737 @@
+//! Depth study: accuracy and oversmoothing of deep GCN variants, depth × variant × seed.
+//!
+//! ```text
+//! cargo run --release --example depth_study -- [--data DIR] [--depths 2,4,8,16,32,64]
+//!     [--variants plain,residual,gcnii,jk-cat,jk-max] [--seeds 5] [--out OUT] [--quick]
+//! ```
+//!
+//! Without `--data` it runs on the built-in synthetic citation-like graph. Every variant
+//! trains with its paper's recipe (`sparse_gcn::train::recipe`); flags override any field for
+//! every variant. `--drop-edge paper,0` runs each variant with its recipe's DropEdge rate and
+//! again without. Runs go in parallel (rayon) behind a progress bar.
+//!
+//! Writes to OUT (default `depth_study_out`):
+//! - `depth_study.csv`: one row per variant, depth, DropEdge rate and seed: accuracies, best
+//!   epoch, median epoch time, and the last hidden layer's metrics;
+//! - `layers.csv`: every layer's metrics (Dirichlet energy, MAD global and over neighbours, mean
+//!   cosine similarity, numerical rank of a row sample) for every run, from the evaluated weights;
+//! - `summary.md`: mean ± std tables, the command, the machine and the wall time;
+//! - `accuracy_vs_depth.svg`, `dirichlet_vs_layer.svg`, `mad_vs_layer.svg`.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+use rayon::prelude::*;
+
+use sparse_gcn::graph::dropedge::DropEdge;
+use sparse_gcn::graph::io::{load, LoadOptions};
+use sparse_gcn::graph::synthetic::CitationLike;
+use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::metrics::smoothing::{layer_metrics, LayerMetrics};
+use sparse_gcn::nn::{Model, NormKind, Variant};
+use sparse_gcn::train::recipe::Recipe;
+use sparse_gcn::train::{fit_deep, mean_std, median, DropEdgeSource, FitOptions, StopRule};
+use sparse_gcn::Par;
+
+/// Depth × variant × seed study of deep GCNs (accuracy and oversmoothing metrics).
+#[derive(Parser, Debug, Clone)]
+#[command(name = "depth_study")]
+struct Args {
+    /// A dataset folder (OGB raw layout, .npz or edge list); default: the synthetic
+    /// citation-like graph.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Nodes of the synthetic graph (default: the generator's default, 2708 as Cora).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Seed of the synthetic graph.
+    #[arg(long, default_value_t = 0)]
+    data_seed: u64,
+    /// Depths (graph convolutions), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64")]
+    depths: Vec<usize>,
+    /// Variants: plain, residual, gcnii, jk-cat, jk-max, jk-att.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "plain,residual,gcnii,jk-cat,jk-max"
+    )]
+    variants: Vec<String>,
+    /// Seeds per configuration (0, 1, …).
+    #[arg(long, default_value_t = 5)]
+    seeds: u64,
+    /// DropEdge rates, comma-separated; `paper` is each recipe's own rate.
+    #[arg(long, value_delimiter = ',', default_value = "paper")]
+    drop_edge: Vec<String>,
+    /// Output folder.
+    #[arg(long, default_value = "depth_study_out")]
+    out: PathBuf,
+    /// CI mode: a 1000-node synthetic graph, depths 2,4,8, 2 seeds, 60 epochs.
+    #[arg(long)]
+    quick: bool,
+    /// Hidden width (overrides every recipe).
+    #[arg(long)]
+    hidden: Option<usize>,
+    /// Dropout, input and hidden (overrides).
+    #[arg(long)]
+    dropout: Option<f64>,
+    /// Learning rate (overrides).
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Weight decay per parameter group: stem, hidden, head, norm (overrides).
+    #[arg(long, value_delimiter = ',')]
+    wd: Option<Vec<f64>>,
+    /// Maximum epochs (overrides).
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Patience in epochs (overrides).
+    #[arg(long)]
+    patience: Option<usize>,
+    /// Normalisation of hidden layers: none, batch, pair (overrides).
+    #[arg(long)]
+    norm: Option<String>,
+    /// GCNII α (overrides).
+    #[arg(long)]
+    alpha: Option<f64>,
+    /// GCNII λ (overrides).
+    #[arg(long)]
+    lambda: Option<f64>,
+    /// Activation checkpointing segment length (0: off).
+    #[arg(long, default_value_t = 0)]
+    checkpoint: usize,
+    /// Rows sampled for the numerical rank (0: no rank).
+    #[arg(long, default_value_t = 512)]
+    rank_sample: usize,
+    /// Threads (default: rayon's choice).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// One run of the grid.
+#[derive(Debug, Clone)]
+struct Job {
+    variant: Variant,
+    depth: usize,
+    drop_edge: f64,
+    seed: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Outcome {
+    job: Job,
+    test_acc: f64,
+    val_acc: f64,
+    best_epoch: usize,
+    epochs_run: usize,
+    epoch_ms: f64,
+    layers: Vec<LayerMetrics>,
+    /// Index in `layers` of the last hidden layer.
+    last_hidden: usize,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let t_start = Instant::now();
+    let mut args = Args::parse();
+    if args.quick {
+        args.nodes = Some(args.nodes.unwrap_or(1000));
+        args.depths = vec![2, 4, 8];
+        args.seeds = 2;
+        args.epochs = Some(args.epochs.unwrap_or(60));
+        args.patience = Some(args.patience.unwrap_or(30));
+        args.rank_sample = args.rank_sample.min(256);
+    }
+    if let Some(t) = args.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()?;
+    }
+    let variants: Vec<Variant> = args
+        .variants
+        .iter()
+        .map(|v| v.parse())
+        .collect::<Result<_, _>>()?;
+    let norm_override: Option<NormKind> = args.norm.as_deref().map(str::parse).transpose()?;
+    let data = load_data(&args)?;
+    let mut features = data.features.clone();
+    if features.is_non_negative() {
+        features.row_normalize();
+    }
+    let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
+    eprintln!(
+        "{}: {} nodes, {} edges, {} features, {} classes; split {}/{}/{}",
+        data.name,
+        data.graph.n_nodes(),
+        data.graph.n_edges(),
+        features.n_cols(),
+        data.n_classes,
+        data.split.train.len(),
+        data.split.valid.len(),
+        data.split.test.len()
+    );
+
+    // The grid, longest runs first so that the parallel tail is short.
+    let mut jobs = Vec::new();
+    for &variant in &variants {
+        for &depth in &args.depths {
+            let paper = Recipe::paper(variant, depth).drop_edge;
+            let mut rates: Vec<f64> = Vec::new();
+            for r in &args.drop_edge {
+                let p = if r == "paper" { paper } else { r.parse()? };
+                DropEdge::new(p)?;
+                if !rates.contains(&p) {
+                    rates.push(p);
+                }
+            }
+            for p in rates {
+                for seed in 0..args.seeds {
+                    jobs.push(Job {
+                        variant,
+                        depth,
+                        drop_edge: p,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.depth));
+    let bar = ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs {msg}")?
+            .progress_chars("=> "),
+    );
+    let errors = Mutex::new(Vec::new());
+    let mut outcomes: Vec<Outcome> = jobs
+        .par_iter()
+        .filter_map(|job| {
+            let r = run_job(job, &args, norm_override, &data, &features, &adj);
+            bar.inc(1);
+            match r {
+                Ok(o) => {
+                    bar.set_message(format!(
+                        "{} L={} de={} seed {}: {:.3}",
+                        job.variant, job.depth, job.drop_edge, job.seed, o.test_acc
+                    ));
+                    Some(o)
+                }
+                Err(e) => {
+                    if let Ok(mut v) = errors.lock() {
+                        v.push(format!("{job:?}: {e}"));
+                    }
+                    None
+                }
+            }
+        })
+        .collect();
+    bar.finish();
+    if let Ok(errs) = errors.lock() {
+        if let Some(e) = errs.first() {
+            return Err(format!("{} run(s) failed; first: {e}", errs.len()).into());
+        }
+    }
+    outcomes.sort_by(|a, b| {
+        let key = |o: &Outcome| {
+            (
+                variants.iter().position(|v| *v == o.job.variant),
+                o.job.depth,
+                (o.job.drop_edge * 1e6) as u64,
+                o.job.seed,
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    fs::create_dir_all(&args.out)?;
+    write_csv(&args.out, &outcomes)?;
+    let groups = group(&outcomes);
+    let wall = t_start.elapsed().as_secs_f64();
+    let summary = summary_md(&args, &data, &groups, wall);
+    fs::write(args.out.join("summary.md"), &summary)?;
+    plot_accuracy(&args.out.join("accuracy_vs_depth.svg"), &groups)?;
+    let deepest = args.depths.iter().copied().max().unwrap_or(2);
+    plot_layers(
+        &args.out.join("dirichlet_vs_layer.svg"),
+        &groups,
+        deepest,
+        "Dirichlet energy",
+        |m| m.dirichlet,
+    )?;
+    plot_layers(
+        &args.out.join("mad_vs_layer.svg"),
+        &groups,
+        deepest,
+        "MAD (global)",
+        |m| m.mad_global,
+    )?;
+    println!("{summary}");
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn load_data(args: &Args) -> Result<Dataset, Box<dyn std::error::Error>> {
+    Ok(match &args.data {
+        Some(dir) => load(
+            dir,
+            &LoadOptions {
+                sparse_features_below: Some(0.1),
+                ..Default::default()
+            },
+        )?,
+        None => {
+            let mut g = CitationLike::default();
+            if let Some(n) = args.nodes {
+                g.n_nodes = n;
+            }
+            g.generate(args.data_seed)?
+        }
+    })
+}
+
+fn run_job(
+    job: &Job,
+    args: &Args,
+    norm_override: Option<NormKind>,
+    data: &Dataset,
+    features: &sparse_gcn::graph::Features<f32>,
+    adj: &NormAdj<f32>,
+) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
+    let mut r = Recipe::paper(job.variant, job.depth);
+    if let Some(h) = args.hidden {
+        r.model.hidden_dim = h;
+    }
+    if let Some(p) = args.dropout {
+        r.model.dropout = p;
+        r.model.input_dropout = p;
+    }
+    if let Some(n) = norm_override {
+        r.model.norm = n;
+    }
+    if let Some(a) = args.alpha {
+        r.model.alpha = a;
+    }
+    if let Some(l) = args.lambda {
+        r.model.lambda = l;
+    }
+    r.model.checkpoint = args.checkpoint;
+    if let Some(lr) = args.lr {
+        r.train.lr = lr;
+    }
+    if let Some(wd) = &args.wd {
+        r.train.weight_decay = wd.clone();
+    }
+    if let Some(e) = args.epochs {
+        r.train.epochs = e;
+    }
+    if let Some(p) = args.patience {
+        r.train.stop = StopRule::Patience { patience: p };
+    }
+    r.train.par = Par::Rayon;
+    let opts = FitOptions {
+        drop_edge: (job.drop_edge > 0.0).then_some(DropEdgeSource {
+            graph: &data.graph,
+            drop: DropEdge { p: job.drop_edge },
+            norm: Norm::Symmetric,
+        }),
+        ..Default::default()
+    };
+    let (run, model) = fit_deep(
+        adj,
+        features,
+        &data.labels,
+        data.n_classes,
+        &data.split,
+        &r.model,
+        &r.train,
+        job.seed,
+        &opts,
+    )?;
+    let rank = (args.rank_sample > 0).then_some((args.rank_sample, job.seed));
+    let mut layers = Vec::new();
+    model.visit_representations(adj, features, Par::Rayon, &mut |_, h| {
+        layers.push(layer_metrics(adj, h, rank));
+    });
+    let last_hidden = match job.variant {
+        // The last representation is the logits (a graph convolution's output).
+        Variant::Plain | Variant::Residual => layers.len().saturating_sub(2),
+        _ => layers.len().saturating_sub(1),
+    };
+    Ok(Outcome {
+        job: job.clone(),
+        test_acc: run.test_acc,
+        val_acc: run.val_acc,
+        best_epoch: run.best_epoch,
+        epochs_run: run.history.len(),
+        epoch_ms: median(
+            run.history
+                .iter()
+                .skip(r.train.warmup)
+                .map(|h| h.epoch_ms)
+                .collect(),
+        ),
+        layers,
+        last_hidden,
+    })
+}
+
+fn label(v: Variant, de: f64) -> String {
+    if de > 0.0 {
+        format!("{v}+DropEdge {de}")
+    } else {
+        v.to_string()
+    }
+}
+
+fn opt_rank(r: Option<usize>) -> String {
+    r.map_or(String::new(), |r| r.to_string())
+}
+
+fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
+    let mut runs = String::from(
+        "variant,depth,drop_edge,seed,test_acc,val_acc,best_epoch,epochs_run,epoch_ms,\
+         last_hidden_layer,dirichlet,mad_global,mad_neighbors,mean_cosine,rank\n",
+    );
+    let mut layers = String::from(
+        "variant,depth,drop_edge,seed,layer,dirichlet,mad_global,mad_neighbors,mean_cosine,rank\n",
+    );
+    for o in outcomes {
+        let j = &o.job;
+        let m = o.layers.get(o.last_hidden);
+        let _ = writeln!(
+            runs,
+            "{},{},{},{},{:.4},{:.4},{},{},{:.3},{},{},{},{},{},{}",
+            j.variant,
+            j.depth,
+            j.drop_edge,
+            j.seed,
+            o.test_acc,
+            o.val_acc,
+            o.best_epoch,
+            o.epochs_run,
+            o.epoch_ms,
+            o.last_hidden + 1,
+            m.map_or(f64::NAN, |m| m.dirichlet),
+            m.map_or(f64::NAN, |m| m.mad_global),
+            m.map_or(f64::NAN, |m| m.mad_neighbors),
+            m.map_or(f64::NAN, |m| m.mean_cosine),
+            opt_rank(m.and_then(|m| m.rank)),
+        );
+        for (l, m) in o.layers.iter().enumerate() {
+            let _ = writeln!(
+                layers,
+                "{},{},{},{},{},{},{},{},{},{}",
+                j.variant,
+                j.depth,
+                j.drop_edge,
+                j.seed,
+                l + 1,
+                m.dirichlet,
+                m.mad_global,
+                m.mad_neighbors,
+                m.mean_cosine,
+                opt_rank(m.rank)
+            );
+        }
+    }
+    fs::write(out.join("depth_study.csv"), runs)?;
+    fs::write(out.join("layers.csv"), layers)
+}
+
+/// The runs of one (variant, DropEdge rate, depth).
+struct Group<'a> {
+    variant: Variant,
+    drop_edge: f64,
+    depth: usize,
+    runs: Vec<&'a Outcome>,
+}
+
+fn group(outcomes: &[Outcome]) -> Vec<Group<'_>> {
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    for o in outcomes {
+        let j = &o.job;
+        match groups
+            .iter_mut()
+            .find(|g| g.variant == j.variant && g.drop_edge == j.drop_edge && g.depth == j.depth)
+        {
+            Some(g) => g.runs.push(o),
+            None => groups.push(Group {
+                variant: j.variant,
+                drop_edge: j.drop_edge,
+                depth: j.depth,
+                runs: vec![o],
+            }),
+        }
+    }
+    groups
+}
+
+fn stat(g: &Group<'_>, f: impl Fn(&Outcome) -> f64) -> (f64, f64) {
+    mean_std(&g.runs.iter().map(|o| f(o)).collect::<Vec<_>>())
+}
+
+fn machine() -> String {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!(
+        "{cpu}, {} threads",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
+}
+
+fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> String {
+    let mut s = String::new();
+    let cmd: Vec<String> = std::env::args().skip(1).collect();
+    let _ = writeln!(s, "# Depth study\n");
+    let _ = writeln!(
+        s,
+        "- command: `cargo run --release --example depth_study -- {}`",
+        cmd.join(" ")
+    );
+    let _ = writeln!(
+        s,
+        "- data: {} ({} nodes, {} edges, {} classes; split {}/{}/{})",
+        data.name,
+        data.graph.n_nodes(),
+        data.graph.n_edges(),
+        data.n_classes,
+        data.split.train.len(),
+        data.split.valid.len(),
+        data.split.test.len()
+    );
+    let _ = writeln!(s, "- machine: {}", machine());
+    let _ = writeln!(s, "- seeds: {}; wall time {:.0} s\n", args.seeds, wall);
+    let mut depths: Vec<usize> = groups.iter().map(|g| g.depth).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    let mut rows: Vec<(Variant, f64)> = Vec::new();
+    for g in groups {
+        if !rows.contains(&(g.variant, g.drop_edge)) {
+            rows.push((g.variant, g.drop_edge));
+        }
+    }
+    let find = |v: Variant, de: f64, d: usize| {
+        groups
+            .iter()
+            .find(|g| g.variant == v && g.drop_edge == de && g.depth == d)
+    };
+    let header = |s: &mut String, title: &str| {
+        let _ = writeln!(s, "## {title}\n");
+        let _ = write!(s, "| variant |");
+        for d in &depths {
+            let _ = write!(s, " {d} |");
+        }
+        let _ = write!(s, "\n|---|");
+        for _ in &depths {
+            let _ = write!(s, "---|");
+        }
+        s.push('\n');
+    };
+    let table = |s: &mut String, title: &str, cell: &dyn Fn(&Group<'_>) -> String| {
+        header(s, title);
+        for &(v, de) in &rows {
+            let _ = write!(s, "| {} |", label(v, de));
+            for &d in &depths {
+                let c = find(v, de, d).map_or(String::new(), cell);
+                let _ = write!(s, " {c} |");
+            }
+            s.push('\n');
+        }
+        s.push('\n');
+    };
+    table(&mut s, "Test accuracy, mean ± std over seeds", &|g| {
+        let (m, sd) = stat(g, |o| o.test_acc);
+        format!("{:.3} ± {:.3}", m, sd)
+    });
+    table(
+        &mut s,
+        "Dirichlet energy of the last hidden layer (mean over seeds)",
+        &|g| {
+            let (m, _) = stat(g, |o| {
+                o.layers
+                    .get(o.last_hidden)
+                    .map_or(f64::NAN, |m| m.dirichlet)
+            });
+            format!("{m:.3e}")
+        },
+    );
+    table(
+        &mut s,
+        "Dirichlet energy, layer 2 ÷ last layer (mean over seeds)",
+        &|g| {
+            let (m, _) = stat(g, |o| {
+                let e2 = o.layers.get(1).map_or(f64::NAN, |m| m.dirichlet);
+                let el = o.layers.last().map_or(f64::NAN, |m| m.dirichlet);
+                e2 / el
+            });
+            format!("{m:.3e}")
+        },
+    );
+    table(&mut s, "MAD (global) of the last hidden layer", &|g| {
+        let (m, _) = stat(g, |o| {
+            o.layers
+                .get(o.last_hidden)
+                .map_or(f64::NAN, |m| m.mad_global)
+        });
+        format!("{m:.3}")
+    });
+    table(&mut s, "Median epoch time, ms", &|g| {
+        let (m, _) = stat(g, |o| o.epoch_ms);
+        format!("{m:.1}")
+    });
+    table(&mut s, "Best epoch (mean)", &|g| {
+        let (m, _) = stat(g, |o| o.best_epoch as f64);
+        format!("{m:.0}")
+    });
+    s
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn series_keys(groups: &[Group<'_>]) -> Vec<(Variant, f64)> {
+    let mut keys: Vec<(Variant, f64)> = Vec::new();
+    for g in groups {
+        if !keys.contains(&(g.variant, g.drop_edge)) {
+            keys.push((g.variant, g.drop_edge));
+        }
+    }
+    keys
+}
+
+fn plot_accuracy(path: &Path, groups: &[Group<'_>]) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let max_depth = groups.iter().map(|g| g.depth).max().unwrap_or(2).max(2) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Test accuracy vs depth", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d((1f64..max_depth * 1.2).log_scale(), 0f64..1f64)?;
+    chart
+        .configure_mesh()
+        .x_desc("graph convolutions (log scale)")
+        .y_desc("test accuracy (mean over seeds)")
+        .draw()?;
+    for (k, (v, de)) in series_keys(groups).into_iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let mut pts: Vec<(f64, f64)> = groups
+            .iter()
+            .filter(|g| g.variant == v && g.drop_edge == de)
+            .map(|g| (g.depth as f64, stat(g, |o| o.test_acc).0))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+            .label(label(v, de))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn plot_layers(
+    path: &Path,
+    groups: &[Group<'_>],
+    depth: usize,
+    what: &str,
+    metric: impl Fn(&LayerMetrics) -> f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut series = Vec::new();
+    for (v, de) in series_keys(groups) {
+        let Some(g) = groups
+            .iter()
+            .find(|g| g.variant == v && g.drop_edge == de && g.depth == depth)
+        else {
+            continue;
+        };
+        let n_layers = g.runs.iter().map(|o| o.layers.len()).min().unwrap_or(0);
+        let pts: Vec<(f64, f64)> = (0..n_layers)
+            .map(|l| {
+                let vals: Vec<f64> = g.runs.iter().map(|o| metric(&o.layers[l])).collect();
+                ((l + 1) as f64, mean_std(&vals).0)
+            })
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
+            .collect();
+        series.push((label(v, de), pts));
+    }
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.1))
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
+        (lo / 2.0, hi * 2.0)
+    } else {
+        (1e-6, 1.0)
+    };
+    let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{what} per layer, depth {depth}"),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.5f64..depth as f64 + 0.5, (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("layer")
+        .y_desc(format!("{what} (log scale, mean over seeds)"))
+        .draw()?;
+    for (k, (name, pts)) in series.into_iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
