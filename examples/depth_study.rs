@@ -480,6 +480,14 @@ fn stat(g: &Group<'_>, f: impl Fn(&Outcome) -> f64) -> (f64, f64) {
     mean_std(&g.runs.iter().map(|o| f(o)).collect::<Vec<_>>())
 }
 
+/// Peak resident set size (`VmHWM` of `/proc/self/status`), bytes.
+fn peak_rss() -> Option<u64> {
+    let s = fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 fn machine() -> String {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -517,7 +525,17 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
         data.split.test.len()
     );
     let _ = writeln!(s, "- machine: {}", machine());
-    let _ = writeln!(s, "- seeds: {}; wall time {:.0} s\n", args.seeds, wall);
+    let _ = writeln!(
+        s,
+        "- seeds: {}; checkpoint segment: {}; wall time {:.0} s; peak RSS (VmHWM) {}\n",
+        args.seeds,
+        args.checkpoint,
+        wall,
+        peak_rss().map_or("unknown".into(), |b| format!(
+            "{:.2} GiB",
+            b as f64 / (1u64 << 30) as f64
+        ))
+    );
     let mut depths: Vec<usize> = groups.iter().map(|g| g.depth).collect();
     depths.sort_unstable();
     depths.dedup();

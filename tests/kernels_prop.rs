@@ -167,6 +167,17 @@ fn awkward() -> impl Strategy<Value = usize> {
     prop_oneof![Just(0usize), Just(1), Just(17), Just(257), 2usize..48]
 }
 
+/// Feature widths for spmm: every compile-time width of its fast path (8, 16, 32, 64, 128,
+/// 256), widths cut into column blocks (64s, then 32, 16, 8 and a 1–7 tail) and their
+/// neighbours.
+const SPMM_WIDTHS: [usize; 24] = [
+    1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64, 65, 100, 127, 128, 130, 255, 256, 257,
+];
+
+fn spmm_widths() -> impl Strategy<Value = usize> {
+    select(SPMM_WIDTHS.to_vec())
+}
+
 fn csr_f64_exact_transpose_check(a: CsrView<'_, f64>, a_t: CsrView<'_, f64>) {
     assert_eq!(a.shape(), (a_t.cols(), a_t.rows()));
     assert_eq!(a.nnz(), a_t.nnz());
@@ -242,9 +253,9 @@ proptest! {
         cols in 1usize..300,
         density in 0.0f64..0.3,
         empty_frac in 0.0f64..0.5,
-        d in select(vec![1usize, 3, 16, 33]),
-        alpha in select(vec![1.0f32, -0.75, 2.5]),
-        beta in select(vec![0.0f32, 1.0, 0.5]),
+        d in spmm_widths(),
+        alpha in select(vec![1.0f32, -0.75, 2.5, 0.0]),
+        beta in select(vec![0.0f32, 1.0, 0.5, -2.0]),
         x_layout in select(LAYOUTS.to_vec()),
         out_layout in select(LAYOUTS.to_vec()),
         seed in any::<u64>(),
@@ -280,7 +291,16 @@ proptest! {
 /// split recurses many levels (and must clamp around the hub).
 #[test]
 fn spmm_par_equals_seq_bitwise_large_power_law() {
-    for (seed, d) in [(1u64, 16usize), (2, 64), (3, 16)] {
+    for (seed, d) in [
+        (1u64, 16usize),
+        (2, 64),
+        (3, 16),
+        (4, 256),
+        (5, 130),
+        (6, 40),
+        (7, 32),
+        (8, 33),
+    ] {
         let mut r = rng(seed);
         let a = power_law_csr::<f32>(&mut r, 3000, 3000, 1500);
         let work = (a.nnz() + a.rows()) * d;
@@ -330,7 +350,7 @@ proptest! {
     fn spmm_matches_reference(
         rows in awkward(),
         cols in awkward(),
-        d in select(vec![0usize, 1, 3, 16, 33]),
+        d in prop_oneof![Just(0usize), spmm_widths()],
         density in prop_oneof![Just(0.0f64), 0.0f64..0.3, Just(1.0)],
         empty_frac in 0.0f64..0.6,
         alpha in select(vec![1.0f64, -0.75, 2.5, 0.0]),
@@ -387,7 +407,7 @@ proptest! {
     fn spmm_beta_zero_ignores_nan_in_out(
         rows in awkward(),
         cols in awkward(),
-        d in select(vec![1usize, 3, 16, 33]),
+        d in spmm_widths(),
         density in 0.0f64..0.5,
         alpha in select(vec![1.0f64, -0.75, 0.0]),
         out_layout in select(LAYOUTS.to_vec()),
@@ -465,6 +485,173 @@ proptest! {
         gemm(alpha, out0.view(), w.view(), 1.0, acc_g.view_mut(), par);
         let atol = error_bound(d, alpha, d as f64, 1.0, 1.0, 1.0);
         assert_close(acc_g.view(), (&out0_g + &prod_g).view(), atol, 0.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// spmm: one summation order for every width, layout and thread count
+// ---------------------------------------------------------------------------------------------
+
+/// spmm's documented per-element order, by plain loops: `o ← 0` (β = 0), `out` (β = 1) or
+/// `out·β`, then `o ← o + (α·a_ij)·x_jc` over the row's non-zeros in stored order (separate
+/// multiply and add). Every path of the kernel must match it bit for bit.
+fn spmm_in_kernel_order<F: Scalar>(
+    alpha: F,
+    a: CsrView<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayView2<'_, F>,
+) -> Array2<F> {
+    let d = x.ncols();
+    let mut res = Array2::<F>::zeros((a.rows(), d));
+    for (i, row) in a.outer_iterator().enumerate() {
+        for c in 0..d {
+            let mut o = if beta == F::zero() {
+                F::zero()
+            } else if beta == F::one() {
+                out[[i, c]]
+            } else {
+                out[[i, c]] * beta
+            };
+            for (j, &v) in row.iter() {
+                let w = alpha * v;
+                o += w * x[[j, c]];
+            }
+            res[[i, c]] = o;
+        }
+    }
+    res
+}
+
+/// Same shape and the same bits everywhere (f32 or f64).
+fn bitwise_eq<F: Scalar>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> bool {
+    let bits = |v: &F| v.to_f64_lossless().to_bits();
+    a.dim() == b.dim() && a.iter().map(bits).eq(b.iter().map(bits))
+}
+
+/// spmm (under `par`) against [`spmm_in_kernel_order`], bit for bit, with NaN in the gaps of
+/// strided layouts left untouched; with β = 0 and α ∈ {0, ±1, ½, 2} also against
+/// [`reference::spmm`], whose Σ-then-scale order then gives the same bits.
+#[allow(clippy::too_many_arguments)]
+fn check_spmm_kernel_order<F: Scalar>(
+    a: CsrView<'_, F>,
+    x: ArrayView2<'_, F>,
+    alpha: F,
+    beta: F,
+    out0: ArrayView2<'_, F>,
+    x_layout: Layout,
+    out_layout: Layout,
+    par: Par,
+) {
+    let x = Laid::new(x, x_layout);
+    let mut out = Laid::new(out0, out_layout);
+    spmm(alpha, a, x.view(), beta, out.view_mut(), par);
+    let expected = spmm_in_kernel_order(alpha, a, x.view(), beta, out0);
+    assert!(
+        bitwise_eq(out.view(), expected.view()),
+        "spmm differs from its summation order: {:?} (nnz {}), d = {}, α = {alpha}, β = {beta}, \
+         x {x_layout:?}, out {out_layout:?}, {par:?}",
+        a.shape(),
+        a.nnz(),
+        x.view().ncols()
+    );
+    assert!(out.gaps_untouched());
+    let exact_alpha = [0.0, 1.0, -1.0, 0.5, 2.0].contains(&alpha.to_f64_lossless());
+    if beta == F::zero() && exact_alpha {
+        let oracle = reference::spmm(alpha, a, x.view(), beta, out0);
+        assert!(
+            bitwise_eq(out.view(), oracle.view()),
+            "spmm differs from reference::spmm: d = {}, α = {alpha}",
+            x.view().ncols()
+        );
+    }
+}
+
+/// Every width × every layout of X (with row-major out) and of out (with row-major X), for a
+/// few α/β: deterministic coverage of each compile-time width, the column-block fallback and
+/// the strided path, all in one summation order, for f32 and f64.
+#[test]
+fn spmm_every_width_and_layout_in_kernel_order() {
+    let mut r = rng(11);
+    let full32 = random_csr::<f32>(&mut r, 90, 70, 0.15, 0.2);
+    let full64 = random_csr::<f64>(&mut r, 90, 70, 0.15, 0.2);
+    let combos: Vec<(Layout, Layout)> = LAYOUTS
+        .iter()
+        .map(|&l| (l, Layout::Standard))
+        .chain(LAYOUTS[1..].iter().map(|&l| (Layout::Standard, l)))
+        .collect();
+    let ab = [(1.0, 0.0), (-0.75, 1.0), (2.5, 0.5), (1.0, -2.0)];
+    for d in SPMM_WIDTHS {
+        let x32 = random_dense::<f32>(&mut r, 70, d);
+        let o32 = random_dense::<f32>(&mut r, 90, d);
+        let x64 = random_dense::<f64>(&mut r, 70, d);
+        let o64 = random_dense::<f64>(&mut r, 90, d);
+        for &(xl, ol) in &combos {
+            for (i, &(alpha, beta)) in ab.iter().enumerate() {
+                let par = if i % 2 == 0 { Par::Seq } else { Par::Rayon };
+                // A row slice (row pointer not starting at 0) for half of the cases.
+                let a32 = if i < 2 {
+                    full32.view()
+                } else {
+                    full32.slice_outer(20..80)
+                };
+                let a64 = if i < 2 {
+                    full64.view()
+                } else {
+                    full64.slice_outer(20..80)
+                };
+                let (m32, m64) = (a32.rows(), a64.rows());
+                check_spmm_kernel_order(
+                    a32,
+                    x32.view(),
+                    alpha as f32,
+                    beta as f32,
+                    o32.slice(s![..m32, ..]),
+                    xl,
+                    ol,
+                    par,
+                );
+                check_spmm_kernel_order(
+                    a64,
+                    x64.view(),
+                    alpha,
+                    beta,
+                    o64.slice(s![..m64, ..]),
+                    xl,
+                    ol,
+                    par,
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// spmm in its summation order for random shapes, widths, layouts, α, β and `Par`; with
+    /// exact α and β = 0 also bit-identical to the reference oracle.
+    #[test]
+    fn spmm_kernel_order_bitwise(
+        rows in prop_oneof![awkward(), 200usize..600],
+        cols in awkward(),
+        d in spmm_widths(),
+        density in prop_oneof![Just(0.0f64), 0.0f64..0.3, Just(1.0)],
+        empty_frac in 0.0f64..0.6,
+        alpha in select(vec![1.0f32, -1.0, 0.5, 2.0, 0.0, -0.75, 2.5]),
+        beta in select(vec![0.0f32, 1.0, 0.5, -2.0]),
+        x_layout in select(LAYOUTS.to_vec()),
+        out_layout in select(LAYOUTS.to_vec()),
+        par in select(vec![Par::Seq, Par::Rayon]),
+        row_slice in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let mut r = rng(seed);
+        let full = random_csr::<f32>(&mut r, rows, cols, density, empty_frac);
+        let a = if row_slice { full.slice_outer(rows / 3..rows - rows / 4) } else { full.view() };
+        let x = random_dense::<f32>(&mut r, cols, d);
+        let out0 = random_dense::<f32>(&mut r, a.rows(), d);
+        check_spmm_kernel_order(a, x.view(), alpha, beta, out0.view(), x_layout, out_layout, par);
     }
 }
 

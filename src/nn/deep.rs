@@ -327,7 +327,7 @@ impl DeepConfig {
             for _ in 0..self.n_hidden() {
                 match self.norm {
                     NormKind::None => {}
-                    NormKind::Batch => m.norms.push(NormLayer::Batch(BatchNorm::new(h))),
+                    NormKind::Batch => m.norms.push(NormLayer::Batch(Box::new(BatchNorm::new(h)))),
                     NormKind::Pair(p) => m.norms.push(NormLayer::Pair(p)),
                 }
             }
@@ -338,7 +338,7 @@ impl DeepConfig {
 
 #[derive(Debug, Clone)]
 enum NormLayer<F: Scalar> {
-    Batch(BatchNorm<F>),
+    Batch(Box<BatchNorm<F>>),
     Pair(PairNorm),
 }
 
