@@ -45,14 +45,11 @@ pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<
     }
 }
 
-/// z ← max(z, 0).
+/// z ← max(z, 0). NaN becomes 0, like every other non-positive value.
 pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
-    // `max` would keep NaN; this maps NaN to 0 like every other non-positive value.
-    z.map_inplace(|v| {
-        if *v <= F::zero() || v.is_nan() {
-            *v = F::zero();
-        }
-    });
+    // Branch-free: a select, not a data-dependent jump (the signs of activations are close to
+    // random, so a branch mispredicts half the time). `NaN > 0` is false, so NaN maps to 0.
+    z.map_inplace(|v| *v = [F::zero(), *v][usize::from(*v > F::zero())]);
 }
 
 /// dz ← dz ⊙ 𝟙(a > 0), with `a` the ReLU output (ReLU'(0) = 0).
@@ -68,11 +65,10 @@ pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayVi
         dz.dim(),
         a.dim()
     );
-    Zip::from(&mut dz).and(&a).for_each(|g, &v| {
-        if v <= F::zero() || v.is_nan() {
-            *g = F::zero();
-        }
-    });
+    // Branch-free select, as in `relu_inplace` (NaN in `a` counts as not positive).
+    Zip::from(&mut dz)
+        .and(&a)
+        .for_each(|g, &v| *g = [F::zero(), *g][usize::from(v > F::zero())]);
 }
 
 /// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise.
@@ -94,7 +90,9 @@ pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask:
     let keep = F::from_f64_lossy(1.0 / (1.0 - p));
     // p < 1, so the threshold fits in u64 and is at most 2³².
     let threshold = (p * 4_294_967_296.0).round() as u64;
-    let pick = |w: u32| if u64::from(w) < threshold { F::zero() } else { keep };
+    // Branch-free select (a dropped element is a coin flip, so a branch would mispredict).
+    let vals = [F::zero(), keep];
+    let pick = |w: u32| vals[usize::from(u64::from(w) >= threshold)];
     let mut pairs = mask.chunks_exact_mut(2);
     for pair in &mut pairs {
         let w = rng.next_u64();
