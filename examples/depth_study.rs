@@ -373,10 +373,15 @@ fn run_job(
         val_acc: run.val_acc,
         best_epoch: run.best_epoch,
         epochs_run: run.history.len(),
+        // Warm-up epochs are left out, unless the run is too short to have any others.
         epoch_ms: median(
             run.history
                 .iter()
-                .skip(r.train.warmup)
+                .skip(if run.history.len() > r.train.warmup {
+                    r.train.warmup
+                } else {
+                    0
+                })
                 .map(|h| h.epoch_ms)
                 .collect(),
         ),

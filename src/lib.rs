@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod nn;
 pub mod optim;
 pub mod par;
+pub mod roofline;
 pub mod scalar;
 pub mod testing;
 pub mod train;

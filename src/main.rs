@@ -15,12 +15,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use sparse_gcn::graph::io::{load as load_any, LoadOptions};
+use sparse_gcn::graph::reorder::{self, Reorder};
 use sparse_gcn::graph::stats::DatasetStats;
 use sparse_gcn::graph::synthetic::Preset;
 use sparse_gcn::graph::write::write_ogb;
 use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::{GcnConfig, Order};
+use sparse_gcn::roofline::{self, RooflineConfig};
 use sparse_gcn::train::checkpoint;
 use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, TrainConfig};
 use sparse_gcn::{par::thread_pool, Par, Result};
@@ -46,6 +48,51 @@ enum Cmd {
     Eval(EvalArgs),
     /// Generate a synthetic citation-like graph and write it in the OGB raw layout.
     Generate(GenerateArgs),
+    /// Measure this machine's memory bounds (stream triad, random row gather), sgemm, and the
+    /// SpMM in a random and in a reordered node order, as fractions of those bounds.
+    Roofline(RooflineArgs),
+}
+
+#[derive(clap::Args)]
+struct RooflineArgs {
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
+    #[arg(long, default_value = "arxiv-like")]
+    preset: String,
+    /// Seed of the synthetic preset.
+    #[arg(long, default_value_t = 0)]
+    data_seed: u64,
+    /// A dataset (OGB raw-layout folder, `.npz`, or edge list) instead of the preset; only its
+    /// graph is used.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Feature widths d, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "16,64,128,256")]
+    dims: Vec<usize>,
+    /// The node order compared with a random one: none, random[:SEED], degree, rcm, bfs or
+    /// community (label propagation on the structure only).
+    #[arg(long, default_value = "community")]
+    reorder: Reorder,
+    /// Timed repetitions per measurement (medians are reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Untimed warm-up repetitions per measurement.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Size of each of the three stream-triad arrays, MiB.
+    #[arg(long, default_value_t = 256)]
+    triad_mib: usize,
+    /// Seed of the random node order and of the benchmark inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Do not advise huge pages (madvise) for the big buffers.
+    #[arg(long)]
+    no_huge_pages: bool,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print the report as one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -257,6 +304,14 @@ struct TrainArgs {
     /// (written atomically: an existing file is replaced only by a complete new one).
     #[arg(long)]
     save: Option<PathBuf>,
+    /// Relabel the nodes once after loading, for memory locality: none, random[:SEED],
+    /// degree, rcm, bfs or community (label propagation on the graph structure only).
+    /// Accuracies are the same as without reordering up to floating-point summation order
+    /// (each SpMM row sums its neighbours in another order) and, with dropout, up to which
+    /// nodes each random dropout mask falls on (masks are drawn in row order); per-node
+    /// outputs are returned in the original node order.
+    #[arg(long, default_value = "none")]
+    reorder: Reorder,
 }
 
 fn main() -> ExitCode {
@@ -266,6 +321,7 @@ fn main() -> ExitCode {
         Cmd::Info(a) => info(a),
         Cmd::Eval(a) => eval(a),
         Cmd::Generate(a) => generate(a),
+        Cmd::Roofline(a) => roofline(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -438,6 +494,14 @@ fn train(a: TrainArgs) -> Result<()> {
 fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_load = Instant::now();
     let mut data = a.data.load()?;
+    // Reorder once; training and its accuracies do not depend on the node order (no per-node
+    // output is printed or saved, so nothing needs `reorder::unpermute_rows`).
+    let t_reorder = Instant::now();
+    if a.reorder != Reorder::None {
+        let perm = reorder::order(&data.graph, a.reorder);
+        data = reorder::apply(&data, &perm)?;
+    }
+    let reorder_s = t_reorder.elapsed().as_secs_f64();
     let row_norm = match a.row_norm {
         RowNormArg::Auto => data.features.is_non_negative(),
         RowNormArg::On => true,
@@ -501,6 +565,9 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         data.split.valid.len(),
         data.split.test.len()
     );
+    if a.reorder != Reorder::None {
+        println!("reordered the nodes ({}) in {:.2} s", a.reorder, reorder_s);
+    }
     let seeds: Vec<u64> = (0..a.seeds.max(1) as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
@@ -614,9 +681,37 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "warmup_epochs": a.warmup,
             "row_norm": row_norm,
             "load_s": load_s,
+            "reorder": a.reorder.to_string(),
+            "reorder_s": reorder_s,
             "train_total_s": train_s,
         });
         println!("{j}");
     }
     Ok(())
+}
+
+fn roofline(a: RooflineArgs) -> Result<()> {
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let data = match &a.data {
+            Some(path) => load_any(path, &LoadOptions::default())?,
+            None => a.preset.parse::<Preset>()?.generate(a.data_seed)?,
+        };
+        let cfg = RooflineConfig {
+            dims: a.dims.clone(),
+            reps: a.reps,
+            warmup: a.warmup,
+            triad_len: (a.triad_mib << 20) / 4,
+            reorder: a.reorder,
+            seed: a.seed,
+            huge_pages: !a.no_huge_pages,
+            ..RooflineConfig::default()
+        };
+        let report = roofline::run(&data.graph, &data.name, &cfg)?;
+        print!("{}", report.table());
+        if a.json {
+            println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        }
+        Ok(())
+    })
 }

@@ -6,6 +6,7 @@ pub mod dropedge;
 pub mod features;
 pub mod io;
 pub mod normalize;
+pub mod reorder;
 pub mod split;
 pub mod stats;
 pub mod synthetic;
