@@ -1,6 +1,7 @@
 //! `gemm`: out ← α·A·B + β·out through matrixmultiply, parallel over row blocks of `out`.
 //!
-//! The crate's only `unsafe` lives in this file (and in the [`Scalar::gemm_raw`] it calls).
+//! Besides the prefetch hint in `spmm` and the huge-page allocation in `roofline`, the crate's
+//! `unsafe` lives in this file (and in the [`Scalar::gemm_raw`] it calls).
 #![allow(unsafe_code)]
 
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
