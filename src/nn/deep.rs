@@ -40,7 +40,7 @@ use super::gcn::{choose_order, GcnCache, GcnConv, Input, LayerShape, Order};
 use super::gcnii::{GcniiCache, GcniiConv};
 use super::jk::{JkCache, JkMode, JumpingKnowledge};
 use super::linear::Linear;
-use super::model::input_of;
+use super::model::{check_widths_and_dropout, input_of};
 use super::norm::{BatchNorm, BatchNormCache, PairNorm, PairNormCache};
 use super::param::Param;
 use super::{Mode, Model};
@@ -210,20 +210,10 @@ impl DeepConfig {
         if self.n_layers < min_layers {
             return Err(ConfigError::NoLayers);
         }
-        for (name, v) in [
-            ("in_dim", self.in_dim),
-            ("hidden_dim", self.hidden_dim),
-            ("out_dim", self.out_dim),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::ZeroDim(name));
-            }
-        }
-        for p in [self.dropout, self.input_dropout] {
-            if !(0.0..1.0).contains(&p) {
-                return Err(ConfigError::DropoutOutOfRange(p));
-            }
-        }
+        check_widths_and_dropout(
+            [self.in_dim, self.hidden_dim, self.out_dim],
+            [self.dropout, self.input_dropout],
+        )?;
         if !(0.0..=1.0).contains(&self.alpha) {
             return Err(ConfigError::OutOfRange {
                 name: "alpha",

@@ -61,21 +61,10 @@ impl GcnConfig {
         if self.n_layers == 0 {
             return Err(ConfigError::NoLayers);
         }
-        for (name, v) in [
-            ("in_dim", self.in_dim),
-            ("hidden_dim", self.hidden_dim),
-            ("out_dim", self.out_dim),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::ZeroDim(name));
-            }
-        }
-        for p in [self.dropout, self.input_dropout] {
-            if !(0.0..1.0).contains(&p) {
-                return Err(ConfigError::DropoutOutOfRange(p));
-            }
-        }
-        Ok(())
+        check_widths_and_dropout(
+            [self.in_dim, self.hidden_dim, self.out_dim],
+            [self.dropout, self.input_dropout],
+        )
     }
 
     /// Layer widths: `[in_dim, hidden_dim, …, out_dim]` (n_layers + 1 entries).
@@ -269,6 +258,18 @@ impl<F: Scalar> Gcn<F> {
     /// # Panics
     /// As [`Gcn::forward`].
     pub fn predict(&self, adj: &NormAdj<F>, x: &Features<F>, par: Par) -> Array2<F> {
+        self.run_eval(adj, x, par, &mut |_, _| {})
+    }
+
+    /// The evaluation pass behind [`Gcn::predict`], calling `visit(l, H_{l+1})` on each hidden
+    /// layer's ReLU output; returns the logits.
+    fn run_eval(
+        &self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        par: Par,
+        visit: &mut dyn FnMut(usize, ndarray::ArrayView2<'_, F>),
+    ) -> Array2<F> {
         let n_layers = self.layers.len();
         let mut h = input_of(x);
         for (l, layer) in self.layers.iter().enumerate() {
@@ -278,6 +279,7 @@ impl<F: Scalar> Gcn<F> {
                 return z;
             }
             relu_inplace(z.view_mut());
+            visit(l, z.view());
             h = Input::Dense(CowArray::from(z));
         }
         Array2::zeros((adj.n_nodes(), 0))
@@ -429,21 +431,29 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         par: Par,
         f: &mut dyn FnMut(usize, ndarray::ArrayView2<'_, F>),
     ) {
-        let n_layers = self.layers.len();
-        let mut h = input_of(x);
-        for (l, layer) in self.layers.iter().enumerate() {
-            let agg = if l == 0 { self.cached.as_ref() } else { None };
-            let (mut z, _) = layer.forward(adj, h, agg, par);
-            if l + 1 < n_layers {
-                relu_inplace(z.view_mut());
-            }
-            f(l, z.view());
-            h = Input::Dense(CowArray::from(z));
-        }
+        let logits = self.run_eval(adj, x, par, f);
+        f(self.layers.len() - 1, logits.view());
     }
 
     fn orders(&self) -> Vec<Order> {
         Gcn::orders(self)
+    }
+}
+
+/// The rules every model configuration shares: widths `[in, hidden, out]` > 0 and dropout
+/// rates in `[0, 1)`.
+pub(crate) fn check_widths_and_dropout(
+    widths: [usize; 3],
+    dropouts: [f64; 2],
+) -> Result<(), ConfigError> {
+    for (name, v) in ["in_dim", "hidden_dim", "out_dim"].into_iter().zip(widths) {
+        if v == 0 {
+            return Err(ConfigError::ZeroDim(name));
+        }
+    }
+    match dropouts.into_iter().find(|p| !(0.0..1.0).contains(p)) {
+        Some(p) => Err(ConfigError::DropoutOutOfRange(p)),
+        None => Ok(()),
     }
 }
 
