@@ -407,6 +407,15 @@ fn info(a: InfoArgs) -> Result<()> {
         s.degree_min, s.degree_median, s.degree_p99, s.degree_max, s.degree_mean
     );
     println!("edge homophily     {:.4}", s.edge_homophily);
+    let over = if s.clustering_nodes == s.n_nodes {
+        "every node".to_string()
+    } else {
+        format!("{} evenly strided nodes", s.clustering_nodes)
+    };
+    println!(
+        "clustering         {:.4} (mean local coefficient, {over})",
+        s.clustering
+    );
     println!(
         "features           {} columns, {} stored ({storage})",
         s.in_dim, s.feature_nnz
