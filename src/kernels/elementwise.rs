@@ -71,6 +71,94 @@ pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayVi
         .for_each(|g, &v| *g = [F::zero(), *g][usize::from(v > F::zero())]);
 }
 
+/// The fused epilogue of a hidden layer, one pass over `z`: z ← max(z + 1·bᵀ, 0) (bias
+/// optional), then, with a dropout `mask`, out ← z ⊙ mask. Bit-identical to [`add_bias`],
+/// [`relu_inplace`] and an element-wise product run one after the other.
+///
+/// # Panics
+/// If `b`, `mask` or `out` do not match `z`'s shape, or if exactly one of `mask` and `out` is
+/// given.
+#[track_caller]
+pub fn bias_relu_dropout<F: Scalar>(
+    mut z: ArrayViewMut2<'_, F>,
+    b: Option<ArrayView1<'_, F>>,
+    mask: Option<ArrayView2<'_, F>>,
+    out: Option<ArrayViewMut2<'_, F>>,
+) {
+    let dim = z.dim();
+    let ok = b.is_none_or(|b| b.len() == dim.1)
+        && mask.is_none_or(|m| m.dim() == dim)
+        && out.as_ref().is_none_or(|o| o.dim() == dim)
+        && mask.is_some() == out.is_some();
+    assert!(
+        ok,
+        "bias_relu_dropout: z {dim:?}, b {:?}, mask {:?}, out {:?}",
+        b.map(|b| b.len()),
+        mask.map(|m| m.dim()),
+        out.as_ref().map(|o| o.dim())
+    );
+    let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
+    match (mask, out) {
+        (Some(mask), Some(mut out)) => {
+            for ((mut zr, mr), mut or) in z
+                .axis_iter_mut(Axis(0))
+                .zip(mask.axis_iter(Axis(0)))
+                .zip(out.axis_iter_mut(Axis(0)))
+            {
+                Zip::indexed(&mut zr)
+                    .and(&mr)
+                    .and(&mut or)
+                    .for_each(|k, v, &m, o| {
+                        let t = relu(match b {
+                            Some(b) => *v + b[k],
+                            None => *v,
+                        });
+                        *v = t;
+                        *o = t * m;
+                    });
+            }
+        }
+        _ => match b {
+            Some(b) => {
+                for mut zr in z.axis_iter_mut(Axis(0)) {
+                    Zip::from(&mut zr)
+                        .and(&b)
+                        .for_each(|v, &bk| *v = relu(*v + bk));
+                }
+            }
+            None => z.map_inplace(|v| *v = relu(*v)),
+        },
+    }
+}
+
+/// The fused backward of [`bias_relu_dropout`]'s ReLU and dropout: dz ← 𝟙(a > 0) ⊙ (dz ⊙ mask)
+/// (no mask: dz ← 𝟙(a > 0) ⊙ dz), with `a` the ReLU output. Bit-identical to multiplying by the
+/// mask, then [`relu_backward_inplace`].
+///
+/// # Panics
+/// If the shapes differ.
+#[track_caller]
+pub fn dropout_relu_backward<F: Scalar>(
+    mut dz: ArrayViewMut2<'_, F>,
+    mask: Option<ArrayView2<'_, F>>,
+    a: ArrayView2<'_, F>,
+) {
+    assert!(
+        dz.dim() == a.dim() && mask.is_none_or(|m| m.dim() == a.dim()),
+        "dropout_relu_backward: dz {:?}, mask {:?}, a {:?}",
+        dz.dim(),
+        mask.map(|m| m.dim()),
+        a.dim()
+    );
+    match mask {
+        Some(m) => Zip::from(&mut dz)
+            .and(&m)
+            .and(&a)
+            .for_each(|g, &m, &v| *g = [F::zero(), *g * m][usize::from(v > F::zero())]),
+        None => relu_backward_inplace(dz, a),
+    }
+}
+
 /// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise.
 ///
 /// Each element uses 32 random bits: element k is dropped when its 32-bit word is below

@@ -18,7 +18,10 @@ pub mod gemm;
 pub mod reference;
 pub mod spmm;
 
-pub use elementwise::{add_bias, col_sum, dropout_mask, relu_backward_inplace, relu_inplace};
+pub use elementwise::{
+    add_bias, bias_relu_dropout, col_sum, dropout_mask, dropout_relu_backward,
+    relu_backward_inplace, relu_inplace,
+};
 pub use gemm::gemm;
 pub use spmm::spmm;
 

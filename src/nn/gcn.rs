@@ -21,10 +21,11 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array2, ArrayView2, CowArray, Ix2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 use rand::Rng;
 
 use super::param::Param;
+use super::workspace::{ensure, InRef};
 use crate::graph::{NormAdj, SparseFeatures};
 use crate::kernels::{add_bias, col_sum, gemm, spmm, Csr};
 use crate::{Par, Scalar};
@@ -66,19 +67,20 @@ impl<F: Scalar> Input<'_, F> {
             Input::Sparse(s) => s.x().cols(),
         }
     }
+    /// The input as a borrowed [`InRef`].
+    pub(crate) fn as_in(&self) -> InRef<'_, F> {
+        match self {
+            Input::Dense(x) => InRef::Dense(x.view()),
+            Input::Sparse(s) => InRef::Sparse(s.x(), s.x_t()),
+        }
+    }
     /// out ← self·W (β = 0).
     pub(crate) fn times(&self, w: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
-        match self {
-            Input::Dense(x) => gemm(F::one(), x.view(), w, F::zero(), out.view_mut(), par),
-            Input::Sparse(s) => spmm(F::one(), s.x(), w, F::zero(), out.view_mut(), par),
-        }
+        self.as_in().times(w, out.view_mut(), par);
     }
     /// out ← selfᵀ·G + out (β = 1).
     pub(crate) fn t_times_acc(&self, g: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
-        match self {
-            Input::Dense(x) => gemm(F::one(), x.t(), g, F::one(), out.view_mut(), par),
-            Input::Sparse(s) => spmm(F::one(), s.x_t(), g, F::one(), out.view_mut(), par),
-        }
+        self.as_in().t_times_acc(g, out.view_mut(), par);
     }
 }
 
@@ -238,22 +240,20 @@ impl<F: Scalar> GcnConv<F> {
             h.ncols(),
             self.in_dim()
         );
-        let w = self.weight.value.view();
         let mut z = Array2::zeros((n, self.out_dim()));
+        let mut t = Array2::zeros((0, 0));
         let saved = match (self.order, aggregated) {
             (Order::AggregateFirst, Some(s)) => {
-                s.times(w, &mut z, par);
+                self.apply(adj, s.as_in(), &mut t, z.view_mut(), par);
                 None
             }
             (Order::AggregateFirst, None) => {
                 let s = aggregate(adj, &h, par);
-                s.times(w, &mut z, par);
+                self.apply(adj, s.as_in(), &mut t, z.view_mut(), par);
                 Some(s)
             }
             _ => {
-                let mut t = Array2::zeros((n, self.out_dim()));
-                h.times(w, &mut t, par);
-                spmm(F::one(), adj.a(), t.view(), F::zero(), z.view_mut(), par);
+                self.apply(adj, h.as_in(), &mut t, z.view_mut(), par);
                 Some(h)
             }
         };
@@ -267,6 +267,84 @@ impl<F: Scalar> GcnConv<F> {
                 order: self.order,
             },
         )
+    }
+
+    /// z ← Â·H·W without the bias, in the layer's order: `input` is S = ÂH for
+    /// AggregateFirst (z ← S·W) and H for TransformFirst (t ← H·W, z ← Â·t, with `t` resized
+    /// to n × out_dim if needed). Allocates nothing once `t` has its shape.
+    #[track_caller]
+    pub(crate) fn apply(
+        &self,
+        adj: &NormAdj<F>,
+        input: InRef<'_, F>,
+        t: &mut Array2<F>,
+        z: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
+        let w = self.weight.value.view();
+        match self.order {
+            Order::AggregateFirst => input.times(w, z, par),
+            _ => {
+                ensure(t, (adj.n_nodes(), self.out_dim()));
+                input.times(w, t.view_mut(), par);
+                spmm(F::one(), adj.a(), t.view(), F::zero(), z, par);
+            }
+        }
+    }
+
+    /// The backward of [`GcnConv::apply`] plus the bias: adds dL/db and dL/dW into the
+    /// gradients and, when `dh` is given, writes dL/dH into it (resized to n × in_dim if
+    /// needed). `saved` is S = ÂH (AggregateFirst) or H (TransformFirst); `scratch` holds
+    /// G·Wᵀ (AggregateFirst, n × in_dim) or Âᵀ·G (TransformFirst, n × out_dim) and is resized
+    /// if needed. Allocates nothing once the buffers have their shapes.
+    ///
+    /// # Panics
+    /// If `g` is not n × out_dim, or if `dh` is asked for with a sparse `saved`.
+    #[track_caller]
+    pub(crate) fn backward_into(
+        &mut self,
+        adj: &NormAdj<F>,
+        saved: InRef<'_, F>,
+        g: ArrayView2<'_, F>,
+        dh: Option<&mut Array2<F>>,
+        scratch: &mut Array2<F>,
+        par: Par,
+    ) {
+        let n = adj.n_nodes();
+        assert_eq!(g.dim(), (n, self.out_dim()), "GcnConv::backward: G shape");
+        assert!(
+            !(dh.is_some() && matches!(saved, InRef::Sparse(..))),
+            "no dH for a sparse input"
+        );
+        if let Some(b) = &mut self.bias {
+            col_sum(g, F::one(), b.grad.row_mut(0));
+        }
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        match self.order {
+            Order::AggregateFirst => {
+                // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
+                saved.t_times_acc(g, self.weight.grad.view_mut(), par);
+                if let Some(dh) = dh {
+                    ensure(scratch, (n, din));
+                    ensure(dh, (n, din));
+                    let wt = self.weight.value.t();
+                    gemm(F::one(), g, wt, F::zero(), scratch.view_mut(), par);
+                    let y = scratch.view();
+                    spmm(F::one(), adj.a_t(), y, F::zero(), dh.view_mut(), par);
+                }
+            }
+            _ => {
+                // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
+                ensure(scratch, (n, dout));
+                spmm(F::one(), adj.a_t(), g, F::zero(), scratch.view_mut(), par);
+                saved.t_times_acc(scratch.view(), self.weight.grad.view_mut(), par);
+                if let Some(dh) = dh {
+                    ensure(dh, (n, din));
+                    let wt = self.weight.value.t();
+                    gemm(F::one(), scratch.view(), wt, F::zero(), dh.view_mut(), par);
+                }
+            }
+        }
     }
 
     /// Adds dL/dW and dL/db into the parameters' gradients and returns dL/dH when `need_dh`.
@@ -285,71 +363,17 @@ impl<F: Scalar> GcnConv<F> {
         need_dh: bool,
         par: Par,
     ) -> Option<Array2<F>> {
-        let n = adj.n_nodes();
-        assert_eq!(g.dim(), (n, self.out_dim()), "GcnConv::backward: G shape");
-        if let Some(b) = &mut self.bias {
-            col_sum(g, F::one(), b.grad.row_mut(0));
-        }
         let GcnCache { saved, order } = cache;
-        match (&saved, aggregated) {
-            (Some(s), _) => self.backward_from(adj, s, order, g, need_dh, par),
-            (None, Some(s)) => self.backward_from(adj, s, order, g, need_dh, par),
+        debug_assert_eq!(order, self.order);
+        let saved = match (&saved, aggregated) {
+            (Some(s), _) => s.as_in(),
+            (None, Some(s)) => s.as_in(),
             (None, None) => panic!("GcnConv::backward: the precomputed ÂH is missing"),
-        }
-    }
-
-    fn backward_from(
-        &mut self,
-        adj: &NormAdj<F>,
-        saved: &Input<'_, F>,
-        order: Order,
-        g: ArrayView2<'_, F>,
-        need_dh: bool,
-        par: Par,
-    ) -> Option<Array2<F>> {
-        let n = adj.n_nodes();
-        assert!(
-            !(need_dh && matches!(saved, Input::Sparse(_))),
-            "no dH for a sparse input"
-        );
-        match order {
-            Order::AggregateFirst => {
-                // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
-                saved.t_times_acc(g, &mut self.weight.grad, par);
-                need_dh.then(|| {
-                    let mut y = Array2::zeros((n, self.in_dim()));
-                    gemm(
-                        F::one(),
-                        g,
-                        self.weight.value.t(),
-                        F::zero(),
-                        y.view_mut(),
-                        par,
-                    );
-                    let mut dh = Array2::zeros((n, self.in_dim()));
-                    spmm(F::one(), adj.a_t(), y.view(), F::zero(), dh.view_mut(), par);
-                    dh
-                })
-            }
-            _ => {
-                // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
-                let mut p = Array2::zeros((n, self.out_dim()));
-                spmm(F::one(), adj.a_t(), g, F::zero(), p.view_mut(), par);
-                saved.t_times_acc(p.view(), &mut self.weight.grad, par);
-                need_dh.then(|| {
-                    let mut dh = Array2::zeros((n, self.in_dim()));
-                    gemm(
-                        F::one(),
-                        p.view(),
-                        self.weight.value.t(),
-                        F::zero(),
-                        dh.view_mut(),
-                        par,
-                    );
-                    dh
-                })
-            }
-        }
+        };
+        let mut dh = need_dh.then(|| Array2::zeros((0, 0)));
+        let mut scratch = Array2::zeros((0, 0));
+        self.backward_into(adj, saved, g, dh.as_mut(), &mut scratch, par);
+        dh
     }
 
     /// Calls `f` on each parameter (weight, then bias).

@@ -1,6 +1,6 @@
 //! Masked softmax cross-entropy: value and gradient from one function.
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 use crate::graph::Mask;
 use crate::Scalar;
@@ -29,6 +29,53 @@ pub fn softmax_cross_entropy<F: Scalar>(
     labels: &[u32],
     mask: &Mask,
 ) -> (F, Array2<F>) {
+    let mut grad = Array2::<F>::zeros(logits.dim());
+    let loss = masked_ce(logits, labels, mask, Some(grad.view_mut()));
+    (loss, grad)
+}
+
+/// [`softmax_cross_entropy`] writing dL/dZ into `grad` (every entry: zero off the mask) instead
+/// of a new array.
+///
+/// # Panics
+/// As [`softmax_cross_entropy`], and if `grad` has not the shape of `logits`.
+#[track_caller]
+pub fn softmax_cross_entropy_into<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    mut grad: ArrayViewMut2<'_, F>,
+) -> F {
+    assert_eq!(
+        grad.dim(),
+        logits.dim(),
+        "softmax_cross_entropy_into: grad vs logits"
+    );
+    grad.fill(F::zero());
+    masked_ce(logits, labels, mask, Some(grad))
+}
+
+/// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.
+///
+/// # Panics
+/// As [`softmax_cross_entropy`].
+#[track_caller]
+pub fn softmax_cross_entropy_loss<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+) -> F {
+    masked_ce(logits, labels, mask, None)
+}
+
+/// The loss, and the gradient rows of the mask's nodes written into a zeroed `grad`.
+#[track_caller]
+fn masked_ce<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    mut grad: Option<ArrayViewMut2<'_, F>>,
+) -> F {
     assert!(!mask.is_empty(), "softmax_cross_entropy: empty mask");
     assert_eq!(
         labels.len(),
@@ -37,7 +84,6 @@ pub fn softmax_cross_entropy<F: Scalar>(
     );
     let c = logits.ncols();
     let inv_m = F::one() / F::from_usize(mask.len()).unwrap_or_else(F::one);
-    let mut grad = Array2::<F>::zeros(logits.dim());
     let mut total = F::zero();
     for &i in mask.indices() {
         let i = i as usize;
@@ -51,11 +97,13 @@ pub fn softmax_cross_entropy<F: Scalar>(
         let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
         let lse = max + sum.ln();
         total += lse - z[y];
-        let mut g = grad.row_mut(i);
-        for k in 0..c {
-            g[k] = (z[k] - lse).exp() * inv_m;
+        if let Some(grad) = grad.as_mut() {
+            let mut g = grad.row_mut(i);
+            for k in 0..c {
+                g[k] = (z[k] - lse).exp() * inv_m;
+            }
+            g[y] -= inv_m;
         }
-        g[y] -= inv_m;
     }
-    (total * inv_m, grad)
+    total * inv_m
 }

@@ -10,6 +10,7 @@ pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod param;
+pub(crate) mod workspace;
 
 pub use deep::{DeepConfig, DeepGcn, NormKind, Variant};
 pub use gcn::{GcnConv, Input, Order};
@@ -26,7 +27,7 @@ pub enum Mode {
     Eval,
 }
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rand::Rng;
 
 use crate::graph::{Features, NormAdj};
@@ -56,6 +57,46 @@ pub trait Model<F: Scalar>: Send {
     /// Inference (dropout off): the logits.
     fn predict(&self, adj: &NormAdj<F>, x: &Features<F>, par: Par) -> Array2<F>;
 
+    /// One training pass as the trainer runs it: a forward pass as
+    /// [`Model::forward_train`], then `loss(logits, dlogits)`, which writes ∂L/∂logits into
+    /// `dlogits` (every entry) and returns whether to go on, then (if so) [`Model::backward`].
+    ///
+    /// A model may keep the pass's buffers in a workspace of its own and reuse them in the
+    /// next pass (the [`Gcn`] does: no allocation after the first pass), as long as `adj` and
+    /// `x` are the same; call [`Model::release_workspace`] before passing other data. The
+    /// default runs `forward_train` and `backward`, allocating every time.
+    fn train_pass<R: Rng + ?Sized>(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        rng: &mut R,
+        par: Par,
+        loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
+    ) {
+        let (logits, cache) = self.forward_train(adj, x, rng, par);
+        let mut dlogits = Array2::zeros(logits.dim());
+        if loss(logits.view(), dlogits.view_mut()) {
+            drop(logits);
+            self.backward(adj, cache, dlogits, par);
+        }
+    }
+
+    /// Inference as the trainer runs it: calls `f` on the logits of an evaluation pass (equal
+    /// to [`Model::predict`]'s), possibly from reused buffers (see [`Model::train_pass`]).
+    fn eval_pass(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        par: Par,
+        f: &mut dyn FnMut(ArrayView2<'_, F>),
+    ) {
+        f(self.predict(adj, x, par).view());
+    }
+
+    /// Frees the buffers kept by [`Model::train_pass`] and [`Model::eval_pass`] (the default
+    /// keeps none).
+    fn release_workspace(&mut self) {}
+
     /// Calls `f(group, param)` on every parameter in a fixed order; `group` selects the weight
     /// decay.
     fn visit_params(&mut self, f: &mut dyn FnMut(usize, &mut Param<F>));
@@ -70,6 +111,12 @@ pub trait Model<F: Scalar>: Send {
 
     /// Copies of every value [`Model::restore`] needs (parameters, running statistics).
     fn snapshot(&self) -> Vec<Array2<F>>;
+
+    /// [`Model::snapshot`] into `snap`, reusing its arrays where the shapes match (the default
+    /// replaces it with a fresh snapshot).
+    fn snapshot_into(&self, snap: &mut Vec<Array2<F>>) {
+        *snap = self.snapshot();
+    }
 
     /// Restores values taken by [`Model::snapshot`].
     fn restore(&mut self, snap: &[Array2<F>]);

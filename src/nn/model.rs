@@ -3,15 +3,16 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array2, CowArray};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, CowArray, Zip};
 use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
-use super::dropout::{dropout_dense, dropout_sparse};
-use super::gcn::{aggregate, choose_order, GcnCache, GcnConv, Input, LayerShape, Order};
+use super::gcn::{aggregate, choose_order, GcnConv, Input, LayerShape, Order};
 use super::param::Param;
+use super::workspace::{ensure, InRef, Scratch, SparseBuf};
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
-use crate::kernels::{relu_backward_inplace, relu_inplace};
+use crate::kernels::{add_bias, bias_relu_dropout, dropout_mask, dropout_relu_backward, spmm};
 use crate::{ConfigError, Par, Scalar};
 
 /// The architecture of a [`Gcn`]. Defaults are Kipf & Welling's (2 layers, hidden 16,
@@ -124,6 +125,7 @@ impl GcnConfig {
             dropout: self.dropout,
             input_dropout: self.input_dropout,
             cached: None,
+            ws: Scratch::default(),
         })
     }
 }
@@ -138,17 +140,75 @@ pub struct Gcn<F: Scalar> {
     /// ÂX, kept when the first layer aggregates first: used by every evaluation pass, and by
     /// training passes when the input dropout is 0.
     cached: Option<Input<'static, F>>,
+    /// The buffers of the trainer's passes ([`Model::train_pass`], [`Model::eval_pass`]),
+    /// reused from epoch to epoch; empty in a clone.
+    ws: Scratch<GcnWs<F>>,
 }
 
-/// What [`Gcn::backward`] needs from a forward pass.
+/// What [`Gcn::backward`] needs from a forward pass: the features and the pass's buffers.
 #[derive(Debug)]
 pub struct GcnModelCache<'a, F: Scalar> {
-    layers: Vec<GcnCache<'a, F>>,
-    /// ReLU outputs of the hidden layers (their sign is the ReLU mask).
-    acts: Vec<Array2<F>>,
-    /// Dropout masks (scaled) of the hidden layers, in training mode.
-    masks: Vec<Option<Array2<F>>>,
+    x: &'a Features<F>,
+    ws: Box<GcnWs<F>>,
+}
+
+/// The buffers of one pass of a [`Gcn`], kept for backward and reused by the next pass.
+#[derive(Debug, Default)]
+pub(crate) struct GcnWs<F: Scalar> {
+    /// Dropped dense input X̃.
+    x_dense: Array2<F>,
+    /// Dropped sparse input X̃ (the pattern of X).
+    x_sparse: Option<SparseBuf<F>>,
+    /// First layer, aggregating first from a sparse input without the cached ÂX: ÂX̃.
+    s0_sparse: Option<SparseBuf<F>>,
+    /// The dense accumulator of the sparse product ÂX̃ (length in_dim).
+    spgemm_tmp: Vec<F>,
+    layers: Vec<LayerWs<F>>,
+    /// ∂L/∂logits.
+    dlogits: Array2<F>,
+    /// The last pass dropped the input.
+    drop_in: bool,
+    /// The last pass used the cached ÂX.
     used_cached: bool,
+    /// The last pass dropped the hidden activations.
+    drop_hidden: bool,
+}
+
+/// One layer's buffers.
+#[derive(Debug, Default)]
+struct LayerWs<F> {
+    /// S = ÂH (AggregateFirst), n × in.
+    s: Array2<F>,
+    /// H·W in forward, Âᵀ·G in backward (TransformFirst), n × out.
+    t: Array2<F>,
+    /// The output: logits (last layer) or the ReLU activation, n × out.
+    z: Array2<F>,
+    /// The dropped activation (the next layer's input), n × out.
+    hd: Array2<F>,
+    /// Its dropout mask (scaled), n × out.
+    mask: Array2<F>,
+    /// ∂L/∂H (the input's gradient), n × in.
+    dh: Array2<F>,
+    /// G·Wᵀ in backward (AggregateFirst), n × in.
+    y: Array2<F>,
+}
+
+/// Layer 0's input of a pass: X, or X̃ when the input was dropped.
+fn first_input<'s, F: Scalar>(
+    x: &'s Features<F>,
+    drop_in: bool,
+    x_dense: &'s Array2<F>,
+    x_sparse: &'s Option<SparseBuf<F>>,
+) -> InRef<'s, F> {
+    match (x, drop_in) {
+        (Features::Dense(d), false) => InRef::Dense(d.view()),
+        (Features::Sparse(s), false) => InRef::Sparse(s.x(), s.x_t()),
+        (Features::Dense(_), true) => InRef::Dense(x_dense.view()),
+        (Features::Sparse(_), true) => x_sparse
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a dropped sparse input"))
+            .as_in(),
+    }
 }
 
 impl<F: Scalar> Gcn<F> {
@@ -160,6 +220,7 @@ impl<F: Scalar> Gcn<F> {
             dropout,
             input_dropout,
             cached: None,
+            ws: Scratch::default(),
         }
     }
 
@@ -178,6 +239,7 @@ impl<F: Scalar> Gcn<F> {
     pub fn prepare(&mut self, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
         self.cached = (self.layers[0].order == Order::AggregateFirst)
             .then(|| aggregate(adj, &input_of(x), par));
+        self.ws = Scratch::default();
     }
 
     /// Forward pass: returns the logits (n × out_dim) and the cache for [`Gcn::backward`].
@@ -193,62 +255,129 @@ impl<F: Scalar> Gcn<F> {
         rng: &mut R,
         par: Par,
     ) -> (Array2<F>, GcnModelCache<'a, F>) {
+        let mut ws = Box::<GcnWs<F>>::default();
+        self.forward_ws(&mut ws, adj, x, mode, Some(rng), par, &mut |_, _| {});
+        let logits = take_logits(&mut ws, adj.n_nodes());
+        (logits, GcnModelCache { x, ws })
+    }
+
+    /// The forward pass into `ws`, calling `visit(l, H_{l+1})` on each hidden layer's ReLU
+    /// output. The logits are the last layer's `z`. Dropout masks (training) come from `rng`,
+    /// input first. Allocates nothing once `ws` has held a pass on the same data.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_ws<R: Rng + ?Sized>(
+        &self,
+        ws: &mut GcnWs<F>,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        mode: Mode,
+        mut rng: Option<&mut R>,
+        par: Par,
+        visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
+    ) {
+        let n = adj.n_nodes();
         let train = mode == Mode::Train;
         let drop_in = train && self.input_dropout > 0.0;
         let use_cached = self.cached.is_some() && !drop_in;
-        let h0: Input<'a, F> = if drop_in {
+        let drop_hidden = train && self.dropout > 0.0;
+        ws.drop_in = drop_in;
+        ws.used_cached = use_cached;
+        ws.drop_hidden = drop_hidden;
+        let GcnWs {
+            x_dense,
+            x_sparse,
+            s0_sparse,
+            spgemm_tmp,
+            layers: lws,
+            ..
+        } = ws;
+        let n_layers = self.layers.len();
+        if lws.len() != n_layers {
+            lws.resize_with(n_layers, LayerWs::default);
+        }
+        if drop_in {
+            let rng = rng
+                .as_deref_mut()
+                .unwrap_or_else(|| unreachable!("training needs an RNG"));
+            let p = self.input_dropout;
             match x {
                 Features::Dense(d) => {
-                    let (h, _) = dropout_dense(d.clone(), self.input_dropout, rng);
-                    Input::Dense(CowArray::from(h))
+                    // X̃ = X ⊙ M, with M drawn into X̃'s storage first.
+                    ensure(x_dense, d.dim());
+                    if let Some(m) = x_dense.as_slice_mut() {
+                        dropout_mask(rng, p, m);
+                    }
+                    Zip::from(&mut *x_dense)
+                        .and(d)
+                        .for_each(|o, &v| *o = v * *o);
                 }
                 Features::Sparse(s) => {
-                    Input::Sparse(Cow::Owned(dropout_sparse(s, self.input_dropout, rng)))
+                    let buf = x_sparse.get_or_insert_with(|| SparseBuf::new(s.x().to_owned()));
+                    let vals = buf.values_mut();
+                    dropout_mask(rng, p, vals);
+                    for (o, &v) in vals.iter_mut().zip(s.x().data()) {
+                        *o = v * *o;
+                    }
+                    buf.sync_transpose();
                 }
             }
-        } else {
-            input_of(x)
-        };
-        let n_layers = self.layers.len();
-        let mut caches = Vec::with_capacity(n_layers);
-        let mut acts = Vec::with_capacity(n_layers - 1);
-        let mut masks = Vec::with_capacity(n_layers - 1);
-        let mut h = h0;
-        let mut out = None;
+        }
         for (l, layer) in self.layers.iter().enumerate() {
-            let agg = if l == 0 && use_cached {
-                self.cached.as_ref()
-            } else {
-                None
+            let (prev, rest) = lws.split_at_mut(l);
+            let cur = &mut rest[0];
+            let input = match prev.last() {
+                None => first_input(x, drop_in, x_dense, x_sparse),
+                Some(p) if drop_hidden => InRef::Dense(p.hd.view()),
+                Some(p) => InRef::Dense(p.z.view()),
             };
-            let (mut z, cache) = layer.forward(adj, h, agg, par);
-            caches.push(cache);
+            ensure(&mut cur.z, (n, layer.out_dim()));
+            if layer.order == Order::AggregateFirst {
+                let s = match (&self.cached, input) {
+                    (Some(c), _) if l == 0 && use_cached => c.as_in(),
+                    (_, InRef::Dense(h)) => {
+                        ensure(&mut cur.s, h.dim());
+                        spmm(F::one(), adj.a(), h, F::zero(), cur.s.view_mut(), par);
+                        InRef::Dense(cur.s.view())
+                    }
+                    (_, InRef::Sparse(xs, _)) => {
+                        let buf = s0_sparse.get_or_insert_with(|| SparseBuf::new(&adj.a() * &xs));
+                        spgemm_tmp.resize(xs.cols(), F::zero());
+                        sprs::smmp::numeric(adj.a(), xs, buf.x_mut(), spgemm_tmp);
+                        buf.sync_transpose();
+                        buf.as_in()
+                    }
+                };
+                layer.apply(adj, s, &mut cur.t, cur.z.view_mut(), par);
+            } else {
+                layer.apply(adj, input, &mut cur.t, cur.z.view_mut(), par);
+            }
+            let bias = layer.bias.as_ref().map(|b| b.value.row(0));
             if l + 1 == n_layers {
-                out = Some(z);
+                if let Some(b) = bias {
+                    add_bias(cur.z.view_mut(), b);
+                }
                 break;
             }
-            relu_inplace(z.view_mut());
-            let next = if train && self.dropout > 0.0 {
-                let (hd, mask) = dropout_dense(z.clone(), self.dropout, rng);
-                masks.push(Some(mask));
-                hd
+            if drop_hidden {
+                let rng = rng
+                    .as_deref_mut()
+                    .unwrap_or_else(|| unreachable!("training needs an RNG"));
+                ensure(&mut cur.mask, cur.z.dim());
+                ensure(&mut cur.hd, cur.z.dim());
+                if let Some(m) = cur.mask.as_slice_mut() {
+                    dropout_mask(rng, self.dropout, m);
+                }
+                bias_relu_dropout(
+                    cur.z.view_mut(),
+                    bias,
+                    Some(cur.mask.view()),
+                    Some(cur.hd.view_mut()),
+                );
             } else {
-                masks.push(None);
-                z.clone()
-            };
-            acts.push(z);
-            h = Input::Dense(CowArray::from(next));
+                bias_relu_dropout(cur.z.view_mut(), bias, None, None);
+            }
+            visit(l, cur.z.view());
         }
-        let logits = out.unwrap_or_else(|| Array2::zeros((adj.n_nodes(), 0)));
-        (
-            logits,
-            GcnModelCache {
-                layers: caches,
-                acts,
-                masks,
-                used_cached: use_cached,
-            },
-        )
     }
 
     /// Inference: the logits of an evaluation pass (no dropout), keeping nothing for backward,
@@ -268,21 +397,19 @@ impl<F: Scalar> Gcn<F> {
         adj: &NormAdj<F>,
         x: &Features<F>,
         par: Par,
-        visit: &mut dyn FnMut(usize, ndarray::ArrayView2<'_, F>),
+        visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) -> Array2<F> {
-        let n_layers = self.layers.len();
-        let mut h = input_of(x);
-        for (l, layer) in self.layers.iter().enumerate() {
-            let agg = if l == 0 { self.cached.as_ref() } else { None };
-            let (mut z, _) = layer.forward(adj, h, agg, par);
-            if l + 1 == n_layers {
-                return z;
-            }
-            relu_inplace(z.view_mut());
-            visit(l, z.view());
-            h = Input::Dense(CowArray::from(z));
-        }
-        Array2::zeros((adj.n_nodes(), 0))
+        let mut ws = GcnWs::default();
+        self.forward_ws(
+            &mut ws,
+            adj,
+            x,
+            Mode::Eval,
+            None::<&mut ChaCha8Rng>,
+            par,
+            visit,
+        );
+        take_logits(&mut ws, adj.n_nodes())
     }
 
     /// Backward pass from dL/dlogits: **adds** every parameter's gradient (zero them first
@@ -294,28 +421,63 @@ impl<F: Scalar> Gcn<F> {
         dlogits: Array2<F>,
         par: Par,
     ) {
-        let GcnModelCache {
-            layers,
-            mut acts,
-            mut masks,
+        let GcnModelCache { x, mut ws } = cache;
+        ws.dlogits = dlogits;
+        self.backward_ws(&mut ws, adj, x, par);
+    }
+
+    /// Backward from `ws.dlogits` through the pass held in `ws` (on the same `x`).
+    /// Allocates nothing once `ws` has held a backward pass on the same data.
+    fn backward_ws(&mut self, ws: &mut GcnWs<F>, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
+        let GcnWs {
+            x_dense,
+            x_sparse,
+            s0_sparse,
+            layers: lws,
+            dlogits,
+            drop_in,
             used_cached,
-        } = cache;
-        let mut g = dlogits;
-        for (l, lc) in layers.into_iter().enumerate().rev() {
-            let agg = if l == 0 && used_cached {
-                self.cached.as_ref()
-            } else {
-                None
+            drop_hidden,
+            ..
+        } = ws;
+        let Gcn { layers, cached, .. } = self;
+        let n_layers = layers.len();
+        for l in (0..n_layers).rev() {
+            let (prev, rest) = lws.split_at_mut(l);
+            let (cur, later) = rest
+                .split_first_mut()
+                .unwrap_or_else(|| unreachable!("a buffer per layer"));
+            let g = match later.first() {
+                Some(next) => next.dh.view(),
+                None => dlogits.view(),
             };
-            let dh = self.layers[l].backward(adj, lc, agg, g.view(), l > 0, par);
-            let Some(mut dh) = dh else { break };
-            if let Some(Some(mask)) = masks.pop() {
-                dh *= &mask;
-            }
-            if let Some(a) = acts.pop() {
-                relu_backward_inplace(dh.view_mut(), a.view());
-            }
-            g = dh;
+            let LayerWs { s, t, dh, y, .. } = cur;
+            let (saved, scratch) = match layers[l].order {
+                Order::AggregateFirst => {
+                    let saved = match (cached.as_ref(), x) {
+                        (Some(c), _) if l == 0 && *used_cached => c.as_in(),
+                        (_, Features::Sparse(_)) if l == 0 => s0_sparse
+                            .as_ref()
+                            .unwrap_or_else(|| unreachable!("ÂX̃ of the pass"))
+                            .as_in(),
+                        _ => InRef::Dense(s.view()),
+                    };
+                    (saved, y)
+                }
+                _ => {
+                    let saved = match prev.last() {
+                        None => first_input(x, *drop_in, x_dense, x_sparse),
+                        Some(p) if *drop_hidden => InRef::Dense(p.hd.view()),
+                        Some(p) => InRef::Dense(p.z.view()),
+                    };
+                    (saved, t)
+                }
+            };
+            let need_dh = l > 0;
+            layers[l].backward_into(adj, saved, g, need_dh.then_some(&mut *dh), scratch, par);
+            let Some(p) = prev.last() else { break };
+            let mask = drop_hidden.then(|| p.mask.view());
+            dropout_relu_backward(dh.view_mut(), mask, p.z.view());
         }
     }
 
@@ -341,6 +503,21 @@ impl<F: Scalar> Gcn<F> {
             }
         }
         out
+    }
+
+    /// [`Gcn::snapshot`] into `snap`, copying into its arrays when they have the right shapes
+    /// (no allocation when `snap` holds an earlier snapshot of this model).
+    pub fn snapshot_into(&self, snap: &mut Vec<Array2<F>>) {
+        let mut k = 0;
+        for layer in &self.layers {
+            assign_at(snap, k, &layer.weight.value);
+            k += 1;
+            if let Some(b) = &layer.bias {
+                assign_at(snap, k, &b.value);
+                k += 1;
+            }
+        }
+        snap.truncate(k);
     }
 
     /// Restores values taken by [`Gcn::snapshot`].
@@ -416,8 +593,59 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         self.layers.len()
     }
 
+    fn train_pass<R: Rng + ?Sized>(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        rng: &mut R,
+        par: Par,
+        loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
+    ) {
+        let mut ws = self.ws.take();
+        self.forward_ws(&mut ws, adj, x, Mode::Train, Some(rng), par, &mut |_, _| {});
+        let GcnWs {
+            layers, dlogits, ..
+        } = &mut *ws;
+        let go = match layers.last() {
+            Some(last) => {
+                ensure(dlogits, last.z.dim());
+                loss(last.z.view(), dlogits.view_mut())
+            }
+            None => false,
+        };
+        if go {
+            self.backward_ws(&mut ws, adj, x, par);
+        }
+        self.ws.put(ws);
+    }
+
+    fn eval_pass(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        par: Par,
+        f: &mut dyn FnMut(ArrayView2<'_, F>),
+    ) {
+        let mut ws = self.ws.take();
+        let none = None::<&mut ChaCha8Rng>;
+        self.forward_ws(&mut ws, adj, x, Mode::Eval, none, par, &mut |_, _| {});
+        match ws.layers.last() {
+            Some(last) => f(last.z.view()),
+            None => f(Array2::zeros((adj.n_nodes(), 0)).view()),
+        }
+        self.ws.put(ws);
+    }
+
+    fn release_workspace(&mut self) {
+        self.ws = Scratch::default();
+    }
+
     fn snapshot(&self) -> Vec<Array2<F>> {
         Gcn::snapshot(self)
+    }
+
+    fn snapshot_into(&self, snap: &mut Vec<Array2<F>>) {
+        Gcn::snapshot_into(self, snap);
     }
 
     fn restore(&mut self, snap: &[Array2<F>]) {
@@ -454,6 +682,23 @@ pub(crate) fn check_widths_and_dropout(
     match dropouts.into_iter().find(|p| !(0.0..1.0).contains(p)) {
         Some(p) => Err(ConfigError::DropoutOutOfRange(p)),
         None => Ok(()),
+    }
+}
+
+/// `snap[k] ← v`, copying into the existing array when its shape matches.
+pub(crate) fn assign_at<F: Scalar>(snap: &mut Vec<Array2<F>>, k: usize, v: &Array2<F>) {
+    match snap.get_mut(k) {
+        Some(s) if s.dim() == v.dim() => s.assign(v),
+        Some(s) => *s = v.clone(),
+        None => snap.push(v.clone()),
+    }
+}
+
+/// Moves the logits (the last layer's output) out of `ws`.
+fn take_logits<F: Scalar>(ws: &mut GcnWs<F>, n: usize) -> Array2<F> {
+    match ws.layers.last_mut() {
+        Some(l) => std::mem::take(&mut l.z),
+        None => Array2::zeros((n, 0)),
     }
 }
 

@@ -6,6 +6,8 @@ pub mod recipe;
 
 use std::time::Instant;
 
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -15,7 +17,7 @@ use crate::graph::dropedge::DropEdge;
 use crate::graph::{Features, Graph, Norm, NormAdj, Split};
 use crate::metrics::accuracy;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
-use crate::nn::loss::softmax_cross_entropy;
+use crate::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
 use crate::nn::{DeepConfig, DeepGcn, Gcn, GcnConfig, Model, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::{ConfigError, Error, Par, Result, Scalar};
@@ -61,9 +63,15 @@ pub struct EarlyStopping {
 impl EarlyStopping {
     /// A fresh state.
     pub fn new(rule: StopRule) -> Self {
+        Self::with_capacity(rule, 0)
+    }
+
+    /// A fresh state with room for `epochs` validation losses (no allocation while observing
+    /// that many).
+    pub fn with_capacity(rule: StopRule, epochs: usize) -> Self {
         EarlyStopping {
             rule,
-            val_losses: Vec::new(),
+            val_losses: Vec::with_capacity(epochs),
             best: None,
         }
     }
@@ -327,14 +335,42 @@ pub fn train_step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
     rng: &mut R,
     par: Par,
 ) -> (f64, f64) {
+    step(model, opt, adj, x, labels, train, rng, par, true)
+}
+
+/// [`train_step`]; with `reuse`, through [`Model::train_pass`] (the model's reused buffers,
+/// so `adj` and `x` must be those of every other pass), otherwise through
+/// [`Model::forward_train`] and [`Model::backward`] (fresh buffers: for DropEdge's graphs).
+#[allow(clippy::too_many_arguments)]
+fn step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
+    model: &mut M,
+    opt: &mut dyn Optimizer<F>,
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    train: &crate::graph::Mask,
+    rng: &mut R,
+    par: Par,
+    reuse: bool,
+) -> (f64, f64) {
     model.zero_grad();
-    let (logits, cache) = model.forward_train(adj, x, rng, par);
-    let (loss, dlogits) = softmax_cross_entropy(logits.view(), labels, train);
-    let acc = accuracy(logits.view(), labels, train);
-    drop(logits);
-    let loss = loss.to_f64_lossless();
-    if loss.is_finite() {
-        model.backward(adj, cache, dlogits, par);
+    let mut out = (f64::NAN, 0.0);
+    let mut loss = |logits: ArrayView2<'_, F>, dlogits: ArrayViewMut2<'_, F>| {
+        let loss = softmax_cross_entropy_into(logits, labels, train, dlogits).to_f64_lossless();
+        out = (loss, accuracy(logits, labels, train));
+        loss.is_finite()
+    };
+    if reuse {
+        model.train_pass(adj, x, rng, par, &mut loss);
+    } else {
+        let (logits, cache) = model.forward_train(adj, x, rng, par);
+        let mut dlogits = Array2::zeros(logits.dim());
+        if loss(logits.view(), dlogits.view_mut()) {
+            drop(logits);
+            model.backward(adj, cache, dlogits, par);
+        }
+    }
+    if out.0.is_finite() {
         let mut index = 0;
         model.visit_params(&mut |group, p| {
             opt.update(index, group, p);
@@ -342,7 +378,7 @@ pub fn train_step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
         });
         opt.finish_step();
     }
-    (loss, acc)
+    out
 }
 
 /// Where DropEdge draws each epoch's training graph from.
@@ -534,6 +570,8 @@ pub fn train_model<F: Scalar, M: Model<F>>(
     let par = cfg.par;
     let mut drop_rng = rng_stream(seed, 1);
     let mut edge_rng = rng_stream(seed, 2);
+    // Buffers of an earlier run may hold other data.
+    model.release_workspace();
     // A cached ÂX would be that of the full graph: not with DropEdge.
     if opts.drop_edge.is_none() {
         model.prepare(adj, x, par);
@@ -542,8 +580,10 @@ pub fn train_model<F: Scalar, M: Model<F>>(
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
-    let mut best: Option<(usize, Vec<ndarray::Array2<F>>)> = None;
-    let mut stopper = EarlyStopping::new(cfg.stop);
+    // The best epoch's weights, copied into the same arrays at each improvement.
+    let mut best: Option<usize> = None;
+    let mut best_snap: Vec<Array2<F>> = Vec::new();
+    let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
     let record = |model: &M, epoch: usize, out: &mut Vec<LayerRecord>| {
         model.visit_representations(adj, x, par, &mut |layer, h| {
             let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)));
@@ -559,7 +599,7 @@ pub fn train_model<F: Scalar, M: Model<F>>(
         let sampled = opts
             .drop_edge
             .map(|d| d.drop.sample::<F, _>(d.graph, d.norm, &mut edge_rng));
-        let (train_loss, train_acc) = train_step(
+        let (train_loss, train_acc) = step(
             model,
             opt.as_mut(),
             sampled.as_ref().unwrap_or(adj),
@@ -568,6 +608,7 @@ pub fn train_model<F: Scalar, M: Model<F>>(
             &split.train,
             &mut drop_rng,
             par,
+            sampled.is_none(),
         );
         drop(sampled);
         if !train_loss.is_finite() {
@@ -578,11 +619,11 @@ pub fn train_model<F: Scalar, M: Model<F>>(
         }
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
-        let logits = model.predict(adj, x, par);
-        let (val_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.valid);
-        let val_loss = val_loss.to_f64_lossless();
-        let val_acc = accuracy(logits.view(), labels, &split.valid);
-        drop(logits);
+        let (mut val_loss, mut val_acc) = (f64::NAN, 0.0);
+        model.eval_pass(adj, x, par, &mut |logits| {
+            val_loss = softmax_cross_entropy_loss(logits, labels, &split.valid).to_f64_lossless();
+            val_acc = accuracy(logits, labels, &split.valid);
+        });
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
             epoch,
@@ -600,31 +641,38 @@ pub fn train_model<F: Scalar, M: Model<F>>(
             Observation::Continue => {}
             Observation::Improved => {
                 if matches!(cfg.stop, StopRule::Patience { .. }) {
-                    best = Some((epoch, model.snapshot()));
+                    model.snapshot_into(&mut best_snap);
+                    best = Some(epoch);
                 }
             }
             Observation::Stop => break,
         }
     }
     let mut best_epoch = history.len() - 1;
-    if let Some((e, snap)) = best {
-        model.restore(&snap);
+    if let Some(e) = best {
+        model.restore(&best_snap);
         best_epoch = e;
     }
+    drop(best_snap);
     if opts.metrics_every > 0 {
         // The evaluated weights' metrics, tagged with the epoch they come from.
         layer_records.retain(|r| r.epoch != best_epoch);
         record(model, best_epoch, &mut layer_records);
     }
-    let logits = model.predict(adj, x, par);
-    let (test_loss, _) = softmax_cross_entropy(logits.view(), labels, &split.test);
+    let (mut val_acc, mut test_acc, mut test_loss) = (0.0, 0.0, f64::NAN);
+    model.eval_pass(adj, x, par, &mut |logits| {
+        test_loss = softmax_cross_entropy_loss(logits, labels, &split.test).to_f64_lossless();
+        val_acc = accuracy(logits, labels, &split.valid);
+        test_acc = accuracy(logits, labels, &split.test);
+    });
+    model.release_workspace();
     Ok(RunResult {
         seed,
         history,
         best_epoch,
-        val_acc: accuracy(logits.view(), labels, &split.valid),
-        test_acc: accuracy(logits.view(), labels, &split.test),
-        test_loss: test_loss.to_f64_lossless(),
+        val_acc,
+        test_acc,
+        test_loss,
         orders: model.orders(),
         layer_metrics: layer_records,
     })

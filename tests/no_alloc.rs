@@ -1,0 +1,200 @@
+//! The training epoch loop allocates nothing after its first epoch: a run of 2E epochs makes
+//! exactly as many heap allocations as a run of E epochs (so the count cannot depend on the
+//! number of epochs), for the Kipf `Gcn` in both orders, with dense and sparse features, with
+//! 1 and 2 rayon threads (dropout on, validation every epoch, early stopping with its
+//! best-weights snapshot).
+//!
+//! A counting global allocator counts `alloc`, `alloc_zeroed` and `realloc` calls per rayon
+//! pool: each pool's workers count into their own counter (the training runs inside
+//! `pool.install`), so tests running at the same time do not interfere.
+//!
+//! **Known exception, outside this crate:** matrixmultiply 0.3 allocates a packing buffer on
+//! every GEMM call (`gemm_loop` → `make_packing_buffer` → `aligned_alloc::Alloc::new`, with the
+//! alignment of its SIMD kernel: 16, 32 or 64 bytes) and offers no way to pass one in. Those
+//! allocations are counted apart (every allocation with an alignment ≥ 16; nothing in this
+//! crate asks for more than 8) and printed, not asserted; their size is bounded by
+//! matrixmultiply's blocking (kc·(mc + nc) elements), not by the number of nodes.
+//!
+//! DeepGcn is not covered yet (it still allocates per epoch); see `docs/BENCHMARKS.md`.
+// A global allocator is an `unsafe impl`; it only forwards to `System`.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use sparse_gcn::graph::synthetic::CitationLike;
+use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::nn::{GcnConfig, Order};
+use sparse_gcn::train::{fit, StopRule, TrainConfig};
+use sparse_gcn::Par;
+
+struct Counting;
+
+const GROUPS: usize = 64;
+/// Per pool: allocations by this crate's code, the standard library and rayon (alignment ≤ 8).
+static ALLOCS: [AtomicUsize; GROUPS] = [const { AtomicUsize::new(0) }; GROUPS];
+/// Per pool: allocations with an alignment ≥ 16, matrixmultiply's packing buffers.
+static PACKING: [AtomicUsize; GROUPS] = [const { AtomicUsize::new(0) }; GROUPS];
+/// The next pool's counter (0 counts nothing).
+static NEXT_GROUP: AtomicUsize = AtomicUsize::new(1);
+
+thread_local! {
+    /// The counter of this thread's pool (0: not counted).
+    static GROUP: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(layout: Layout) {
+    let g = GROUP.try_with(Cell::get).unwrap_or(0);
+    if g != 0 {
+        if layout.align() >= 16 {
+            PACKING[g].fetch_add(1, Relaxed);
+        } else {
+            ALLOCS[g].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting
+// touches only atomics and a `const`-initialised thread-local `Cell` (which never allocates).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout);
+        // SAFETY: as `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(layout);
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// A pool of `threads` workers whose allocations are counted in a counter of their own
+/// (from the worker's start to its exit handler, so thread teardown is not counted).
+fn pool(threads: usize) -> rayon::ThreadPool {
+    let g = NEXT_GROUP.fetch_add(1, Relaxed);
+    assert!(g < GROUPS, "too many pools");
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .start_handler(move |_| GROUP.with(|c| c.set(g)))
+        .exit_handler(|_| GROUP.with(|c| c.set(0)))
+        .build()
+        .unwrap()
+}
+
+/// (allocations, matrixmultiply packing allocations) made by `f` run inside `pool`, on the
+/// pool's workers.
+fn count(pool: &rayon::ThreadPool, f: impl FnOnce() + Send) -> (usize, usize) {
+    pool.install(|| {
+        let g = GROUP.with(Cell::get);
+        let (a, p) = (ALLOCS[g].load(Relaxed), PACKING[g].load(Relaxed));
+        f();
+        (ALLOCS[g].load(Relaxed) - a, PACKING[g].load(Relaxed) - p)
+    })
+}
+
+fn data() -> (Dataset, NormAdj<f32>) {
+    let mut d = CitationLike {
+        n_nodes: 400,
+        ..Default::default()
+    }
+    .generate(5)
+    .unwrap();
+    d.features.row_normalize();
+    let adj = NormAdj::new(&d.graph, Norm::Symmetric);
+    (d, adj)
+}
+
+/// Runs `run(E)` once to warm up (thread-locals, lazily built rayon and epoch state), then
+/// `run(E)` and `run(2E)`, and asserts that both made the same number of allocations.
+fn assert_epoch_independent(what: &str, threads: usize, run: &(dyn Fn(usize) + Sync)) {
+    const E: usize = 3;
+    let pool = pool(threads);
+    count(&pool, || run(E));
+    let (short, short_mm) = count(&pool, || run(E));
+    let (long, long_mm) = count(&pool, || run(2 * E));
+    eprintln!(
+        "{what}, {threads} thread(s): {short} allocations for {E} epochs, {long} for {}; \
+         matrixmultiply packing buffers: {short_mm} and {long_mm} ({} per epoch)",
+        2 * E,
+        (long_mm - short_mm) / E
+    );
+    assert_eq!(
+        long,
+        short,
+        "{what}, {threads} thread(s): {} allocations per epoch after the first",
+        (long as f64 - short as f64) / E as f64
+    );
+}
+
+fn gcn_case(order: Order, sparse: bool, input_dropout: f64) {
+    let (d, adj) = data();
+    let x = if sparse {
+        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
+    } else {
+        Features::Dense(d.features.to_dense())
+    };
+    assert_eq!(x.is_sparse(), sparse);
+    for threads in [1, 2] {
+        let run = |epochs: usize| {
+            let cfg = TrainConfig {
+                model: GcnConfig {
+                    order,
+                    bias: true,
+                    n_layers: 3,
+                    input_dropout,
+                    ..Default::default()
+                },
+                epochs,
+                // Snapshots at every improvement, but no stop before `epochs`.
+                stop: StopRule::Patience { patience: 1000 },
+                par: Par::Rayon,
+                ..Default::default()
+            };
+            let r = fit(&adj, &x, &d.labels, d.n_classes, &d.split, &cfg, 7).unwrap();
+            assert_eq!(r.history.len(), epochs);
+        };
+        let what = format!("Gcn {order:?}, sparse {sparse}, input dropout {input_dropout}");
+        assert_epoch_independent(&what, threads, &run);
+    }
+}
+
+#[test]
+fn gcn_aggregate_first_dense_allocates_nothing_per_epoch() {
+    gcn_case(Order::AggregateFirst, false, 0.5);
+}
+
+#[test]
+fn gcn_aggregate_first_sparse_allocates_nothing_per_epoch() {
+    gcn_case(Order::AggregateFirst, true, 0.5);
+}
+
+#[test]
+fn gcn_transform_first_dense_allocates_nothing_per_epoch() {
+    gcn_case(Order::TransformFirst, false, 0.5);
+}
+
+#[test]
+fn gcn_transform_first_sparse_allocates_nothing_per_epoch() {
+    gcn_case(Order::TransformFirst, true, 0.5);
+}
+
+#[test]
+fn gcn_cached_aggregate_allocates_nothing_per_epoch() {
+    // No input dropout: the first layer reuses the ÂX cached by `prepare`.
+    gcn_case(Order::AggregateFirst, true, 0.0);
+    gcn_case(Order::AggregateFirst, false, 0.0);
+}
