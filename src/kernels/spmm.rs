@@ -19,7 +19,12 @@
 //! `o ← 0` (β = 0), `o ← out` (β = 1) or `o ← out·β`; then `o ← o + (α·a_ij)·x_jc` for the
 //! non-zeros `j` of the row in stored order (a separate multiply and add, never fused).
 //!
-//! The only `unsafe` here is the prefetch hint.
+//! - is compiled twice, for baseline x86-64 (SSE2) and for AVX2, and picks the AVX2 build at
+//!   run time when the CPU has it. No FMA: a fused multiply-add rounds once instead of twice
+//!   and would change the bits.
+//!
+//! The only `unsafe` here is the prefetch hint and the call of the AVX2 build after the CPU
+//! check.
 #![allow(unsafe_code)]
 
 use std::mem::size_of;
@@ -165,9 +170,50 @@ impl CollectMid for std::ops::Range<usize> {
     }
 }
 
-/// The serial kernel on rows `lo..lo + out.nrows()`: the fast path when `x` is row-major
-/// contiguous (for each row of `out` that is contiguous), the generic strided path otherwise.
+/// The serial kernel on rows `lo..lo + out.nrows()`, compiled for AVX2 when the CPU has it
+/// (checked at run time, once; the result is cached by `std`). Multiplies and adds stay
+/// separate instructions in both builds (Rust never fuses them), so both give the same bits.
 fn rows_kernel<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement of
+        // a `#[target_feature(enable = "avx2")]` function.
+        unsafe { rows_kernel_avx2(alpha, rows, x, beta, out, lo) };
+        return;
+    }
+    rows_kernel_any(alpha, rows, x, beta, out, lo);
+}
+
+/// [`rows_kernel_any`] compiled with AVX2 (256-bit vectors: half the instructions of the
+/// baseline x86-64 build's 128-bit SSE2).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_kernel_avx2<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    rows_kernel_any(alpha, rows, x, beta, out, lo);
+}
+
+/// The serial kernel for any CPU: the fast path when `x` is row-major contiguous (for each row
+/// of `out` that is contiguous), the generic strided path otherwise. Inlined into
+/// [`rows_kernel`] and its AVX2 build.
+#[inline(always)]
+fn rows_kernel_any<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
@@ -192,17 +238,14 @@ fn rows_kernel<F: Scalar>(
         d,
         dist: prefetch_distance::<F>(d),
     };
-    let strided = |(p0, p1), orow: ArrayViewMut1<'_, F>| {
-        strided_row(alpha, rows, x, beta, orow, p0, p1);
-    };
     match d {
-        8 => each_row(rows, out, lo, |r, o| k.block::<8, 8>(r, 0, o), strided),
-        16 => each_row(rows, out, lo, |r, o| k.block::<16, 16>(r, 0, o), strided),
-        32 => each_row(rows, out, lo, |r, o| k.block::<32, 32>(r, 0, o), strided),
-        64 => each_row(rows, out, lo, |r, o| k.block::<64, 64>(r, 0, o), strided),
-        128 => each_row(rows, out, lo, |r, o| k.block::<128, 128>(r, 0, o), strided),
-        256 => each_row(rows, out, lo, |r, o| k.block::<256, 256>(r, 0, o), strided),
-        _ => each_row(rows, out, lo, |r, o| k.row_blocked(r, o), strided),
+        8 => each_row::<F, 8>(&k, rows, x, out, lo),
+        16 => each_row::<F, 16>(&k, rows, x, out, lo),
+        32 => each_row::<F, 32>(&k, rows, x, out, lo),
+        64 => each_row::<F, 64>(&k, rows, x, out, lo),
+        128 => each_row::<F, 128>(&k, rows, x, out, lo),
+        256 => each_row::<F, 256>(&k, rows, x, out, lo),
+        _ => each_row::<F, 0>(&k, rows, x, out, lo),
     }
 }
 
@@ -212,27 +255,28 @@ fn prefetch_distance<F>(d: usize) -> usize {
     (PREFETCH_BYTES / (d * size_of::<F>()).max(1)).max(1)
 }
 
-/// Calls `fast(nnz range, row)` for every contiguous row of `out` (rows `lo..`) and
-/// `strided(nnz range, row)` for the others.
+/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` for the contiguous ones,
+/// [`strided_row`] for the others. No closures: everything here is inlined into
+/// [`rows_kernel`]'s builds, so the AVX2 build compiles all of it for AVX2.
 #[inline(always)]
-fn each_row<F: Scalar>(
+fn each_row<F: Scalar, const W: usize>(
+    k: &Fast<'_, F>,
     rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
     mut out: ArrayViewMut2<'_, F>,
     lo: usize,
-    mut fast: impl FnMut((usize, usize), &mut [F]),
-    mut strided: impl FnMut((usize, usize), ArrayViewMut1<'_, F>),
 ) {
     let d = out.ncols();
     if let Some(s) = out.as_slice_mut() {
         for (r, o) in s.chunks_exact_mut(d).enumerate() {
-            fast(rows.range(lo + r), o);
+            k.row::<W>(rows.range(lo + r), o);
         }
     } else {
         for (r, mut orow) in out.rows_mut().into_iter().enumerate() {
-            let range = rows.range(lo + r);
+            let (p0, p1) = rows.range(lo + r);
             match orow.as_slice_mut() {
-                Some(o) => fast(range, o),
-                None => strided(range, orow),
+                Some(o) => k.row::<W>((p0, p1), o),
+                None => strided_row(k.alpha, rows, x, k.beta, orow, p0, p1),
             }
         }
     }
@@ -251,6 +295,17 @@ struct Fast<'a, F> {
 }
 
 impl<F: Scalar> Fast<'_, F> {
+    /// One output row: a single block of compile-time width `W = d`, or column blocks of any
+    /// width d for `W = 0`.
+    #[inline(always)]
+    fn row<const W: usize>(&self, range: (usize, usize), o: &mut [F]) {
+        if W == 0 {
+            self.row_blocked(range, o);
+        } else {
+            self.block::<W, W>(range, 0, o);
+        }
+    }
+
     /// A row of any width d: column blocks of 64, then at most one each of 32, 16 and 8, then
     /// one block of the remaining 1–7 columns; every block has a compile-time width.
     #[inline(always)]
