@@ -1,8 +1,10 @@
 //! Element-wise kernels: bias, column sums, ReLU and its mask, dropout masks.
 
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Zip};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
-use crate::Scalar;
+use crate::{Par, Scalar};
 
 /// out ← out + 1·bᵀ (adds `b` to every row).
 ///
@@ -192,12 +194,82 @@ pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask:
     }
 }
 
+/// Mask elements per parallel task of [`MaskRng::fill_dropout_mask`] (even, so a task never
+/// splits a `u64` between two elements of different tasks).
+pub const MASK_CHUNK: usize = 1 << 15;
+
+/// A random stream that dropout masks are drawn from: [`MaskRng::fill_dropout_mask`] gives
+/// exactly [`dropout_mask`]'s mask and leaves the stream where [`dropout_mask`] would, but may
+/// draw it in parallel when the stream can seek.
+pub trait MaskRng: rand::Rng {
+    /// [`dropout_mask`]`(self, p, mask)`, bit for bit, for any `par`.
+    ///
+    /// # Panics
+    /// If `p` is not in `[0, 1)`.
+    #[track_caller]
+    fn fill_dropout_mask<F: Scalar>(&mut self, p: f64, mask: &mut [F], par: Par) {
+        let _ = par;
+        dropout_mask(self, p, mask);
+    }
+}
+
+/// ChaCha can seek (`set_word_pos`), so its masks are drawn in [`MASK_CHUNK`]-element tasks in
+/// parallel: element k of the mask uses 32-bit word `w₀ + k` of the stream (`w₀` its position
+/// on entry), as the serial [`dropout_mask`] does, and the stream ends at `w₀ + len` rounded up
+/// to even, where the serial draw leaves it. Allocates nothing.
+impl MaskRng for ChaCha8Rng {
+    #[track_caller]
+    fn fill_dropout_mask<F: Scalar>(&mut self, p: f64, mask: &mut [F], par: Par) {
+        if par == Par::Seq || mask.len() <= MASK_CHUNK {
+            dropout_mask(self, p, mask);
+            return;
+        }
+        assert!(
+            (0.0..1.0).contains(&p),
+            "dropout_mask: p = {p} not in [0, 1)"
+        );
+        let w0 = self.get_word_pos();
+        let len = mask.len();
+        let rng: &ChaCha8Rng = self;
+        mask.par_chunks_mut(MASK_CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let mut r = rng.clone();
+                r.set_word_pos(w0 + (c * MASK_CHUNK) as u128);
+                dropout_mask(&mut r, p, chunk);
+            });
+        self.set_word_pos(w0 + len.next_multiple_of(2) as u128);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
     use super::dropout_mask;
+
+    #[test]
+    fn parallel_masks_equal_the_serial_mask_and_leave_the_stream_alike() {
+        use super::{MaskRng, MASK_CHUNK};
+        use crate::Par;
+        use rand::Rng;
+        for skip in [0usize, 1, 3] {
+            for len in [MASK_CHUNK + 1, 3 * MASK_CHUNK, 3 * MASK_CHUNK + 7] {
+                let mut a = ChaCha8Rng::seed_from_u64(9);
+                let mut b = a.clone();
+                for _ in 0..skip {
+                    a.next_u32();
+                    b.next_u32();
+                }
+                let (mut ma, mut mb) = (vec![0f32; len], vec![0f32; len]);
+                dropout_mask(&mut a, 0.3, &mut ma);
+                b.fill_dropout_mask(0.3, &mut mb, Par::Rayon);
+                assert_eq!(ma, mb, "skip {skip}, len {len}");
+                assert_eq!(a.next_u64(), b.next_u64(), "stream position after the mask");
+            }
+        }
+    }
 
     #[test]
     fn dropout_mask_rate_values_and_replay() {

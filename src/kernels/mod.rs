@@ -20,7 +20,7 @@ pub mod spmm;
 
 pub use elementwise::{
     add_bias, bias_relu_dropout, col_sum, dropout_mask, dropout_relu_backward,
-    relu_backward_inplace, relu_inplace,
+    relu_backward_inplace, relu_inplace, MaskRng,
 };
 pub use gemm::gemm;
 pub use spmm::spmm;

@@ -45,6 +45,7 @@ use super::norm::{BatchNorm, BatchNormCache, PairNorm, PairNormCache};
 use super::param::Param;
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
+use crate::kernels::MaskRng;
 use crate::kernels::{relu_backward_inplace, relu_inplace};
 use crate::{ConfigError, Par, Scalar};
 
@@ -711,7 +712,7 @@ impl<F: Scalar> DeepGcn<F> {
 impl<F: Scalar> Model<F> for DeepGcn<F> {
     type Cache<'a> = DeepCache<'a, F>;
 
-    fn forward_train<'a, R: Rng + ?Sized>(
+    fn forward_train<'a, R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &'a Features<F>,

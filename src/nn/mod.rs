@@ -27,8 +27,8 @@ pub enum Mode {
     Eval,
 }
 
+use crate::kernels::MaskRng;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
-use rand::Rng;
 
 use crate::graph::{Features, NormAdj};
 use crate::{Par, Scalar};
@@ -43,7 +43,7 @@ pub trait Model<F: Scalar>: Send {
     fn prepare(&mut self, _adj: &NormAdj<F>, _x: &Features<F>, _par: Par) {}
 
     /// A training pass (dropout on, masks from `rng`): the logits and the cache for backward.
-    fn forward_train<'a, R: Rng + ?Sized>(
+    fn forward_train<'a, R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &'a Features<F>,
@@ -65,7 +65,7 @@ pub trait Model<F: Scalar>: Send {
     /// next pass (the [`Gcn`] does: no allocation after the first pass), as long as `adj` and
     /// `x` are the same; call [`Model::release_workspace`] before passing other data. The
     /// default runs `forward_train` and `backward`, allocating every time.
-    fn train_pass<R: Rng + ?Sized>(
+    fn train_pass<R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &Features<F>,

@@ -12,7 +12,7 @@ use super::param::Param;
 use super::workspace::{ensure, InRef, Scratch, SparseBuf};
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
-use crate::kernels::{add_bias, bias_relu_dropout, dropout_mask, dropout_relu_backward, spmm};
+use crate::kernels::{add_bias, bias_relu_dropout, dropout_relu_backward, spmm, MaskRng};
 use crate::{ConfigError, Par, Scalar};
 
 /// The architecture of a [`Gcn`]. Defaults are Kipf & Welling's (2 layers, hidden 16,
@@ -247,7 +247,7 @@ impl<F: Scalar> Gcn<F> {
     ///
     /// # Panics
     /// If `x` does not match the model's input width or `adj`'s node count.
-    pub fn forward<'a, R: Rng + ?Sized>(
+    pub fn forward<'a, R: MaskRng + ?Sized>(
         &self,
         adj: &NormAdj<F>,
         x: &'a Features<F>,
@@ -265,7 +265,7 @@ impl<F: Scalar> Gcn<F> {
     /// output. The logits are the last layer's `z`. Dropout masks (training) come from `rng`,
     /// input first. Allocates nothing once `ws` has held a pass on the same data.
     #[allow(clippy::too_many_arguments)]
-    fn forward_ws<R: Rng + ?Sized>(
+    fn forward_ws<R: MaskRng + ?Sized>(
         &self,
         ws: &mut GcnWs<F>,
         adj: &NormAdj<F>,
@@ -305,7 +305,7 @@ impl<F: Scalar> Gcn<F> {
                     // X̃ = X ⊙ M, with M drawn into X̃'s storage first.
                     ensure(x_dense, d.dim());
                     if let Some(m) = x_dense.as_slice_mut() {
-                        dropout_mask(rng, p, m);
+                        rng.fill_dropout_mask(p, m, par);
                     }
                     Zip::from(&mut *x_dense)
                         .and(d)
@@ -314,7 +314,7 @@ impl<F: Scalar> Gcn<F> {
                 Features::Sparse(s) => {
                     let buf = x_sparse.get_or_insert_with(|| SparseBuf::new(s.x().to_owned()));
                     let vals = buf.values_mut();
-                    dropout_mask(rng, p, vals);
+                    rng.fill_dropout_mask(p, vals, par);
                     for (o, &v) in vals.iter_mut().zip(s.x().data()) {
                         *o = v * *o;
                     }
@@ -365,7 +365,7 @@ impl<F: Scalar> Gcn<F> {
                 ensure(&mut cur.mask, cur.z.dim());
                 ensure(&mut cur.hd, cur.z.dim());
                 if let Some(m) = cur.mask.as_slice_mut() {
-                    dropout_mask(rng, self.dropout, m);
+                    rng.fill_dropout_mask(self.dropout, m, par);
                 }
                 bias_relu_dropout(
                     cur.z.view_mut(),
@@ -561,7 +561,7 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         Gcn::prepare(self, adj, x, par);
     }
 
-    fn forward_train<'a, R: Rng + ?Sized>(
+    fn forward_train<'a, R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &'a Features<F>,
@@ -593,7 +593,7 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         self.layers.len()
     }
 
-    fn train_pass<R: Rng + ?Sized>(
+    fn train_pass<R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &Features<F>,

@@ -325,7 +325,7 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
 /// # Panics
 /// If `train` is empty or the inputs do not match the model (check them first, as [`fit`]
 /// does).
-pub fn train_step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
+pub fn train_step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
     model: &mut M,
     opt: &mut dyn Optimizer<F>,
     adj: &NormAdj<F>,
@@ -342,7 +342,7 @@ pub fn train_step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
 /// so `adj` and `x` must be those of every other pass), otherwise through
 /// [`Model::forward_train`] and [`Model::backward`] (fresh buffers: for DropEdge's graphs).
 #[allow(clippy::too_many_arguments)]
-fn step<F: Scalar, M: Model<F>, R: rand::Rng + ?Sized>(
+fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
     model: &mut M,
     opt: &mut dyn Optimizer<F>,
     adj: &NormAdj<F>,
