@@ -2,13 +2,23 @@
 //!
 //! # How it is fast
 //! SpMM on a large graph is bound by the latency of gathering the rows of `X` named by `A`'s
-//! column indices (`../shared/LIMITS.md` §3), not by arithmetic. The kernel therefore
-//! - keeps each output row in an accumulator array on the stack whose width is a compile-time
-//!   constant for the common feature widths d ∈ {8, 16, 32, 64, 128, 256}; other widths are
-//!   cut into column blocks of 64, 32, 16 and 8 plus one block of the last 1–7 columns, each
-//!   of compile-time width (no runtime-width loop);
-//! - prefetches (`_mm_prefetch` on x86-64, nothing elsewhere) the `X` row of the non-zero
-//!   [`PREFETCH_BYTES`] of gathered data ahead, so several gathers are in flight at once.
+//! column indices (`../shared/LIMITS.md` §3), not by arithmetic; when the gathered rows are in
+//! cache (a well-ordered graph), by the instructions per non-zero. The kernel therefore
+//! - computes each output row in column blocks whose accumulators fit the 16 vector
+//!   registers of AVX2 (64 columns of f32, 32 of f64: eight 256-bit registers), so nothing
+//!   spills to the stack; each block loops over the row's non-zeros once, and the gathered
+//!   `X` rows stay in L1 from one block to the next. Every block has a compile-time width:
+//!   d ∈ {8, 16, 32, 64, 128, 256} is one block or 2–8 equal blocks, other widths are cut into
+//!   blocks of 64 (f32 only), 32, 16 and 8 plus one block of the last 1–7 columns (no
+//!   runtime-width loop);
+//! - reads `X` without bounds checks in the inner loop: the column indices are checked once
+//!   per task, before the loop;
+//! - prefetches (`_mm_prefetch` on x86-64, nothing elsewhere) the whole `X` row of the
+//!   non-zero [`PREFETCH_BYTES`] of gathered data ahead, so several gathers are in flight at
+//!   once; only the first column block of a row prefetches;
+//! - is compiled twice, for baseline x86-64 (SSE2) and for AVX2, and picks the AVX2 build at
+//!   run time when the CPU has it. No FMA: a fused multiply-add rounds once instead of twice
+//!   and would change the bits.
 //!
 //! That fast path needs `X` in standard (row-major, contiguous) layout and `out` with contiguous
 //! rows; any other strides take a generic, slower path with the same results.
@@ -19,12 +29,8 @@
 //! `o ← 0` (β = 0), `o ← out` (β = 1) or `o ← out·β`; then `o ← o + (α·a_ij)·x_jc` for the
 //! non-zeros `j` of the row in stored order (a separate multiply and add, never fused).
 //!
-//! - is compiled twice, for baseline x86-64 (SSE2) and for AVX2, and picks the AVX2 build at
-//!   run time when the CPU has it. No FMA: a fused multiply-add rounds once instead of twice
-//!   and would change the bits.
-//!
-//! The only `unsafe` here is the prefetch hint and the call of the AVX2 build after the CPU
-//! check.
+//! The only `unsafe` here is the prefetch hint, the call of the AVX2 build after the CPU
+//! check, and the unchecked reads of `X` rows in the inner loop (after the index check).
 #![allow(unsafe_code)]
 
 use std::mem::size_of;
@@ -229,6 +235,15 @@ fn rows_kernel_any<F: Scalar>(
         rows_strided(alpha, rows, x, beta, out, lo);
         return;
     };
+    // Every column index of the task's non-zeros must name a row of `X`, so that
+    // `Fast::block` may read `X` without bounds checks. `CsrView` guarantees it already; this
+    // is one cheap pass over the task's indices.
+    let (p_lo, p_hi) = (rows.range(lo).0, rows.range(lo + out.nrows() - 1).1);
+    let jmax = rows.idx[p_lo..p_hi].iter().fold(0u32, |m, &j| m.max(j));
+    assert!(
+        p_lo == p_hi || (jmax as usize) < x.nrows(),
+        "spmm: column index out of range"
+    );
     let k = Fast {
         alpha,
         beta,
@@ -295,28 +310,58 @@ struct Fast<'a, F> {
 }
 
 impl<F: Scalar> Fast<'_, F> {
-    /// One output row: a single block of compile-time width `W = d`, or column blocks of any
-    /// width d for `W = 0`.
+    /// One output row: column blocks of compile-time width `W = d` cut to the register file
+    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`.
     #[inline(always)]
     fn row<const W: usize>(&self, range: (usize, usize), o: &mut [F]) {
         if W == 0 {
             self.row_blocked(range, o);
+        } else if size_of::<F>() <= 4 {
+            self.blocks::<W, 64>(range, o);
         } else {
-            self.block::<W, W>(range, 0, o);
+            self.blocks::<W, 32>(range, o);
         }
     }
 
-    /// A row of any width d: column blocks of 64, then at most one each of 32, 16 and 8, then
-    /// one block of the remaining 1–7 columns; every block has a compile-time width.
+    /// A row of compile-time width `W` in blocks of `B` columns (`W <= B`, or `W` = 2, 4 or 8
+    /// times `B`).
+    #[inline(always)]
+    fn blocks<const W: usize, const B: usize>(&self, range: (usize, usize), o: &mut [F]) {
+        // Separate calls with constant offsets (not a loop): LLVM then keeps every block's
+        // accumulators in registers.
+        if W <= B {
+            self.block::<W, W>(range, 0, o);
+        } else {
+            self.block::<B, W>(range, 0, o);
+            self.block::<B, W>(range, B, o);
+            if W > 2 * B {
+                self.block::<B, W>(range, 2 * B, o);
+                self.block::<B, W>(range, 3 * B, o);
+            }
+            if W > 4 * B {
+                self.block::<B, W>(range, 4 * B, o);
+                self.block::<B, W>(range, 5 * B, o);
+                self.block::<B, W>(range, 6 * B, o);
+                self.block::<B, W>(range, 7 * B, o);
+            }
+            assert!(W <= 8 * B);
+        }
+    }
+
+    /// A row of any width d: column blocks of 64 (32 for f64), then at most one each of 32,
+    /// 16 and 8, then one block of the remaining 1–7 columns; every block has a compile-time
+    /// width.
     #[inline(always)]
     fn row_blocked(&self, range: (usize, usize), o: &mut [F]) {
         let d = self.d;
         let mut c0 = 0;
-        while d - c0 >= 64 {
-            self.block::<64, 0>(range, c0, o);
-            c0 += 64;
+        if size_of::<F>() <= 4 {
+            while d - c0 >= 64 {
+                self.block::<64, 0>(range, c0, o);
+                c0 += 64;
+            }
         }
-        if d - c0 >= 32 {
+        while d - c0 >= 32 {
             self.block::<32, 0>(range, c0, o);
             c0 += 32;
         }
@@ -341,9 +386,11 @@ impl<F: Scalar> Fast<'_, F> {
     }
 
     /// Columns `c0..c0 + C` of the output row `o` over the non-zeros `p0..p1`, in a C-wide
-    /// accumulator on the stack. `LD` is the row length d of `X` when known at compile time
-    /// (0: the runtime `self.d`). The first block of a row (`c0 = 0`) prefetches whole rows
-    /// of `X`, later blocks their own columns.
+    /// accumulator that fits the vector registers. `LD` is the row length d of `X` when known
+    /// at compile time (0: the runtime `self.d`). Only the first block of a row (`c0 = 0`)
+    /// prefetches, whole rows of `X`; later blocks find them in cache.
+    ///
+    /// Every index of `p0..p1` must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
     #[inline(always)]
     fn block<const C: usize, const LD: usize>(
         &self,
@@ -354,6 +401,7 @@ impl<F: Scalar> Fast<'_, F> {
         let ld = if LD == 0 { self.d } else { LD };
         let (alpha, beta, xs) = (self.alpha, self.beta, self.xs);
         let o = &mut o[c0..c0 + C];
+        assert!(c0 + C <= ld);
         let mut acc = [F::zero(); C];
         if beta == F::one() {
             acc.copy_from_slice(o);
@@ -362,15 +410,20 @@ impl<F: Scalar> Fast<'_, F> {
                 *a = v * beta;
             }
         }
-        let (pf_c0, pf_len) = if c0 == 0 { (0, ld) } else { (c0, C) };
-        let pf_base = xs.as_ptr().wrapping_add(pf_c0);
+        let pf_base = xs.as_ptr();
         for (q, (&j, &v)) in self.idx[p0..p1].iter().zip(&self.val[p0..p1]).enumerate() {
-            if let Some(&jn) = self.idx.get(p0 + q + self.dist) {
-                prefetch_elems(pf_base.wrapping_add(jn as usize * ld), pf_len);
+            if c0 == 0 {
+                if let Some(&jn) = self.idx.get(p0 + q + self.dist) {
+                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), ld);
+                }
             }
             let w = alpha * v;
             let start = j as usize * ld + c0;
-            let xr = &xs[start..start + C];
+            // SAFETY: `rows_kernel_any` checked `j < k` for every index of the task, where
+            // `k·ld = xs.len()`, and `c0 + C <= ld` is asserted above, so
+            // `start + C = j·ld + c0 + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
+            // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
+            let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
             for c in 0..C {
                 acc[c] += w * xr[c];
             }
@@ -519,5 +572,74 @@ mod tests {
                 assert!(wide.slice(s![.., 1..;2]).iter().all(|v| v.is_nan()));
             }
         }
+    }
+
+    /// A seeded random CSR of `m×k` with 0–40 non-zeros per row (some rows empty) and values
+    /// of mixed sign and magnitude, so that rounding differs with the summation order.
+    fn random_csr<F: Scalar>(m: usize, k: usize, seed: u64) -> Csr<F> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) as usize
+        };
+        let (mut ip, mut idx, mut val) = (vec![0], vec![], vec![]);
+        for _ in 0..m {
+            let nnz = if next() % 5 == 0 { 0 } else { next() % 41 };
+            let mut cols: Vec<u32> = (0..nnz).map(|_| (next() % k) as u32).collect();
+            cols.sort_unstable();
+            cols.dedup();
+            for c in cols {
+                idx.push(c);
+                let v = (next() % 2001) as f64 / 997.0 - 1.0;
+                val.push(F::from_f64_lossy(v * 10f64.powi((next() % 7) as i32 - 3)));
+            }
+            ip.push(idx.len());
+        }
+        Csr::new((m, k), ip, idx, val)
+    }
+
+    /// The register-sized column blocks and the unchecked reads give the same bits as the
+    /// generic strided path (the reference summation order) for f32 and f64, every block
+    /// shape, α, β and 1 or 2 threads.
+    fn blocked_matches_strided<F: Scalar>() {
+        let a = random_csr::<F>(300, 257, 7);
+        for d in [1, 7, 8, 16, 32, 40, 64, 65, 100, 128, 130, 192, 256, 257] {
+            let x = Array2::from_shape_fn((257, d), |(i, c)| {
+                F::from_f64_lossy(((i * 131 + c * 71) % 1009) as f64 / 101.0 - 5.0)
+            });
+            let xt = x.t().as_standard_layout().into_owned();
+            let out0 = Array2::from_shape_fn((300, d), |(i, c)| {
+                F::from_f64_lossy(((i * 17 + c * 29) % 113) as f64 / 7.0 - 8.0)
+            });
+            for (alpha, beta) in [(1.0, 0.0), (-0.75, 1.0), (2.5, 0.5), (0.3, -1.7)] {
+                let (alpha, beta) = (F::from_f64_lossy(alpha), F::from_f64_lossy(beta));
+                let mut generic = out0.clone();
+                spmm(alpha, a.view(), xt.t(), beta, generic.view_mut(), Par::Seq);
+                for par in [Par::Seq, Par::Rayon] {
+                    let mut fast = out0.clone();
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(2)
+                        .build()
+                        .unwrap();
+                    pool.install(|| spmm(alpha, a.view(), x.view(), beta, fast.view_mut(), par));
+                    let same = fast.iter().zip(generic.iter()).all(|(u, v)| {
+                        u.to_f64_lossless().to_bits() == v.to_f64_lossless().to_bits()
+                    });
+                    assert!(same, "d = {d}, {par:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_matches_strided_bitwise_f32() {
+        blocked_matches_strided::<f32>();
+    }
+
+    #[test]
+    fn blocked_matches_strided_bitwise_f64() {
+        blocked_matches_strided::<f64>();
     }
 }
