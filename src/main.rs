@@ -19,7 +19,7 @@ use sparse_gcn::graph::reorder::{self, Reorder};
 use sparse_gcn::graph::stats::DatasetStats;
 use sparse_gcn::graph::synthetic::Preset;
 use sparse_gcn::graph::write::write_ogb;
-use sparse_gcn::graph::{Dataset, Direction, Norm, NormAdj};
+use sparse_gcn::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::{GcnConfig, Order};
 use sparse_gcn::roofline::{self, RooflineConfig};
@@ -524,6 +524,13 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         NormArg::Row => (Norm::Row, "row"),
     };
     let adj = NormAdj::<f32>::new(&data.graph, norm);
+    // Training needs only Â: free the raw adjacency (half a GB on products-like).
+    let g = std::mem::replace(
+        &mut data.graph,
+        Graph::try_from_edges(0, &[], Direction::Undirected)?,
+    );
+    let (g_nodes, g_edges) = (g.n_nodes(), g.n_edges());
+    drop(g);
     let load_s = t_load.elapsed().as_secs_f64();
     let cfg = TrainConfig {
         model: GcnConfig {
@@ -559,12 +566,11 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         warmup: a.warmup,
         par: Par::Rayon,
     };
-    let g = &data.graph;
     println!(
         "dataset {}: {} nodes, {} edges, nnz(Â) {}, {} features ({}), {} classes, split {} {}/{}/{}",
         data.name,
-        g.n_nodes(),
-        g.n_edges(),
+        g_nodes,
+        g_edges,
         adj.nnz(),
         data.features.n_cols(),
         if data.features.is_sparse() { "sparse" } else { "dense" },
@@ -668,8 +674,8 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             .unwrap_or_default();
         let j = json!({
             "dataset": data.name,
-            "n_nodes": g.n_nodes(),
-            "n_edges": g.n_edges(),
+            "n_nodes": g_nodes,
+            "n_edges": g_edges,
             "nnz": adj.nnz(),
             "in_dim": data.features.n_cols(),
             "n_classes": data.n_classes,

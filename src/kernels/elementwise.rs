@@ -161,6 +161,84 @@ pub fn dropout_relu_backward<F: Scalar>(
     }
 }
 
+/// The code [`bias_relu_dropout_fold`] keeps per element: the ReLU output was not positive.
+pub const RELU_OFF: u8 = 0;
+/// The code of a positive ReLU output that dropout kept (factor `keep`).
+pub const DROP_KEPT: u8 = 1;
+/// The code of a positive ReLU output that dropout dropped (factor 0).
+pub const DROP_ZERO: u8 = 2;
+
+/// [`bias_relu_dropout`] in place, keeping one byte per element instead of the activation
+/// and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and `code` ← [`RELU_OFF`] where ReLU(h + b) ≤ 0,
+/// else [`DROP_KEPT`] or [`DROP_ZERO`] as the mask keeps or drops the element. `mask` holds
+/// inverted-dropout factors (0 or `keep`, as [`dropout_mask`] draws them). The new `h` is
+/// bit for bit [`bias_relu_dropout`]'s `out`, and [`dropout_relu_backward_code`] with the
+/// code gives bit for bit what [`dropout_relu_backward`] gives with the mask and the ReLU
+/// output.
+///
+/// # Panics
+/// If `b`, `mask` or `code` do not match `h`'s shape.
+#[track_caller]
+pub fn bias_relu_dropout_fold<F: Scalar>(
+    mut h: ArrayViewMut2<'_, F>,
+    b: Option<ArrayView1<'_, F>>,
+    mask: ArrayView2<'_, F>,
+    mut code: ArrayViewMut2<'_, u8>,
+) {
+    let dim = h.dim();
+    assert!(
+        b.is_none_or(|b| b.len() == dim.1) && mask.dim() == dim && code.dim() == dim,
+        "bias_relu_dropout_fold: h {dim:?}, b {:?}, mask {:?}, code {:?}",
+        b.map(|b| b.len()),
+        mask.dim(),
+        code.dim()
+    );
+    let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
+    for ((mut hr, mr), mut cr) in h
+        .axis_iter_mut(Axis(0))
+        .zip(mask.axis_iter(Axis(0)))
+        .zip(code.axis_iter_mut(Axis(0)))
+    {
+        Zip::indexed(&mut hr)
+            .and(&mr)
+            .and(&mut cr)
+            .for_each(|k, v, &m, c| {
+                let t = relu(match b {
+                    Some(b) => *v + b[k],
+                    None => *v,
+                });
+                *v = t * m;
+                // Branch-free: 0 when t ≤ 0, else 1 (kept) or 2 (dropped).
+                let on = u8::from(t > F::zero());
+                *c = on * (1 + u8::from(m == F::zero()));
+            });
+    }
+}
+
+/// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where `code` is [`DROP_KEPT`],
+/// dz·0 where it is [`DROP_ZERO`] and +0 where it is [`RELU_OFF`] — exactly what
+/// [`dropout_relu_backward`] computes from the mask (0 or `keep`) and the ReLU output.
+///
+/// # Panics
+/// If the shapes differ.
+#[track_caller]
+pub fn dropout_relu_backward_code<F: Scalar>(
+    mut dz: ArrayViewMut2<'_, F>,
+    code: ArrayView2<'_, u8>,
+    keep: F,
+) {
+    assert_eq!(
+        dz.dim(),
+        code.dim(),
+        "dropout_relu_backward_code: dz {:?}, code {:?}",
+        dz.dim(),
+        code.dim()
+    );
+    Zip::from(&mut dz).and(&code).for_each(|g, &c| {
+        *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
+    });
+}
+
 /// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise.
 ///
 /// Each element uses 32 random bits: element k is dropped when its 32-bit word is below

@@ -25,7 +25,7 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2, CowArray, Ix2};
 use rand::Rng;
 
 use super::param::Param;
-use super::workspace::{ensure, InRef};
+use super::workspace::{grow, view, view_mut, InRef};
 use crate::graph::{NormAdj, SparseFeatures};
 use crate::kernels::{add_bias, col_sum, gemm, spmm, Csr};
 use crate::{Par, Scalar};
@@ -241,7 +241,7 @@ impl<F: Scalar> GcnConv<F> {
             self.in_dim()
         );
         let mut z = Array2::zeros((n, self.out_dim()));
-        let mut t = Array2::zeros((0, 0));
+        let mut t = Vec::new();
         let saved = match (self.order, aggregated) {
             (Order::AggregateFirst, Some(s)) => {
                 self.apply(adj, s.as_in(), &mut t, z.view_mut(), par);
@@ -270,14 +270,15 @@ impl<F: Scalar> GcnConv<F> {
     }
 
     /// z ← Â·H·W without the bias, in the layer's order: `input` is S = ÂH for
-    /// AggregateFirst (z ← S·W) and H for TransformFirst (t ← H·W, z ← Â·t, with `t` resized
-    /// to n × out_dim if needed). Allocates nothing once `t` has its shape.
+    /// AggregateFirst (z ← S·W) and H for TransformFirst (t ← H·W, z ← Â·t, with T held in the
+    /// first n·out_dim elements of the flat scratch `t`, grown if needed). Allocates nothing
+    /// once `t` is long enough.
     #[track_caller]
     pub(crate) fn apply(
         &self,
         adj: &NormAdj<F>,
         input: InRef<'_, F>,
-        t: &mut Array2<F>,
+        t: &mut Vec<F>,
         z: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
@@ -285,63 +286,85 @@ impl<F: Scalar> GcnConv<F> {
         match self.order {
             Order::AggregateFirst => input.times(w, z, par),
             _ => {
-                ensure(t, (adj.n_nodes(), self.out_dim()));
-                input.times(w, t.view_mut(), par);
-                spmm(F::one(), adj.a(), t.view(), F::zero(), z, par);
+                let dim = (adj.n_nodes(), self.out_dim());
+                grow(t, dim.0 * dim.1);
+                input.times(w, view_mut(t, dim), par);
+                spmm(F::one(), adj.a(), view(t, dim), F::zero(), z, par);
             }
         }
     }
 
     /// The backward of [`GcnConv::apply`] plus the bias: adds dL/db and dL/dW into the
-    /// gradients and, when `dh` is given, writes dL/dH into it (resized to n × in_dim if
-    /// needed). `saved` is S = ÂH (AggregateFirst) or H (TransformFirst); `scratch` holds
-    /// G·Wᵀ (AggregateFirst, n × in_dim) or Âᵀ·G (TransformFirst, n × out_dim) and is resized
-    /// if needed. Allocates nothing once the buffers have their shapes.
+    /// gradients. `grad` holds G = dL/dZ (n × out_dim, row-major) in its first elements; when
+    /// `need_dh`, dL/dH (n × in_dim) overwrites it there (`grad` grown if needed, G is dead by
+    /// then). `saved` is S = ÂH (AggregateFirst) or H (TransformFirst); the flat `scratch`
+    /// holds G·Wᵀ (AggregateFirst, n × in_dim) or Âᵀ·G (TransformFirst, n × out_dim) and is
+    /// grown if needed. Allocates nothing once the buffers are long enough.
     ///
     /// # Panics
-    /// If `g` is not n × out_dim, or if `dh` is asked for with a sparse `saved`.
+    /// If `grad` is shorter than n·out_dim, or if `need_dh` with a sparse `saved`.
     #[track_caller]
     pub(crate) fn backward_into(
         &mut self,
         adj: &NormAdj<F>,
         saved: InRef<'_, F>,
-        g: ArrayView2<'_, F>,
-        dh: Option<&mut Array2<F>>,
-        scratch: &mut Array2<F>,
+        grad: &mut Vec<F>,
+        need_dh: bool,
+        scratch: &mut Vec<F>,
         par: Par,
     ) {
         let n = adj.n_nodes();
-        assert_eq!(g.dim(), (n, self.out_dim()), "GcnConv::backward: G shape");
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        assert!(grad.len() >= n * dout, "GcnConv::backward: G shape");
         assert!(
-            !(dh.is_some() && matches!(saved, InRef::Sparse(..))),
+            !(need_dh && matches!(saved, InRef::Sparse(..))),
             "no dH for a sparse input"
         );
+        if need_dh {
+            // Keeps G: `grad` already holds n·dout elements, so this only grows past them.
+            if grad.len() < n * din {
+                grad.resize(n * din, F::zero());
+            }
+        }
+        let g = view(grad, (n, dout));
         if let Some(b) = &mut self.bias {
             col_sum(g, F::one(), b.grad.row_mut(0));
         }
-        let (din, dout) = (self.in_dim(), self.out_dim());
         match self.order {
             Order::AggregateFirst => {
                 // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
                 saved.t_times_acc(g, self.weight.grad.view_mut(), par);
-                if let Some(dh) = dh {
-                    ensure(scratch, (n, din));
-                    ensure(dh, (n, din));
+                if need_dh {
+                    grow(scratch, n * din);
                     let wt = self.weight.value.t();
-                    gemm(F::one(), g, wt, F::zero(), scratch.view_mut(), par);
-                    let y = scratch.view();
-                    spmm(F::one(), adj.a_t(), y, F::zero(), dh.view_mut(), par);
+                    gemm(F::one(), g, wt, F::zero(), view_mut(scratch, (n, din)), par);
+                    let y = view(scratch, (n, din));
+                    spmm(
+                        F::one(),
+                        adj.a_t(),
+                        y,
+                        F::zero(),
+                        view_mut(grad, (n, din)),
+                        par,
+                    );
                 }
             }
             _ => {
                 // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
-                ensure(scratch, (n, dout));
-                spmm(F::one(), adj.a_t(), g, F::zero(), scratch.view_mut(), par);
-                saved.t_times_acc(scratch.view(), self.weight.grad.view_mut(), par);
-                if let Some(dh) = dh {
-                    ensure(dh, (n, din));
+                grow(scratch, n * dout);
+                spmm(
+                    F::one(),
+                    adj.a_t(),
+                    g,
+                    F::zero(),
+                    view_mut(scratch, (n, dout)),
+                    par,
+                );
+                let p = view(scratch, (n, dout));
+                saved.t_times_acc(p, self.weight.grad.view_mut(), par);
+                if need_dh {
                     let wt = self.weight.value.t();
-                    gemm(F::one(), scratch.view(), wt, F::zero(), dh.view_mut(), par);
+                    gemm(F::one(), p, wt, F::zero(), view_mut(grad, (n, din)), par);
                 }
             }
         }
@@ -370,10 +393,16 @@ impl<F: Scalar> GcnConv<F> {
             (None, Some(s)) => s.as_in(),
             (None, None) => panic!("GcnConv::backward: the precomputed ÂH is missing"),
         };
-        let mut dh = need_dh.then(|| Array2::zeros((0, 0)));
-        let mut scratch = Array2::zeros((0, 0));
-        self.backward_into(adj, saved, g, dh.as_mut(), &mut scratch, par);
-        dh
+        let n = adj.n_nodes();
+        assert_eq!(g.dim(), (n, self.out_dim()), "GcnConv::backward: G shape");
+        let mut grad: Vec<F> = g.iter().copied().collect();
+        let mut scratch = Vec::new();
+        self.backward_into(adj, saved, &mut grad, need_dh, &mut scratch, par);
+        need_dh.then(|| {
+            grad.truncate(n * self.in_dim());
+            Array2::from_shape_vec((n, self.in_dim()), grad)
+                .unwrap_or_else(|_| unreachable!("n·in_dim elements"))
+        })
     }
 
     /// Calls `f` on each parameter (weight, then bias).

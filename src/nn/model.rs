@@ -9,10 +9,13 @@ use rand_chacha::ChaCha8Rng;
 
 use super::gcn::{aggregate, choose_order, GcnConv, Input, LayerShape, Order};
 use super::param::Param;
-use super::workspace::{ensure, InRef, Scratch, SparseBuf};
+use super::workspace::{ensure, grow, view, view_mut, InRef, Scratch, SparseBuf};
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
-use crate::kernels::{add_bias, bias_relu_dropout, dropout_relu_backward, spmm, MaskRng};
+use crate::kernels::{
+    add_bias, bias_relu_dropout, bias_relu_dropout_fold, dropout_relu_backward_code,
+    relu_backward_inplace, spmm, MaskRng,
+};
 use crate::{ConfigError, Par, Scalar};
 
 /// The architecture of a [`Gcn`]. Defaults are Kipf & Welling's (2 layers, hidden 16,
@@ -153,9 +156,19 @@ pub struct GcnModelCache<'a, F: Scalar> {
 }
 
 /// The buffers of one pass of a [`Gcn`], kept for backward and reused by the next pass.
+///
+/// Only what backward needs lives from forward to backward: per hidden layer its output H
+/// (the next layer's input) and one byte per element folding the ReLU indicator with the
+/// dropout mask; S = ÂH of AggregateFirst layers; X̃ when a TransformFirst first layer drops a
+/// dense input; the logits. The temporaries (T = H·W, X̃ of an AggregateFirst first layer, the
+/// drawn mask, Âᵀ·G or G·Wᵀ) share one flat scratch and the gradients (∂L/∂logits, then each
+/// layer's ∂L/∂H, in place) another, each allocated once at the largest layer's size.
+/// Evaluation passes use the same buffers. See `docs/BENCHMARKS.md`, "Memory: products-like,
+/// 3 layers × 256".
 #[derive(Debug, Default)]
 pub(crate) struct GcnWs<F: Scalar> {
-    /// Dropped dense input X̃.
+    /// Dropped dense input X̃, kept for dW when layer 0 is TransformFirst (an AggregateFirst
+    /// layer 0 needs only ÂX̃, so it draws X̃ into `tmp`).
     x_dense: Array2<F>,
     /// Dropped sparse input X̃ (the pattern of X).
     x_sparse: Option<SparseBuf<F>>,
@@ -164,8 +177,13 @@ pub(crate) struct GcnWs<F: Scalar> {
     /// The dense accumulator of the sparse product ÂX̃ (length in_dim).
     spgemm_tmp: Vec<F>,
     layers: Vec<LayerWs<F>>,
-    /// ∂L/∂logits.
-    dlogits: Array2<F>,
+    /// The logits (the last layer's output), n × out_dim.
+    logits: Array2<F>,
+    /// Flat scratch shared by every layer: T = H·W (forward, TransformFirst), X̃ of an
+    /// AggregateFirst layer 0, the drawn dropout mask, Âᵀ·G or G·Wᵀ (backward).
+    tmp: Vec<F>,
+    /// Flat gradient buffer: ∂L/∂logits, then each layer's ∂L/∂H written over it.
+    grad: Vec<F>,
     /// The last pass dropped the input.
     drop_in: bool,
     /// The last pass used the cached ÂX.
@@ -179,18 +197,11 @@ pub(crate) struct GcnWs<F: Scalar> {
 struct LayerWs<F> {
     /// S = ÂH (AggregateFirst), n × in.
     s: Array2<F>,
-    /// H·W in forward, Âᵀ·G in backward (TransformFirst), n × out.
-    t: Array2<F>,
-    /// The output: logits (last layer) or the ReLU activation, n × out.
-    z: Array2<F>,
-    /// The dropped activation (the next layer's input), n × out.
-    hd: Array2<F>,
-    /// Its dropout mask (scaled), n × out.
-    mask: Array2<F>,
-    /// ∂L/∂H (the input's gradient), n × in.
-    dh: Array2<F>,
-    /// G·Wᵀ in backward (AggregateFirst), n × in.
-    y: Array2<F>,
+    /// Hidden layers: the output ReLU(Z + b) ⊙ M (the next layer's input), n × out.
+    h: Array2<F>,
+    /// Hidden layers with dropout: the folded ReLU·dropout code of each element (see
+    /// [`bias_relu_dropout_fold`]), n × out.
+    code: Array2<u8>,
 }
 
 /// Layer 0's input of a pass: X, or X̃ when the input was dropped.
@@ -257,13 +268,43 @@ impl<F: Scalar> Gcn<F> {
     ) -> (Array2<F>, GcnModelCache<'a, F>) {
         let mut ws = Box::<GcnWs<F>>::default();
         self.forward_ws(&mut ws, adj, x, mode, Some(rng), par, &mut |_, _| {});
-        let logits = take_logits(&mut ws, adj.n_nodes());
+        let logits = std::mem::take(&mut ws.logits);
         (logits, GcnModelCache { x, ws })
     }
 
-    /// The forward pass into `ws`, calling `visit(l, H_{l+1})` on each hidden layer's ReLU
-    /// output. The logits are the last layer's `z`. Dropout masks (training) come from `rng`,
-    /// input first. Allocates nothing once `ws` has held a pass on the same data.
+    /// Length of the flat scratch `tmp` for a pass: the widest of the temporaries it holds.
+    fn tmp_len(&self, n: usize, train: bool, x_in_tmp: bool) -> usize {
+        let drop_hidden = train && self.dropout > 0.0;
+        let n_layers = self.layers.len();
+        let mut w = 0;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (din, dout) = (layer.in_dim(), layer.out_dim());
+            match layer.order {
+                Order::AggregateFirst if train && l > 0 => w = w.max(din),
+                Order::AggregateFirst => {}
+                _ => w = w.max(dout),
+            }
+            if drop_hidden && l + 1 < n_layers {
+                w = w.max(dout);
+            }
+            if l == 0 && x_in_tmp {
+                w = w.max(din);
+            }
+        }
+        n * w
+    }
+
+    /// Length of the flat gradient buffer: ∂L/∂logits and every ∂L/∂H but layer 0's.
+    fn grad_len(&self, n: usize) -> usize {
+        let last = self.layers.last().map_or(0, |l| l.out_dim());
+        let widest_in = self.layers.iter().skip(1).map(|l| l.in_dim()).max();
+        n * last.max(widest_in.unwrap_or(0))
+    }
+
+    /// The forward pass into `ws`, calling `visit(l, H_{l+1})` on each hidden layer's output
+    /// (the ReLU output in evaluation, after dropout in training). The logits are
+    /// `ws.logits`. Dropout masks (training) come from `rng`, input first. Allocates nothing
+    /// once `ws` has held a pass on the same data.
     #[allow(clippy::too_many_arguments)]
     fn forward_ws<R: MaskRng + ?Sized>(
         &self,
@@ -280,6 +321,10 @@ impl<F: Scalar> Gcn<F> {
         let drop_in = train && self.input_dropout > 0.0;
         let use_cached = self.cached.is_some() && !drop_in;
         let drop_hidden = train && self.dropout > 0.0;
+        // A dropped dense input that only ÂX̃ needs lives in the scratch.
+        let x_in_tmp = drop_in
+            && matches!(x, Features::Dense(_))
+            && self.layers.first().map(|l| l.order) == Some(Order::AggregateFirst);
         ws.drop_in = drop_in;
         ws.used_cached = use_cached;
         ws.drop_hidden = drop_hidden;
@@ -289,18 +334,35 @@ impl<F: Scalar> Gcn<F> {
             s0_sparse,
             spgemm_tmp,
             layers: lws,
+            logits,
+            tmp,
             ..
         } = ws;
         let n_layers = self.layers.len();
         if lws.len() != n_layers {
             lws.resize_with(n_layers, LayerWs::default);
         }
+        if n_layers == 0 {
+            ensure(logits, (n, 0));
+            return;
+        }
+        grow(tmp, self.tmp_len(n, train, x_in_tmp));
         if drop_in {
             let rng = rng
                 .as_deref_mut()
                 .unwrap_or_else(|| unreachable!("training needs an RNG"));
             let p = self.input_dropout;
             match x {
+                Features::Dense(d) if x_in_tmp => {
+                    // X̃ = X ⊙ M in the scratch, then S₀ = ÂX̃ (all layer 0 keeps).
+                    let m = &mut tmp[..d.len()];
+                    rng.fill_dropout_mask(p, m, par);
+                    let mut xd = view_mut(tmp, d.dim());
+                    Zip::from(&mut xd).and(d).for_each(|o, &v| *o = v * *o);
+                    let s0 = &mut lws[0].s;
+                    ensure(s0, d.dim());
+                    spmm(F::one(), adj.a(), xd.view(), F::zero(), s0.view_mut(), par);
+                }
                 Features::Dense(d) => {
                     // X̃ = X ⊙ M, with M drawn into X̃'s storage first.
                     ensure(x_dense, d.dim());
@@ -324,37 +386,52 @@ impl<F: Scalar> Gcn<F> {
         }
         for (l, layer) in self.layers.iter().enumerate() {
             let (prev, rest) = lws.split_at_mut(l);
-            let cur = &mut rest[0];
-            let input = match prev.last() {
-                None => first_input(x, drop_in, x_dense, x_sparse),
-                Some(p) if drop_hidden => InRef::Dense(p.hd.view()),
-                Some(p) => InRef::Dense(p.z.view()),
-            };
-            ensure(&mut cur.z, (n, layer.out_dim()));
+            let LayerWs { s: s_buf, h, code } = &mut rest[0];
+            let last = l + 1 == n_layers;
+            let dim = (n, layer.out_dim());
+            let z = if last { &mut *logits } else { &mut *h };
+            ensure(z, dim);
             if layer.order == Order::AggregateFirst {
-                let s = match (&self.cached, input) {
-                    (Some(c), _) if l == 0 && use_cached => c.as_in(),
-                    (_, InRef::Dense(h)) => {
-                        ensure(&mut cur.s, h.dim());
-                        spmm(F::one(), adj.a(), h, F::zero(), cur.s.view_mut(), par);
-                        InRef::Dense(cur.s.view())
-                    }
-                    (_, InRef::Sparse(xs, _)) => {
-                        let buf = s0_sparse.get_or_insert_with(|| SparseBuf::new(&adj.a() * &xs));
-                        spgemm_tmp.resize(xs.cols(), F::zero());
-                        sprs::smmp::numeric(adj.a(), xs, buf.x_mut(), spgemm_tmp);
-                        buf.sync_transpose();
-                        buf.as_in()
+                let s = if l == 0 && use_cached {
+                    self.cached
+                        .as_ref()
+                        .unwrap_or_else(|| unreachable!("the cached ÂX"))
+                        .as_in()
+                } else if l == 0 && x_in_tmp {
+                    InRef::Dense(s_buf.view())
+                } else {
+                    let input = match prev.last() {
+                        None => first_input(x, drop_in, x_dense, x_sparse),
+                        Some(p) => InRef::Dense(p.h.view()),
+                    };
+                    match input {
+                        InRef::Dense(hin) => {
+                            ensure(s_buf, hin.dim());
+                            spmm(F::one(), adj.a(), hin, F::zero(), s_buf.view_mut(), par);
+                            InRef::Dense(s_buf.view())
+                        }
+                        InRef::Sparse(xs, _) => {
+                            let buf =
+                                s0_sparse.get_or_insert_with(|| SparseBuf::new(&adj.a() * &xs));
+                            spgemm_tmp.resize(xs.cols(), F::zero());
+                            sprs::smmp::numeric(adj.a(), xs, buf.x_mut(), spgemm_tmp);
+                            buf.sync_transpose();
+                            buf.as_in()
+                        }
                     }
                 };
-                layer.apply(adj, s, &mut cur.t, cur.z.view_mut(), par);
+                layer.apply(adj, s, tmp, z.view_mut(), par);
             } else {
-                layer.apply(adj, input, &mut cur.t, cur.z.view_mut(), par);
+                let input = match prev.last() {
+                    None => first_input(x, drop_in, x_dense, x_sparse),
+                    Some(p) => InRef::Dense(p.h.view()),
+                };
+                layer.apply(adj, input, tmp, z.view_mut(), par);
             }
             let bias = layer.bias.as_ref().map(|b| b.value.row(0));
-            if l + 1 == n_layers {
+            if last {
                 if let Some(b) = bias {
-                    add_bias(cur.z.view_mut(), b);
+                    add_bias(z.view_mut(), b);
                 }
                 break;
             }
@@ -362,21 +439,14 @@ impl<F: Scalar> Gcn<F> {
                 let rng = rng
                     .as_deref_mut()
                     .unwrap_or_else(|| unreachable!("training needs an RNG"));
-                ensure(&mut cur.mask, cur.z.dim());
-                ensure(&mut cur.hd, cur.z.dim());
-                if let Some(m) = cur.mask.as_slice_mut() {
-                    rng.fill_dropout_mask(self.dropout, m, par);
-                }
-                bias_relu_dropout(
-                    cur.z.view_mut(),
-                    bias,
-                    Some(cur.mask.view()),
-                    Some(cur.hd.view_mut()),
-                );
+                // The mask is drawn into the scratch (T is dead once Z is formed).
+                rng.fill_dropout_mask(self.dropout, &mut tmp[..dim.0 * dim.1], par);
+                ensure(code, dim);
+                bias_relu_dropout_fold(h.view_mut(), bias, view(tmp, dim), code.view_mut());
             } else {
-                bias_relu_dropout(cur.z.view_mut(), bias, None, None);
+                bias_relu_dropout(h.view_mut(), bias, None, None);
             }
-            visit(l, cur.z.view());
+            visit(l, h.view());
         }
     }
 
@@ -409,7 +479,7 @@ impl<F: Scalar> Gcn<F> {
             par,
             visit,
         );
-        take_logits(&mut ws, adj.n_nodes())
+        std::mem::take(&mut ws.logits)
     }
 
     /// Backward pass from dL/dlogits: **adds** every parameter's gradient (zero them first
@@ -422,62 +492,59 @@ impl<F: Scalar> Gcn<F> {
         par: Par,
     ) {
         let GcnModelCache { x, mut ws } = cache;
-        ws.dlogits = dlogits;
+        let n = adj.n_nodes();
+        let out = self.layers.last().map_or(0, |l| l.out_dim());
+        assert_eq!(dlogits.dim(), (n, out), "Gcn::backward: dlogits shape");
+        grow(&mut ws.grad, self.grad_len(n));
+        view_mut(&mut ws.grad, (n, out)).assign(&dlogits);
         self.backward_ws(&mut ws, adj, x, par);
     }
 
-    /// Backward from `ws.dlogits` through the pass held in `ws` (on the same `x`).
-    /// Allocates nothing once `ws` has held a backward pass on the same data.
+    /// Backward from ∂L/∂logits (in `ws.grad`, which is [`Gcn::grad_len`] long) through the
+    /// pass held in `ws` (on the same `x`). Allocates nothing once `ws` has held a backward
+    /// pass on the same data.
     fn backward_ws(&mut self, ws: &mut GcnWs<F>, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
         let GcnWs {
             x_dense,
             x_sparse,
             s0_sparse,
             layers: lws,
-            dlogits,
+            tmp,
+            grad,
             drop_in,
             used_cached,
             drop_hidden,
             ..
         } = ws;
+        let n = adj.n_nodes();
+        let keep = F::from_f64_lossy(1.0 / (1.0 - self.dropout));
         let Gcn { layers, cached, .. } = self;
-        let n_layers = layers.len();
-        for l in (0..n_layers).rev() {
+        for l in (0..layers.len()).rev() {
             let (prev, rest) = lws.split_at_mut(l);
-            let (cur, later) = rest
-                .split_first_mut()
-                .unwrap_or_else(|| unreachable!("a buffer per layer"));
-            let g = match later.first() {
-                Some(next) => next.dh.view(),
-                None => dlogits.view(),
-            };
-            let LayerWs { s, t, dh, y, .. } = cur;
-            let (saved, scratch) = match layers[l].order {
-                Order::AggregateFirst => {
-                    let saved = match (cached.as_ref(), x) {
-                        (Some(c), _) if l == 0 && *used_cached => c.as_in(),
-                        (_, Features::Sparse(_)) if l == 0 => s0_sparse
-                            .as_ref()
-                            .unwrap_or_else(|| unreachable!("ÂX̃ of the pass"))
-                            .as_in(),
-                        _ => InRef::Dense(s.view()),
-                    };
-                    (saved, y)
-                }
-                _ => {
-                    let saved = match prev.last() {
-                        None => first_input(x, *drop_in, x_dense, x_sparse),
-                        Some(p) if *drop_hidden => InRef::Dense(p.hd.view()),
-                        Some(p) => InRef::Dense(p.z.view()),
-                    };
-                    (saved, t)
-                }
+            let cur = &rest[0];
+            let saved = match layers[l].order {
+                Order::AggregateFirst => match (cached.as_ref(), x) {
+                    (Some(c), _) if l == 0 && *used_cached => c.as_in(),
+                    (_, Features::Sparse(_)) if l == 0 => s0_sparse
+                        .as_ref()
+                        .unwrap_or_else(|| unreachable!("ÂX̃ of the pass"))
+                        .as_in(),
+                    _ => InRef::Dense(cur.s.view()),
+                },
+                _ => match prev.last() {
+                    None => first_input(x, *drop_in, x_dense, x_sparse),
+                    Some(p) => InRef::Dense(p.h.view()),
+                },
             };
             let need_dh = l > 0;
-            layers[l].backward_into(adj, saved, g, need_dh.then_some(&mut *dh), scratch, par);
+            layers[l].backward_into(adj, saved, grad, need_dh, tmp, par);
             let Some(p) = prev.last() else { break };
-            let mask = drop_hidden.then(|| p.mask.view());
-            dropout_relu_backward(dh.view_mut(), mask, p.z.view());
+            let dh = view_mut(grad, (n, layers[l].in_dim()));
+            if *drop_hidden {
+                dropout_relu_backward_code(dh, p.code.view(), keep);
+            } else {
+                relu_backward_inplace(dh, p.h.view());
+            }
         }
     }
 
@@ -603,16 +670,10 @@ impl<F: Scalar> Model<F> for Gcn<F> {
     ) {
         let mut ws = self.ws.take();
         self.forward_ws(&mut ws, adj, x, Mode::Train, Some(rng), par, &mut |_, _| {});
-        let GcnWs {
-            layers, dlogits, ..
-        } = &mut *ws;
-        let go = match layers.last() {
-            Some(last) => {
-                ensure(dlogits, last.z.dim());
-                loss(last.z.view(), dlogits.view_mut())
-            }
-            None => false,
-        };
+        let n = adj.n_nodes();
+        grow(&mut ws.grad, self.grad_len(n));
+        let GcnWs { logits, grad, .. } = &mut *ws;
+        let go = !self.layers.is_empty() && loss(logits.view(), view_mut(grad, logits.dim()));
         if go {
             self.backward_ws(&mut ws, adj, x, par);
         }
@@ -626,13 +687,11 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         par: Par,
         f: &mut dyn FnMut(ArrayView2<'_, F>),
     ) {
+        // The training pass's buffers: evaluation keeps no set of its own.
         let mut ws = self.ws.take();
         let none = None::<&mut ChaCha8Rng>;
         self.forward_ws(&mut ws, adj, x, Mode::Eval, none, par, &mut |_, _| {});
-        match ws.layers.last() {
-            Some(last) => f(last.z.view()),
-            None => f(Array2::zeros((adj.n_nodes(), 0)).view()),
-        }
+        f(ws.logits.view());
         self.ws.put(ws);
     }
 
@@ -691,14 +750,6 @@ pub(crate) fn assign_at<F: Scalar>(snap: &mut Vec<Array2<F>>, k: usize, v: &Arra
         Some(s) if s.dim() == v.dim() => s.assign(v),
         Some(s) => *s = v.clone(),
         None => snap.push(v.clone()),
-    }
-}
-
-/// Moves the logits (the last layer's output) out of `ws`.
-fn take_logits<F: Scalar>(ws: &mut GcnWs<F>, n: usize) -> Array2<F> {
-    match ws.layers.last_mut() {
-        Some(l) => std::mem::take(&mut l.z),
-        None => Array2::zeros((n, 0)),
     }
 }
 

@@ -55,10 +55,41 @@ impl<T: Default> Scratch<T> {
 
 /// Makes `a` an array of shape `dim`, reallocating only when its shape differs. The contents
 /// are left as they are (callers overwrite them, e.g. with β = 0 kernels).
-pub(crate) fn ensure<F: Scalar>(a: &mut Array2<F>, dim: (usize, usize)) {
+pub(crate) fn ensure<T: Clone + Default>(a: &mut Array2<T>, dim: (usize, usize)) {
     if a.dim() != dim {
-        *a = Array2::zeros(dim);
+        *a = Array2::default((0, 0));
+        *a = Array2::default(dim);
     }
+}
+
+/// Makes the flat scratch `buf` hold at least `len` elements. It never shrinks, so a buffer
+/// shared by arrays of several shapes is allocated once, at its largest size; the old one is
+/// freed first (its contents are not kept), so growing never holds both.
+pub(crate) fn grow<F: Scalar>(buf: &mut Vec<F>, len: usize) {
+    if buf.len() < len {
+        *buf = Vec::new();
+        *buf = vec![F::zero(); len];
+    }
+}
+
+/// The first `rows·cols` elements of `buf` as a rows × cols array (row-major).
+///
+/// # Panics
+/// If `buf` is shorter.
+#[track_caller]
+pub(crate) fn view_mut<F>(buf: &mut [F], (rows, cols): (usize, usize)) -> ArrayViewMut2<'_, F> {
+    ArrayViewMut2::from_shape((rows, cols), &mut buf[..rows * cols])
+        .unwrap_or_else(|_| unreachable!("a contiguous slice of the right length"))
+}
+
+/// The first `rows·cols` elements of `buf` as a rows × cols array (row-major).
+///
+/// # Panics
+/// If `buf` is shorter.
+#[track_caller]
+pub(crate) fn view<F>(buf: &[F], (rows, cols): (usize, usize)) -> ArrayView2<'_, F> {
+    ArrayView2::from_shape((rows, cols), &buf[..rows * cols])
+        .unwrap_or_else(|_| unreachable!("a contiguous slice of the right length"))
 }
 
 /// A borrowed layer input: dense, or sparse with its transpose.
