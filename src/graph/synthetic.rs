@@ -1036,7 +1036,8 @@ impl CitationLike {
                 gained as f64 / attempts as f64
             };
             let deficit = target - keys.len();
-            attempts = ((deficit as f64 / novelty).ceil() as usize + 16)
+            attempts = ((deficit as f64 / novelty).ceil() as usize)
+                .saturating_add(16)
                 .min(target.max(EDGE_BLOCK))
                 .min(budget - spent)
                 .max(1);
