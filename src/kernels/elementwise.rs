@@ -73,91 +73,29 @@ pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayVi
         .for_each(|g, &v| *g = [F::zero(), *g][usize::from(v > F::zero())]);
 }
 
-/// The fused epilogue of a hidden layer, one pass over `z`: z ← max(z + 1·bᵀ, 0) (bias
-/// optional), then, with a dropout `mask`, out ← z ⊙ mask. Bit-identical to [`add_bias`],
-/// [`relu_inplace`] and an element-wise product run one after the other.
+/// The epilogue of a hidden layer without dropout, one pass over `z`: z ← max(z + 1·bᵀ, 0)
+/// (bias optional). Bit-identical to [`add_bias`] then [`relu_inplace`].
 ///
 /// # Panics
-/// If `b`, `mask` or `out` do not match `z`'s shape, or if exactly one of `mask` and `out` is
-/// given.
+/// If `b` does not match `z`'s width.
 #[track_caller]
-pub fn bias_relu_dropout<F: Scalar>(
-    mut z: ArrayViewMut2<'_, F>,
-    b: Option<ArrayView1<'_, F>>,
-    mask: Option<ArrayView2<'_, F>>,
-    out: Option<ArrayViewMut2<'_, F>>,
-) {
-    let dim = z.dim();
-    let ok = b.is_none_or(|b| b.len() == dim.1)
-        && mask.is_none_or(|m| m.dim() == dim)
-        && out.as_ref().is_none_or(|o| o.dim() == dim)
-        && mask.is_some() == out.is_some();
+pub fn bias_relu<F: Scalar>(mut z: ArrayViewMut2<'_, F>, b: Option<ArrayView1<'_, F>>) {
     assert!(
-        ok,
-        "bias_relu_dropout: z {dim:?}, b {:?}, mask {:?}, out {:?}",
-        b.map(|b| b.len()),
-        mask.map(|m| m.dim()),
-        out.as_ref().map(|o| o.dim())
+        b.is_none_or(|b| b.len() == z.ncols()),
+        "bias_relu: z {:?}, b {:?}",
+        z.dim(),
+        b.map(|b| b.len())
     );
     let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
-    match (mask, out) {
-        (Some(mask), Some(mut out)) => {
-            for ((mut zr, mr), mut or) in z
-                .axis_iter_mut(Axis(0))
-                .zip(mask.axis_iter(Axis(0)))
-                .zip(out.axis_iter_mut(Axis(0)))
-            {
-                Zip::indexed(&mut zr)
-                    .and(&mr)
-                    .and(&mut or)
-                    .for_each(|k, v, &m, o| {
-                        let t = relu(match b {
-                            Some(b) => *v + b[k],
-                            None => *v,
-                        });
-                        *v = t;
-                        *o = t * m;
-                    });
+    match b {
+        Some(b) => {
+            for mut zr in z.axis_iter_mut(Axis(0)) {
+                Zip::from(&mut zr)
+                    .and(&b)
+                    .for_each(|v, &bk| *v = relu(*v + bk));
             }
         }
-        _ => match b {
-            Some(b) => {
-                for mut zr in z.axis_iter_mut(Axis(0)) {
-                    Zip::from(&mut zr)
-                        .and(&b)
-                        .for_each(|v, &bk| *v = relu(*v + bk));
-                }
-            }
-            None => z.map_inplace(|v| *v = relu(*v)),
-        },
-    }
-}
-
-/// The fused backward of [`bias_relu_dropout`]'s ReLU and dropout: dz ← 𝟙(a > 0) ⊙ (dz ⊙ mask)
-/// (no mask: dz ← 𝟙(a > 0) ⊙ dz), with `a` the ReLU output. Bit-identical to multiplying by the
-/// mask, then [`relu_backward_inplace`].
-///
-/// # Panics
-/// If the shapes differ.
-#[track_caller]
-pub fn dropout_relu_backward<F: Scalar>(
-    mut dz: ArrayViewMut2<'_, F>,
-    mask: Option<ArrayView2<'_, F>>,
-    a: ArrayView2<'_, F>,
-) {
-    assert!(
-        dz.dim() == a.dim() && mask.is_none_or(|m| m.dim() == a.dim()),
-        "dropout_relu_backward: dz {:?}, mask {:?}, a {:?}",
-        dz.dim(),
-        mask.map(|m| m.dim()),
-        a.dim()
-    );
-    match mask {
-        Some(m) => Zip::from(&mut dz)
-            .and(&m)
-            .and(&a)
-            .for_each(|g, &m, &v| *g = [F::zero(), *g * m][usize::from(v > F::zero())]),
-        None => relu_backward_inplace(dz, a),
+        None => z.map_inplace(|v| *v = relu(*v)),
     }
 }
 
@@ -168,13 +106,13 @@ pub const DROP_KEPT: u8 = 1;
 /// The code of a positive ReLU output that dropout dropped (factor 0).
 pub const DROP_ZERO: u8 = 2;
 
-/// [`bias_relu_dropout`] in place, keeping one byte per element instead of the activation
-/// and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and `code` ← [`RELU_OFF`] where ReLU(h + b) ≤ 0,
-/// else [`DROP_KEPT`] or [`DROP_ZERO`] as the mask keeps or drops the element. `mask` holds
-/// inverted-dropout factors (0 or `keep`, as [`dropout_mask`] draws them). The new `h` is
-/// bit for bit [`bias_relu_dropout`]'s `out`, and [`dropout_relu_backward_code`] with the
-/// code gives bit for bit what [`dropout_relu_backward`] gives with the mask and the ReLU
-/// output.
+/// The epilogue of a hidden layer with dropout, in place, keeping one byte per element instead
+/// of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and `code` ← [`RELU_OFF`] where
+/// ReLU(h + b) ≤ 0, else [`DROP_KEPT`] or [`DROP_ZERO`] as the mask keeps or drops the element.
+/// `mask` holds inverted-dropout factors (0 or `keep`, as [`dropout_mask`] draws them). The new
+/// `h` is bit for bit [`add_bias`], [`relu_inplace`] and the product with the mask run one
+/// after the other, and [`dropout_relu_backward_code`] with the code gives bit for bit
+/// `𝟙(a > 0) ⊙ (dh ⊙ mask)` for the ReLU output `a`.
 ///
 /// # Panics
 /// If `b`, `mask` or `code` do not match `h`'s shape.
@@ -217,7 +155,7 @@ pub fn bias_relu_dropout_fold<F: Scalar>(
 
 /// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where `code` is [`DROP_KEPT`],
 /// dz·0 where it is [`DROP_ZERO`] and +0 where it is [`RELU_OFF`] — exactly what
-/// [`dropout_relu_backward`] computes from the mask (0 or `keep`) and the ReLU output.
+/// `[a > 0] ? dz·m : +0` computes from the mask m (0 or `keep`) and the ReLU output a.
 ///
 /// # Panics
 /// If the shapes differ.

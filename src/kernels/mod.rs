@@ -19,9 +19,8 @@ pub mod reference;
 pub mod spmm;
 
 pub use elementwise::{
-    add_bias, bias_relu_dropout, bias_relu_dropout_fold, col_sum, dropout_mask,
-    dropout_relu_backward, dropout_relu_backward_code, relu_backward_inplace, relu_inplace,
-    MaskRng, DROP_KEPT, DROP_ZERO, RELU_OFF,
+    add_bias, bias_relu, bias_relu_dropout_fold, col_sum, dropout_mask, dropout_relu_backward_code,
+    relu_backward_inplace, relu_inplace, MaskRng, DROP_KEPT, DROP_ZERO, RELU_OFF,
 };
 pub use gemm::gemm;
 pub use spmm::spmm;

@@ -64,8 +64,22 @@ pub trait Model<F: Scalar>: Send {
     /// A model may keep the pass's buffers in a workspace of its own and reuse them in the
     /// next pass (the [`Gcn`] does: no allocation after the first pass), as long as `adj` and
     /// `x` are the same; call [`Model::release_workspace`] before passing other data. The
-    /// default runs `forward_train` and `backward`, allocating every time.
+    /// default is [`Model::fresh_train_pass`].
     fn train_pass<R: MaskRng + ?Sized>(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        rng: &mut R,
+        par: Par,
+        loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
+    ) {
+        self.fresh_train_pass(adj, x, rng, par, loss);
+    }
+
+    /// [`Model::train_pass`] on fresh buffers, for data that changes from pass to pass
+    /// (DropEdge's graphs): [`Model::forward_train`], `loss`, then [`Model::backward`],
+    /// allocating every time. Not meant to be overridden.
+    fn fresh_train_pass<R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
         x: &Features<F>,

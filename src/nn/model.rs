@@ -13,8 +13,8 @@ use super::workspace::{ensure, grow, view, view_mut, InRef, Scratch, SparseBuf};
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
 use crate::kernels::{
-    add_bias, bias_relu_dropout, bias_relu_dropout_fold, dropout_relu_backward_code,
-    relu_backward_inplace, spmm, MaskRng,
+    add_bias, bias_relu, bias_relu_dropout_fold, dropout_relu_backward_code, relu_backward_inplace,
+    spmm, MaskRng,
 };
 use crate::{ConfigError, Par, Scalar};
 
@@ -444,7 +444,7 @@ impl<F: Scalar> Gcn<F> {
                 ensure(code, dim);
                 bias_relu_dropout_fold(h.view_mut(), bias, view(tmp, dim), code.view_mut());
             } else {
-                bias_relu_dropout(h.view_mut(), bias, None, None);
+                bias_relu(h.view_mut(), bias);
             }
             visit(l, h.view());
         }

@@ -363,12 +363,7 @@ fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
     if reuse {
         model.train_pass(adj, x, rng, par, &mut loss);
     } else {
-        let (logits, cache) = model.forward_train(adj, x, rng, par);
-        let mut dlogits = Array2::zeros(logits.dim());
-        if loss(logits.view(), dlogits.view_mut()) {
-            drop(logits);
-            model.backward(adj, cache, dlogits, par);
-        }
+        model.fresh_train_pass(adj, x, rng, par, &mut loss);
     }
     if out.0.is_finite() {
         let mut index = 0;
