@@ -87,6 +87,10 @@ struct RooflineArgs {
     /// Do not advise huge pages (madvise) for the big buffers.
     #[arg(long)]
     no_huge_pages: bool,
+    /// Also time the class order: the reordered order sorted by class label. A diagnostic
+    /// reference (it reads the labels, so training never uses it).
+    #[arg(long)]
+    class_order: bool,
     /// Worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -720,9 +724,10 @@ fn roofline(a: RooflineArgs) -> Result<()> {
             reorder: a.reorder,
             seed: a.seed,
             huge_pages: !a.no_huge_pages,
+            class_reference: a.class_order,
             ..RooflineConfig::default()
         };
-        let report = roofline::run(&data.graph, &data.name, &cfg)?;
+        let report = roofline::run(&data.graph, Some(&data.labels), &data.name, &cfg)?;
         print!("{}", report.table());
         if a.json {
             println!("{}", serde_json::to_string(&report).unwrap_or_default());

@@ -20,6 +20,17 @@
 //!   row-pointer bytes + n·d·4 output bytes) / time, reported as a fraction of the gather
 //!   bound at the same d and of the triad rate.
 //!
+//! Two more columns explain the SpMM times without timing noise:
+//! - **Cache model** ([`reorder::cache_miss_model`]): per order and width d, the fraction of
+//!   the SpMM's row gathers that miss an LRU cache of the last-level cache's size
+//!   ([`Machine::l3_bytes`], 32 MiB when the OS does not say) in rows of d floats. It is the
+//!   same on every machine, so it compares orders exactly where timings are noisy.
+//! - **Class order** ([`RooflineConfig::class_reference`], `--class-order`), a diagnostic
+//!   reference: the reordered order, stably sorted by class label, so that every class's rows
+//!   are contiguous. It reads the labels, so training may never use it; it tells how much
+//!   faster SpMM would be if an order recovered the classes exactly, that is, how much of the
+//!   locality a structure-only order leaves on the table.
+//!
 //! The big dense buffers (triad arrays, X, the output, the gathered matrix) are allocated
 //! aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` when
 //! [`RooflineConfig::huge_pages`] is set (Linux with THP in `madvise` or `always` mode); the
@@ -34,7 +45,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::graph::reorder::{self, Locality, Reorder};
+use crate::graph::reorder::{self, Locality, Permutation, Reorder};
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::kernels::{gemm, spmm};
 use crate::{ConfigError, Error, Par, Result};
@@ -68,6 +79,9 @@ pub struct RooflineConfig {
     pub huge_pages: bool,
     /// Parallelism of every kernel (the thread count is the enclosing rayon pool's).
     pub par: Par,
+    /// Also time the class order (a diagnostic that reads the labels; see the
+    /// [module docs](self)). [`run`] then needs the labels.
+    pub class_reference: bool,
 }
 
 impl Default for RooflineConfig {
@@ -82,6 +96,7 @@ impl Default for RooflineConfig {
             seed: 0,
             huge_pages: true,
             par: Par::Rayon,
+            class_reference: false,
         }
     }
 }
@@ -171,6 +186,9 @@ pub struct Machine {
     pub load_before: String,
     /// The same after the run.
     pub load_after: String,
+    /// Size of the last-level (L3) cache of CPU 0, bytes
+    /// (`/sys/devices/system/cpu/cpu0/cache/index3/size`), if the OS says.
+    pub l3_bytes: Option<u64>,
 }
 
 impl Machine {
@@ -200,9 +218,26 @@ impl Machine {
             thp_mode,
             load_before: load_average(),
             load_after: String::new(),
+            l3_bytes: std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+                .ok()
+                .and_then(|s| parse_cache_size(s.trim())),
         }
     }
 }
+
+/// A sysfs cache size (`"32768K"`, `"1M"`, `"512"`) in bytes.
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// The cache size [`run`]'s cache model assumes when the OS does not report an L3.
+pub const DEFAULT_L3_BYTES: u64 = 32 << 20;
 
 /// The first three fields of `/proc/loadavg` (or `"unknown"`).
 pub fn load_average() -> String {
@@ -717,6 +752,26 @@ pub struct DimReport {
     pub reordered: SpmmReport,
     /// Random-order median time over reordered median time.
     pub speedup: f64,
+    /// SpMM in the class order (diagnostic; only with [`RooflineConfig::class_reference`]).
+    pub class_order: Option<SpmmReport>,
+    /// Random-order median time over class-order median time.
+    pub class_speedup: Option<f64>,
+    /// The cache model at this width.
+    pub miss_model: MissModel,
+}
+
+/// [`reorder::cache_miss_model`] of each order, for a cache of [`RooflineReport::cache_bytes`]
+/// holding `cache_rows` rows of d f32.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MissModel {
+    /// Rows of X the modelled cache holds.
+    pub cache_rows: usize,
+    /// Miss fraction in the random order.
+    pub random: f64,
+    /// Miss fraction in the reordered order.
+    pub reordered: f64,
+    /// Miss fraction in the class order, if measured.
+    pub class_order: Option<f64>,
 }
 
 /// The whole roofline run.
@@ -748,6 +803,11 @@ pub struct RooflineReport {
     pub locality_random: Locality,
     /// Locality of the reordered order.
     pub locality_reordered: Locality,
+    /// Locality of the class order, if measured.
+    pub locality_class: Option<Locality>,
+    /// Bytes of the cache the miss model assumes ([`Machine::l3_bytes`] or
+    /// [`DEFAULT_L3_BYTES`]).
+    pub cache_bytes: u64,
     /// Stream triad.
     pub triad: TriadReport,
     /// sgemm, if measured.
@@ -757,12 +817,30 @@ pub struct RooflineReport {
 }
 
 /// Runs every measurement on `graph` (see the [module docs](self)); call it inside the rayon
-/// pool whose threads should be used.
+/// pool whose threads should be used. `labels` (one per node) are read only for the class
+/// order of [`RooflineConfig::class_reference`].
 ///
 /// # Errors
-/// An invalid [`RooflineConfig`]; allocation errors.
-pub fn run(graph: &Graph, name: &str, cfg: &RooflineConfig) -> Result<RooflineReport> {
+/// An invalid [`RooflineConfig`]; [`Error::Mismatch`] when the class order is requested
+/// without one label per node; allocation errors.
+pub fn run(
+    graph: &Graph,
+    labels: Option<&[u32]>,
+    name: &str,
+    cfg: &RooflineConfig,
+) -> Result<RooflineReport> {
     cfg.check()?;
+    let labels = match (cfg.class_reference, labels) {
+        (false, _) => None,
+        (true, Some(l)) if l.len() == graph.n_nodes() => Some(l),
+        (true, l) => {
+            return Err(Error::Mismatch {
+                what: "labels for the class order (one per node)".into(),
+                expected: graph.n_nodes(),
+                got: l.map_or(0, <[u32]>::len),
+            })
+        }
+    };
     let mut machine = Machine::detect();
     let (w, r, huge, par) = (cfg.warmup, cfg.reps, cfg.huge_pages, cfg.par);
     let mut advised = true;
@@ -779,23 +857,56 @@ pub fn run(graph: &Graph, name: &str, cfg: &RooflineConfig) -> Result<RooflineRe
     let n = graph.n_nodes();
     let sgemm = cfg.gemm.map(|(k, m)| sgemm(n.max(1), k, m, w, r, par));
 
-    let g_random = reorder::permute_graph(graph, &reorder::order(graph, Reorder::Random(cfg.seed)));
+    let random_perm = reorder::order(graph, Reorder::Random(cfg.seed));
+    let g_random = reorder::permute_graph(graph, &random_perm);
     let t = Instant::now();
     let perm = reorder::order(&g_random, cfg.reorder);
     let reorder_s = t.elapsed().as_secs_f64();
     let g_reordered = reorder::permute_graph(&g_random, &perm);
+    // The class order: the reordered order stably sorted by label (labels follow the same
+    // two permutations as the nodes).
+    let g_class = match labels {
+        Some(l) => {
+            let l = reorder::permute_slice(&perm, &reorder::permute_slice(&random_perm, l));
+            let mut v: Vec<u32> = (0..n as u32).collect();
+            v.sort_by_key(|&r| l[r as usize]);
+            Some(reorder::permute_graph(
+                &g_reordered,
+                &Permutation::try_from_new_to_old(v)?,
+            ))
+        }
+        None => None,
+    };
     let window = (n / 100).max(1);
     let locality_random = reorder::locality(&g_random, window);
     let locality_reordered = reorder::locality(&g_reordered, window);
+    let locality_class = g_class.as_ref().map(|g| reorder::locality(g, window));
+    let cache_bytes = machine.l3_bytes.unwrap_or(DEFAULT_L3_BYTES);
+    let miss_models: Vec<MissModel> = cfg
+        .dims
+        .iter()
+        .map(|&d| {
+            let cache_rows = (cache_bytes / (4 * d as u64)).max(1) as usize;
+            MissModel {
+                cache_rows,
+                random: reorder::cache_miss_model(&g_random, cache_rows),
+                reordered: reorder::cache_miss_model(&g_reordered, cache_rows),
+                class_order: g_class
+                    .as_ref()
+                    .map(|g| reorder::cache_miss_model(g, cache_rows)),
+            }
+        })
+        .collect();
     let a_random = NormAdj::<f32>::new(&g_random, Norm::Symmetric);
     drop(g_random);
     let a_reordered = NormAdj::<f32>::new(&g_reordered, Norm::Symmetric);
     drop(g_reordered);
+    let a_class = g_class.map(|g| NormAdj::<f32>::new(&g, Norm::Symmetric));
     let nnz = a_random.nnz();
     let group = ((nnz as f64 / n.max(1) as f64).round() as usize).max(1);
 
     let mut dims = Vec::with_capacity(cfg.dims.len());
-    for &d in &cfg.dims {
+    for (&d, miss_model) in cfg.dims.iter().zip(miss_models) {
         let gather = random_gather(n.max(1), d, nnz, group, w, r, cfg.seed, huge, par)?;
         advised &= gather.huge_pages;
         note_huge(gather.anon_huge_pages_kib);
@@ -808,13 +919,19 @@ pub fn run(graph: &Graph, name: &str, cfg: &RooflineConfig) -> Result<RooflineRe
         };
         let t_random = spmm_run(&a_random)?;
         let t_reordered = spmm_run(&a_reordered)?;
-        let speedup = t_random.median_s / t_reordered.median_s.max(f64::MIN_POSITIVE);
+        let t_class = a_class.as_ref().map(&mut spmm_run).transpose()?;
+        let ratio = |t: &Timing| t_random.median_s / t.median_s.max(f64::MIN_POSITIVE);
+        let speedup = ratio(&t_reordered);
+        let class_speedup = t_class.as_ref().map(ratio);
         let mk =
             |order: String, t: Timing| SpmmReport::new(order, t, n, nnz, d, gather.gbs, triad.gbs);
         dims.push(DimReport {
             d,
             random: mk("random".into(), t_random),
             reordered: mk(cfg.reorder.to_string(), t_reordered),
+            class_order: t_class.map(|t| mk("class".into(), t)),
+            class_speedup,
+            miss_model,
             gather,
             gather_pattern,
             speedup,
@@ -835,6 +952,8 @@ pub fn run(graph: &Graph, name: &str, cfg: &RooflineConfig) -> Result<RooflineRe
         reorder_s,
         locality_random,
         locality_reordered,
+        locality_class,
+        cache_bytes,
         triad,
         sgemm,
         dims,
@@ -889,6 +1008,43 @@ impl RooflineReport {
             );
         }
         let (lr, lo) = (&self.locality_random, &self.locality_reordered);
+        if let Some(lc) = &self.locality_class {
+            let _ = writeln!(
+                s,
+                "class     order (diagnostic, reads the labels): mean |i-j|/n {:.3}, within ±{} rows {:.1}%",
+                lc.mean_gap,
+                lc.window,
+                100.0 * lc.near_fraction
+            );
+        }
+        let _ = writeln!(
+            s,
+            "model     LRU cache of {} MiB: misses of the SpMM's row gathers, random -> {}{}: {}",
+            self.cache_bytes >> 20,
+            self.reorder,
+            if self.locality_class.is_some() {
+                " -> class"
+            } else {
+                ""
+            },
+            self.dims
+                .iter()
+                .map(|r| {
+                    let m = &r.miss_model;
+                    let c = m
+                        .class_order
+                        .map_or(String::new(), |c| format!(" -> {:.1}%", 100.0 * c));
+                    format!(
+                        "d={} {:.1}% -> {:.1}%{}",
+                        r.d,
+                        100.0 * m.random,
+                        100.0 * m.reordered,
+                        c
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         let _ = writeln!(
             s,
             "order     {} computed in {:.2} s; mean |i-j|/n {:.3} -> {:.3}, within ±{} rows {:.1}% -> {:.1}%\n\
@@ -923,9 +1079,15 @@ impl RooflineReport {
                     100.0 * x.frac_triad
                 )
             };
+            let class = match (&r.class_order, r.class_speedup) {
+                (Some(c), Some(x)) => {
+                    format!(" | class {:.2} ms {:.2}x", c.timing.median_s * 1e3, x)
+                }
+                _ => String::new(),
+            };
             let _ = writeln!(
                 s,
-                "{:>5} | {:>8.2} ({:>5.2}/{:>5.2}) | {:>7.2} | {:>32} | {:>32} | {:>6.2}x",
+                "{:>5} | {:>8.2} ({:>5.2}/{:>5.2}) | {:>7.2} | {:>32} | {:>32} | {:>6.2}x{}",
                 r.d,
                 g.gbs,
                 g.gbs_plain,
@@ -933,7 +1095,8 @@ impl RooflineReport {
                 r.gather_pattern.gbs,
                 cell(&r.random),
                 cell(&r.reordered),
-                r.speedup
+                r.speedup,
+                class
             );
         }
         s
@@ -1168,7 +1331,7 @@ mod tests {
         }
         .generate(2)
         .unwrap();
-        let rep = run(&d.graph, "tiny", &tiny()).unwrap();
+        let rep = run(&d.graph, None, "tiny", &tiny()).unwrap();
         assert_eq!(rep.n_nodes, 400);
         assert_eq!(
             rep.nnz,
@@ -1191,5 +1354,44 @@ mod tests {
         let json = serde_json::to_string(&rep).unwrap();
         assert!(json.contains("\"frac_gather\""));
         assert!(rep.table().contains("speedup"));
+        for r in &rep.dims {
+            let m = &r.miss_model;
+            assert_eq!(
+                m.cache_rows as u64,
+                (rep.cache_bytes / (4 * r.d as u64)).max(1)
+            );
+            assert!(m.class_order.is_none() && r.class_order.is_none());
+            // 400 rows fit in any real L3 at these widths: only first touches miss.
+            assert!(m.random > 0.0 && m.random == m.reordered, "{m:?}");
+        }
+        assert!(rep.locality_class.is_none());
+
+        // The class order: needs the labels, then is reported beside the others.
+        let cfg = RooflineConfig {
+            class_reference: true,
+            ..tiny()
+        };
+        assert!(matches!(
+            run(&d.graph, None, "tiny", &cfg),
+            Err(Error::Mismatch { .. })
+        ));
+        assert!(run(&d.graph, Some(&d.labels[1..]), "tiny", &cfg).is_err());
+        let rep = run(&d.graph, Some(&d.labels), "tiny", &cfg).unwrap();
+        for r in &rep.dims {
+            assert_eq!(r.class_order.as_ref().unwrap().order, "class");
+            assert!(r.class_speedup.unwrap() > 0.0);
+            assert!(r.miss_model.class_order.unwrap() > 0.0);
+        }
+        assert!(rep.locality_class.is_some());
+        assert!(rep.table().contains("class"));
+    }
+
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size(""), None);
+        assert_eq!(parse_cache_size("xK"), None);
     }
 }
