@@ -308,13 +308,15 @@ struct TrainArgs {
     /// (written atomically: an existing file is replaced only by a complete new one).
     #[arg(long)]
     save: Option<PathBuf>,
-    /// Relabel the nodes once after loading, for memory locality: none, random[:SEED],
-    /// degree, rcm, bfs or community (label propagation on the graph structure only).
+    /// Relabel the nodes once after loading, for memory locality: auto, none, random[:SEED],
+    /// degree, rcm, bfs or community (label propagation on the graph structure only). `auto`
+    /// takes the community order for graphs of more than 65,536 nodes when it cuts the
+    /// modelled cache misses of the SpMM by at least 10 %, and keeps the given order otherwise.
     /// Accuracies are the same as without reordering up to floating-point summation order
     /// (each SpMM row sums its neighbours in another order) and, with dropout, up to which
     /// nodes each random dropout mask falls on (masks are drawn in row order); per-node
     /// outputs are returned in the original node order.
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = "auto")]
     reorder: Reorder,
 }
 
@@ -510,10 +512,18 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     // Reorder once; training and its accuracies do not depend on the node order (no per-node
     // output is printed or saved, so nothing needs `reorder::unpermute_rows`).
     let t_reorder = Instant::now();
-    if a.reorder != Reorder::None {
-        let perm = reorder::order(&data.graph, a.reorder);
+    let (perm, reordered) = match a.reorder {
+        Reorder::Auto => reorder::auto_order(&data.graph),
+        Reorder::None => (
+            reorder::Permutation::identity(data.graph.n_nodes()),
+            Reorder::None,
+        ),
+        r => (reorder::order(&data.graph, r), r),
+    };
+    if !perm.is_identity() {
         data = reorder::apply(&data, &perm)?;
     }
+    drop(perm);
     let reorder_s = t_reorder.elapsed().as_secs_f64();
     let row_norm = match a.row_norm {
         RowNormArg::Auto => data.features.is_non_negative(),
@@ -584,8 +594,13 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         data.split.valid.len(),
         data.split.test.len()
     );
-    if a.reorder != Reorder::None {
-        println!("reordered the nodes ({}) in {:.2} s", a.reorder, reorder_s);
+    match (a.reorder, reordered) {
+        (Reorder::None, _) => {}
+        (Reorder::Auto, Reorder::None) => {
+            println!("node order kept (--reorder auto; decided in {reorder_s:.2} s)")
+        }
+        (Reorder::Auto, r) => println!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
+        (r, _) => println!("reordered the nodes ({r}) in {reorder_s:.2} s"),
     }
     let seeds: Vec<u64> = (0..a.seeds.max(1) as u64).collect();
     let bar = progress_bar(
@@ -701,6 +716,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "row_norm": row_norm,
             "load_s": load_s,
             "reorder": a.reorder.to_string(),
+            "reorder_applied": reordered.to_string(),
             "reorder_s": reorder_s,
             "train_total_s": train_s,
         });

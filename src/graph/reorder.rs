@@ -17,6 +17,7 @@
 //! | `bfs` | breadth-first from the highest-degree node of each component | O(n + nnz) |
 //! | `rcm` | reverse Cuthill–McKee from a pseudo-peripheral node of each component | O(n + nnz·log) |
 //! | `community` | nested label-propagation communities laid out contiguously ([`community_order`]) | O(levels·iterations·nnz) |
+//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s |
 //!
 //! Every order reads the graph structure only (the functions take no labels or features) and
 //! is deterministic: the same graph gives the same permutation on every machine and for any
@@ -239,11 +240,13 @@ pub enum Reorder {
     Bfs,
     /// Label-propagation communities, contiguous ([`CommunityConfig::default`]).
     Community,
+    /// [`Reorder::Community`] where it pays, [`Reorder::None`] elsewhere ([`auto_order`]).
+    Auto,
 }
 
 impl Reorder {
     /// The accepted names, for help texts and error messages.
-    pub const NAMES: &'static str = "none, random, random:SEED, degree, rcm, bfs, community";
+    pub const NAMES: &'static str = "none, random, random:SEED, degree, rcm, bfs, community, auto";
 }
 
 impl fmt::Display for Reorder {
@@ -256,6 +259,7 @@ impl fmt::Display for Reorder {
             Reorder::Rcm => f.write_str("rcm"),
             Reorder::Bfs => f.write_str("bfs"),
             Reorder::Community => f.write_str("community"),
+            Reorder::Auto => f.write_str("auto"),
         }
     }
 }
@@ -282,6 +286,7 @@ impl FromStr for Reorder {
             "rcm" => Reorder::Rcm,
             "bfs" => Reorder::Bfs,
             "community" => Reorder::Community,
+            "auto" => Reorder::Auto,
             _ => match s.strip_prefix("random:") {
                 Some(seed) => Reorder::Random(seed.parse().map_err(|_| unknown())?),
                 None => return Err(unknown()),
@@ -312,6 +317,39 @@ pub fn order(graph: &Graph, how: Reorder) -> Permutation {
         Reorder::Bfs => bfs_order(graph),
         Reorder::Rcm => rcm_order(graph),
         Reorder::Community => community_order(graph, &CommunityConfig::default()),
+        Reorder::Auto => auto_order(graph).0,
+    }
+}
+
+/// Rows of X in the cache [`auto_order`] models: 32 MiB (a server L3) of rows of 128 f32.
+pub const AUTO_CACHE_ROWS: usize = (32 << 20) / (128 * 4);
+
+/// The relative drop in modelled misses for which [`auto_order`] takes the community order.
+pub const AUTO_MIN_GAIN: f64 = 0.1;
+
+/// [`Reorder::Auto`]: the community order if it pays, else the identity; also says which.
+///
+/// A graph of at most [`AUTO_CACHE_ROWS`] nodes keeps its order: X's rows fit in the cache
+/// whatever the order (at d ≤ 128). A larger one gets [`community_order`] when that cuts the
+/// [`cache_miss_model`] of the SpMM's gathers (a cache of [`AUTO_CACHE_ROWS`] rows) by at least
+/// [`AUTO_MIN_GAIN`] of the given order's; a graph without communities, or one already in a
+/// good order (as a crawl or a previous reordering may leave it), keeps its order.
+///
+/// # Complexity
+/// O(1) for small graphs; otherwise that of [`community_order`] plus two cache models,
+/// O((nnz + n)·[`CACHE_MODEL_WAYS`]).
+pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
+    let n = graph.n_nodes();
+    if n <= AUTO_CACHE_ROWS {
+        return (Permutation::identity(n), Reorder::None);
+    }
+    let p = community_order(graph, &CommunityConfig::default());
+    let given = cache_miss_model(graph, AUTO_CACHE_ROWS);
+    let community = cache_miss_model(&permute_graph(graph, &p), AUTO_CACHE_ROWS);
+    if community <= (1.0 - AUTO_MIN_GAIN) * given {
+        (p, Reorder::Community)
+    } else {
+        (Permutation::identity(n), Reorder::None)
     }
 }
 
@@ -1620,6 +1658,45 @@ mod tests {
         // An empty graph: no gathers, no misses.
         let e = Graph::try_from_edges(0, &[], Direction::Undirected).unwrap();
         assert_eq!(cache_miss_model(&e, 16), 0.0);
+    }
+
+    #[test]
+    fn auto_order_reorders_only_where_it_pays() {
+        // Small: kept, whatever the order.
+        let (g, _) = planted(12, 150, 12, 2, 3);
+        let (p, how) = auto_order(&g);
+        assert!(p.is_identity() && how == Reorder::None);
+        assert!(order(&g, Reorder::Auto).is_identity());
+        // Above the cache: planted blocks in a random order get the community order ...
+        let (blocks, size) = (150, 500);
+        assert!(blocks * size > AUTO_CACHE_ROWS);
+        let (g, block) = planted(blocks, size, 10, 2, 5);
+        let (p, how) = auto_order(&g);
+        assert_eq!(how, Reorder::Community);
+        assert_eq!(p, community_order(&g, &CommunityConfig::default()));
+        let c = contiguity(&p, &block, blocks, size);
+        assert!(c.iter().all(|&x| x >= 0.8), "{c:?}");
+        // ... and, once in it, keep it.
+        let h = permute_graph(&g, &p);
+        let (p2, how2) = auto_order(&h);
+        assert!(p2.is_identity() && how2 == Reorder::None);
+        // A graph without planted communities: the decision is the model's. (Here label
+        // propagation still groups neighbourhoods and cuts the modelled misses from 22.8 %
+        // to 19.7 %, which is worth it.)
+        let r = random_graph(blocks * size, 6 * blocks * size, Direction::Undirected, 9);
+        let pc = community_order(&r, &CommunityConfig::default());
+        let (given, comm) = (
+            cache_miss_model(&r, AUTO_CACHE_ROWS),
+            cache_miss_model(&permute_graph(&r, &pc), AUTO_CACHE_ROWS),
+        );
+        let (p3, how3) = auto_order(&r);
+        if comm <= (1.0 - AUTO_MIN_GAIN) * given {
+            assert!(how3 == Reorder::Community && p3 == pc);
+        } else {
+            assert!(how3 == Reorder::None && p3.is_identity());
+        }
+        assert_eq!("auto".parse::<Reorder>().unwrap(), Reorder::Auto);
+        assert_eq!(Reorder::Auto.to_string(), "auto");
     }
 
     #[test]
