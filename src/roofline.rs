@@ -20,6 +20,12 @@
 //!   row-pointer bytes + n·d·4 output bytes) / time, reported as a fraction of the gather
 //!   bound at the same d and of the triad rate.
 //!
+//! - **In-cache SpMM** ([`in_cache_pattern`]): the random-order Â with the k-th non-zero of each
+//!   row moved to column k, so that every gather reads one of the first rows of X, which stay
+//!   in L1/L2: the same row lengths, values, arithmetic and output stream without a cache miss
+//!   on X. It is the floor under any node order; random-order time minus this floor is what
+//!   the gathers' misses cost.
+//!
 //! Two more columns explain the SpMM times without timing noise:
 //! - **Cache model** ([`reorder::cache_miss_model`]): per order and width d, the fraction of
 //!   the SpMM's row gathers that miss an LRU cache of the last-level cache's size
@@ -45,9 +51,10 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::graph::normalize::NewTrusted;
 use crate::graph::reorder::{self, Locality, Permutation, Reorder};
 use crate::graph::{Graph, Norm, NormAdj};
-use crate::kernels::{gemm, spmm};
+use crate::kernels::{gemm, spmm, Csr, CsrView};
 use crate::{ConfigError, Error, Par, Result};
 
 /// How far ahead the prefetching gather looks, in bytes of gathered rows (as `kernels::spmm`).
@@ -673,7 +680,20 @@ pub fn spmm_time(
     huge_pages: bool,
     par: Par,
 ) -> Result<SpmmRun> {
-    let n = adj.n_nodes();
+    spmm_time_csr(adj.a(), d, warmup, reps, seed, huge_pages, par)
+}
+
+/// [`spmm_time`] for any square CSR matrix.
+fn spmm_time_csr(
+    a: CsrView<'_, f32>,
+    d: usize,
+    warmup: usize,
+    reps: usize,
+    seed: u64,
+    huge_pages: bool,
+    par: Par,
+) -> Result<SpmmRun> {
+    let n = a.cols();
     let mut x = BigBuffer::zeroed(n * d, huge_pages)?;
     fill_values(x.as_mut_slice(), seed);
     let mut y = BigBuffer::zeroed(n * d, huge_pages)?;
@@ -681,7 +701,7 @@ pub fn spmm_time(
     let xv = x.view(n, d)?;
     let mut yv = y.view_mut(n, d)?;
     let timing = time_reps(warmup, reps, || {
-        spmm(1.0, adj.a(), xv, 0.0, yv.view_mut(), par);
+        spmm(1.0, a, xv, 0.0, yv.view_mut(), par);
         std::hint::black_box(&yv);
     });
     Ok(SpmmRun {
@@ -689,6 +709,23 @@ pub fn spmm_time(
         huge_pages: advised,
         anon_huge_pages_kib: anon_huge_pages_kib(),
     })
+}
+
+/// The in-cache reference of [`run`]: `a`'s row lengths and values, with the k-th non-zero of
+/// every row moved to column k. Every row then gathers the first rows of X, which stay in
+/// L1/L2, so the SpMM does all of its work and writes all of its output without a cache
+/// miss on X: the floor no node order can go below.
+pub fn in_cache_pattern(a: CsrView<'_, f32>) -> Csr<f32> {
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let off = ip[0];
+    let indptr: Vec<usize> = ip.iter().map(|&p| p - off).collect();
+    let mut indices = Vec::with_capacity(a.nnz());
+    for w in indptr.windows(2) {
+        // A row has at most `cols` entries, so 0..len are valid, sorted, distinct columns.
+        indices.extend(0..(w[1] - w[0]) as u32);
+    }
+    Csr::new_trusted_pub(a.shape(), indptr, indices, a.data().to_vec())
 }
 
 /// One SpMM measurement.
@@ -752,6 +789,8 @@ pub struct DimReport {
     pub reordered: SpmmReport,
     /// Random-order median time over reordered median time.
     pub speedup: f64,
+    /// SpMM of [`in_cache_pattern`]: the floor without cache misses on X.
+    pub in_cache: SpmmReport,
     /// SpMM in the class order (diagnostic; only with [`RooflineConfig::class_reference`]).
     pub class_order: Option<SpmmReport>,
     /// Random-order median time over class-order median time.
@@ -902,6 +941,7 @@ pub fn run(
     let a_reordered = NormAdj::<f32>::new(&g_reordered, Norm::Symmetric);
     drop(g_reordered);
     let a_class = g_class.map(|g| NormAdj::<f32>::new(&g, Norm::Symmetric));
+    let a_cache = in_cache_pattern(a_random.a());
     let nnz = a_random.nnz();
     let group = ((nnz as f64 / n.max(1) as f64).round() as usize).max(1);
 
@@ -920,6 +960,10 @@ pub fn run(
         let t_random = spmm_run(&a_random)?;
         let t_reordered = spmm_run(&a_reordered)?;
         let t_class = a_class.as_ref().map(&mut spmm_run).transpose()?;
+        let s = spmm_time_csr(a_cache.view(), d, w, r, cfg.seed, huge, par)?;
+        advised &= s.huge_pages;
+        note_huge(s.anon_huge_pages_kib);
+        let t_cache = s.timing;
         let ratio = |t: &Timing| t_random.median_s / t.median_s.max(f64::MIN_POSITIVE);
         let speedup = ratio(&t_reordered);
         let class_speedup = t_class.as_ref().map(ratio);
@@ -930,6 +974,7 @@ pub fn run(
             random: mk("random".into(), t_random),
             reordered: mk(cfg.reorder.to_string(), t_reordered),
             class_order: t_class.map(|t| mk("class".into(), t)),
+            in_cache: mk("in-cache".into(), t_cache),
             class_speedup,
             miss_model,
             gather,
@@ -1060,13 +1105,19 @@ impl RooflineReport {
         );
         let _ = writeln!(
             s,
-            "{:>5} | {:>22} | {:>7} | {:>32} | {:>32} | {:>7}",
+            "{:>5} | {:>22} | {:>7} | {:>32} | {:>32} | {:>7} | {:>11}{}",
             "d",
             "gather GB/s (plain/pf)",
             "pattern",
             "SpMM random: ms GB/s %gath %tri",
             format!("SpMM {}: ms GB/s %gath %tri", self.reorder),
-            "speedup"
+            "speedup",
+            "in-cache ms",
+            if self.locality_class.is_some() {
+                " | class order: ms speedup"
+            } else {
+                ""
+            }
         );
         for r in &self.dims {
             let g = &r.gather;
@@ -1081,13 +1132,13 @@ impl RooflineReport {
             };
             let class = match (&r.class_order, r.class_speedup) {
                 (Some(c), Some(x)) => {
-                    format!(" | class {:.2} ms {:.2}x", c.timing.median_s * 1e3, x)
+                    format!(" | {:>15.2} {:>7.2}x", c.timing.median_s * 1e3, x)
                 }
                 _ => String::new(),
             };
             let _ = writeln!(
                 s,
-                "{:>5} | {:>8.2} ({:>5.2}/{:>5.2}) | {:>7.2} | {:>32} | {:>32} | {:>6.2}x{}",
+                "{:>5} | {:>8.2} ({:>5.2}/{:>5.2}) | {:>7.2} | {:>32} | {:>32} | {:>6.2}x | {:>11.2}{}",
                 r.d,
                 g.gbs,
                 g.gbs_plain,
@@ -1096,6 +1147,7 @@ impl RooflineReport {
                 cell(&r.random),
                 cell(&r.reordered),
                 r.speedup,
+                r.in_cache.timing.median_s * 1e3,
                 class
             );
         }
@@ -1365,6 +1417,10 @@ mod tests {
             assert!(m.random > 0.0 && m.random == m.reordered, "{m:?}");
         }
         assert!(rep.locality_class.is_none());
+        for r in &rep.dims {
+            assert_eq!(r.in_cache.order, "in-cache");
+            assert!(r.in_cache.gbs > 0.0);
+        }
 
         // The class order: needs the labels, then is reported beside the others.
         let cfg = RooflineConfig {
@@ -1384,6 +1440,25 @@ mod tests {
         }
         assert!(rep.locality_class.is_some());
         assert!(rep.table().contains("class"));
+    }
+
+    #[test]
+    fn in_cache_pattern_keeps_row_lengths_and_values() {
+        let a = Csr::<f32>::new(
+            (4, 4),
+            vec![0, 2, 2, 5, 6],
+            vec![1, 3, 0, 2, 3, 0],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        );
+        let c = in_cache_pattern(a.view());
+        assert_eq!(c.indptr().raw_storage(), a.indptr().raw_storage());
+        assert_eq!(c.indices(), &[0, 1, 0, 1, 2, 0]);
+        assert_eq!(c.data(), a.data());
+        // A row slice of a bigger matrix (row pointer not starting at 0).
+        let s = a.slice_outer(2..4);
+        let cs = in_cache_pattern(s);
+        assert_eq!(cs.indptr().raw_storage(), &[0, 3, 4]);
+        assert_eq!(cs.indices(), &[0, 1, 2, 0]);
     }
 
     #[test]
