@@ -1,8 +1,11 @@
 //! The training epoch loop allocates nothing after its first epoch: a run of 2E epochs makes
 //! exactly as many heap allocations as a run of E epochs (so the count cannot depend on the
-//! number of epochs), for the Kipf `Gcn` in both orders, with dense and sparse features, with
-//! 1 and 2 rayon threads (dropout on, validation every epoch, early stopping with its
-//! best-weights snapshot).
+//! number of epochs), for the Kipf `Gcn` in both orders, with dense and sparse features, and
+//! for `DeepGcn` in every variant (`Variant::ALL`) without normalisation, with BatchNorm and
+//! with PairNorm, on dense and sparse features, with 1 and 2 rayon threads (dropout on,
+//! validation every epoch, early stopping with its best-weights snapshot). `DeepGcn` is
+//! covered without activation checkpointing (`checkpoint = 0`): with `checkpoint > 0` its
+//! training passes take fresh buffers (recomputing segments is what checkpointing is for).
 //!
 //! A counting global allocator counts `alloc`, `alloc_zeroed` and `realloc` calls per rayon
 //! pool: each pool's workers count into their own counter (the training runs inside
@@ -14,8 +17,6 @@
 //! allocations are counted apart (every allocation with an alignment ≥ 16; nothing in this
 //! crate asks for more than 8) and printed, not asserted; their size is bounded by
 //! matrixmultiply's blocking (kc·(mc + nc) elements), not by the number of nodes.
-//!
-//! DeepGcn is not covered yet (it still allocates per epoch); see `docs/BENCHMARKS.md`.
 // A global allocator is an `unsafe impl`; it only forwards to `System`.
 #![allow(unsafe_code)]
 
@@ -25,8 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
-use sparse_gcn::nn::{GcnConfig, Order};
-use sparse_gcn::train::{fit, StopRule, TrainConfig};
+use sparse_gcn::nn::{DeepConfig, GcnConfig, NormKind, Order, Variant};
+use sparse_gcn::train::{fit, fit_deep, FitOptions, StopRule, TrainConfig};
 use sparse_gcn::Par;
 
 struct Counting;
@@ -121,11 +122,21 @@ fn data() -> (Dataset, NormAdj<f32>) {
 /// Runs `run(E)` once to warm up (thread-locals, lazily built rayon and epoch state), then
 /// `run(E)` and `run(2E)`, and asserts that both made the same number of allocations.
 fn assert_epoch_independent(what: &str, threads: usize, run: &(dyn Fn(usize) + Sync)) {
+    assert_epoch_independent_in(&pool(threads), what, threads, run);
+}
+
+/// [`assert_epoch_independent`] in an existing pool of `threads` workers (the counters are
+/// read before and after each run, so one pool serves several cases in turn).
+fn assert_epoch_independent_in(
+    pool: &rayon::ThreadPool,
+    what: &str,
+    threads: usize,
+    run: &(dyn Fn(usize) + Sync),
+) {
     const E: usize = 3;
-    let pool = pool(threads);
-    count(&pool, || run(E));
-    let (short, short_mm) = count(&pool, || run(E));
-    let (long, long_mm) = count(&pool, || run(2 * E));
+    count(pool, || run(E));
+    let (short, short_mm) = count(pool, || run(E));
+    let (long, long_mm) = count(pool, || run(2 * E));
     eprintln!(
         "{what}, {threads} thread(s): {short} allocations for {E} epochs, {long} for {}; \
          matrixmultiply packing buffers: {short_mm} and {long_mm} ({} per epoch)",
@@ -197,4 +208,84 @@ fn gcn_cached_aggregate_allocates_nothing_per_epoch() {
     // No input dropout: the first layer reuses the ÂX cached by `prepare`.
     gcn_case(Order::AggregateFirst, true, 0.0);
     gcn_case(Order::AggregateFirst, false, 0.0);
+}
+
+fn deep_case(norm: NormKind, sparse: bool, order: Order) {
+    let (d, adj) = data();
+    let x = if sparse {
+        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
+    } else {
+        Features::Dense(d.features.to_dense())
+    };
+    assert_eq!(x.is_sparse(), sparse);
+    let pools = [(1, pool(1)), (2, pool(2))];
+    for variant in Variant::ALL {
+        for (threads, pool) in &pools {
+            let threads = *threads;
+            let run = |epochs: usize| {
+                let model = DeepConfig {
+                    hidden_dim: 16,
+                    n_layers: 3,
+                    variant,
+                    norm,
+                    order,
+                    bias: true,
+                    ..Default::default()
+                };
+                let cfg = TrainConfig {
+                    epochs,
+                    stop: StopRule::Patience { patience: 1000 },
+                    par: Par::Rayon,
+                    ..Default::default()
+                };
+                let (r, _) = fit_deep(
+                    &adj,
+                    &x,
+                    &d.labels,
+                    d.n_classes,
+                    &d.split,
+                    &model,
+                    &cfg,
+                    7,
+                    &FitOptions::default(),
+                )
+                .unwrap();
+                assert_eq!(r.history.len(), epochs);
+            };
+            let what = format!("DeepGcn {variant}, norm {norm}, sparse {sparse}, {order:?}");
+            assert_epoch_independent_in(pool, &what, threads, &run);
+        }
+    }
+}
+
+#[test]
+fn deep_dense_allocates_nothing_per_epoch() {
+    deep_case(NormKind::None, false, Order::Auto);
+}
+
+#[test]
+fn deep_batch_norm_allocates_nothing_per_epoch() {
+    deep_case(NormKind::Batch, false, Order::Auto);
+}
+
+#[test]
+fn deep_pair_norm_allocates_nothing_per_epoch() {
+    use sparse_gcn::nn::norm::{PairNorm, PairNormMode};
+    for mode in [PairNormMode::Pn, PairNormMode::PnSi, PairNormMode::PnScs] {
+        deep_case(
+            NormKind::Pair(PairNorm { scale: 1.0, mode }),
+            false,
+            Order::Auto,
+        );
+    }
+}
+
+#[test]
+fn deep_sparse_aggregate_first_allocates_nothing_per_epoch() {
+    deep_case(NormKind::None, true, Order::AggregateFirst);
+}
+
+#[test]
+fn deep_sparse_transform_first_allocates_nothing_per_epoch() {
+    deep_case(NormKind::Batch, true, Order::TransformFirst);
 }

@@ -31,22 +31,23 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use ndarray::{Array2, ArrayView2, CowArray};
+use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis, CowArray, Zip};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::dropout::{dropout_dense, dropout_sparse};
 use super::gcn::{choose_order, GcnCache, GcnConv, Input, LayerShape, Order};
 use super::gcnii::{GcniiCache, GcniiConv};
-use super::jk::{JkCache, JkMode, JumpingKnowledge};
+use super::jk::{JkCache, JkMode, JkWs, JumpingKnowledge};
 use super::linear::Linear;
-use super::model::{check_widths_and_dropout, input_of};
-use super::norm::{BatchNorm, BatchNormCache, PairNorm, PairNormCache};
+use super::model::{assign_at, check_widths_and_dropout, input_of};
+use super::norm::{BatchNorm, BatchNormCache, NormScratch, PairNorm, PairNormCache};
 use super::param::Param;
+use super::workspace::{ensure, grow, view, view_mut, InRef, Scratch, SparseBuf};
 use super::{Mode, Model};
 use crate::graph::{Features, NormAdj};
 use crate::kernels::MaskRng;
-use crate::kernels::{relu_backward_inplace, relu_inplace};
+use crate::kernels::{add_bias, relu_backward_inplace, relu_inplace, spmm};
 use crate::{ConfigError, Par, Scalar};
 
 /// The deep architecture.
@@ -279,6 +280,7 @@ impl DeepConfig {
             norms: Vec::new(),
             jk: None,
             head: None,
+            ws: Scratch::default(),
         };
         match self.variant {
             Variant::Plain | Variant::Residual => {
@@ -356,6 +358,9 @@ pub struct DeepGcn<F: Scalar> {
     jk: Option<JumpingKnowledge<F>>,
     /// GCNII's and JK's output Linear.
     head: Option<Linear<F>>,
+    /// The buffers of the trainer's passes ([`Model::train_pass`], [`Model::eval_pass`]),
+    /// reused from epoch to epoch; empty in a clone.
+    ws: Scratch<DeepWs<F>>,
 }
 
 /// Everything one hidden layer's backward needs.
@@ -887,6 +892,75 @@ impl<F: Scalar> Model<F> for DeepGcn<F> {
         self.run_eval(adj, x, par, &mut |_, _| {})
     }
 
+    /// On the model's reused buffers (no allocation after the first pass) when `checkpoint`
+    /// is 0; with checkpointing, [`Model::fresh_train_pass`] (recomputing segments from fresh
+    /// buffers, as checkpointing is for keeping fewer activations).
+    fn train_pass<R: MaskRng + ?Sized>(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        rng: &mut R,
+        par: Par,
+        loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
+    ) {
+        if !self.uses_workspace() {
+            self.fresh_train_pass(adj, x, rng, par, loss);
+            return;
+        }
+        let key = rng.next_u64();
+        let mut ws = self.ws.take();
+        self.forward_ws(&mut ws, adj, x, Some(key), par);
+        // Running statistics are updated once per training pass.
+        for (nl, lw) in self.norms.iter_mut().zip(&ws.layers) {
+            if let NormLayer::Batch(bn) = nl {
+                bn.update_running(&lw.bn);
+            }
+        }
+        let DeepWs { logits, g, .. } = &mut *ws;
+        if loss(logits.view(), view_mut(g, logits.dim())) {
+            self.backward_ws(&mut ws, adj, x, par);
+        }
+        self.ws.put(ws);
+    }
+
+    fn eval_pass(
+        &mut self,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        par: Par,
+        f: &mut dyn FnMut(ArrayView2<'_, F>),
+    ) {
+        if !self.uses_workspace() {
+            f(self.predict(adj, x, par).view());
+            return;
+        }
+        // The training pass's buffers: evaluation keeps no set of its own.
+        let mut ws = self.ws.take();
+        self.forward_ws(&mut ws, adj, x, None, par);
+        f(ws.logits.view());
+        self.ws.put(ws);
+    }
+
+    fn release_workspace(&mut self) {
+        self.ws = Scratch::default();
+    }
+
+    fn snapshot_into(&self, snap: &mut Vec<Array2<F>>) {
+        let mut k = 0;
+        self.for_each_param(&mut |p| {
+            assign_at(snap, k, &p.value);
+            k += 1;
+        });
+        for nl in &self.norms {
+            if let NormLayer::Batch(bn) = nl {
+                assign_row_at(snap, k, &bn.running_mean);
+                assign_row_at(snap, k + 1, &bn.running_var);
+                k += 2;
+            }
+        }
+        snap.truncate(k);
+    }
+
     fn visit_params(&mut self, f: &mut dyn FnMut(usize, &mut Param<F>)) {
         if let Some(s) = &mut self.stem {
             s.visit_params(&mut |p| f(0, p));
@@ -982,5 +1056,680 @@ impl<F: Scalar> Model<F> for DeepGcn<F> {
 
     fn orders(&self) -> Vec<Order> {
         self.convs.iter().map(|c| c.order).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The trainer's passes on reused buffers.
+
+/// The buffers of one pass of a [`DeepGcn`] ([`Model::train_pass`], [`Model::eval_pass`]),
+/// allocated by the first pass and reused by the next ones (on the same data), so that the
+/// epoch loop allocates nothing after its first epoch. Each layer's buffers hold what its
+/// backward needs (as the fresh-buffer pass's caches do); the flat buffers are shared scratch,
+/// allocated once at the widest layer's size.
+#[derive(Debug, Default)]
+pub(crate) struct DeepWs<F: Scalar> {
+    /// One per hidden layer, then one for the head's input (index `n_hidden`).
+    layers: Vec<LayerWs<F>>,
+    /// The dropped sparse X̃ (the pattern of X), for the first convolution or GCNII's stem.
+    x_sparse: Option<SparseBuf<F>>,
+    /// ÂX̃ (or ÂX) of a first convolution that aggregates sparse features first.
+    s0_sparse: Option<SparseBuf<F>>,
+    /// The dense accumulator of the sparse product ÂX̃ (length in_dim).
+    spgemm_tmp: Vec<F>,
+    /// GCNII's stem: the dropped dense X̃ and its mask.
+    stem_x: Array2<F>,
+    stem_mask: Array2<F>,
+    /// The last pass dropped the stem's input.
+    stem_dropped: bool,
+    /// GCNII: H_0 = ReLU(Lin(X̃)) and, in backward, ∂L/∂H_0.
+    h0: Array2<F>,
+    dh0: Array2<F>,
+    /// JK: its pass, its output and ∂L/∂H_l of every hidden layer.
+    jk: JkWs<F>,
+    jk_out: Array2<F>,
+    jk_grads: Vec<Array2<F>>,
+    /// The logits, n × out_dim.
+    logits: Array2<F>,
+    /// Flat scratch: T = H·W of a TransformFirst convolution, Âᵀ·G or G·Wᵀ in backward,
+    /// GCNII's ∂L/∂S.
+    tmp: Vec<F>,
+    /// Flat: a normalised layer's convolution output (forward).
+    pre: Vec<F>,
+    /// Flat: the residual skip X·P (forward) and the skip's gradient (backward).
+    skip: Vec<F>,
+    /// Flat gradient buffers: ∂L/∂logits, then each layer's ∂L/∂H, in `g`; `g2` takes the
+    /// outputs that cannot be written in place (then the two are swapped).
+    g: Vec<F>,
+    g2: Vec<F>,
+    /// The normalisation layers' statistics.
+    norm: NormScratch,
+}
+
+/// One layer's buffers (a hidden layer, or the head's input).
+#[derive(Debug, Default)]
+struct LayerWs<F: Scalar> {
+    /// The dropped dense input H̃ = H ⊙ M and the mask M (when `dropped`).
+    hd: Array2<F>,
+    mask: Array2<F>,
+    /// The last pass dropped this layer's input.
+    dropped: bool,
+    /// S = ÂH̃ of an AggregateFirst convolution on a dense input, or GCNII's S.
+    s: Array2<F>,
+    /// The ReLU output (hidden layers).
+    act: Array2<F>,
+    /// Residual: the layer's output ReLU(·) + skip.
+    out: Array2<F>,
+    /// The normalisation's pass.
+    bn: BatchNormCache<F>,
+    pn: PairNormCache<F>,
+}
+
+/// The features as a borrowed layer input.
+fn x_in<F: Scalar>(x: &Features<F>) -> InRef<'_, F> {
+    match x {
+        Features::Dense(d) => InRef::Dense(d.view()),
+        Features::Sparse(s) => InRef::Sparse(s.x(), s.x_t()),
+    }
+}
+
+/// Dropout of `raw` from `rng` with rate `p` (training, p > 0): a dense input into `hd` with
+/// its mask in `mask`, sparse features into the values of `sparse`. Returns whether it
+/// dropped. Bit for bit [`drop_input`].
+fn drop_into<F: Scalar>(
+    raw: InRef<'_, F>,
+    x: &Features<F>,
+    p: f64,
+    rng: Option<&mut ChaCha8Rng>,
+    hd: &mut Array2<F>,
+    mask: &mut Array2<F>,
+    sparse: &mut Option<SparseBuf<F>>,
+    par: Par,
+) -> bool {
+    let Some(rng) = rng.filter(|_| p > 0.0) else {
+        return false;
+    };
+    match (raw, x) {
+        (InRef::Dense(h), _) => {
+            ensure(mask, h.dim());
+            if let Some(m) = mask.as_slice_mut() {
+                rng.fill_dropout_mask(p, m, par);
+            }
+            ensure(hd, h.dim());
+            Zip::from(&mut *hd)
+                .and(h)
+                .and(&*mask)
+                .for_each(|o, &v, &m| *o = v * m);
+        }
+        (InRef::Sparse(..), Features::Sparse(s)) => {
+            let buf = sparse.get_or_insert_with(|| SparseBuf::new(s.x().to_owned()));
+            let vals = buf.values_mut();
+            rng.fill_dropout_mask(p, vals, par);
+            for (o, &v) in vals.iter_mut().zip(s.x().data()) {
+                *o = v * *o;
+            }
+            buf.sync_transpose();
+        }
+        (InRef::Sparse(..), Features::Dense(_)) => unreachable!("a sparse input is X"),
+    }
+    true
+}
+
+/// A layer's input in a pass: `raw`, or its dropped copy.
+fn dropped_in<'s, F: Scalar>(
+    raw: InRef<'s, F>,
+    dropped: bool,
+    hd: &'s Array2<F>,
+    sparse: &'s Option<SparseBuf<F>>,
+) -> InRef<'s, F> {
+    match (dropped, raw) {
+        (false, r) => r,
+        (true, InRef::Dense(_)) => InRef::Dense(hd.view()),
+        (true, InRef::Sparse(..)) => sparse
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a dropped sparse input"))
+            .as_in(),
+    }
+}
+
+/// What a convolution's backward needs from its pass on `input`: S = ÂH̃ (AggregateFirst,
+/// dense in `s`, sparse in `s_sparse`) or its input (TransformFirst).
+fn conv_saved<'s, F: Scalar>(
+    conv: &GcnConv<F>,
+    input: InRef<'s, F>,
+    s: &'s Array2<F>,
+    s_sparse: &'s Option<SparseBuf<F>>,
+) -> InRef<'s, F> {
+    match (conv.order, input) {
+        (Order::AggregateFirst, InRef::Dense(_)) => InRef::Dense(s.view()),
+        (Order::AggregateFirst, InRef::Sparse(..)) => s_sparse
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("ÂX̃ of the pass"))
+            .as_in(),
+        (_, i) => i,
+    }
+}
+
+/// z ← Â·H·W + 1·bᵀ for `conv` on `input`, keeping S = ÂH in `s` (dense) or `s_sparse`
+/// (sparse features) for AggregateFirst. Bit for bit [`GcnConv::forward`]; allocates nothing
+/// once the buffers have held a pass on the same data.
+#[allow(clippy::too_many_arguments)]
+fn conv_forward<F: Scalar>(
+    conv: &GcnConv<F>,
+    adj: &NormAdj<F>,
+    input: InRef<'_, F>,
+    s: &mut Array2<F>,
+    s_sparse: &mut Option<SparseBuf<F>>,
+    spgemm_tmp: &mut Vec<F>,
+    tmp: &mut Vec<F>,
+    mut z: ArrayViewMut2<'_, F>,
+    par: Par,
+) {
+    if conv.order == Order::AggregateFirst {
+        let agg = match input {
+            InRef::Dense(h) => {
+                ensure(s, h.dim());
+                spmm(F::one(), adj.a(), h, F::zero(), s.view_mut(), par);
+                InRef::Dense(s.view())
+            }
+            InRef::Sparse(xs, _) => {
+                let buf = s_sparse.get_or_insert_with(|| SparseBuf::new(&adj.a() * &xs));
+                spgemm_tmp.resize(xs.cols(), F::zero());
+                sprs::smmp::numeric(adj.a(), xs, buf.x_mut(), spgemm_tmp);
+                buf.sync_transpose();
+                buf.as_in()
+            }
+        };
+        conv.apply(adj, agg, tmp, z.view_mut(), par);
+    } else {
+        conv.apply(adj, input, tmp, z.view_mut(), par);
+    }
+    if let Some(b) = &conv.bias {
+        add_bias(z, b.value.row(0));
+    }
+}
+
+impl<F: Scalar> DeepGcn<F> {
+    /// Whether the trainer's passes run on the reused workspace (not with checkpointing,
+    /// whose point is to keep fewer activations than the workspace holds).
+    fn uses_workspace(&self) -> bool {
+        self.cfg.checkpoint == 0
+    }
+
+    /// Width of the flat buffers: the widest of the hidden width, the output width and the
+    /// head's input.
+    fn flat_width(&self) -> usize {
+        let h = self.cfg.hidden_dim;
+        let head_in = self.head.as_ref().map_or(0, |l| l.in_dim());
+        h.max(self.cfg.out_dim).max(head_in)
+    }
+
+    /// The undropped input of hidden layer `l` (or of the head, `l = n_hidden`) after `prev`.
+    fn raw_input<'s>(
+        &self,
+        x: &'s Features<F>,
+        prev: Option<&'s LayerWs<F>>,
+        h0: &'s Array2<F>,
+    ) -> InRef<'s, F> {
+        match prev {
+            Some(p) if self.cfg.variant == Variant::Residual => InRef::Dense(p.out.view()),
+            Some(p) => InRef::Dense(p.act.view()),
+            None if self.cfg.variant == Variant::Gcnii => InRef::Dense(h0.view()),
+            None => x_in(x),
+        }
+    }
+
+    /// The forward pass into `ws`: training (dropout from `key`'s streams, batch statistics)
+    /// when `key` is set, evaluation otherwise; the logits are `ws.logits`. Bit for bit the
+    /// fresh-buffer pass ([`Model::forward_train`] or [`Model::predict`]); allocates nothing
+    /// once `ws` has held a pass on the same data. Running statistics are not updated here.
+    fn forward_ws(
+        &self,
+        ws: &mut DeepWs<F>,
+        adj: &NormAdj<F>,
+        x: &Features<F>,
+        key: Option<u64>,
+        par: Par,
+    ) {
+        let n = adj.n_nodes();
+        let h = self.cfg.hidden_dim;
+        let nh = self.n_hidden();
+        let mode = if key.is_some() {
+            Mode::Train
+        } else {
+            Mode::Eval
+        };
+        let width = n * self.flat_width();
+        let DeepWs {
+            layers,
+            x_sparse,
+            s0_sparse,
+            spgemm_tmp,
+            stem_x,
+            stem_mask,
+            stem_dropped,
+            h0,
+            jk,
+            jk_out,
+            logits,
+            tmp,
+            pre,
+            skip,
+            g,
+            g2,
+            norm,
+            ..
+        } = ws;
+        for b in [&mut *tmp, &mut *pre, &mut *skip, &mut *g, &mut *g2] {
+            grow(b, width);
+        }
+        if layers.len() != nh + 1 {
+            layers.resize_with(nh + 1, LayerWs::default);
+        }
+        // GCNII's stem: H_0 = ReLU(Lin(drop(X))).
+        if let Some(stem) = &self.stem {
+            let mut rng = key.map(|k| slot_rng(k, 0));
+            *stem_dropped = drop_into(
+                x_in(x),
+                x,
+                self.cfg.input_dropout,
+                rng.as_mut(),
+                stem_x,
+                stem_mask,
+                x_sparse,
+                par,
+            );
+            let xin = match (*stem_dropped, x) {
+                (false, _) => x_in(x),
+                (true, Features::Dense(_)) => InRef::Dense(stem_x.view()),
+                (true, Features::Sparse(_)) => x_sparse
+                    .as_ref()
+                    .unwrap_or_else(|| unreachable!("a dropped sparse input"))
+                    .as_in(),
+            };
+            ensure(h0, (n, h));
+            stem.forward_into(xin, h0.view_mut(), par);
+            relu_inplace(h0.view_mut());
+        }
+        let residual = self.cfg.variant == Variant::Residual;
+        for l in 0..nh {
+            let (done, rest) = layers.split_at_mut(l);
+            let cur = &mut rest[0];
+            let raw = self.raw_input(x, done.last(), h0);
+            let mut rng = key.map(|k| slot_rng(k, l as u64 + 1));
+            let p = self.p_before(l);
+            cur.dropped = drop_into(
+                raw,
+                x,
+                p,
+                rng.as_mut(),
+                &mut cur.hd,
+                &mut cur.mask,
+                x_sparse,
+                par,
+            );
+            // Residual skip, from the undropped input.
+            let skip_v = if residual {
+                match (&self.proj, l) {
+                    (Some(pr), 0) => {
+                        pr.forward_into(raw, view_mut(skip, (n, h)), par);
+                        Some(view(skip, (n, h)))
+                    }
+                    _ => match raw {
+                        InRef::Dense(d) => Some(d),
+                        InRef::Sparse(..) => None,
+                    },
+                }
+            } else {
+                None
+            };
+            let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+            let normed = self.norms.get(l);
+            ensure(&mut cur.act, (n, h));
+            let z = match normed {
+                Some(_) => view_mut(pre, (n, h)),
+                None => cur.act.view_mut(),
+            };
+            if self.cfg.variant == Variant::Gcnii {
+                let InRef::Dense(hin) = hin else {
+                    unreachable!("GCNII hidden layers have dense inputs")
+                };
+                ensure(&mut cur.s, (n, h));
+                self.gconvs[l].forward_into(adj, hin, h0.view(), cur.s.view_mut(), z, par);
+            } else {
+                conv_forward(
+                    &self.convs[l],
+                    adj,
+                    hin,
+                    &mut cur.s,
+                    s0_sparse,
+                    spgemm_tmp,
+                    tmp,
+                    z,
+                    par,
+                );
+            }
+            match normed {
+                None => {}
+                Some(NormLayer::Batch(bn)) => {
+                    bn.forward_into(
+                        view(pre, (n, h)),
+                        mode,
+                        cur.act.view_mut(),
+                        &mut cur.bn,
+                        norm,
+                    );
+                }
+                Some(NormLayer::Pair(pn)) => {
+                    pn.forward_into(view(pre, (n, h)), cur.act.view_mut(), &mut cur.pn, norm);
+                }
+            }
+            relu_inplace(cur.act.view_mut());
+            if residual {
+                ensure(&mut cur.out, (n, h));
+                match skip_v {
+                    Some(s) => Zip::from(&mut cur.out)
+                        .and(&cur.act)
+                        .and(s)
+                        .for_each(|o, &a, &s| *o = a + s),
+                    None => cur.out.assign(&cur.act),
+                }
+            }
+        }
+        // The head.
+        let (done, rest) = layers.split_at_mut(nh);
+        let cur = &mut rest[0];
+        let mut rng = key.map(|k| slot_rng(k, nh as u64 + 1));
+        let out_dim = self.cfg.out_dim;
+        ensure(logits, (n, out_dim));
+        match self.cfg.variant {
+            Variant::Plain | Variant::Residual => {
+                let l = self.convs.len() - 1;
+                let raw = self.raw_input(x, done.last(), h0);
+                let p = self.p_before(l);
+                cur.dropped = drop_into(
+                    raw,
+                    x,
+                    p,
+                    rng.as_mut(),
+                    &mut cur.hd,
+                    &mut cur.mask,
+                    x_sparse,
+                    par,
+                );
+                let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+                conv_forward(
+                    &self.convs[l],
+                    adj,
+                    hin,
+                    &mut cur.s,
+                    s0_sparse,
+                    spgemm_tmp,
+                    tmp,
+                    logits.view_mut(),
+                    par,
+                );
+            }
+            Variant::Gcnii | Variant::Jk(_) => {
+                let raw = match &self.jk {
+                    Some(j) => {
+                        ensure(jk_out, (n, j.out_dim(h, nh)));
+                        let done: &[LayerWs<F>] = done;
+                        j.forward_into(
+                            nh,
+                            move |l| done[l].act.view(),
+                            jk_out.view_mut(),
+                            jk,
+                            key.is_some(),
+                        );
+                        InRef::Dense(jk_out.view())
+                    }
+                    None => self.raw_input(x, done.last(), h0),
+                };
+                let p = self.cfg.dropout;
+                cur.dropped = drop_into(
+                    raw,
+                    x,
+                    p,
+                    rng.as_mut(),
+                    &mut cur.hd,
+                    &mut cur.mask,
+                    x_sparse,
+                    par,
+                );
+                let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+                let head = self
+                    .head
+                    .as_ref()
+                    .unwrap_or_else(|| unreachable!("a Linear head"));
+                head.forward_into(hin, logits.view_mut(), par);
+            }
+        }
+    }
+
+    /// Backward from ∂L/∂logits (in `ws.g`) through the training pass held in `ws` (on the
+    /// same `x`): **adds** every parameter's gradient, bit for bit as [`Model::backward`].
+    /// Allocates nothing once `ws` has held a backward pass on the same data.
+    fn backward_ws(&mut self, ws: &mut DeepWs<F>, adj: &NormAdj<F>, x: &Features<F>, par: Par) {
+        let n = adj.n_nodes();
+        let h = self.cfg.hidden_dim;
+        let nh = self.n_hidden();
+        let variant = self.cfg.variant;
+        let DeepWs {
+            layers,
+            x_sparse,
+            s0_sparse,
+            stem_x,
+            stem_dropped,
+            h0,
+            dh0,
+            jk,
+            jk_out,
+            jk_grads,
+            tmp,
+            skip,
+            g,
+            g2,
+            norm,
+            ..
+        } = ws;
+        // The head: ∂L/∂(last hidden output) into `g` (n × h).
+        let mut has_g = true;
+        {
+            let (done, rest) = layers.split_at_mut(nh);
+            let cur = &rest[0];
+            match variant {
+                Variant::Plain | Variant::Residual => {
+                    let l = self.convs.len() - 1;
+                    let raw = self.raw_input(x, done.last(), h0);
+                    let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+                    let saved = conv_saved(&self.convs[l], hin, &cur.s, s0_sparse);
+                    has_g = nh > 0;
+                    self.convs[l].backward_into(adj, saved, g, has_g, tmp, par);
+                    if has_g && cur.dropped {
+                        Zip::from(view_mut(g, (n, h)))
+                            .and(&cur.mask)
+                            .for_each(|d, &m| *d = *d * m);
+                    }
+                }
+                Variant::Gcnii | Variant::Jk(_) => {
+                    let raw = match &self.jk {
+                        Some(_) => InRef::Dense(jk_out.view()),
+                        None => self.raw_input(x, done.last(), h0),
+                    };
+                    let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+                    let head = self
+                        .head
+                        .as_mut()
+                        .unwrap_or_else(|| unreachable!("a Linear head"));
+                    let (w_in, w_out) = (head.in_dim(), head.out_dim());
+                    head.backward_into(
+                        hin,
+                        view(g, (n, w_out)),
+                        Some(view_mut(g2, (n, w_in))),
+                        par,
+                    );
+                    std::mem::swap(g, g2);
+                    if cur.dropped {
+                        Zip::from(view_mut(g, (n, w_in)))
+                            .and(&cur.mask)
+                            .for_each(|d, &m| *d = *d * m);
+                    }
+                    if let Some(j) = self.jk.as_mut() {
+                        if jk_grads.len() != nh {
+                            jk_grads.resize_with(nh, || Array2::zeros((0, 0)));
+                        }
+                        let done: &[LayerWs<F>] = done;
+                        j.backward_into(
+                            nh,
+                            move |l| done[l].act.view(),
+                            jk,
+                            view(g, (n, w_in)),
+                            jk_grads,
+                        );
+                        view_mut(g, (n, h)).assign(&jk_grads[nh - 1]);
+                    }
+                }
+            }
+        }
+        if self.stem.is_some() {
+            ensure(dh0, (n, h));
+            dh0.fill(F::zero());
+        }
+        let residual = variant == Variant::Residual;
+        for l in (0..nh).rev() {
+            if !has_g {
+                break;
+            }
+            let (done, rest) = layers.split_at_mut(l);
+            let cur = &rest[0];
+            let first_gcn = l == 0 && variant != Variant::Gcnii;
+            let raw = self.raw_input(x, done.last(), h0);
+            // Residual: the skip's gradient.
+            let mut has_skip = false;
+            if residual {
+                match (&mut self.proj, l) {
+                    (Some(p), 0) => p.backward_into(raw, view(g, (n, h)), None, par),
+                    _ if !first_gcn => {
+                        skip[..n * h].copy_from_slice(&g[..n * h]);
+                        has_skip = true;
+                    }
+                    _ => {}
+                }
+            }
+            relu_backward_inplace(view_mut(g, (n, h)), cur.act.view());
+            match self.norms.get_mut(l) {
+                None => {}
+                Some(NormLayer::Batch(bn)) => {
+                    bn.backward_into(&cur.bn, view(g, (n, h)), view_mut(g2, (n, h)), norm);
+                    std::mem::swap(g, g2);
+                }
+                Some(NormLayer::Pair(pn)) => {
+                    pn.backward_into(&cur.pn, view(g, (n, h)), view_mut(g2, (n, h)), norm);
+                    std::mem::swap(g, g2);
+                }
+            }
+            let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+            if variant == Variant::Gcnii {
+                self.gconvs[l].backward_into(
+                    adj,
+                    cur.s.view(),
+                    view(g, (n, h)),
+                    dh0.view_mut(),
+                    view_mut(tmp, (n, h)),
+                    view_mut(g2, (n, h)),
+                    par,
+                );
+                std::mem::swap(g, g2);
+            } else {
+                let saved = conv_saved(&self.convs[l], hin, &cur.s, s0_sparse);
+                self.convs[l].backward_into(adj, saved, g, !first_gcn, tmp, par);
+            }
+            if first_gcn {
+                has_g = false;
+                continue;
+            }
+            let mut dh = view_mut(g, (n, h));
+            if cur.dropped {
+                Zip::from(&mut dh)
+                    .and(&cur.mask)
+                    .for_each(|d, &m| *d = *d * m);
+            }
+            if has_skip {
+                Zip::from(&mut dh)
+                    .and(view(skip, (n, h)))
+                    .for_each(|d, &s| *d += s);
+            }
+            if l > 0 {
+                if let Some(jg) = jk_grads.get(l - 1).filter(|_| self.jk.is_some()) {
+                    Zip::from(&mut dh).and(jg).for_each(|d, &v| *d += v);
+                }
+            }
+        }
+        // GCNII's stem: ∂L/∂H_0 = g (from layer 0's input) + Σ α·∂L/∂S_l.
+        if let Some(stem) = self.stem.as_mut() {
+            if has_g {
+                Zip::from(&mut *dh0)
+                    .and(view(g, (n, h)))
+                    .for_each(|d, &v| *d += v);
+            }
+            relu_backward_inplace(dh0.view_mut(), h0.view());
+            let xin = match (*stem_dropped, x) {
+                (false, _) => x_in(x),
+                (true, Features::Dense(_)) => InRef::Dense(stem_x.view()),
+                (true, Features::Sparse(_)) => x_sparse
+                    .as_ref()
+                    .unwrap_or_else(|| unreachable!("a dropped sparse input"))
+                    .as_in(),
+            };
+            stem.backward_into(xin, dh0.view(), None, par);
+        }
+    }
+
+    /// Calls `f` on every parameter in [`Model::visit_params`]' order, without mutating.
+    fn for_each_param(&self, f: &mut dyn FnMut(&Param<F>)) {
+        let mut visit = |p: &Param<F>| f(p);
+        let linear = |l: &Linear<F>, f: &mut dyn FnMut(&Param<F>)| {
+            f(&l.weight);
+            if let Some(b) = &l.bias {
+                f(b);
+            }
+        };
+        if let Some(s) = &self.stem {
+            linear(s, &mut visit);
+        }
+        if let Some(p) = &self.proj {
+            linear(p, &mut visit);
+        }
+        for c in &self.convs {
+            visit(&c.weight);
+            if let Some(b) = &c.bias {
+                visit(b);
+            }
+        }
+        for c in &self.gconvs {
+            visit(&c.weight);
+        }
+        for nl in &self.norms {
+            if let NormLayer::Batch(bn) = nl {
+                visit(&bn.gamma);
+                visit(&bn.beta);
+            }
+        }
+        if let Some(a) = self.jk.as_ref().and_then(|j| j.att.as_ref()) {
+            visit(a);
+        }
+        if let Some(hd) = &self.head {
+            linear(hd, &mut visit);
+        }
+    }
+}
+
+/// `snap[k]` ← `v` as a 1 × len row, copying into the existing array when its shape matches.
+fn assign_row_at<F: Scalar>(snap: &mut Vec<Array2<F>>, k: usize, v: &Array1<F>) {
+    match snap.get_mut(k) {
+        Some(s) if s.dim() == (1, v.len()) => s.row_mut(0).assign(v),
+        Some(s) => *s = v.clone().insert_axis(Axis(0)),
+        None => snap.push(v.clone().insert_axis(Axis(0))),
     }
 }

@@ -74,14 +74,6 @@ impl<F: Scalar> Input<'_, F> {
             Input::Sparse(s) => InRef::Sparse(s.x(), s.x_t()),
         }
     }
-    /// out ← self·W (β = 0).
-    pub(crate) fn times(&self, w: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
-        self.as_in().times(w, out.view_mut(), par);
-    }
-    /// out ← selfᵀ·G + out (β = 1).
-    pub(crate) fn t_times_acc(&self, g: ArrayView2<'_, F>, out: &mut Array2<F>, par: Par) {
-        self.as_in().t_times_acc(g, out.view_mut(), par);
-    }
 }
 
 /// S = Â·H: dense for a dense H, sparse (sparse × sparse) for sparse features.

@@ -12,7 +12,7 @@
 //! # Shapes
 //! H, H₀, S, Z, G: n × d; W: d × d (GCNII keeps one width through its convolutions).
 
-use ndarray::{Array2, ArrayView2, Zip};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
 use super::param::Param;
@@ -90,12 +90,31 @@ impl<F: Scalar> GcniiConv<F> {
             h.dim(),
             h0.dim()
         );
+        let mut s = Array2::zeros((n, d));
+        let mut z = Array2::zeros((n, d));
+        self.forward_into(adj, h, h0, s.view_mut(), z.view_mut(), par);
+        (z, GcniiCache { s })
+    }
+
+    /// [`GcniiConv::forward`] into `s` (S, kept for backward) and `z`, both n × d: allocates
+    /// nothing.
+    #[track_caller]
+    pub(crate) fn forward_into(
+        &self,
+        adj: &NormAdj<F>,
+        h: ArrayView2<'_, F>,
+        h0: ArrayView2<'_, F>,
+        mut s: ArrayViewMut2<'_, F>,
+        mut z: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
         let a = F::from_f64_lossy(self.alpha);
         let b = F::from_f64_lossy(self.beta);
-        let mut s = Array2::zeros((n, d));
         spmm(F::one() - a, adj.a(), h, F::zero(), s.view_mut(), par);
         s.scaled_add(a, &h0);
-        let mut z = s.mapv(|v| v * (F::one() - b));
+        Zip::from(&mut z)
+            .and(&s)
+            .for_each(|o, &v| *o = v * (F::one() - b));
         gemm(
             b,
             s.view(),
@@ -104,7 +123,6 @@ impl<F: Scalar> GcniiConv<F> {
             z.view_mut(),
             par,
         );
-        (z, GcniiCache { s })
     }
 
     /// The output of [`GcniiConv::forward`] without keeping S.
@@ -139,29 +157,46 @@ impl<F: Scalar> GcniiConv<F> {
             g.dim(),
             dh0.dim()
         );
-        let a = F::from_f64_lossy(self.alpha);
-        let b = F::from_f64_lossy(self.beta);
         let GcniiCache { s } = cache;
-        // dW += β SᵀG
-        gemm(b, s.t(), g, F::one(), self.weight.grad.view_mut(), par);
-        drop(s);
-        // dS = (1−β)G + β G Wᵀ
-        let mut ds = g.mapv(|v| v * (F::one() - b));
-        gemm(b, g, self.weight.value.t(), F::one(), ds.view_mut(), par);
-        // dH0 += α dS ; dH = (1−α) Âᵀ dS
-        Zip::from(dh0.view_mut())
-            .and(&ds)
-            .for_each(|o, &v| *o += a * v);
+        let mut ds = Array2::zeros((n, d));
         let mut dh = Array2::zeros((n, d));
-        spmm(
-            F::one() - a,
-            adj.a_t(),
-            ds.view(),
-            F::zero(),
+        self.backward_into(
+            adj,
+            s.view(),
+            g,
+            dh0.view_mut(),
+            ds.view_mut(),
             dh.view_mut(),
             par,
         );
         dh
+    }
+
+    /// [`GcniiConv::backward`] from the S of the forward pass, with ∂L/∂S in the scratch `ds`
+    /// and ∂L/∂H written into `dh` (all n × d): allocates nothing.
+    #[track_caller]
+    pub(crate) fn backward_into(
+        &mut self,
+        adj: &NormAdj<F>,
+        s: ArrayView2<'_, F>,
+        g: ArrayView2<'_, F>,
+        dh0: ArrayViewMut2<'_, F>,
+        mut ds: ArrayViewMut2<'_, F>,
+        dh: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
+        let a = F::from_f64_lossy(self.alpha);
+        let b = F::from_f64_lossy(self.beta);
+        // dW += β SᵀG
+        gemm(b, s.t(), g, F::one(), self.weight.grad.view_mut(), par);
+        // dS = (1−β)G + β G Wᵀ
+        Zip::from(&mut ds)
+            .and(&g)
+            .for_each(|o, &v| *o = v * (F::one() - b));
+        gemm(b, g, self.weight.value.t(), F::one(), ds.view_mut(), par);
+        // dH0 += α dS ; dH = (1−α) Âᵀ dS
+        Zip::from(dh0).and(&ds).for_each(|o, &v| *o += a * v);
+        spmm(F::one() - a, adj.a_t(), ds.view(), F::zero(), dh, par);
     }
 
     /// Calls `f` on the weight.

@@ -30,10 +30,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, Zip};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
 use super::param::Param;
+use super::workspace::ensure;
 use crate::Scalar;
 
 /// How [`JumpingKnowledge`] combines the layer outputs.
@@ -173,8 +174,39 @@ impl<F: Scalar> JumpingKnowledge<F> {
         cache: JkCache<F>,
         g: ArrayView2<'_, F>,
     ) -> Vec<Array2<F>> {
-        let (n, d) = check_layers(hs);
         let l_count = hs.len();
+        let mut ws = JkWs::default();
+        match (self.mode, cache.kind) {
+            (JkMode::Concat, CacheKind::Concat) => {}
+            (JkMode::Max, CacheKind::Max(idx)) => ws.idx = idx,
+            (JkMode::Attention, CacheKind::Attention(alpha)) => ws.alpha = alpha,
+            (mode, _) => panic!("JumpingKnowledge::backward: the cache is not from mode {mode}"),
+        }
+        let mut dhs: Vec<Array2<F>> = (0..l_count).map(|_| Array2::zeros((0, 0))).collect();
+        self.backward_into(l_count, |l| hs[l], &mut ws, g, &mut dhs);
+        dhs
+    }
+
+    /// [`JumpingKnowledge::backward`] from the pass held in `ws` (by
+    /// `JumpingKnowledge::forward_into` with `keep`) on the outputs `hs(0) … hs(L−1)`,
+    /// writing dL/dH_l into `dhs[l]` (reshaped to n × d when needed). Allocates nothing once
+    /// `ws` and `dhs` have held a pass of these shapes. Bit for bit
+    /// [`JumpingKnowledge::backward`].
+    ///
+    /// # Panics
+    /// As [`JumpingKnowledge::backward`], and if `dhs` has not L entries.
+    #[track_caller]
+    pub(crate) fn backward_into<'h>(
+        &mut self,
+        l_count: usize,
+        hs: impl Fn(usize) -> ArrayView2<'h, F>,
+        ws: &mut JkWs<F>,
+        g: ArrayView2<'_, F>,
+        dhs: &mut [Array2<F>],
+    ) where
+        F: 'h,
+    {
+        let (n, d) = check_layers(l_count, &hs);
         let want = (n, self.out_dim(d, l_count));
         assert!(
             g.dim() == want,
@@ -185,31 +217,36 @@ impl<F: Scalar> JumpingKnowledge<F> {
             want.0,
             want.1
         );
-        match (self.mode, cache.kind) {
-            (JkMode::Concat, CacheKind::Concat) => (0..l_count)
-                .map(|l| g.slice(s![.., l * d..(l + 1) * d]).to_owned())
-                .collect(),
-            (JkMode::Max, CacheKind::Max(idx)) => {
+        assert_eq!(dhs.len(), l_count, "JumpingKnowledge::backward: dH count");
+        for dh in dhs.iter_mut() {
+            ensure(dh, (n, d));
+        }
+        match self.mode {
+            JkMode::Concat => {
+                for (l, dh) in dhs.iter_mut().enumerate() {
+                    dh.assign(&g.slice(s![.., l * d..(l + 1) * d]));
+                }
+            }
+            JkMode::Max => {
+                let idx = &ws.idx;
                 assert!(
                     idx.dim() == (n, d),
                     "JumpingKnowledge::backward (max): cache {}×{}, expected {n}×{d}",
                     idx.nrows(),
                     idx.ncols()
                 );
-                (0..l_count)
-                    .map(|l| {
-                        let l = l as u16;
-                        let mut dh = Array2::zeros((n, d));
-                        Zip::from(&mut dh).and(&idx).and(&g).for_each(|o, &k, &gv| {
-                            if k == l {
-                                *o = gv;
-                            }
-                        });
-                        dh
-                    })
-                    .collect()
+                for (l, dh) in dhs.iter_mut().enumerate() {
+                    let l = l as u16;
+                    dh.fill(F::zero());
+                    Zip::from(dh).and(idx).and(&g).for_each(|o, &k, &gv| {
+                        if k == l {
+                            *o = gv;
+                        }
+                    });
+                }
             }
-            (JkMode::Attention, CacheKind::Attention(alpha)) => {
+            JkMode::Attention => {
+                let alpha = &ws.alpha;
                 assert!(
                     alpha.dim() == (n, l_count),
                     "JumpingKnowledge::backward (att): cache α {}×{}, expected {n}×{l_count}",
@@ -217,9 +254,17 @@ impl<F: Scalar> JumpingKnowledge<F> {
                     alpha.ncols()
                 );
                 let att = attention_param(&mut self.att, d);
-                attention_backward(hs, alpha.view(), g, att)
+                attention_backward(
+                    l_count,
+                    &hs,
+                    alpha.view(),
+                    g,
+                    att,
+                    &mut ws.delta,
+                    &mut ws.da,
+                    dhs,
+                );
             }
-            (mode, _) => panic!("JumpingKnowledge::backward: the cache is not from mode {mode}"),
         }
     }
 
@@ -232,15 +277,50 @@ impl<F: Scalar> JumpingKnowledge<F> {
 
     #[track_caller]
     fn run(&self, hs: &[ArrayView2<'_, F>], keep: bool) -> (Array2<F>, CacheKind<F>) {
-        let (n, d) = check_layers(hs);
-        let l_count = hs.len();
+        let (n, d) = check_layers(hs.len(), &|l| hs[l]);
+        let mut out = Array2::zeros((n, self.out_dim(d, hs.len())));
+        let mut ws = JkWs::default();
+        self.forward_into(hs.len(), |l| hs[l], out.view_mut(), &mut ws, keep);
+        let kind = match self.mode {
+            JkMode::Concat => CacheKind::Concat,
+            JkMode::Max => CacheKind::Max(ws.idx),
+            JkMode::Attention => CacheKind::Attention(if keep {
+                ws.alpha
+            } else {
+                Array2::zeros((0, 0))
+            }),
+        };
+        (out, kind)
+    }
+
+    /// Combines `hs(0) … hs(L−1)` into `out` (n × out_dim(d, L)), keeping what backward needs
+    /// in `ws` when `keep`. Allocates nothing once `ws` has held a pass of these shapes. Bit
+    /// for bit [`JumpingKnowledge::forward`] (`keep`) and [`JumpingKnowledge::predict`].
+    ///
+    /// # Panics
+    /// As [`JumpingKnowledge::forward`], and if `out` has not the output's shape.
+    #[track_caller]
+    pub(crate) fn forward_into<'h>(
+        &self,
+        l_count: usize,
+        hs: impl Fn(usize) -> ArrayView2<'h, F>,
+        mut out: ArrayViewMut2<'_, F>,
+        ws: &mut JkWs<F>,
+        keep: bool,
+    ) where
+        F: 'h,
+    {
+        let (n, d) = check_layers(l_count, &hs);
+        assert_eq!(
+            out.dim(),
+            (n, self.out_dim(d, l_count)),
+            "JumpingKnowledge::forward: output shape"
+        );
         match self.mode {
             JkMode::Concat => {
-                let mut out = Array2::zeros((n, l_count * d));
-                for (l, h) in hs.iter().enumerate() {
-                    out.slice_mut(s![.., l * d..(l + 1) * d]).assign(h);
+                for l in 0..l_count {
+                    out.slice_mut(s![.., l * d..(l + 1) * d]).assign(&hs(l));
                 }
-                (out, CacheKind::Concat)
             }
             JkMode::Max => {
                 assert!(
@@ -248,17 +328,23 @@ impl<F: Scalar> JumpingKnowledge<F> {
                     "JumpingKnowledge (max): {l_count} layers, at most {} supported",
                     u16::MAX
                 );
-                let mut out = hs[0].to_owned();
-                let mut idx = Array2::<u16>::zeros(if keep { (n, d) } else { (0, 0) });
-                for (l, h) in hs.iter().enumerate().skip(1) {
+                out.assign(&hs(0));
+                // Evaluation leaves the training pass's arg-max buffer as it is.
+                let idx = &mut ws.idx;
+                if keep {
+                    ensure(idx, (n, d));
+                    idx.fill(0);
+                }
+                for l in 1..l_count {
+                    let h = hs(l);
                     // Strictly greater: ties stay with the earlier layer. A NaN wins once and
                     // then stays, so divergence shows in the output.
                     let wins = |o: &F, v: F| v > *o || (v.is_nan() && !o.is_nan());
                     if keep {
                         let l = l as u16;
                         Zip::from(&mut out)
-                            .and(&mut idx)
-                            .and(h)
+                            .and(&mut *idx)
+                            .and(&h)
                             .for_each(|o, k, &v| {
                                 if wins(o, v) {
                                     *o = v;
@@ -266,40 +352,72 @@ impl<F: Scalar> JumpingKnowledge<F> {
                                 }
                             });
                     } else {
-                        Zip::from(&mut out).and(h).for_each(|o, &v| {
+                        Zip::from(&mut out).and(&h).for_each(|o, &v| {
                             if wins(o, v) {
                                 *o = v;
                             }
                         });
                     }
                 }
-                (out, CacheKind::Max(idx))
             }
             JkMode::Attention => {
                 let a = attention_vector(self.att.as_ref(), d);
-                let alpha = attention_weights(hs, a);
-                let mut out = Array2::zeros((n, d));
-                for (l, h) in hs.iter().enumerate() {
+                let alpha = &mut ws.alpha;
+                ensure(alpha, (n, l_count));
+                attention_weights(l_count, &hs, a, alpha);
+                out.fill(F::zero());
+                for l in 0..l_count {
                     Zip::from(out.rows_mut())
                         .and(alpha.column(l))
-                        .and(h.rows())
+                        .and(hs(l).rows())
                         .for_each(|mut o, &w, hr| o.scaled_add(w, &hr));
                 }
-                let alpha = if keep { alpha } else { Array2::zeros((0, 0)) };
-                (out, CacheKind::Attention(alpha))
             }
         }
     }
 }
 
-/// Checks that `hs` is non-empty and that every H_l has the shape of H_1; returns it.
+/// What a pass of [`JumpingKnowledge`] keeps for backward, and backward's scratch, reused
+/// from pass to pass.
+#[derive(Debug, Clone)]
+pub(crate) struct JkWs<F> {
+    /// Max: the arg-max layer of each output entry, n × d.
+    idx: Array2<u16>,
+    /// Attention: α, n × L.
+    alpha: Array2<F>,
+    /// Attention backward: δ, n × L.
+    delta: Array2<F>,
+    /// Attention backward: da, d.
+    da: Array1<F>,
+}
+
+impl<F: Scalar> Default for JkWs<F> {
+    fn default() -> Self {
+        JkWs {
+            idx: Array2::zeros((0, 0)),
+            alpha: Array2::zeros((0, 0)),
+            delta: Array2::zeros((0, 0)),
+            da: Array1::zeros(0),
+        }
+    }
+}
+
+/// Checks that there is at least one layer output and that every H_l has the shape of H_1;
+/// returns it.
 #[track_caller]
-fn check_layers<F: Scalar>(hs: &[ArrayView2<'_, F>]) -> (usize, usize) {
-    let Some(first) = hs.first() else {
+fn check_layers<'h, F: Scalar>(
+    l_count: usize,
+    hs: &impl Fn(usize) -> ArrayView2<'h, F>,
+) -> (usize, usize)
+where
+    F: 'h,
+{
+    if l_count == 0 {
         panic!("JumpingKnowledge: no layer outputs given");
-    };
-    let dim = first.dim();
-    for (l, h) in hs.iter().enumerate() {
+    }
+    let dim = hs(0).dim();
+    for l in 0..l_count {
+        let h = hs(l);
         assert!(
             h.dim() == dim,
             "JumpingKnowledge: layer output {l} is {}×{}, layer 0 is {}×{}",
@@ -346,13 +464,18 @@ fn attention_param<F: Scalar>(att: &mut Option<Param<F>>, d: usize) -> &mut Para
     }
 }
 
-/// α (n × L): α_i· = softmax_l(⟨h_il, a⟩), max-subtracted.
-fn attention_weights<F: Scalar>(hs: &[ArrayView2<'_, F>], a: ArrayView1<'_, F>) -> Array2<F> {
-    let n = hs[0].nrows();
-    let mut alpha = Array2::zeros((n, hs.len()));
-    for (l, h) in hs.iter().enumerate() {
+/// α (n × L, written into `alpha`): α_i· = softmax_l(⟨h_il, a⟩), max-subtracted.
+fn attention_weights<'h, F: Scalar>(
+    l_count: usize,
+    hs: &impl Fn(usize) -> ArrayView2<'h, F>,
+    a: ArrayView1<'_, F>,
+    alpha: &mut Array2<F>,
+) where
+    F: 'h,
+{
+    for l in 0..l_count {
         Zip::from(alpha.column_mut(l))
-            .and(h.rows())
+            .and(hs(l).rows())
             .for_each(|s, hr| *s = hr.dot(&a));
     }
     for mut row in alpha.rows_mut() {
@@ -364,23 +487,29 @@ fn attention_weights<F: Scalar>(hs: &[ArrayView2<'_, F>], a: ArrayView1<'_, F>) 
         let z: F = row.sum();
         row.map_inplace(|v| *v /= z);
     }
-    alpha
 }
 
-/// dH_l = α_·l ⊙ G + δ_·l aᵀ, da += Σ_l H_lᵀ δ_·l, with δ_il = α_il (c_il − Σ_m α_im c_im) and
-/// c_il = ⟨g_i, h_il⟩.
-fn attention_backward<F: Scalar>(
-    hs: &[ArrayView2<'_, F>],
+/// dH_l = α_·l ⊙ G + δ_·l aᵀ (into `dhs[l]`, n × d), da += Σ_l H_lᵀ δ_·l, with
+/// δ_il = α_il (c_il − Σ_m α_im c_im) and c_il = ⟨g_i, h_il⟩ (δ and da in the scratch).
+#[allow(clippy::too_many_arguments)]
+fn attention_backward<'h, F: Scalar>(
+    l_count: usize,
+    hs: &impl Fn(usize) -> ArrayView2<'h, F>,
     alpha: ArrayView2<'_, F>,
     g: ArrayView2<'_, F>,
     att: &mut Param<F>,
-) -> Vec<Array2<F>> {
+    delta: &mut Array2<F>,
+    da: &mut Array1<F>,
+    dhs: &mut [Array2<F>],
+) where
+    F: 'h,
+{
     let (n, d) = g.dim();
     // δ starts as c, then becomes α ⊙ (c − Σ_m α_·m c_·m) row by row.
-    let mut delta = Array2::zeros((n, hs.len()));
-    for (l, h) in hs.iter().enumerate() {
+    ensure(delta, (n, l_count));
+    for l in 0..l_count {
         Zip::from(delta.column_mut(l))
-            .and(h.rows())
+            .and(hs(l).rows())
             .and(g.rows())
             .for_each(|c, hr, gr| *c = hr.dot(&gr));
     }
@@ -392,28 +521,26 @@ fn attention_backward<F: Scalar>(
                 .and(&al)
                 .for_each(|c, &a| *c = a * (*c - cbar));
         });
-    let a = att.value.column(0).to_owned();
-    let mut da = Array1::<F>::zeros(d);
-    let dhs = hs
-        .iter()
-        .enumerate()
-        .map(|(l, h)| {
-            let mut dh = Array2::zeros((n, d));
-            Zip::from(dh.rows_mut())
-                .and(g.rows())
-                .and(h.rows())
-                .and(alpha.column(l))
-                .and(delta.column(l))
-                .for_each(|mut o, gr, hr, &w, &dl| {
-                    o.scaled_add(w, &gr);
-                    o.scaled_add(dl, &a);
-                    da.scaled_add(dl, &hr);
-                });
-            dh
-        })
-        .collect();
-    att.grad.column_mut(0).zip_mut_with(&da, |gr, &v| *gr += v);
-    dhs
+    let Param { value, grad } = att;
+    let a = value.column(0);
+    if da.len() != d {
+        *da = Array1::zeros(d);
+    }
+    da.fill(F::zero());
+    for (l, dh) in dhs.iter_mut().enumerate() {
+        dh.fill(F::zero());
+        Zip::from(dh.rows_mut())
+            .and(g.rows())
+            .and(hs(l).rows())
+            .and(alpha.column(l))
+            .and(delta.column(l))
+            .for_each(|mut o, gr, hr, &w, &dl| {
+                o.scaled_add(w, &gr);
+                o.scaled_add(dl, &a);
+                da.scaled_add(dl, &hr);
+            });
+    }
+    grad.column_mut(0).zip_mut_with(&*da, |gr, &v| *gr += v);
 }
 
 #[cfg(test)]

@@ -15,11 +15,12 @@
 //! | b | 1 × out_dim |
 //! | Y, G | n × out_dim |
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rand::Rng;
 
 use super::gcn::Input;
 use super::param::Param;
+use super::workspace::InRef;
 use crate::kernels::{add_bias, col_sum, gemm};
 use crate::{Par, Scalar};
 
@@ -74,11 +75,20 @@ impl<F: Scalar> Linear<F> {
             self.out_dim()
         );
         let mut y = Array2::zeros((x.nrows(), self.out_dim()));
-        x.times(self.weight.value.view(), &mut y, par);
-        if let Some(b) = &self.bias {
-            add_bias(y.view_mut(), b.value.row(0));
-        }
+        self.forward_into(x.as_in(), y.view_mut(), par);
         y
+    }
+
+    /// [`Linear::forward`] into `y` (n × out_dim): allocates nothing.
+    ///
+    /// # Panics
+    /// If the shapes do not agree.
+    #[track_caller]
+    pub(crate) fn forward_into(&self, x: InRef<'_, F>, mut y: ArrayViewMut2<'_, F>, par: Par) {
+        x.times(self.weight.value.view(), y.view_mut(), par);
+        if let Some(b) = &self.bias {
+            add_bias(y, b.value.row(0));
+        }
     }
 
     /// Adds dL/dW = XᵀG and dL/db = Gᵀ1 into the parameters' gradients and returns
@@ -112,22 +122,30 @@ impl<F: Scalar> Linear<F> {
             !(need_dx && matches!(x, Input::Sparse(_))),
             "Linear::backward: no dX for a sparse input"
         );
+        let mut dx = need_dx.then(|| Array2::zeros((n, self.in_dim())));
+        self.backward_into(x.as_in(), g, dx.as_mut().map(|d| d.view_mut()), par);
+        dx
+    }
+
+    /// [`Linear::backward`] with dL/dX written into `dx` when given: allocates nothing.
+    ///
+    /// # Panics
+    /// If the shapes do not agree.
+    #[track_caller]
+    pub(crate) fn backward_into(
+        &mut self,
+        x: InRef<'_, F>,
+        g: ArrayView2<'_, F>,
+        dx: Option<ArrayViewMut2<'_, F>>,
+        par: Par,
+    ) {
         if let Some(b) = &mut self.bias {
             col_sum(g, F::one(), b.grad.row_mut(0));
         }
-        x.t_times_acc(g, &mut self.weight.grad, par);
-        need_dx.then(|| {
-            let mut dx = Array2::zeros((n, self.in_dim()));
-            gemm(
-                F::one(),
-                g,
-                self.weight.value.t(),
-                F::zero(),
-                dx.view_mut(),
-                par,
-            );
-            dx
-        })
+        x.t_times_acc(g, self.weight.grad.view_mut(), par);
+        if let Some(dx) = dx {
+            gemm(F::one(), g, self.weight.value.t(), F::zero(), dx, par);
+        }
     }
 
     /// Calls `f` on each parameter (weight, then bias).

@@ -63,33 +63,60 @@ fn chunk_rows(d: usize) -> usize {
 /// Σ over rows i of the contributions that `f(i, acc)` adds into `acc` (length `len`), in f64.
 /// Rows are folded in order inside a chunk and the chunks' partial sums are added in order.
 fn sum_rows(n: usize, d: usize, len: usize, f: impl Fn(usize, &mut [f64]) + Sync) -> Vec<f64> {
-    let step = chunk_rows(d);
-    let parts: Vec<Vec<f64>> = (0..n.div_ceil(step))
-        .into_par_iter()
-        .map(|c| {
-            let mut acc = vec![0.0; len];
-            let rows: Range<usize> = c * step..((c + 1) * step).min(n);
-            for i in rows {
-                f(i, &mut acc);
-            }
-            acc
-        })
-        .collect();
-    let mut total = vec![0.0; len];
-    for p in parts {
-        for (t, v) in total.iter_mut().zip(p) {
-            *t += v;
-        }
-    }
+    let mut total = Vec::new();
+    sum_rows_into(n, d, len, &mut Vec::new(), &mut total, f);
     total
 }
 
-/// Calls `f(i, out_i)` for every row i of `out`, in parallel over row chunks.
+/// [`sum_rows`] into `total` (resized to `len`), with the chunks' partial sums in `parts`:
+/// allocates nothing once both have the capacity.
+fn sum_rows_into(
+    n: usize,
+    d: usize,
+    len: usize,
+    parts: &mut Vec<f64>,
+    total: &mut Vec<f64>,
+    f: impl Fn(usize, &mut [f64]) + Sync,
+) {
+    total.clear();
+    total.resize(len, 0.0);
+    if len == 0 {
+        return;
+    }
+    let step = chunk_rows(d);
+    parts.clear();
+    parts.resize(n.div_ceil(step) * len, 0.0);
+    parts.par_chunks_mut(len).enumerate().for_each(|(c, acc)| {
+        let rows: Range<usize> = c * step..((c + 1) * step).min(n);
+        for i in rows {
+            f(i, acc);
+        }
+    });
+    for p in parts.chunks_exact(len) {
+        for (t, &v) in total.iter_mut().zip(p) {
+            *t += v;
+        }
+    }
+}
+
+/// Calls `f(i, out_i)` for every row i of `out`, in parallel over row chunks (without
+/// allocating when `out` is in standard layout).
 fn for_each_row<F: Scalar>(
     mut out: ArrayViewMut2<'_, F>,
     f: impl Fn(usize, ArrayViewMut1<'_, F>) + Sync,
 ) {
-    let step = chunk_rows(out.ncols());
+    let d = out.ncols();
+    let step = chunk_rows(d);
+    if let (Some(sl), true) = (out.as_slice_mut(), d > 0) {
+        sl.par_chunks_mut(step * d)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                for (r, row) in chunk.chunks_exact_mut(d).enumerate() {
+                    f(c * step + r, ArrayViewMut1::from(row));
+                }
+            });
+        return;
+    }
     let chunks: Vec<_> = out
         .axis_chunks_iter_mut(Axis(0), step)
         .enumerate()
@@ -101,14 +128,35 @@ fn for_each_row<F: Scalar>(
     });
 }
 
-/// Calls `f(i, a_i, b_i)` for every row i of two arrays of the same shape, in parallel.
+/// Calls `f(i, a_i, b_i)` for every row i of two arrays of the same shape, in parallel
+/// (without allocating when both are in standard layout).
 fn for_each_row2<F: Scalar>(
     mut a: ArrayViewMut2<'_, F>,
     mut b: ArrayViewMut2<'_, F>,
     f: impl Fn(usize, ArrayViewMut1<'_, F>, ArrayViewMut1<'_, F>) + Sync,
 ) {
     debug_assert_eq!(a.dim(), b.dim());
-    let step = chunk_rows(a.ncols());
+    let d = a.ncols();
+    let step = chunk_rows(d);
+    if let (Some(sa), Some(sb), true) = (a.as_slice_mut(), b.as_slice_mut(), d > 0) {
+        sa.par_chunks_mut(step * d)
+            .zip(sb.par_chunks_mut(step * d))
+            .enumerate()
+            .for_each(|(c, (ca, cb))| {
+                for (r, (ra, rb)) in ca
+                    .chunks_exact_mut(d)
+                    .zip(cb.chunks_exact_mut(d))
+                    .enumerate()
+                {
+                    f(
+                        c * step + r,
+                        ArrayViewMut1::from(ra),
+                        ArrayViewMut1::from(rb),
+                    );
+                }
+            });
+        return;
+    }
     let chunks: Vec<_> = a
         .axis_chunks_iter_mut(Axis(0), step)
         .zip(b.axis_chunks_iter_mut(Axis(0), step))
@@ -121,26 +169,50 @@ fn for_each_row2<F: Scalar>(
     });
 }
 
-/// `f(i)` for every row i, collected in order (each entry computed independently).
-fn map_rows(n: usize, d: usize, f: impl Fn(usize) -> f64 + Sync + Send) -> Vec<f64> {
-    (0..n)
-        .into_par_iter()
+/// `f(i)` for every row i, written in order into `out` (resized to n; each entry computed
+/// independently). Allocates nothing once `out` has the capacity.
+fn map_rows_into(n: usize, d: usize, out: &mut Vec<f64>, f: impl Fn(usize) -> f64 + Sync + Send) {
+    out.clear();
+    out.resize(n, 0.0);
+    out.par_iter_mut()
         .with_min_len(chunk_rows(d))
-        .map(f)
-        .collect()
+        .enumerate()
+        .for_each(|(i, o)| *o = f(i));
 }
 
 /// Column means in f64 (zeros for an empty input).
 fn col_means<F: Scalar>(x: ArrayView2<'_, F>) -> Vec<f64> {
+    let mut out = Vec::new();
+    col_means_into(x, &mut Vec::new(), &mut out);
+    out
+}
+
+/// [`col_means`] into `out`, with `parts` as [`sum_rows_into`]'s.
+fn col_means_into<F: Scalar>(x: ArrayView2<'_, F>, parts: &mut Vec<f64>, out: &mut Vec<f64>) {
     let (n, d) = x.dim();
-    let mut s = sum_rows(n, d, d, |i, acc| {
+    sum_rows_into(n, d, d, parts, out, |i, acc| {
         for (a, &v) in acc.iter_mut().zip(x.row(i)) {
             *a += v.to_f64_lossless();
         }
     });
     let nf = n.max(1) as f64;
-    s.iter_mut().for_each(|v| *v /= nf);
-    s
+    out.iter_mut().for_each(|v| *v /= nf);
+}
+
+/// Reusable f64 buffers of the normalisation layers' `_into` passes (statistics and their
+/// partial sums), so that a pass allocates nothing once they have grown.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct NormScratch {
+    parts: Vec<f64>,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    c: Vec<f64>,
+}
+
+/// `out` ← `v` as f64, reusing its storage.
+fn to_f64_into<'a, F: Scalar>(v: impl IntoIterator<Item = &'a F>, out: &mut Vec<f64>) {
+    out.clear();
+    out.extend(v.into_iter().map(|x| x.to_f64_lossless()));
 }
 
 fn to_f64_vec<'a, F: Scalar>(v: impl IntoIterator<Item = &'a F>) -> Vec<f64> {
@@ -173,16 +245,31 @@ pub struct BatchNorm<F> {
 }
 
 /// What [`BatchNorm::backward`] needs: X̂ and σ⁻¹ per column; in train mode also the batch
-/// statistics (for [`BatchNorm::update_running`]).
+/// statistics (for [`BatchNorm::update_running`]). Its buffers are reused when it is passed
+/// again to a forward pass (`BatchNorm::forward_into`).
 #[derive(Debug, Clone)]
 pub struct BatchNormCache<F> {
     x_hat: Array2<F>,
     inv_std: Vec<f64>,
-    batch: Option<BatchStats>,
+    /// The batch statistics; meaningful only when `train`.
+    batch: BatchStats,
+    train: bool,
+}
+
+impl<F> Default for BatchNormCache<F> {
+    fn default() -> Self {
+        BatchNormCache {
+            x_hat: Array2::from_shape_vec((0, 0), Vec::new())
+                .unwrap_or_else(|_| unreachable!("an empty array")),
+            inv_std: Vec::new(),
+            batch: BatchStats::default(),
+            train: false,
+        }
+    }
 }
 
 /// Batch statistics of a train-mode forward pass.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct BatchStats {
     mean: Vec<f64>,
     /// Biased (divided by n).
@@ -193,7 +280,7 @@ struct BatchStats {
 impl<F> BatchNormCache<F> {
     /// The mode of the forward pass that made this cache.
     pub fn mode(&self) -> Mode {
-        if self.batch.is_some() {
+        if self.train {
             Mode::Train
         } else {
             Mode::Eval
@@ -201,11 +288,11 @@ impl<F> BatchNormCache<F> {
     }
     /// The batch mean μ (train mode only).
     pub fn batch_mean(&self) -> Option<&[f64]> {
-        self.batch.as_ref().map(|b| b.mean.as_slice())
+        self.train.then_some(self.batch.mean.as_slice())
     }
     /// The biased batch variance v = (1/n) Σ (x − μ)² (train mode only).
     pub fn batch_var(&self) -> Option<&[f64]> {
-        self.batch.as_ref().map(|b| b.var.as_slice())
+        self.train.then_some(self.batch.var.as_slice())
     }
 }
 
@@ -244,15 +331,15 @@ impl<F: Scalar> BatchNorm<F> {
         );
     }
 
-    /// Per-column (μ, σ⁻¹) of the running statistics.
-    fn running_stats(&self) -> (Vec<f64>, Vec<f64>) {
-        let mean = to_f64_vec(&self.running_mean);
-        let inv_std = self
-            .running_var
-            .iter()
-            .map(|v| 1.0 / (v.to_f64_lossless() + self.eps).sqrt())
-            .collect();
-        (mean, inv_std)
+    /// Per-column (μ, σ⁻¹) of the running statistics, into `mean` and `inv_std`.
+    fn running_stats_into(&self, mean: &mut Vec<f64>, inv_std: &mut Vec<f64>) {
+        to_f64_into(&self.running_mean, mean);
+        inv_std.clear();
+        inv_std.extend(
+            self.running_var
+                .iter()
+                .map(|v| 1.0 / (v.to_f64_lossless() + self.eps).sqrt()),
+        );
     }
 
     /// Y = γ ⊙ (X − μ)·σ⁻¹ + β with the batch statistics (`Train`, biased variance) or the
@@ -269,40 +356,83 @@ impl<F: Scalar> BatchNorm<F> {
     /// Time O(n·d); memory 2·n·d (Y and the cached X̂).
     #[track_caller]
     pub fn forward(&self, x: ArrayView2<'_, F>, mode: Mode) -> (Array2<F>, BatchNormCache<F>) {
+        let mut y = Array2::zeros(x.dim());
+        let mut cache = BatchNormCache::default();
+        self.forward_into(
+            x,
+            mode,
+            y.view_mut(),
+            &mut cache,
+            &mut NormScratch::default(),
+        );
+        (y, cache)
+    }
+
+    /// [`BatchNorm::forward`] into `y` (n × d) and `cache`, reusing the cache's buffers and
+    /// `sc`: allocates nothing once they have held a pass of this shape. Bit for bit
+    /// [`BatchNorm::forward`].
+    ///
+    /// # Panics
+    /// As [`BatchNorm::forward`], and if `y` is not n × d.
+    #[track_caller]
+    pub(crate) fn forward_into(
+        &self,
+        x: ArrayView2<'_, F>,
+        mode: Mode,
+        y: ArrayViewMut2<'_, F>,
+        cache: &mut BatchNormCache<F>,
+        sc: &mut NormScratch,
+    ) {
         let (n, d) = x.dim();
         self.check_width("forward", d);
-        let (mean, inv_std, batch) = match mode {
+        assert_eq!(y.dim(), (n, d), "BatchNorm::forward: output shape");
+        let BatchNormCache {
+            x_hat,
+            inv_std,
+            batch,
+            train,
+        } = cache;
+        let NormScratch {
+            parts,
+            a: mean_eval,
+            b: gamma,
+            c: beta,
+        } = sc;
+        let mean: &[f64] = match mode {
             Mode::Train => {
                 assert!(
                     n >= 2,
                     "BatchNorm::forward: train mode needs at least 2 rows, input {n}×{d}"
                 );
-                let mean = col_means(x);
-                let mut var = sum_rows(n, d, d, |i, acc| {
-                    for ((a, &v), &m) in acc.iter_mut().zip(x.row(i)).zip(&mean) {
+                col_means_into(x, parts, &mut batch.mean);
+                let mean = &batch.mean;
+                sum_rows_into(n, d, d, parts, &mut batch.var, |i, acc| {
+                    for ((a, &v), &m) in acc.iter_mut().zip(x.row(i)).zip(mean) {
                         let t = v.to_f64_lossless() - m;
                         *a += t * t;
                     }
                 });
-                var.iter_mut().for_each(|v| *v /= n as f64);
-                let inv_std = var.iter().map(|v| 1.0 / (v + self.eps).sqrt()).collect();
-                let stats = BatchStats {
-                    mean: mean.clone(),
-                    var,
-                    n,
-                };
-                (mean, inv_std, Some(stats))
+                batch.var.iter_mut().for_each(|v| *v /= n as f64);
+                inv_std.clear();
+                inv_std.extend(batch.var.iter().map(|v| 1.0 / (v + self.eps).sqrt()));
+                batch.n = n;
+                *train = true;
+                &batch.mean
             }
             Mode::Eval => {
-                let (mean, inv_std) = self.running_stats();
-                (mean, inv_std, None)
+                self.running_stats_into(mean_eval, inv_std);
+                *train = false;
+                mean_eval
             }
         };
-        let gamma = to_f64_vec(&self.gamma.value);
-        let beta = to_f64_vec(&self.beta.value);
-        let mut x_hat = Array2::zeros((n, d));
-        let mut y = Array2::zeros((n, d));
-        for_each_row2(x_hat.view_mut(), y.view_mut(), |i, mut xh, mut yr| {
+        to_f64_into(&self.gamma.value, gamma);
+        to_f64_into(&self.beta.value, beta);
+        if x_hat.dim() != (n, d) {
+            *x_hat = Array2::zeros((n, d));
+        }
+        let inv_std: &[f64] = inv_std;
+        let (gamma, beta): (&[f64], &[f64]) = (gamma, beta);
+        for_each_row2(x_hat.view_mut(), y, |i, mut xh, mut yr| {
             let xr = x.row(i);
             for k in 0..d {
                 let t = (xr[k].to_f64_lossless() - mean[k]) * inv_std[k];
@@ -310,12 +440,6 @@ impl<F: Scalar> BatchNorm<F> {
                 yr[k] = F::from_f64_lossy(gamma[k] * t + beta[k]);
             }
         });
-        let cache = BatchNormCache {
-            x_hat,
-            inv_std,
-            batch,
-        };
-        (y, cache)
     }
 
     /// Updates the running statistics from a train-mode cache, as PyTorch:
@@ -326,7 +450,10 @@ impl<F: Scalar> BatchNorm<F> {
     /// If the cache's width is not d.
     #[track_caller]
     pub fn update_running(&mut self, cache: &BatchNormCache<F>) {
-        let Some(b) = &cache.batch else { return };
+        if !cache.train {
+            return;
+        }
+        let b = &cache.batch;
         let d = b.mean.len();
         self.check_width("update_running", d);
         let m = self.momentum;
@@ -358,7 +485,8 @@ impl<F: Scalar> BatchNorm<F> {
     pub fn predict_inplace(&self, x: ArrayViewMut2<'_, F>) {
         let d = x.ncols();
         self.check_width("predict_inplace", d);
-        let (mean, inv_std) = self.running_stats();
+        let (mut mean, mut inv_std) = (Vec::new(), Vec::new());
+        self.running_stats_into(&mut mean, &mut inv_std);
         let gamma = to_f64_vec(&self.gamma.value);
         let beta = to_f64_vec(&self.beta.value);
         for_each_row(x, |_, mut row| {
@@ -380,10 +508,29 @@ impl<F: Scalar> BatchNorm<F> {
     /// If `g` has not the shape of the forward input.
     #[track_caller]
     pub fn backward(&mut self, cache: BatchNormCache<F>, g: ArrayView2<'_, F>) -> Array2<F> {
+        let mut dx = Array2::zeros(g.dim());
+        self.backward_into(&cache, g, dx.view_mut(), &mut NormScratch::default());
+        dx
+    }
+
+    /// [`BatchNorm::backward`] into `dx` (n × d), with `sc` for the statistics: allocates
+    /// nothing once `sc` has held a pass of this shape. Bit for bit [`BatchNorm::backward`].
+    ///
+    /// # Panics
+    /// As [`BatchNorm::backward`], and if `dx` is not n × d.
+    #[track_caller]
+    pub(crate) fn backward_into(
+        &mut self,
+        cache: &BatchNormCache<F>,
+        g: ArrayView2<'_, F>,
+        dx: ArrayViewMut2<'_, F>,
+        sc: &mut NormScratch,
+    ) {
         let BatchNormCache {
             x_hat,
             inv_std,
-            batch,
+            train,
+            ..
         } = cache;
         assert_eq!(
             g.dim(),
@@ -392,9 +539,16 @@ impl<F: Scalar> BatchNorm<F> {
             g.dim(),
             x_hat.dim()
         );
+        assert_eq!(dx.dim(), g.dim(), "BatchNorm::backward: dx shape");
         let (n, d) = g.dim();
         self.check_width("backward", d);
-        let sums = sum_rows(n, d, 2 * d, |i, acc| {
+        let NormScratch {
+            parts,
+            a: sums,
+            b: gs,
+            ..
+        } = sc;
+        sum_rows_into(n, d, 2 * d, parts, sums, |i, acc| {
             let (sg, sgx) = acc.split_at_mut(d);
             let (gr, xr) = (g.row(i), x_hat.row(i));
             for k in 0..d {
@@ -408,17 +562,18 @@ impl<F: Scalar> BatchNorm<F> {
             self.beta.grad[[0, k]] += F::from_f64_lossy(sg[k]);
             self.gamma.grad[[0, k]] += F::from_f64_lossy(sgx[k]);
         }
-        let gs: Vec<f64> = self
-            .gamma
-            .value
-            .iter()
-            .zip(&inv_std)
-            .map(|(g, s)| g.to_f64_lossless() * s)
-            .collect();
-        let mut dx = Array2::zeros((n, d));
-        let train = batch.is_some();
+        gs.clear();
+        gs.extend(
+            self.gamma
+                .value
+                .iter()
+                .zip(inv_std)
+                .map(|(g, s)| g.to_f64_lossless() * s),
+        );
+        let gs: &[f64] = gs;
+        let train = *train;
         let nf = n as f64;
-        for_each_row(dx.view_mut(), |i, mut row| {
+        for_each_row(dx, |i, mut row| {
             let gr = g.row(i);
             if train {
                 let xr = x_hat.row(i);
@@ -434,7 +589,6 @@ impl<F: Scalar> BatchNorm<F> {
                 }
             }
         });
-        dx
     }
 
     /// Calls `f` on each parameter (gamma, then beta).
@@ -494,6 +648,18 @@ pub struct PairNormCache<F> {
     scale: f64,
 }
 
+impl<F> Default for PairNormCache<F> {
+    fn default() -> Self {
+        PairNormCache {
+            z: Array2::from_shape_vec((0, 0), Vec::new())
+                .unwrap_or_else(|_| unreachable!("an empty array")),
+            inv_r: Vec::new(),
+            mode: PairNormMode::Pn,
+            scale: 1.0,
+        }
+    }
+}
+
 /// 1/√(ε + ‖row‖²), in f64.
 fn inv_row_norm(sq: f64) -> f64 {
     1.0 / (PAIR_NORM_EPS + sq).sqrt()
@@ -508,57 +674,90 @@ impl PairNorm {
     /// # Complexity
     /// Time O(n·d); memory 2·n·d (Y and the cached C or X).
     pub fn forward<F: Scalar>(&self, x: ArrayView2<'_, F>) -> (Array2<F>, PairNormCache<F>) {
+        let mut y = Array2::zeros(x.dim());
+        let mut cache = PairNormCache::default();
+        self.forward_into(x, y.view_mut(), &mut cache, &mut NormScratch::default());
+        (y, cache)
+    }
+
+    /// [`PairNorm::forward`] into `y` (n × d) and `cache`, reusing the cache's buffers and
+    /// `sc`: allocates nothing once they have held a pass of this shape. Bit for bit
+    /// [`PairNorm::forward`].
+    ///
+    /// # Panics
+    /// If `y` has not the shape of `x`.
+    #[track_caller]
+    pub(crate) fn forward_into<F: Scalar>(
+        &self,
+        x: ArrayView2<'_, F>,
+        y: ArrayViewMut2<'_, F>,
+        cache: &mut PairNormCache<F>,
+        sc: &mut NormScratch,
+    ) {
         let (n, d) = x.dim();
+        assert_eq!(y.dim(), (n, d), "PairNorm::forward: output shape");
         let s = self.scale;
-        let mu = col_means(x);
-        let mut y = Array2::zeros((n, d));
-        let (z, inv_r) = match self.mode {
+        let NormScratch {
+            parts,
+            a: mu,
+            b: tot,
+            ..
+        } = sc;
+        col_means_into(x, parts, mu);
+        let mu: &[f64] = mu;
+        let PairNormCache {
+            z,
+            inv_r,
+            mode,
+            scale,
+        } = cache;
+        *mode = self.mode;
+        *scale = s;
+        if z.dim() != (n, d) {
+            *z = Array2::zeros((n, d));
+        }
+        match self.mode {
             PairNormMode::Pn | PairNormMode::PnSi => {
-                let mut c = Array2::zeros((n, d));
-                for_each_row(c.view_mut(), |i, mut row| {
+                for_each_row(z.view_mut(), |i, mut row| {
                     for (k, (o, &v)) in row.iter_mut().zip(x.row(i)).enumerate() {
                         *o = F::from_f64_lossy(v.to_f64_lossless() - mu[k]);
                     }
                 });
+                let c = z.view();
                 let sq = |i: usize| {
                     c.row(i)
                         .iter()
                         .map(|v| v.to_f64_lossless().powi(2))
                         .sum::<f64>()
                 };
-                let inv_r = if self.mode == PairNormMode::Pn {
-                    let total = sum_rows(n, d, 1, |i, acc| acc[0] += sq(i))[0];
-                    vec![inv_row_norm(total / n.max(1) as f64)]
+                if self.mode == PairNormMode::Pn {
+                    sum_rows_into(n, d, 1, parts, tot, |i, acc| acc[0] += sq(i));
+                    inv_r.clear();
+                    inv_r.push(inv_row_norm(tot[0] / n.max(1) as f64));
                 } else {
-                    map_rows(n, d, |i| inv_row_norm(sq(i)))
-                };
+                    map_rows_into(n, d, inv_r, |i| inv_row_norm(sq(i)));
+                }
+                let inv_r: &[f64] = inv_r;
                 let per_row = self.mode == PairNormMode::PnSi;
-                for_each_row(y.view_mut(), |i, mut row| {
+                for_each_row(y, |i, mut row| {
                     let f = s * if per_row { inv_r[i] } else { inv_r[0] };
                     for (o, &v) in row.iter_mut().zip(c.row(i)) {
                         *o = F::from_f64_lossy(f * v.to_f64_lossless());
                     }
                 });
-                (c, inv_r)
             }
             PairNormMode::PnScs => {
-                let inv_r = map_rows(n, d, |i| inv_row_norm(sq_norm(x.row(i).iter())));
-                for_each_row(y.view_mut(), |i, mut row| {
+                map_rows_into(n, d, inv_r, |i| inv_row_norm(sq_norm(x.row(i).iter())));
+                let inv_r: &[f64] = inv_r;
+                for_each_row(y, |i, mut row| {
                     let f = s * inv_r[i];
                     for (k, (o, &v)) in row.iter_mut().zip(x.row(i)).enumerate() {
                         *o = F::from_f64_lossy(f * v.to_f64_lossless() - mu[k]);
                     }
                 });
-                (x.to_owned(), inv_r)
+                z.assign(&x);
             }
-        };
-        let cache = PairNormCache {
-            z,
-            inv_r,
-            mode: self.mode,
-            scale: s,
-        };
-        (y, cache)
+        }
     }
 
     /// The forward output without a cache.
@@ -623,12 +822,31 @@ impl PairNorm {
     /// If `g` has not the shape of the forward input.
     #[track_caller]
     pub fn backward<F: Scalar>(&self, cache: PairNormCache<F>, g: ArrayView2<'_, F>) -> Array2<F> {
+        let mut dx = Array2::zeros(g.dim());
+        self.backward_into(&cache, g, dx.view_mut(), &mut NormScratch::default());
+        dx
+    }
+
+    /// [`PairNorm::backward`] into `dx` (n × d), with `sc` for the statistics: allocates
+    /// nothing once `sc` has held a pass of this shape. Bit for bit [`PairNorm::backward`].
+    ///
+    /// # Panics
+    /// As [`PairNorm::backward`], and if `dx` is not n × d.
+    #[track_caller]
+    pub(crate) fn backward_into<F: Scalar>(
+        &self,
+        cache: &PairNormCache<F>,
+        g: ArrayView2<'_, F>,
+        mut dx: ArrayViewMut2<'_, F>,
+        sc: &mut NormScratch,
+    ) {
         let PairNormCache {
             z,
             inv_r,
             mode,
             scale: s,
         } = cache;
+        let s = *s;
         assert_eq!(
             g.dim(),
             z.dim(),
@@ -636,13 +854,19 @@ impl PairNorm {
             g.dim(),
             z.dim()
         );
+        assert_eq!(dx.dim(), g.dim(), "PairNorm::backward: dx shape");
         let (n, d) = g.dim();
         let nf = n.max(1) as f64;
-        let mut dx = Array2::zeros((n, d));
+        let NormScratch {
+            parts,
+            a: sums,
+            b: bar,
+            ..
+        } = sc;
         match mode {
             PairNormMode::Pn => {
                 // Column sums of G and ⟨G, C⟩ in one pass.
-                let sums = sum_rows(n, d, d + 1, |i, acc| {
+                sum_rows_into(n, d, d + 1, parts, sums, |i, acc| {
                     let (sg, gc) = acc.split_at_mut(d);
                     for ((a, &gv), &cv) in sg.iter_mut().zip(g.row(i)).zip(z.row(i)) {
                         let gv = gv.to_f64_lossless();
@@ -650,11 +874,13 @@ impl PairNorm {
                         gc[0] += gv * cv.to_f64_lossless();
                     }
                 });
-                let gbar: Vec<f64> = sums[..d].iter().map(|v| v / nf).collect();
+                bar.clear();
+                bar.extend(sums[..d].iter().map(|v| v / nf));
+                let gbar: &[f64] = bar;
                 let ir = inv_r[0];
                 let a = sums[d] * ir * ir / nf;
                 let f = s * ir;
-                for_each_row(dx.view_mut(), |i, mut row| {
+                for_each_row(dx, |i, mut row| {
                     let (gr, cr) = (g.row(i), z.row(i));
                     for k in 0..d {
                         let t = gr[k].to_f64_lossless() - gbar[k] - a * cr[k].to_f64_lossless();
@@ -666,21 +892,22 @@ impl PairNorm {
                 for_each_row(dx.view_mut(), |i, mut row| {
                     row_backward(row.view_mut(), g.row(i), z.row(i), s, inv_r[i], None);
                 });
-                let hbar: Vec<f64> = col_means(dx.view());
-                for_each_row(dx.view_mut(), |_, mut row| {
-                    for (v, m) in row.iter_mut().zip(&hbar) {
+                col_means_into(dx.view(), parts, bar);
+                let hbar: &[f64] = bar;
+                for_each_row(dx, |_, mut row| {
+                    for (v, m) in row.iter_mut().zip(hbar) {
                         *v = F::from_f64_lossy(v.to_f64_lossless() - m);
                     }
                 });
             }
             PairNormMode::PnScs => {
-                let gbar = col_means(g);
-                for_each_row(dx.view_mut(), |i, row| {
-                    row_backward(row, g.row(i), z.row(i), s, inv_r[i], Some(&gbar));
+                col_means_into(g, parts, bar);
+                let gbar: &[f64] = bar;
+                for_each_row(dx, |i, row| {
+                    row_backward(row, g.row(i), z.row(i), s, inv_r[i], Some(gbar));
                 });
             }
         }
-        dx
     }
 }
 
