@@ -26,6 +26,15 @@
 //! input is kept during the forward pass; backward recomputes each segment of k layers (same
 //! masks, same batch statistics) before going through it, trading one extra forward pass for
 //! activation memory O(L/k + k) layers instead of O(L).
+//!
+//! # Buffers reused across epochs
+//! Without checkpointing (`checkpoint = 0`), the trainer's passes ([`Model::train_pass`],
+//! [`Model::eval_pass`], [`Model::snapshot_into`]) run on a workspace the model allocates on
+//! its first pass and reuses after (freed by [`Model::release_workspace`]), so the epoch loop
+//! allocates nothing after its first epoch (`tests/no_alloc.rs`); the results are bit for bit
+//! those of the fresh-buffer passes ([`Model::fresh_train_pass`], [`Model::predict`]). With
+//! `checkpoint = k > 0` the trainer's passes take fresh buffers, as the workspace would keep
+//! every layer's activations.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -1549,7 +1558,7 @@ impl<F: Scalar> DeepGcn<F> {
                     if has_g && cur.dropped {
                         Zip::from(view_mut(g, (n, h)))
                             .and(&cur.mask)
-                            .for_each(|d, &m| *d = *d * m);
+                            .for_each(|d, &m| *d *= m);
                     }
                 }
                 Variant::Gcnii | Variant::Jk(_) => {
@@ -1573,7 +1582,7 @@ impl<F: Scalar> DeepGcn<F> {
                     if cur.dropped {
                         Zip::from(view_mut(g, (n, w_in)))
                             .and(&cur.mask)
-                            .for_each(|d, &m| *d = *d * m);
+                            .for_each(|d, &m| *d *= m);
                     }
                     if let Some(j) = self.jk.as_mut() {
                         if jk_grads.len() != nh {
@@ -1651,9 +1660,7 @@ impl<F: Scalar> DeepGcn<F> {
             }
             let mut dh = view_mut(g, (n, h));
             if cur.dropped {
-                Zip::from(&mut dh)
-                    .and(&cur.mask)
-                    .for_each(|d, &m| *d = *d * m);
+                Zip::from(&mut dh).and(&cur.mask).for_each(|d, &m| *d *= m);
             }
             if has_skip {
                 Zip::from(&mut dh)

@@ -405,13 +405,10 @@ impl<F: Scalar> Default for JkWs<F> {
 /// Checks that there is at least one layer output and that every H_l has the shape of H_1;
 /// returns it.
 #[track_caller]
-fn check_layers<'h, F: Scalar>(
+fn check_layers<'h, F: Scalar + 'h>(
     l_count: usize,
     hs: &impl Fn(usize) -> ArrayView2<'h, F>,
-) -> (usize, usize)
-where
-    F: 'h,
-{
+) -> (usize, usize) {
     if l_count == 0 {
         panic!("JumpingKnowledge: no layer outputs given");
     }
@@ -465,14 +462,12 @@ fn attention_param<F: Scalar>(att: &mut Option<Param<F>>, d: usize) -> &mut Para
 }
 
 /// α (n × L, written into `alpha`): α_i· = softmax_l(⟨h_il, a⟩), max-subtracted.
-fn attention_weights<'h, F: Scalar>(
+fn attention_weights<'h, F: Scalar + 'h>(
     l_count: usize,
     hs: &impl Fn(usize) -> ArrayView2<'h, F>,
     a: ArrayView1<'_, F>,
     alpha: &mut Array2<F>,
-) where
-    F: 'h,
-{
+) {
     for l in 0..l_count {
         Zip::from(alpha.column_mut(l))
             .and(hs(l).rows())
@@ -492,7 +487,7 @@ fn attention_weights<'h, F: Scalar>(
 /// dH_l = α_·l ⊙ G + δ_·l aᵀ (into `dhs[l]`, n × d), da += Σ_l H_lᵀ δ_·l, with
 /// δ_il = α_il (c_il − Σ_m α_im c_im) and c_il = ⟨g_i, h_il⟩ (δ and da in the scratch).
 #[allow(clippy::too_many_arguments)]
-fn attention_backward<'h, F: Scalar>(
+fn attention_backward<'h, F: Scalar + 'h>(
     l_count: usize,
     hs: &impl Fn(usize) -> ArrayView2<'h, F>,
     alpha: ArrayView2<'_, F>,
@@ -501,9 +496,7 @@ fn attention_backward<'h, F: Scalar>(
     delta: &mut Array2<F>,
     da: &mut Array1<F>,
     dhs: &mut [Array2<F>],
-) where
-    F: 'h,
-{
+) {
     let (n, d) = g.dim();
     // δ starts as c, then becomes α ⊙ (c − Σ_m α_·m c_·m) row by row.
     ensure(delta, (n, l_count));

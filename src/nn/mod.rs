@@ -62,7 +62,7 @@ pub trait Model<F: Scalar>: Send {
     /// `dlogits` (every entry) and returns whether to go on, then (if so) [`Model::backward`].
     ///
     /// A model may keep the pass's buffers in a workspace of its own and reuse them in the
-    /// next pass (the [`Gcn`] does: no allocation after the first pass), as long as `adj` and
+    /// next pass (the [`Gcn`] and [`DeepGcn`] do: no allocation after the first pass), as long as `adj` and
     /// `x` are the same; call [`Model::release_workspace`] before passing other data. The
     /// default is [`Model::fresh_train_pass`].
     fn train_pass<R: MaskRng + ?Sized>(
