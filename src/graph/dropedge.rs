@@ -17,7 +17,16 @@
 //! The top 53 bits of h are (up to the quality of splitmix64) uniform on {0, …, 2⁵³ − 1}, so
 //! P(keep) = 1 − ⌈p·2⁵³⌉/2⁵³ = 1 − p up to 2⁻⁵³. The subgraph depends only on the RNG state and
 //! the graph, never on thread count or iteration order, and the RNG advances by exactly one
-//! `u64` per call.
+//! `u64` per call. [`DropEdge::sample_into`] draws the same key and applies the same rule.
+//!
+//! **Cost.** Â′ is written straight from the input's CSR, row by row (the kept entries, the
+//! self-loop, the sampled degrees = the row lengths of Ã′, then the values), with no kept edge
+//! list and no intermediate [`Graph`]: O(n + nnz) time per sample. [`DropEdge::sample_into`]
+//! rewrites an existing [`NormAdj`] in place, keeping its buffers' capacity, so a training loop
+//! that keeps one Â′ across epochs allocates nothing after its first sample; its memory is one
+//! Â′ (plus Â′ᵀ when Â′ is not symmetric) at the size of the largest sample, n values of
+//! D̃′^-1/2 and n + 1 cursors. Each undirected edge is hashed once per direction (2 hashes per
+//! kept or dropped edge). [`DropEdge::sample_graph`] still builds the kept subgraph itself.
 
 use rand::Rng;
 
@@ -61,11 +70,12 @@ impl DropEdge {
     /// then normalises the kept graph with `norm` (self-loops added by [`NormAdj::new`]).
     ///
     /// Draws exactly one `u64` from `rng` (see the [module docs](self)); the result depends
-    /// only on that draw and `graph`. For p = 0 the result equals `NormAdj::new(graph, norm)`.
+    /// only on that draw and `graph`, and equals `NormAdj::new(&self.sample_graph(graph, rng),
+    /// norm)` bit for bit. For p = 0 the result equals `NormAdj::new(graph, norm)`.
     ///
     /// # Complexity
-    /// O(n + nnz) time; O(n + nnz) transient memory (the kept edge list and the kept
-    /// [`Graph`]) besides the returned Â′.
+    /// O(n + nnz) time; no transient memory besides the returned Â′ (and D̃′^-1/2, n
+    /// values). [`DropEdge::sample_into`] reuses the buffers of an earlier Â′ instead.
     ///
     /// # Examples
     /// ```
@@ -84,7 +94,60 @@ impl DropEdge {
         norm: Norm,
         rng: &mut R,
     ) -> NormAdj<F> {
-        NormAdj::new(&self.sample_graph(graph, rng), norm)
+        let mut out = NormAdj::empty(norm);
+        self.sample_into(graph, norm, rng, &mut out);
+        out
+    }
+
+    /// [`DropEdge::sample`] written into `out`, reusing its buffers: Â′ is built straight from
+    /// `graph`'s CSR (each row filtered by the keep rule of the [module docs](self), the
+    /// sampled degrees, the self-loops [`NormAdj`] adds, the normalised values, and Â′ᵀ when
+    /// Â′ is not symmetric), without building the kept [`Graph`]. `out`'s previous contents
+    /// (any size, any normalisation) are overwritten; afterwards `out` is bit for bit what
+    /// [`DropEdge::sample`] returns for the same RNG state (same row pointers, indices,
+    /// values, symmetric flag and stored transpose). Draws exactly one `u64` from `rng`.
+    ///
+    /// # Complexity
+    /// O(n + nnz) time. No allocation once `out`'s buffers have room for n nodes and
+    /// nnz(graph) + n entries (their capacity is kept from call to call; the transpose's
+    /// buffers too, while a symmetric Â′ does not use them): start from
+    /// `NormAdj::new(graph, norm)` (or a clone of it) or from an earlier sample of `graph`.
+    /// Memory: `out`'s Â′ (and Â′ᵀ) at the capacity of the largest sample it has held, plus n
+    /// values (D̃′^-1/2) and n + 1 cursors.
+    ///
+    /// # Examples
+    /// ```
+    /// use rand::SeedableRng;
+    /// use sparse_gcn::graph::{dropedge::DropEdge, Direction, Graph, Norm, NormAdj};
+    /// let g = Graph::try_from_edges(4, &[(0, 1), (1, 2), (2, 3)], Direction::Undirected).unwrap();
+    /// let de = DropEdge::new(0.5).unwrap();
+    /// let (mut r1, mut r2) = (rand_chacha::ChaCha8Rng::seed_from_u64(0),
+    ///                         rand_chacha::ChaCha8Rng::seed_from_u64(0));
+    /// let mut out = NormAdj::<f32>::new(&g, Norm::Symmetric); // buffers big enough
+    /// for _ in 0..3 {
+    ///     de.sample_into(&g, Norm::Symmetric, &mut r1, &mut out);
+    ///     let fresh = de.sample::<f32, _>(&g, Norm::Symmetric, &mut r2);
+    ///     assert_eq!(out.a(), fresh.a());
+    /// }
+    /// ```
+    pub fn sample_into<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        graph: &Graph,
+        norm: Norm,
+        rng: &mut R,
+        out: &mut NormAdj<F>,
+    ) {
+        let key = rng.next_u64();
+        let threshold = keep_threshold(self.p);
+        if graph.is_directed() {
+            out.assign_filtered(graph, norm, |u, v| keeps(key, u, v, threshold));
+        } else {
+            // An undirected edge is decided once, from its lower endpoint (as `kept_subgraph`
+            // lists it), for both of its entries.
+            out.assign_filtered(graph, norm, |u, v| {
+                keeps(key, u.min(v), u.max(v), threshold)
+            });
+        }
     }
 
     /// The kept subgraph A′ itself, before normalisation: what [`DropEdge::sample`] normalises
@@ -202,6 +265,139 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Everything a `NormAdj` stores, values as bits: Â's CSR, the symmetric flag, Âᵀ's CSR
+    /// (when stored), the normalisation.
+    type Bits = (
+        (Vec<usize>, Vec<u32>, Vec<u64>),
+        bool,
+        Option<(Vec<usize>, Vec<u32>, Vec<u64>)>,
+        Norm,
+    );
+
+    fn bits<F: Scalar>(adj: &NormAdj<F>) -> Bits {
+        let csr = |a: crate::kernels::CsrView<'_, F>| {
+            (
+                a.indptr().raw_storage().to_vec(),
+                a.indices().to_vec(),
+                a.data()
+                    .iter()
+                    .map(|v| v.to_f64_lossless().to_bits())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        (
+            csr(adj.a()),
+            adj.is_symmetric(),
+            (!adj.is_symmetric()).then(|| csr(adj.a_t())),
+            adj.norm(),
+        )
+    }
+
+    /// A random graph on `n` nodes with `m` random edges, some self-loops, and (for small m)
+    /// isolated nodes.
+    fn graph_with_loops(n: usize, m: usize, dir: Direction, seed: u64) -> Graph {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut edges: Vec<(u32, u32)> = (0..m)
+            .map(|_| (rng.random_range(0..n as u32), rng.random_range(0..n as u32)))
+            .collect();
+        for _ in 0..(n / 7).max(1) {
+            let v = rng.random_range(0..n as u32);
+            edges.push((v, v));
+        }
+        Graph::try_from_edges(n, &edges, dir).unwrap()
+    }
+
+    /// `sample_into` against what `sample` did before it existed (`NormAdj::new` of the kept
+    /// subgraph), with one `out` reused across graphs of several sizes, directions, rates
+    /// and normalisations; the RNG streams stay in step.
+    fn check_sample_into_matches<F: Scalar>(out: &mut NormAdj<F>, seed: u64) {
+        let sizes = [(1, 0), (7, 3), (60, 150), (200, 30), (300, 2000), (45, 400)];
+        for (case, &(n, m)) in sizes.iter().enumerate() {
+            for dir in [Direction::Undirected, Direction::Directed] {
+                let g = graph_with_loops(n, m, dir, seed * 31 + case as u64);
+                for p in [0.0, 0.1, 0.5, 0.9, 0.999, 1.0] {
+                    for norm in [Norm::Symmetric, Norm::Row] {
+                        let de = DropEdge { p };
+                        let mut r_old = ChaCha8Rng::seed_from_u64(seed ^ n as u64);
+                        let mut r_new = r_old.clone();
+                        let mut r_fresh = r_old.clone();
+                        for _ in 0..2 {
+                            let old = NormAdj::<F>::new(&de.sample_graph(&g, &mut r_old), norm);
+                            de.sample_into(&g, norm, &mut r_new, out);
+                            let what = format!("n {n}, m {m}, {dir:?}, p {p}, {norm:?}");
+                            assert_eq!(bits(out), bits(&old), "{what}");
+                            assert_eq!(
+                                bits(&de.sample::<F, _>(&g, norm, &mut r_fresh)),
+                                bits(&old),
+                                "sample: {what}"
+                            );
+                        }
+                        assert_eq!(r_old.next_u64(), r_new.next_u64());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sample_into_equals_the_rebuilt_subgraph_bit_for_bit() {
+        let mut out32 = NormAdj::<f32>::empty(Norm::Row);
+        let mut out64 = NormAdj::<f64>::new(
+            &graph_with_loops(500, 3000, Direction::Directed, 1),
+            Norm::Symmetric,
+        );
+        for seed in [1, 2, 3] {
+            check_sample_into_matches(&mut out32, seed);
+            check_sample_into_matches(&mut out64, seed);
+        }
+    }
+
+    #[test]
+    fn sample_into_keeps_capacity_and_handles_isolated_nodes() {
+        // nodes 3 and 4 isolated, node 2 with only a self-loop
+        let g = Graph::try_from_edges(5, &[(0, 1), (2, 2)], Direction::Undirected).unwrap();
+        let mut out = NormAdj::<f64>::new(&g, Norm::Symmetric);
+        let cap = out.a().indices().len();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        DropEdge { p: 1.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out);
+        // only self-loops left, each Â′_ii = 1
+        assert_eq!(out.nnz(), 5);
+        assert!(out.a().data().iter().all(|&v| v == 1.0));
+        assert!(cap >= out.nnz());
+        DropEdge { p: 0.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out);
+        assert_eq!(bits(&out), bits(&NormAdj::<f64>::new(&g, Norm::Symmetric)));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn sample_into_matches_sample_prop(
+            n in 1usize..80,
+            m in 0usize..400,
+            directed in proptest::bool::ANY,
+            row in proptest::bool::ANY,
+            p in 0.0f64..1.0,
+            seed in 0u64..1000,
+        ) {
+            let dir = if directed { Direction::Directed } else { Direction::Undirected };
+            let norm = if row { Norm::Row } else { Norm::Symmetric };
+            let g = graph_with_loops(n, m, dir, seed);
+            let de = DropEdge { p };
+            let mut r_old = ChaCha8Rng::seed_from_u64(seed);
+            let mut r_new = r_old.clone();
+            // an `out` that held a bigger graph with the other normalisation first
+            let mut out = NormAdj::<f32>::new(
+                &graph_with_loops(n + 10, m + 50, Direction::Directed, seed + 1),
+                Norm::Row,
+            );
+            for _ in 0..3 {
+                let old = NormAdj::<f32>::new(&de.sample_graph(&g, &mut r_old), norm);
+                de.sample_into(&g, norm, &mut r_new, &mut out);
+                proptest::prop_assert_eq!(bits(&out), bits(&old));
+            }
+        }
     }
 
     #[test]

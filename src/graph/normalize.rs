@@ -27,6 +27,28 @@ pub struct NormAdj<F> {
     a: Csr<F>,
     a_t: Option<Csr<F>>,
     norm: Norm,
+    /// Buffers kept for [`NormAdj::assign_filtered`] (DropEdge's Â′ rewritten in place).
+    spare: Spare<F>,
+}
+
+/// What [`NormAdj::assign_filtered`] reuses from one call to the next besides Â's and Âᵀ's
+/// storage: D̃^-1/2, the fill cursors of the transpose (whose storage also stands in for Â's
+/// row pointer while Â is rebuilt), and Âᵀ's storage while Â is symmetric.
+#[derive(Debug, Clone)]
+struct Spare<F> {
+    inv_sqrt: Vec<F>,
+    fill: Vec<usize>,
+    a_t: Option<Csr<F>>,
+}
+
+impl<F> Default for Spare<F> {
+    fn default() -> Self {
+        Spare {
+            inv_sqrt: Vec::new(),
+            fill: Vec::new(),
+            a_t: None,
+        }
+    }
 }
 
 impl<F: Scalar> NormAdj<F> {
@@ -92,7 +114,125 @@ impl<F: Scalar> NormAdj<F> {
         let a = Csr::new_trusted_pub((n, n), indptr, indices, data);
         let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
         let a_t = (!symmetric).then(|| a.transpose_view().to_csr());
-        NormAdj { a, a_t, norm }
+        NormAdj {
+            a,
+            a_t,
+            norm,
+            spare: Spare::default(),
+        }
+    }
+
+    /// An empty (0 × 0) Â, to be filled by [`NormAdj::assign_filtered`] (e.g. through
+    /// [`crate::graph::dropedge::DropEdge::sample_into`]).
+    pub fn empty(norm: Norm) -> Self {
+        NormAdj {
+            a: Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new()),
+            a_t: None,
+            norm,
+            spare: Spare::default(),
+        }
+    }
+
+    /// Overwrites `self` with the normalisation of the subgraph of `graph` that keeps every
+    /// stored entry (i, j) with `keep(i, j)` (called for every i ≠ j, row by row; self-loops
+    /// are always kept): bit for bit `NormAdj::new(&subgraph, norm)` — the same Ã (the
+    /// input's self-loops kept, the missing ones added), degrees (row lengths of Ã), D̃^-1/2 or
+    /// D̃^-1 rounded from `f64` the same way, the same products, and Âᵀ stored when
+    /// `NormAdj::new` stores it.
+    ///
+    /// # Complexity
+    /// O(n + nnz(graph)) time. Rewrites Â's (and Âᵀ's) storage in place and keeps its
+    /// capacity (Âᵀ's too when a symmetric Â does not need it): allocates nothing once the
+    /// buffers have held n nodes and nnz(graph) + n entries, e.g. when `self` is
+    /// `NormAdj::new(graph, ..)` or has already held a sample of `graph`.
+    pub fn assign_filtered(
+        &mut self,
+        graph: &Graph,
+        norm: Norm,
+        mut keep: impl FnMut(u32, u32) -> bool,
+    ) {
+        let n = graph.n_nodes();
+        // Â's storage, taken out of `self.a`; the fill cursors' buffer stands in for its row
+        // pointer in the meantime (a 0 × 0 CSR needs one entry, kept from call to call).
+        let mut stand_in = std::mem::take(&mut self.spare.fill);
+        stand_in.clear();
+        stand_in.push(0);
+        let stand_in = Csr::new_trusted_pub((0, 0), stand_in, Vec::new(), Vec::new());
+        let (mut indptr, mut indices, mut data) =
+            std::mem::replace(&mut self.a, stand_in).into_raw_storage();
+        indptr.clear();
+        indptr.reserve(n + 1);
+        indices.clear();
+        indices.reserve(graph.nnz() + n);
+        indptr.push(0usize);
+        // Ã′'s rows as `NormAdj::new` lays them out: the kept neighbours below i, the
+        // self-loop (the input's, or the added one), the kept neighbours above i.
+        for i in 0..n {
+            // Node ids fit in u32: `Graph` guarantees n ≤ u32::MAX.
+            let u = i as u32;
+            let row = graph.neighbors(i);
+            let pos = row.partition_point(|&j| j < u);
+            for &j in &row[..pos] {
+                if keep(u, j) {
+                    indices.push(j);
+                }
+            }
+            indices.push(u);
+            for &j in &row[pos..] {
+                if j != u && keep(u, j) {
+                    indices.push(j);
+                }
+            }
+            indptr.push(indices.len());
+        }
+        // The degree of Ã′'s row i is its length.
+        data.clear();
+        data.reserve(indices.len());
+        match norm {
+            Norm::Symmetric => {
+                let inv_sqrt = &mut self.spare.inv_sqrt;
+                inv_sqrt.clear();
+                inv_sqrt.extend(indptr.windows(2).map(|w| {
+                    let d = w[1] - w[0];
+                    F::from_f64_lossy(1.0 / (d as f64).sqrt())
+                }));
+                for i in 0..n {
+                    for &j in &indices[indptr[i]..indptr[i + 1]] {
+                        data.push(inv_sqrt[i] * inv_sqrt[j as usize]);
+                    }
+                }
+            }
+            Norm::Row => {
+                for i in 0..n {
+                    let d = indptr[i + 1] - indptr[i];
+                    let w = F::from_f64_lossy(1.0 / d as f64);
+                    data.extend(std::iter::repeat_n(w, d));
+                }
+            }
+        }
+        let a = Csr::new_trusted_pub((n, n), indptr, indices, data);
+        let (mut fill, _, _) = std::mem::replace(&mut self.a, a).into_raw_storage();
+        let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
+        // Âᵀ's storage: the stored transpose, or the one kept aside.
+        let old_t = self.a_t.take().or_else(|| self.spare.a_t.take());
+        if symmetric {
+            self.spare.a_t = old_t;
+        } else {
+            let (mut t_indptr, mut t_indices, mut t_data) = match old_t {
+                Some(t) => t.into_raw_storage(),
+                None => (Vec::new(), Vec::new(), Vec::new()),
+            };
+            transpose_into(
+                self.a.view(),
+                &mut t_indptr,
+                &mut t_indices,
+                &mut t_data,
+                &mut fill,
+            );
+            self.a_t = Some(Csr::new_trusted_pub((n, n), t_indptr, t_indices, t_data));
+        }
+        self.spare.fill = fill;
+        self.norm = norm;
     }
 
     /// Â.
@@ -125,6 +265,45 @@ impl<F: Scalar> NormAdj<F> {
             m.nnz() * (std::mem::size_of::<F>() + 4) + (m.rows() + 1) * std::mem::size_of::<usize>()
         };
         one(&self.a) + self.a_t.as_ref().map_or(0, one)
+    }
+}
+
+/// The CSR storage of the transpose of the square `a` (sorted rows, as
+/// `a.transpose_view().to_csr()` gives it) written into the given vectors by a counting sort
+/// over columns, with `fill` as the cursors; allocates nothing when they are big enough.
+fn transpose_into<F: Scalar>(
+    a: CsrView<'_, F>,
+    indptr: &mut Vec<usize>,
+    indices: &mut Vec<u32>,
+    data: &mut Vec<F>,
+    fill: &mut Vec<usize>,
+) {
+    let n = a.rows();
+    let nnz = a.nnz();
+    let (a_ip, a_idx, a_data) = (a.indptr(), a.indices(), a.data());
+    let a_ip = a_ip.raw_storage();
+    indptr.clear();
+    indptr.resize(n + 1, 0);
+    for &j in a_idx {
+        indptr[j as usize + 1] += 1;
+    }
+    for j in 0..n {
+        indptr[j + 1] += indptr[j];
+    }
+    fill.clear();
+    fill.extend_from_slice(&indptr[..n]);
+    indices.clear();
+    indices.resize(nnz, 0);
+    data.clear();
+    data.resize(nnz, F::zero());
+    for i in 0..n {
+        for k in a_ip[i]..a_ip[i + 1] {
+            let j = a_idx[k] as usize;
+            let p = fill[j];
+            indices[p] = i as u32;
+            data[p] = a_data[k];
+            fill[j] += 1;
+        }
     }
 }
 
