@@ -14,8 +14,7 @@ use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
 use sparse_gcn::nn::{DeepConfig, GcnConfig, Model, NormKind, Order, Variant};
 use sparse_gcn::train::{
-    fit_deep, rng_stream, train_model, DropEdgeSource, FitOptions, RunResult, StopRule,
-    TrainConfig,
+    fit_deep, rng_stream, train_model, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig,
 };
 use sparse_gcn::{Par, Scalar};
 
@@ -47,9 +46,7 @@ fn bits(r: &RunResult) -> Vec<[u64; 4]> {
     let mut out: Vec<[u64; 4]> = r
         .history
         .iter()
-        .map(|e| {
-            [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits)
-        })
+        .map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
         .collect();
     out.push([
         r.best_epoch as u64,
@@ -207,9 +204,7 @@ fn deep_case(sparse: bool) {
             )
             .unwrap();
             assert_eq!(r.history.len(), EPOCHS);
-            let mut model = model_cfg
-                .init(&adj, &x, &mut rng_stream(seed, 0))
-                .unwrap();
+            let mut model = model_cfg.init(&adj, &x, &mut rng_stream(seed, 0)).unwrap();
             let want = old_loop(&mut model, &d, &adj, &x, &cfg, seed, Norm::Symmetric);
             assert_eq!(
                 bits(&r),

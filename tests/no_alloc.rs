@@ -7,6 +7,13 @@
 //! covered without activation checkpointing (`checkpoint = 0`): with `checkpoint > 0` its
 //! training passes take fresh buffers (recomputing segments is what checkpointing is for).
 //!
+//! With DropEdge (`FitOptions::drop_edge`) the same holds for the `Gcn` in both orders and
+//! every `DeepGcn` variant on dense features, and for sparse features when the first
+//! convolution transforms first: the sampled Â′ is rewritten in one buffer
+//! (`DropEdge::sample_into`) and the training passes run on the model's workspace. A first
+//! convolution that aggregates sparse features first still trains through fresh buffers with
+//! DropEdge (ÂX̃'s sparsity pattern changes with Â′), and is not covered.
+//!
 //! A counting global allocator counts `alloc`, `alloc_zeroed` and `realloc` calls per rayon
 //! pool: each pool's workers count into their own counter (the training runs inside
 //! `pool.install`), so tests running at the same time do not interfere.
@@ -24,10 +31,13 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use sparse_gcn::graph::dropedge::DropEdge;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
 use sparse_gcn::nn::{DeepConfig, GcnConfig, NormKind, Order, Variant};
-use sparse_gcn::train::{fit, fit_deep, FitOptions, StopRule, TrainConfig};
+use sparse_gcn::train::{
+    fit, fit_deep, rng_stream, train_model, DropEdgeSource, FitOptions, StopRule, TrainConfig,
+};
 use sparse_gcn::Par;
 
 struct Counting;
@@ -288,4 +298,105 @@ fn deep_sparse_aggregate_first_allocates_nothing_per_epoch() {
 #[test]
 fn deep_sparse_transform_first_allocates_nothing_per_epoch() {
     deep_case(NormKind::Batch, true, Order::TransformFirst);
+}
+
+fn drop_edge_opts(d: &Dataset, norm: Norm) -> FitOptions<'_> {
+    FitOptions {
+        drop_edge: Some(DropEdgeSource {
+            graph: &d.graph,
+            drop: DropEdge { p: 0.3 },
+            norm,
+        }),
+        ..Default::default()
+    }
+}
+
+fn gcn_drop_edge_case(order: Order, sparse: bool, norm: Norm) {
+    let (d, adj) = data();
+    let x = if sparse {
+        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
+    } else {
+        Features::Dense(d.features.to_dense())
+    };
+    assert_eq!(x.is_sparse(), sparse);
+    let opts = drop_edge_opts(&d, norm);
+    for threads in [1, 2] {
+        let run = |epochs: usize| {
+            let cfg = TrainConfig {
+                model: GcnConfig {
+                    in_dim: x.n_cols(),
+                    out_dim: d.n_classes,
+                    order,
+                    bias: true,
+                    n_layers: 3,
+                    ..Default::default()
+                },
+                epochs,
+                stop: StopRule::Patience { patience: 1000 },
+                par: Par::Rayon,
+                ..Default::default()
+            };
+            let mut model = cfg.model.init(&adj, &x, &mut rng_stream(7, 0)).unwrap();
+            let r = train_model(&mut model, &adj, &x, &d.labels, &d.split, &cfg, 7, &opts).unwrap();
+            assert_eq!(r.history.len(), epochs);
+        };
+        let what = format!("Gcn {order:?}, sparse {sparse}, DropEdge {norm:?}");
+        assert_epoch_independent(&what, threads, &run);
+    }
+}
+
+#[test]
+fn gcn_drop_edge_dense_allocates_nothing_per_epoch() {
+    for order in [Order::AggregateFirst, Order::TransformFirst] {
+        gcn_drop_edge_case(order, false, Norm::Symmetric);
+    }
+    gcn_drop_edge_case(Order::AggregateFirst, false, Norm::Row);
+}
+
+#[test]
+fn gcn_drop_edge_sparse_transform_first_allocates_nothing_per_epoch() {
+    gcn_drop_edge_case(Order::TransformFirst, true, Norm::Symmetric);
+}
+
+#[test]
+fn deep_drop_edge_dense_allocates_nothing_per_epoch() {
+    let (d, adj) = data();
+    let x = Features::Dense(d.features.to_dense());
+    let opts = drop_edge_opts(&d, Norm::Symmetric);
+    let pools = [(1, pool(1)), (2, pool(2))];
+    for variant in Variant::ALL {
+        for (threads, pool) in &pools {
+            let run = |epochs: usize| {
+                let model = DeepConfig {
+                    hidden_dim: 16,
+                    n_layers: 3,
+                    variant,
+                    norm: NormKind::Batch,
+                    bias: true,
+                    ..Default::default()
+                };
+                let cfg = TrainConfig {
+                    epochs,
+                    stop: StopRule::Patience { patience: 1000 },
+                    par: Par::Rayon,
+                    ..Default::default()
+                };
+                let (r, _) = fit_deep(
+                    &adj,
+                    &x,
+                    &d.labels,
+                    d.n_classes,
+                    &d.split,
+                    &model,
+                    &cfg,
+                    7,
+                    &opts,
+                )
+                .unwrap();
+                assert_eq!(r.history.len(), epochs);
+            };
+            let what = format!("DeepGcn {variant}, BatchNorm, dense, DropEdge");
+            assert_epoch_independent_in(pool, &what, *threads, &run);
+        }
+    }
 }

@@ -162,8 +162,11 @@ impl<F: Scalar> NormAdj<F> {
             std::mem::replace(&mut self.a, stand_in).into_raw_storage();
         indptr.clear();
         indptr.reserve(n + 1);
+        // Room for the largest Ã′ of `graph` (nothing dropped, every self-loop added), so a
+        // later sample never grows the buffers.
+        let cap = graph.nnz() + n;
         indices.clear();
-        indices.reserve(graph.nnz() + n);
+        indices.reserve(cap);
         indptr.push(0usize);
         // Ã′'s rows as `NormAdj::new` lays them out: the kept neighbours below i, the
         // self-loop (the input's, or the added one), the kept neighbours above i.
@@ -187,7 +190,7 @@ impl<F: Scalar> NormAdj<F> {
         }
         // The degree of Ã′'s row i is its length.
         data.clear();
-        data.reserve(indices.len());
+        data.reserve(cap);
         match norm {
             Norm::Symmetric => {
                 let inv_sqrt = &mut self.spare.inv_sqrt;
@@ -228,6 +231,7 @@ impl<F: Scalar> NormAdj<F> {
                 &mut t_indices,
                 &mut t_data,
                 &mut fill,
+                cap,
             );
             self.a_t = Some(Csr::new_trusted_pub((n, n), t_indptr, t_indices, t_data));
         }
@@ -270,13 +274,15 @@ impl<F: Scalar> NormAdj<F> {
 
 /// The CSR storage of the transpose of the square `a` (sorted rows, as
 /// `a.transpose_view().to_csr()` gives it) written into the given vectors by a counting sort
-/// over columns, with `fill` as the cursors; allocates nothing when they are big enough.
+/// over columns, with `fill` as the cursors; allocates nothing when they are big enough, and
+/// otherwise makes room for `cap` entries.
 fn transpose_into<F: Scalar>(
     a: CsrView<'_, F>,
     indptr: &mut Vec<usize>,
     indices: &mut Vec<u32>,
     data: &mut Vec<F>,
     fill: &mut Vec<usize>,
+    cap: usize,
 ) {
     let n = a.rows();
     let nnz = a.nnz();
@@ -293,8 +299,10 @@ fn transpose_into<F: Scalar>(
     fill.clear();
     fill.extend_from_slice(&indptr[..n]);
     indices.clear();
+    indices.reserve(cap.max(nnz));
     indices.resize(nnz, 0);
     data.clear();
+    data.reserve(cap.max(nnz));
     data.resize(nnz, F::zero());
     for i in 0..n {
         for k in a_ip[i]..a_ip[i + 1] {

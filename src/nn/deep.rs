@@ -34,7 +34,9 @@
 //! allocates nothing after its first epoch (`tests/no_alloc.rs`); the results are bit for bit
 //! those of the fresh-buffer passes ([`Model::fresh_train_pass`], [`Model::predict`]). With
 //! `checkpoint = k > 0` the trainer's passes take fresh buffers, as the workspace would keep
-//! every layer's activations.
+//! every layer's activations. With DropEdge the workspace pass also takes a new Â′ every epoch
+//! ([`Model::train_pass_any_adj`]), except when the first convolution aggregates sparse
+//! features first (the workspace keeps ÂX̃'s sparsity pattern).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -930,6 +932,12 @@ impl<F: Scalar> Model<F> for DeepGcn<F> {
             self.backward_ws(&mut ws, adj, x, par);
         }
         self.ws.put(ws);
+    }
+
+    /// As [`Gcn`](super::Gcn)'s: not when the first convolution aggregates sparse features
+    /// first (ÂX̃'s sparsity pattern, kept in the workspace, is that of Â·X).
+    fn train_pass_any_adj(&self, x: &Features<F>) -> bool {
+        !x.is_sparse() || self.convs.first().map(|c| c.order) != Some(Order::AggregateFirst)
     }
 
     fn eval_pass(

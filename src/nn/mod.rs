@@ -63,8 +63,9 @@ pub trait Model<F: Scalar>: Send {
     ///
     /// A model may keep the pass's buffers in a workspace of its own and reuse them in the
     /// next pass (the [`Gcn`] and [`DeepGcn`] do: no allocation after the first pass), as long as `adj` and
-    /// `x` are the same; call [`Model::release_workspace`] before passing other data. The
-    /// default is [`Model::fresh_train_pass`].
+    /// `x` are the same (or only `adj` changes and [`Model::train_pass_any_adj`] holds); call
+    /// [`Model::release_workspace`] before passing other data. The default is
+    /// [`Model::fresh_train_pass`].
     fn train_pass<R: MaskRng + ?Sized>(
         &mut self,
         adj: &NormAdj<F>,
@@ -93,6 +94,15 @@ pub trait Model<F: Scalar>: Send {
             drop(logits);
             self.backward(adj, cache, dlogits, par);
         }
+    }
+
+    /// Whether [`Model::train_pass`] may be given a different `adj` (same nodes) at every call
+    /// with the same `x`, as DropEdge does, and still give bit for bit what
+    /// [`Model::fresh_train_pass`] gives: true when the workspace keeps nothing that depends
+    /// on Â's sparsity pattern. The default, false, has the trainer take fresh buffers for
+    /// DropEdge's passes.
+    fn train_pass_any_adj(&self, _x: &Features<F>) -> bool {
+        false
     }
 
     /// Inference as the trainer runs it: calls `f` on the logits of an evaluation pass (equal

@@ -680,6 +680,13 @@ impl<F: Scalar> Model<F> for Gcn<F> {
         self.ws.put(ws);
     }
 
+    /// The workspace holds nothing that depends on Â's pattern, except ÂX̃ of a first layer
+    /// that aggregates sparse features first (its sparsity pattern is that of Â·X): that
+    /// case keeps fresh buffers.
+    fn train_pass_any_adj(&self, x: &Features<F>) -> bool {
+        !x.is_sparse() || self.layers.first().map(|l| l.order) != Some(Order::AggregateFirst)
+    }
+
     fn eval_pass(
         &mut self,
         adj: &NormAdj<F>,

@@ -339,8 +339,8 @@ pub fn train_step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
 }
 
 /// [`train_step`]; with `reuse`, through [`Model::train_pass`] (the model's reused buffers,
-/// so `adj` and `x` must be those of every other pass), otherwise through
-/// [`Model::forward_train`] and [`Model::backward`] (fresh buffers: for DropEdge's graphs).
+/// so `adj` and `x` must be those of every other pass, or [`Model::train_pass_any_adj`] must
+/// hold for DropEdge's graphs), otherwise through [`Model::fresh_train_pass`] (fresh buffers).
 #[allow(clippy::too_many_arguments)]
 fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
     model: &mut M,
@@ -391,7 +391,10 @@ pub struct DropEdgeSource<'g> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FitOptions<'g> {
     /// DropEdge: each training pass runs on a fresh random subgraph (RNG stream 2 of the seed),
-    /// renormalised; evaluation passes use the full Â.
+    /// renormalised ([`DropEdge::sample_into`], into one Â′ kept for the whole run);
+    /// evaluation passes use the full Â. Training passes run on the model's reused workspace
+    /// when [`Model::train_pass_any_adj`] allows it (dense features; sparse features unless
+    /// the first convolution aggregates them first), on fresh buffers otherwise.
     pub drop_edge: Option<DropEdgeSource<'g>>,
     /// Record every layer's oversmoothing metrics (an evaluation pass) every this many epochs,
     /// and after the last one; 0 records none.
@@ -572,6 +575,10 @@ pub fn train_model<F: Scalar, M: Model<F>>(
         model.prepare(adj, x, par);
     }
     let mut opt = cfg.optimizer();
+    // DropEdge: one Â′ rewritten every epoch (no allocation after the first), trained on
+    // through the model's workspace when that gives what fresh buffers give.
+    let mut sampled = opts.drop_edge.map(|d| NormAdj::<F>::empty(d.norm));
+    let reuse = opts.drop_edge.is_none() || model.train_pass_any_adj(x);
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
@@ -591,9 +598,9 @@ pub fn train_model<F: Scalar, M: Model<F>>(
     };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        let sampled = opts
-            .drop_edge
-            .map(|d| d.drop.sample::<F, _>(d.graph, d.norm, &mut edge_rng));
+        if let (Some(d), Some(s)) = (&opts.drop_edge, sampled.as_mut()) {
+            d.drop.sample_into(d.graph, d.norm, &mut edge_rng, s);
+        }
         let (train_loss, train_acc) = step(
             model,
             opt.as_mut(),
@@ -603,9 +610,8 @@ pub fn train_model<F: Scalar, M: Model<F>>(
             &split.train,
             &mut drop_rng,
             par,
-            sampled.is_none(),
+            reuse,
         );
-        drop(sampled);
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
                 epoch,
