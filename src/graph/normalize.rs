@@ -54,8 +54,11 @@ impl<F> Default for Spare<F> {
 impl<F: Scalar> NormAdj<F> {
     /// Normalises `graph`'s adjacency.
     ///
+    /// It is [`NormAdj::assign_filtered`] keeping every edge, into an [`NormAdj::empty`].
+    ///
     /// # Complexity
-    /// O(n + nnz) time; memory for Â (and Âᵀ when not symmetric) only.
+    /// O(n + nnz) time; memory for Â (and Âᵀ when not symmetric), plus O(n) scratch while it
+    /// is built.
     ///
     /// # Examples
     /// ```
@@ -69,57 +72,11 @@ impl<F: Scalar> NormAdj<F> {
     /// assert!((a.get(1, 1).unwrap() - 1.0 / 3.0).abs() < 1e-15);       // 1/3
     /// ```
     pub fn new(graph: &Graph, norm: Norm) -> Self {
-        let n = graph.n_nodes();
-        let ip = graph.indptr();
-        let idx = graph.indices();
-        // Degrees of Ã: row length plus one where the self-loop is missing.
-        let has_loop = |i: usize| graph.neighbors(i).binary_search(&(i as u32)).is_ok();
-        let deg: Vec<usize> = (0..n)
-            .map(|i| graph.degree(i) + usize::from(!has_loop(i)))
-            .collect();
-        let mut indptr = Vec::with_capacity(n + 1);
-        indptr.push(0usize);
-        let total: usize = deg.iter().sum();
-        let mut indices: Vec<u32> = Vec::with_capacity(total);
-        for i in 0..n {
-            let row = &idx[ip[i]..ip[i + 1]];
-            let pos = row.partition_point(|&j| (j as usize) < i);
-            indices.extend_from_slice(&row[..pos]);
-            if row.get(pos).map(|&j| j as usize) != Some(i) {
-                indices.push(i as u32);
-            }
-            indices.extend_from_slice(&row[pos..]);
-            indptr.push(indices.len());
-        }
-        let mut data: Vec<F> = Vec::with_capacity(total);
-        match norm {
-            Norm::Symmetric => {
-                let inv_sqrt: Vec<F> = deg
-                    .iter()
-                    .map(|&d| F::from_f64_lossy(1.0 / (d as f64).sqrt()))
-                    .collect();
-                for i in 0..n {
-                    for &j in &indices[indptr[i]..indptr[i + 1]] {
-                        data.push(inv_sqrt[i] * inv_sqrt[j as usize]);
-                    }
-                }
-            }
-            Norm::Row => {
-                for i in 0..n {
-                    let w = F::from_f64_lossy(1.0 / deg[i] as f64);
-                    data.extend(std::iter::repeat_n(w, indptr[i + 1] - indptr[i]));
-                }
-            }
-        }
-        let a = Csr::new_trusted_pub((n, n), indptr, indices, data);
-        let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
-        let a_t = (!symmetric).then(|| a.transpose_view().to_csr());
-        NormAdj {
-            a,
-            a_t,
-            norm,
-            spare: Spare::default(),
-        }
+        let mut adj = NormAdj::empty(norm);
+        adj.assign_filtered(graph, norm, |_, _| true);
+        // The scratch of `assign_filtered` is for DropEdge's repeated calls only.
+        adj.spare = Spare::default();
+        adj
     }
 
     /// An empty (0 × 0) Â, to be filled by [`NormAdj::assign_filtered`] (e.g. through
