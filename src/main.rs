@@ -514,10 +514,6 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_reorder = Instant::now();
     let (perm, reordered) = match a.reorder {
         Reorder::Auto => reorder::auto_order(&data.graph),
-        Reorder::None => (
-            reorder::Permutation::identity(data.graph.n_nodes()),
-            Reorder::None,
-        ),
         r => (reorder::order(&data.graph, r), r),
     };
     if !perm.is_identity() {

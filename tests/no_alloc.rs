@@ -161,14 +161,20 @@ fn assert_epoch_independent_in(
     );
 }
 
-fn gcn_case(order: Order, sparse: bool, input_dropout: f64) {
-    let (d, adj) = data();
+/// The dataset's features, dense or as CSR.
+fn features(d: &Dataset, sparse: bool) -> Features<f32> {
     let x = if sparse {
         Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
     } else {
         Features::Dense(d.features.to_dense())
     };
     assert_eq!(x.is_sparse(), sparse);
+    x
+}
+
+fn gcn_case(order: Order, sparse: bool, input_dropout: f64) {
+    let (d, adj) = data();
+    let x = features(&d, sparse);
     for threads in [1, 2] {
         let run = |epochs: usize| {
             let cfg = TrainConfig {
@@ -220,14 +226,14 @@ fn gcn_cached_aggregate_allocates_nothing_per_epoch() {
     gcn_case(Order::AggregateFirst, false, 0.0);
 }
 
-fn deep_case(norm: NormKind, sparse: bool, order: Order) {
+/// Every `DeepGcn` variant, 1 and 2 threads; with `drop_edge`, DropEdge with that norm.
+fn deep_case(norm: NormKind, sparse: bool, order: Order, drop_edge: Option<Norm>) {
     let (d, adj) = data();
-    let x = if sparse {
-        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
-    } else {
-        Features::Dense(d.features.to_dense())
+    let x = features(&d, sparse);
+    let opts = match drop_edge {
+        Some(n) => drop_edge_opts(&d, n),
+        None => FitOptions::default(),
     };
-    assert_eq!(x.is_sparse(), sparse);
     let pools = [(1, pool(1)), (2, pool(2))];
     for variant in Variant::ALL {
         for (threads, pool) in &pools {
@@ -257,12 +263,14 @@ fn deep_case(norm: NormKind, sparse: bool, order: Order) {
                     &model,
                     &cfg,
                     7,
-                    &FitOptions::default(),
+                    &opts,
                 )
                 .unwrap();
                 assert_eq!(r.history.len(), epochs);
             };
-            let what = format!("DeepGcn {variant}, norm {norm}, sparse {sparse}, {order:?}");
+            let what = format!(
+                "DeepGcn {variant}, norm {norm}, sparse {sparse}, {order:?}, DropEdge {drop_edge:?}"
+            );
             assert_epoch_independent_in(pool, &what, threads, &run);
         }
     }
@@ -270,12 +278,12 @@ fn deep_case(norm: NormKind, sparse: bool, order: Order) {
 
 #[test]
 fn deep_dense_allocates_nothing_per_epoch() {
-    deep_case(NormKind::None, false, Order::Auto);
+    deep_case(NormKind::None, false, Order::Auto, None);
 }
 
 #[test]
 fn deep_batch_norm_allocates_nothing_per_epoch() {
-    deep_case(NormKind::Batch, false, Order::Auto);
+    deep_case(NormKind::Batch, false, Order::Auto, None);
 }
 
 #[test]
@@ -286,18 +294,19 @@ fn deep_pair_norm_allocates_nothing_per_epoch() {
             NormKind::Pair(PairNorm { scale: 1.0, mode }),
             false,
             Order::Auto,
+            None,
         );
     }
 }
 
 #[test]
 fn deep_sparse_aggregate_first_allocates_nothing_per_epoch() {
-    deep_case(NormKind::None, true, Order::AggregateFirst);
+    deep_case(NormKind::None, true, Order::AggregateFirst, None);
 }
 
 #[test]
 fn deep_sparse_transform_first_allocates_nothing_per_epoch() {
-    deep_case(NormKind::Batch, true, Order::TransformFirst);
+    deep_case(NormKind::Batch, true, Order::TransformFirst, None);
 }
 
 fn drop_edge_opts(d: &Dataset, norm: Norm) -> FitOptions<'_> {
@@ -313,12 +322,7 @@ fn drop_edge_opts(d: &Dataset, norm: Norm) -> FitOptions<'_> {
 
 fn gcn_drop_edge_case(order: Order, sparse: bool, norm: Norm) {
     let (d, adj) = data();
-    let x = if sparse {
-        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
-    } else {
-        Features::Dense(d.features.to_dense())
-    };
-    assert_eq!(x.is_sparse(), sparse);
+    let x = features(&d, sparse);
     let opts = drop_edge_opts(&d, norm);
     for threads in [1, 2] {
         let run = |epochs: usize| {
@@ -360,43 +364,5 @@ fn gcn_drop_edge_sparse_transform_first_allocates_nothing_per_epoch() {
 
 #[test]
 fn deep_drop_edge_dense_allocates_nothing_per_epoch() {
-    let (d, adj) = data();
-    let x = Features::Dense(d.features.to_dense());
-    let opts = drop_edge_opts(&d, Norm::Symmetric);
-    let pools = [(1, pool(1)), (2, pool(2))];
-    for variant in Variant::ALL {
-        for (threads, pool) in &pools {
-            let run = |epochs: usize| {
-                let model = DeepConfig {
-                    hidden_dim: 16,
-                    n_layers: 3,
-                    variant,
-                    norm: NormKind::Batch,
-                    bias: true,
-                    ..Default::default()
-                };
-                let cfg = TrainConfig {
-                    epochs,
-                    stop: StopRule::Patience { patience: 1000 },
-                    par: Par::Rayon,
-                    ..Default::default()
-                };
-                let (r, _) = fit_deep(
-                    &adj,
-                    &x,
-                    &d.labels,
-                    d.n_classes,
-                    &d.split,
-                    &model,
-                    &cfg,
-                    7,
-                    &opts,
-                )
-                .unwrap();
-                assert_eq!(r.history.len(), epochs);
-            };
-            let what = format!("DeepGcn {variant}, BatchNorm, dense, DropEdge");
-            assert_epoch_independent_in(pool, &what, *threads, &run);
-        }
-    }
+    deep_case(NormKind::Batch, false, Order::Auto, Some(Norm::Symmetric));
 }

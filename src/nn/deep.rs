@@ -1459,34 +1459,12 @@ impl<F: Scalar> DeepGcn<F> {
         let mut rng = key.map(|k| slot_rng(k, nh as u64 + 1));
         let out_dim = self.cfg.out_dim;
         ensure(logits, (n, out_dim));
-        match self.cfg.variant {
-            Variant::Plain | Variant::Residual => {
-                let l = self.convs.len() - 1;
-                let raw = self.raw_input(x, done.last(), h0);
-                let p = self.p_before(l);
-                cur.dropped = drop_into(
-                    raw,
-                    x,
-                    p,
-                    rng.as_mut(),
-                    &mut cur.hd,
-                    &mut cur.mask,
-                    x_sparse,
-                    par,
-                );
-                let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
-                conv_forward(
-                    &self.convs[l],
-                    adj,
-                    hin,
-                    &mut cur.s,
-                    s0_sparse,
-                    spgemm_tmp,
-                    tmp,
-                    logits.view_mut(),
-                    par,
-                );
-            }
+        // The head's input (the last hidden output, or JK's combination) and its dropout.
+        let (raw, p) = match self.cfg.variant {
+            Variant::Plain | Variant::Residual => (
+                self.raw_input(x, done.last(), h0),
+                self.p_before(self.convs.len() - 1),
+            ),
             Variant::Gcnii | Variant::Jk(_) => {
                 let raw = match &self.jk {
                     Some(j) => {
@@ -1503,18 +1481,33 @@ impl<F: Scalar> DeepGcn<F> {
                     }
                     None => self.raw_input(x, done.last(), h0),
                 };
-                let p = self.cfg.dropout;
-                cur.dropped = drop_into(
-                    raw,
-                    x,
-                    p,
-                    rng.as_mut(),
-                    &mut cur.hd,
-                    &mut cur.mask,
-                    x_sparse,
-                    par,
-                );
-                let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+                (raw, self.cfg.dropout)
+            }
+        };
+        cur.dropped = drop_into(
+            raw,
+            x,
+            p,
+            rng.as_mut(),
+            &mut cur.hd,
+            &mut cur.mask,
+            x_sparse,
+            par,
+        );
+        let hin = dropped_in(raw, cur.dropped, &cur.hd, x_sparse);
+        match self.cfg.variant {
+            Variant::Plain | Variant::Residual => conv_forward(
+                &self.convs[self.convs.len() - 1],
+                adj,
+                hin,
+                &mut cur.s,
+                s0_sparse,
+                spgemm_tmp,
+                tmp,
+                logits.view_mut(),
+                par,
+            ),
+            Variant::Gcnii | Variant::Jk(_) => {
                 let head = self
                     .head
                     .as_ref()
