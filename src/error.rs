@@ -150,7 +150,7 @@ pub enum ConfigError {
         /// The name given.
         got: String,
         /// The known names.
-        expected: &'static str,
+        expected: String,
     },
 }
 
@@ -173,4 +173,29 @@ impl Error {
             msg: msg.into(),
         }
     }
+}
+
+/// Parses `s` as one of `choices` (`(name, value)` pairs): the one way every `FromStr` of the
+/// crate reports an unknown name ([`ConfigError::UnknownName`], listing the known names).
+///
+/// # Errors
+/// [`ConfigError::UnknownName`] when `s` is none of the names.
+pub fn parse_name<T: Copy>(
+    what: &'static str,
+    s: &str,
+    choices: &[(&'static str, T)],
+) -> Result<T, ConfigError> {
+    choices
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|&(_, v)| v)
+        .ok_or_else(|| ConfigError::UnknownName {
+            what,
+            got: s.to_string(),
+            expected: choices
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }

@@ -56,6 +56,26 @@ impl<F: Scalar> SparseFeatures<F> {
     pub fn x_t(&self) -> CsrView<'_, F> {
         self.x_t.view()
     }
+    /// The stored values of X, to rewrite in place (the pattern stays); call
+    /// [`SparseFeatures::sync_transpose`] afterwards.
+    pub fn values_mut(&mut self) -> &mut [F] {
+        self.x.data_mut()
+    }
+
+    /// X's mutable view (pattern fixed), for a numeric product written into it; call
+    /// [`SparseFeatures::sync_transpose`] afterwards.
+    pub fn x_mut(&mut self) -> sprs::CsMatViewMutI<'_, F, u32, usize> {
+        self.x.view_mut()
+    }
+
+    /// Copies X's values into Xᵀ's storage (after [`SparseFeatures::values_mut`]).
+    pub fn sync_transpose(&mut self) {
+        let dst = self.x_t.data_mut();
+        for (&v, &p) in self.x.data().iter().zip(&self.t_pos) {
+            dst[p] = v;
+        }
+    }
+
     /// A copy with the stored values replaced by `values` (same pattern, e.g. after dropout);
     /// Xᵀ's values are permuted to match.
     ///

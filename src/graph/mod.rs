@@ -6,6 +6,7 @@ pub mod dropedge;
 pub mod features;
 pub mod io;
 pub mod normalize;
+pub mod propagate;
 pub mod reorder;
 pub mod split;
 pub mod stats;
@@ -15,6 +16,7 @@ pub mod write;
 pub use dataset::Dataset;
 pub use features::{Features, SparseFeatures};
 pub use normalize::{Norm, NormAdj};
+pub use propagate::Propagate;
 pub use split::{Mask, Split};
 
 use crate::{Error, Result};

@@ -276,7 +276,7 @@ impl FromStr for Reorder {
             Error::Config(ConfigError::UnknownName {
                 what: "node order",
                 got: s.to_string(),
-                expected: Reorder::NAMES,
+                expected: Reorder::NAMES.to_string(),
             })
         };
         Ok(match s {

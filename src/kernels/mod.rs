@@ -16,6 +16,7 @@
 pub mod elementwise;
 pub mod gemm;
 pub mod reference;
+pub mod rows;
 pub mod spmm;
 
 pub use elementwise::{

@@ -1,4 +1,4 @@
-//! `GcniiConv`: the GCNII layer (Chen et al., ICML 2020, <https://arxiv.org/abs/2007.02133>),
+//! [`GcniiConv`]: the GCNII layer (Chen et al., ICML 2020, <https://arxiv.org/abs/2007.02133>),
 //! initial residual and identity mapping, forward and backward in one file.
 //!
 //! Z = S·((1−β)·I + β·W) with S = (1−α)·Â·H + α·H₀, i.e. Z = (1−β)·S + β·S·W,
@@ -9,16 +9,18 @@
 //! - ∂L/∂S = (1−β)·G + β·G·Wᵀ
 //! - ∂L/∂H = (1−α)·Âᵀ·∂L/∂S, ∂L/∂H₀ = α·∂L/∂S
 //!
+//! Inputs: H (input 0) and H₀ (input 1). Saves S; needs ∂L/∂S as scratch.
+//!
 //! # Shapes
 //! H, H₀, S, Z, G: n × d; W: d × d (GCNII keeps one width through its convolutions).
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, Zip};
+use ndarray::Zip;
 use rand::Rng;
 
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
 use super::param::Param;
-use crate::graph::NormAdj;
-use crate::kernels::{gemm, spmm};
-use crate::{Par, Scalar};
+use crate::kernels::gemm;
+use crate::Scalar;
 
 /// β_l = ln(λ/l + 1), the identity-mapping strength of layer `l` (counted from 1).
 ///
@@ -43,12 +45,6 @@ pub struct GcniiConv<F> {
     pub beta: f64,
 }
 
-/// What [`GcniiConv::backward`] needs: S = (1−α)ÂH + αH₀.
-#[derive(Debug)]
-pub struct GcniiCache<F> {
-    s: Array2<F>,
-}
-
 impl<F: Scalar> GcniiConv<F> {
     /// The `l`-th GCNII layer (from 1) of width `dim`, with β from `lambda`.
     pub fn new<R: Rng + ?Sized>(
@@ -69,216 +65,93 @@ impl<F: Scalar> GcniiConv<F> {
     pub fn dim(&self) -> usize {
         self.weight.value.nrows()
     }
+}
 
-    /// Z = (1−β)S + βSW with S = (1−α)ÂH + αH₀.
-    ///
-    /// # Panics
-    /// If `h` or `h0` is not n × d.
-    #[track_caller]
-    pub fn forward(
-        &self,
-        adj: &NormAdj<F>,
-        h: ArrayView2<'_, F>,
-        h0: ArrayView2<'_, F>,
-        par: Par,
-    ) -> (Array2<F>, GcniiCache<F>) {
-        let n = adj.n_nodes();
-        let d = self.dim();
-        assert!(
-            h.dim() == (n, d) && h0.dim() == (n, d),
-            "GcniiConv::forward: H {:?}, H0 {:?}, expected {n}×{d}",
-            h.dim(),
-            h0.dim()
-        );
-        let mut s = Array2::zeros((n, d));
-        let mut z = Array2::zeros((n, d));
-        self.forward_into(adj, h, h0, s.view_mut(), z.view_mut(), par);
-        (z, GcniiCache { s })
+impl<F: Scalar> Layer<F> for GcniiConv<F> {
+    fn name(&self) -> &'static str {
+        "gcnii_conv"
     }
 
-    /// [`GcniiConv::forward`] into `s` (S, kept for backward) and `z`, both n × d: allocates
-    /// nothing.
-    #[track_caller]
-    pub(crate) fn forward_into(
-        &self,
-        adj: &NormAdj<F>,
-        h: ArrayView2<'_, F>,
-        h0: ArrayView2<'_, F>,
-        mut s: ArrayViewMut2<'_, F>,
-        mut z: ArrayViewMut2<'_, F>,
-        par: Par,
-    ) {
+    fn out_dim(&self) -> usize {
+        self.dim()
+    }
+
+    fn arity(&self) -> usize {
+        2
+    }
+
+    fn saved(&self, n: usize) -> Req {
+        Req::f(n * self.dim())
+    }
+
+    fn scratch(&self, n: usize) -> Req {
+        Req::f(n * self.dim())
+    }
+
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+        let Fwd {
+            ins,
+            mut out,
+            mut saved,
+            ..
+        } = io;
+        let (n, d, par) = (cx.n(), self.dim(), cx.par);
+        let (h, h0) = (ins.get(0).dense(), ins.get(1).dense());
+        assert!(
+            h.dim() == (n, d) && h0.dim() == (n, d) && out.dim() == (n, d),
+            "GcniiConv::forward: H {:?}, H0 {:?}, out {:?}, expected {n}×{d}",
+            h.dim(),
+            h0.dim(),
+            out.dim()
+        );
         let a = F::from_f64_lossy(self.alpha);
         let b = F::from_f64_lossy(self.beta);
-        spmm(F::one() - a, adj.a(), h, F::zero(), s.view_mut(), par);
+        let mut s = view_mut(saved.take_f(n * d), (n, d));
+        cx.adj.a_times(F::one() - a, h, F::zero(), s.view_mut(), par);
         s.scaled_add(a, &h0);
-        Zip::from(&mut z)
+        Zip::from(&mut out)
             .and(&s)
             .for_each(|o, &v| *o = v * (F::one() - b));
-        gemm(
-            b,
-            s.view(),
-            self.weight.value.view(),
-            F::one(),
-            z.view_mut(),
-            par,
-        );
+        gemm(b, s.view(), self.weight.value.view(), F::one(), out, par);
     }
 
-    /// The output of [`GcniiConv::forward`] without keeping S.
-    pub fn predict(
-        &self,
-        adj: &NormAdj<F>,
-        h: ArrayView2<'_, F>,
-        h0: ArrayView2<'_, F>,
-        par: Par,
-    ) -> Array2<F> {
-        self.forward(adj, h, h0, par).0
-    }
-
-    /// Adds ∂L/∂W into the weight's gradient, adds α·∂L/∂S into `dh0`, and returns ∂L/∂H.
-    ///
-    /// # Panics
-    /// If `g` or `dh0` is not n × d.
-    #[track_caller]
-    pub fn backward(
-        &mut self,
-        adj: &NormAdj<F>,
-        cache: GcniiCache<F>,
-        g: ArrayView2<'_, F>,
-        dh0: &mut Array2<F>,
-        par: Par,
-    ) -> Array2<F> {
-        let n = adj.n_nodes();
-        let d = self.dim();
-        assert!(
-            g.dim() == (n, d) && dh0.dim() == (n, d),
-            "GcniiConv::backward: G {:?}, dH0 {:?}, expected {n}×{d}",
-            g.dim(),
-            dh0.dim()
-        );
-        let GcniiCache { s } = cache;
-        let mut ds = Array2::zeros((n, d));
-        let mut dh = Array2::zeros((n, d));
-        self.backward_into(
-            adj,
-            s.view(),
-            g,
-            dh0.view_mut(),
-            ds.view_mut(),
-            dh.view_mut(),
-            par,
-        );
-        dh
-    }
-
-    /// [`GcniiConv::backward`] from the S of the forward pass, with ∂L/∂S in the scratch `ds`
-    /// and ∂L/∂H written into `dh` (all n × d): allocates nothing.
-    #[track_caller]
-    pub(crate) fn backward_into(
-        &mut self,
-        adj: &NormAdj<F>,
-        s: ArrayView2<'_, F>,
-        g: ArrayView2<'_, F>,
-        dh0: ArrayViewMut2<'_, F>,
-        mut ds: ArrayViewMut2<'_, F>,
-        dh: ArrayViewMut2<'_, F>,
-        par: Par,
-    ) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+        let Bwd {
+            mut saved,
+            mut scratch,
+            grad,
+            ..
+        } = io;
+        let GradIo::Separate { dout: g, mut din } = grad else {
+            unreachable!("GCNII's gradient is separate")
+        };
+        let (n, d, par) = (cx.n(), self.dim(), cx.par);
         let a = F::from_f64_lossy(self.alpha);
         let b = F::from_f64_lossy(self.beta);
+        let s = view(saved.take_f(n * d), (n, d));
         // dW += β SᵀG
-        gemm(b, s.t(), g, F::one(), self.weight.grad.view_mut(), par);
+        cx.adj
+            .t_matmul(b, s, g, F::one(), self.weight.grad.view_mut(), par);
         // dS = (1−β)G + β G Wᵀ
+        let mut ds = view_mut(scratch.take_f(n * d), (n, d));
         Zip::from(&mut ds)
             .and(&g)
             .for_each(|o, &v| *o = v * (F::one() - b));
         gemm(b, g, self.weight.value.t(), F::one(), ds.view_mut(), par);
-        // dH0 += α dS ; dH = (1−α) Âᵀ dS
-        Zip::from(dh0).and(&ds).for_each(|o, &v| *o += a * v);
-        spmm(F::one() - a, adj.a_t(), ds.view(), F::zero(), dh, par);
-    }
-
-    /// Calls `f` on the weight.
-    pub fn visit_params(&mut self, f: &mut dyn FnMut(&mut Param<F>)) {
-        f(&mut self.weight);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use ndarray::Array2;
-    use rand::{RngExt, SeedableRng};
-    use rand_chacha::ChaCha8Rng;
-
-    use super::*;
-    use crate::graph::{Direction, Graph, Norm};
-    use crate::testing::{max_rel_err, numerical_grad};
-
-    fn random(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Array2<f64> {
-        Array2::from_shape_simple_fn((rows, cols), || rng.random_range(-1.0..1.0))
-    }
-
-    fn graph(dir: Direction) -> Graph {
-        let e = [(0, 1), (1, 2), (2, 3), (3, 0), (3, 4), (5, 5), (4, 1)];
-        Graph::try_from_edges(7, &e, dir).unwrap()
-    }
-
-    #[test]
-    fn gcnii_backward_matches_finite_differences() {
-        for (dir, norm) in [
-            (Direction::Undirected, Norm::Symmetric),
-            (Direction::Directed, Norm::Row),
-        ] {
-            let adj = NormAdj::<f64>::new(&graph(dir), norm);
-            let (n, d) = (adj.n_nodes(), 4);
-            let mut rng = ChaCha8Rng::seed_from_u64(11);
-            let mut conv = GcniiConv::<f64>::new(d, 0.1, 0.5, 2, &mut rng);
-            let h = random(n, d, &mut rng);
-            let h0 = random(n, d, &mut rng);
-            let r = random(n, d, &mut rng);
-            let (_, cache) = conv.forward(&adj, h.view(), h0.view(), Par::Seq);
-            let mut dh0 = Array2::zeros((n, d));
-            let dh = conv.backward(&adj, cache, r.view(), &mut dh0, Par::Seq);
-            let mut analytic: Vec<f64> = conv.weight.grad.iter().copied().collect();
-            analytic.extend(dh.iter());
-            analytic.extend(dh0.iter());
-            let mut theta: Vec<f64> = conv.weight.value.iter().copied().collect();
-            theta.extend(h.iter());
-            theta.extend(h0.iter());
-            let (alpha, beta) = (conv.alpha, conv.beta);
-            let loss = |t: &[f64]| {
-                let w = Array2::from_shape_vec((d, d), t[..d * d].to_vec()).unwrap();
-                let h = Array2::from_shape_vec((n, d), t[d * d..d * d + n * d].to_vec()).unwrap();
-                let h0 = Array2::from_shape_vec((n, d), t[d * d + n * d..].to_vec()).unwrap();
-                let c = GcniiConv {
-                    weight: Param::new(w),
-                    alpha,
-                    beta,
-                };
-                (&c.predict(&adj, h.view(), h0.view(), Par::Seq) * &r).sum()
-            };
-            let numerical = numerical_grad(loss, &theta, 1e-6);
-            let (err, at) = max_rel_err(&analytic, &numerical);
-            assert!(err < 1e-6, "{dir:?}: rel err {err} at {at}");
+        // dH0 = α dS ; dH = (1−α) Âᵀ dS
+        if let Some(dh0) = din.get(1) {
+            Zip::from(dh0).and(&ds).for_each(|o, &v| *o = a * v);
+        }
+        if let Some(dh) = din.get(0) {
+            cx.adj.at_times(F::one() - a, ds.view(), F::zero(), dh, par);
         }
     }
 
-    #[test]
-    fn gcnii_matches_its_definition() {
-        // Z = ((1−α)ÂH + αH0)((1−β)I + βW), with Â dense on a tiny graph.
-        let adj = NormAdj::<f64>::new(&graph(Direction::Undirected), Norm::Symmetric);
-        let n = adj.n_nodes();
-        let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let conv = GcniiConv::<f64>::new(3, 0.2, 0.5, 3, &mut rng);
-        let h = random(n, 3, &mut rng);
-        let h0 = random(n, 3, &mut rng);
-        let a = adj.a().to_dense();
-        let s = (a.dot(&h) * 0.8) + &(&h0 * 0.2);
-        let b = (0.5f64 / 3.0 + 1.0).ln();
-        let m = Array2::eye(3) * (1.0 - b) + &(&conv.weight.value * b);
-        let want = s.dot(&m);
-        let got = conv.predict(&adj, h.view(), h0.view(), Par::Rayon);
-        assert!((&got - &want).iter().all(|v| v.abs() < 1e-12));
+    fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {
+        f("weight", &mut self.weight);
+    }
+
+    fn clone_box(&self) -> Box<dyn Layer<F>> {
+        Box::new(self.clone())
     }
 }

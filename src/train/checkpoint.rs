@@ -1,42 +1,34 @@
-//! Checkpoints: a trained [`Gcn<f32>`] and its [`GcnConfig`] in one
+//! Checkpoints: a trained [`Model<f32>`] of any architecture and its [`ModelConfig`] in one
 //! [safetensors](https://huggingface.co/docs/safetensors) file.
 //!
-//! # Format
+//! # Format (version 2)
 //! A standard safetensors file (little-endian, C order), so PyTorch users can open it:
 //!
 //! ```python
 //! from safetensors.torch import load_file
 //! from safetensors import safe_open
-//! tensors = load_file("model.safetensors")          # {"layers.0.weight": tensor, ...}
+//! tensors = load_file("model.safetensors")     # {"nodes.0.gcn_conv.weight": tensor, ...}
 //! with safe_open("model.safetensors", "pt") as f:
-//!     config = f.metadata()                          # {"in_dim": "1433", ...}
+//!     config = f.metadata()                     # {"model": "gcn", "in_dim": "1433", ...}
 //! ```
 //!
-//! | tensor | dtype | shape |
-//! |---|---|---|
-//! | `layers.{l}.weight` | F32 | `[in_dim_l, out_dim_l]` |
-//! | `layers.{l}.bias` (only with `bias = true`) | F32 | `[out_dim_l]` |
+//! Every parameter and statistics vector of the model is one F32 tensor named
+//! `nodes.{i}.{layer}.{name}`: `i` the node's index in the stack (forward order), `layer` its
+//! layer (`gcn_conv`, `gcnii_conv`, `linear`, `batch_norm`, `jumping_knowledge`), `name` the
+//! parameter (`weight`, `bias`, `gamma`, `beta`, `att`, `running_mean`, `running_var`).
+//! Parameters are 2-D (a bias is 1 × out), statistics 1-D.
 //!
-//! **Weight convention**: `layers.{l}.weight` is W in Z = Â·H·W, i.e. in × out. PyTorch's
-//! `nn.Linear.weight` (and so PyG's `GCNConv.lin.weight`) stores out × in: use
-//! `tensors["layers.0.weight"].T` there.
+//! **Weight convention**: a `weight` is W in Z = Â·H·W or Y = X·W, i.e. in × out. PyTorch's
+//! `nn.Linear.weight` (and so PyG's `GCNConv.lin.weight`) stores out × in: use `.T` there.
 //!
-//! The `__metadata__` map (string → string) holds:
-//!
-//! | key | value |
-//! |---|---|
-//! | `format` | `sparse-gcn` |
-//! | `version` | `1` |
-//! | `weight_layout` | `in_out` (see above) |
-//! | `in_dim`, `hidden_dim`, `out_dim`, `n_layers` | decimal integers |
-//! | `dropout`, `input_dropout` | decimal floats (shortest round-trip form) |
-//! | `bias` | `true` or `false` |
-//! | `order` | the configured order: `auto`, `aggregate-first` or `transform-first` |
-//! | `orders` | the resolved order of each layer, comma-separated (`aggregate-first,transform-first`) |
-//!
-//! plus the caller's extra keys (e.g. `dataset`, `seed`, `row_normalize`, `norm`): anything
-//! evaluation needs to rebuild the inputs the model was trained on. They must not reuse the
-//! keys above ([`RESERVED_KEYS`]).
+//! The `__metadata__` map (string → string) holds `format` (`sparse-gcn`), `version` (`2`),
+//! `weight_layout` (`in_out`), every field of the [`ModelConfig`] (`model`, `in_dim`,
+//! `hidden_dim`, `out_dim`, `n_layers`, `dropout`, `input_dropout`, `norm`, `bias`, `order`,
+//! `alpha`, `lambda`, `k`, `checkpoint`, `drop_edge`, `mask_streams`), and `orders` (the resolved
+//! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
+//! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
+//! the inputs the model was trained on. They must not reuse the keys above
+//! ([`RESERVED_KEYS`]).
 //!
 //! # Atomicity
 //! [`save`] writes the bytes to `PATH.tmp-<pid>-<n>` in the same directory, syncs it and
@@ -45,50 +37,50 @@
 //! a truncated `PATH`.
 //!
 //! # Loading
-//! [`load`] checks that the file is a safetensors file with our metadata, that every tensor
-//! the configuration implies is present, F32, of exactly the implied shape, finite, and that
-//! there is no other tensor. [`load_expecting`] also checks the shapes against a configuration
-//! the caller expects (e.g. the input width of the dataset being evaluated).
+//! [`load`] checks that the file is a safetensors file with our metadata and an architecture
+//! the metadata describes validly; [`Checkpoint::build`] rebuilds the model on a dataset (its
+//! input width, its classes) and fills it, checking that every tensor the architecture implies
+//! is present, F32, of exactly the implied shape, finite, and that there is no other tensor.
 //!
 //! # Example
 //! ```
 //! use std::collections::BTreeMap;
-//! use rand::SeedableRng;
 //! use sparse_gcn::graph::{synthetic::CitationLike, Norm, NormAdj};
-//! use sparse_gcn::nn::GcnConfig;
-//! use sparse_gcn::train::checkpoint;
+//! use sparse_gcn::nn::ModelConfig;
+//! use sparse_gcn::train::{build_model, checkpoint};
 //! let d = CitationLike { n_nodes: 100, ..Default::default() }.generate(1).unwrap();
 //! let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-//! let cfg = GcnConfig { in_dim: d.features.n_cols(), out_dim: d.n_classes, ..Default::default() };
-//! let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-//! let model = cfg.init(&adj, &d.features, &mut rng).unwrap();
+//! let mut model = build_model(&adj, &d.features, d.n_classes, &ModelConfig::default(), 0).unwrap();
 //! let path = std::env::temp_dir().join(format!("doc-{}.safetensors", std::process::id()));
 //! let extra = BTreeMap::from([("dataset".to_string(), "synthetic".to_string())]);
-//! checkpoint::save(&path, &model, &cfg, &extra).unwrap();
+//! checkpoint::save(&path, &mut model, &extra).unwrap();
 //! let ck = checkpoint::load(&path).unwrap();
-//! assert_eq!(ck.config, cfg);
-//! assert_eq!(ck.model.layers, model.layers);
+//! assert_eq!(&ck.config, model.config());
 //! assert_eq!(ck.extra, extra);
+//! let mut back = ck.build(&adj, &d.features).unwrap();
+//! assert_eq!(back.predict(&adj, &d.features, sparse_gcn::Par::Seq),
+//!            model.predict(&adj, &d.features, sparse_gcn::Par::Seq));
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ndarray::Array2;
+use rand::SeedableRng;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use crate::nn::{Gcn, GcnConfig, GcnConv, Order, Param};
+use crate::graph::{Features, Propagate};
+use crate::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
 use crate::{Error, Result};
 
 /// The value of the `format` metadata key.
 pub const FORMAT: &str = "sparse-gcn";
 
 /// The value of the `version` metadata key written by this code (the only one it reads).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The value of the `weight_layout` metadata key: weights are stored in × out.
 pub const WEIGHT_LAYOUT: &str = "in_out";
@@ -98,14 +90,22 @@ pub const RESERVED_KEYS: &[&str] = &[
     "format",
     "version",
     "weight_layout",
+    "model",
     "in_dim",
     "hidden_dim",
     "out_dim",
     "n_layers",
     "dropout",
     "input_dropout",
+    "norm",
     "bias",
     "order",
+    "alpha",
+    "lambda",
+    "k",
+    "checkpoint",
+    "drop_edge",
+    "mask_streams",
     "orders",
 ];
 
@@ -113,110 +113,19 @@ pub const RESERVED_KEYS: &[&str] = &[
 #[doc(hidden)]
 pub type WriteHook<'a> = dyn FnMut(&mut dyn Write, &[u8]) -> io::Result<()> + 'a;
 
-/// A loaded checkpoint.
+/// A loaded checkpoint: the configuration, the resolved orders, the tensors and the caller's
+/// metadata. [`Checkpoint::build`] makes the model.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
-    /// The model, with the layers' resolved orders and the config's dropout rates.
-    pub model: Gcn<f32>,
     /// The configuration it was saved with.
-    pub config: GcnConfig,
+    pub config: ModelConfig,
+    /// The resolved order of each graph convolution.
+    pub orders: Vec<Order>,
     /// The caller's extra metadata (every key not in [`RESERVED_KEYS`]).
     pub extra: BTreeMap<String, String>,
-}
-
-impl Checkpoint {
-    /// The resolved order of each layer.
-    pub fn orders(&self) -> Vec<Order> {
-        self.model.orders()
-    }
-}
-
-/// The name of layer `l`'s weight tensor.
-pub fn weight_name(l: usize) -> String {
-    format!("layers.{l}.weight")
-}
-
-/// The name of layer `l`'s bias tensor.
-pub fn bias_name(l: usize) -> String {
-    format!("layers.{l}.bias")
-}
-
-/// The metadata spelling of an order.
-pub fn order_name(order: Order) -> &'static str {
-    match order {
-        Order::Auto => "auto",
-        Order::AggregateFirst => "aggregate-first",
-        Order::TransformFirst => "transform-first",
-    }
-}
-
-/// Parses [`order_name`]'s spelling.
-pub fn parse_order(s: &str) -> Option<Order> {
-    match s {
-        "auto" => Some(Order::Auto),
-        "aggregate-first" => Some(Order::AggregateFirst),
-        "transform-first" => Some(Order::TransformFirst),
-        _ => None,
-    }
-}
-
-/// Saves `model` and `config` (plus `extra` metadata) to `path`, atomically.
-///
-/// # Errors
-/// [`Error::Config`] for an invalid `config`; [`Error::Mismatch`] or [`Error::Dataset`] when
-/// `model` does not match `config` or an extra key is reserved; [`Error::NonFiniteValue`] for a
-/// NaN or infinite parameter; [`Error::Io`] when writing or renaming fails. In every case an
-/// existing file at `path` is left untouched.
-pub fn save(
-    path: &Path,
-    model: &Gcn<f32>,
-    config: &GcnConfig,
-    extra: &BTreeMap<String, String>,
-) -> Result<()> {
-    save_with(path, model, config, extra, &mut |w, bytes| {
-        w.write_all(bytes)
-    })
-}
-
-/// [`save`] with the write of the file's bytes into the temporary file done by `write`
-/// (`save` passes `|w, bytes| w.write_all(bytes)`). Lets tests interrupt a save half-way.
-///
-/// # Errors
-/// As [`save`]; an error from `write` is an [`Error::Io`] on the temporary file.
-#[doc(hidden)]
-pub fn save_with(
-    path: &Path,
-    model: &Gcn<f32>,
-    config: &GcnConfig,
-    extra: &BTreeMap<String, String>,
-    write: &mut WriteHook<'_>,
-) -> Result<()> {
-    let bytes = to_bytes(path, model, config, extra)?;
-    write_atomic(path, &bytes, write)
-}
-
-/// Loads the checkpoint at `path`, checking every tensor against the configuration in its
-/// metadata.
-///
-/// # Errors
-/// [`Error::Io`] if the file cannot be read; [`Error::Dataset`] if it is not a safetensors
-/// file, lacks or has an unparseable metadata key, lacks a tensor, has an unexpected tensor or
-/// one of another dtype or rank; [`Error::Mismatch`] for a tensor of the wrong size;
-/// [`Error::NonFiniteValue`] for a NaN or infinite value.
-pub fn load(path: &Path) -> Result<Checkpoint> {
-    load_impl(path, None)
-}
-
-/// [`load`], also checking the tensors against the shapes `expected` implies (its `in_dim`,
-/// `hidden_dim`, `out_dim`, `n_layers` and `bias`), e.g. a config whose `in_dim` and
-/// `out_dim` come from the dataset being evaluated. Its other fields are ignored; the returned
-/// config is the file's.
-///
-/// # Errors
-/// As [`load`]; a tensor that does not fit `expected` gives [`Error::Mismatch`] (or
-/// [`Error::Dataset`] for a missing or extra tensor).
-pub fn load_expecting(path: &Path, expected: &GcnConfig) -> Result<Checkpoint> {
-    load_impl(path, Some(expected))
+    /// Every tensor: name → (shape, values).
+    tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    path: PathBuf,
 }
 
 fn dataset_err(path: &Path, msg: impl Into<String>) -> Error {
@@ -234,100 +143,94 @@ fn mismatch(path: &Path, what: impl std::fmt::Display, expected: usize, got: usi
     }
 }
 
-/// Checks `model` against `config` and serialises both.
-fn to_bytes(
+/// The metadata spelling of a mask-stream scheme.
+fn streams_name(s: MaskStreams) -> &'static str {
+    match s {
+        MaskStreams::Shared => "shared",
+        MaskStreams::PerLayer => "per-layer",
+    }
+}
+
+/// Saves `model` (plus `extra` metadata) to `path`, atomically.
+///
+/// # Errors
+/// [`Error::Dataset`] when an extra key is reserved; [`Error::NonFiniteValue`] for a NaN or
+/// infinite parameter; [`Error::Io`] when writing or renaming fails. In every case an existing
+/// file at `path` is left untouched.
+pub fn save(path: &Path, model: &mut Model<f32>, extra: &BTreeMap<String, String>) -> Result<()> {
+    save_with(path, model, extra, &mut |w, bytes| w.write_all(bytes))
+}
+
+/// [`save`] with the write of the file's bytes into the temporary file done by `write`
+/// (`save` passes `|w, bytes| w.write_all(bytes)`). Lets tests interrupt a save half-way.
+///
+/// # Errors
+/// As [`save`]; an error from `write` is an [`Error::Io`] on the temporary file.
+#[doc(hidden)]
+pub fn save_with(
     path: &Path,
-    model: &Gcn<f32>,
-    config: &GcnConfig,
+    model: &mut Model<f32>,
     extra: &BTreeMap<String, String>,
-) -> Result<Vec<u8>> {
-    config.check()?;
+    write: &mut WriteHook<'_>,
+) -> Result<()> {
+    let bytes = to_bytes(path, model, extra)?;
+    write_atomic(path, &bytes, write)
+}
+
+/// Serialises `model` and its configuration.
+fn to_bytes(path: &Path, model: &mut Model<f32>, extra: &BTreeMap<String, String>) -> Result<Vec<u8>> {
     if let Some(key) = extra.keys().find(|k| RESERVED_KEYS.contains(&k.as_str())) {
         return Err(dataset_err(
             path,
             format!("extra metadata key `{key}` is reserved by the checkpoint format"),
         ));
     }
-    if model.layers.len() != config.n_layers {
-        return Err(mismatch(
-            path,
-            "model layers vs config n_layers",
-            config.n_layers,
-            model.layers.len(),
-        ));
-    }
-    let dims = config.dims();
     let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-    for (l, layer) in model.layers.iter().enumerate() {
-        let w = &layer.weight.value;
-        let name = weight_name(l);
-        if w.nrows() != dims[l] {
-            return Err(mismatch(path, format!("{name} rows"), dims[l], w.nrows()));
-        }
-        if w.ncols() != dims[l + 1] {
-            return Err(mismatch(
-                path,
-                format!("{name} cols"),
-                dims[l + 1],
-                w.ncols(),
-            ));
-        }
-        if layer.order == Order::Auto {
-            return Err(dataset_err(
-                path,
-                format!("layer {l} has an unresolved order (auto)"),
-            ));
-        }
-        tensors.push((
-            name.clone(),
-            vec![w.nrows(), w.ncols()],
-            le_bytes(path, &name, w)?,
-        ));
-        match (&layer.bias, config.bias) {
-            (Some(b), true) => {
-                let name = bias_name(l);
-                if b.value.dim() != (1, dims[l + 1]) {
-                    return Err(mismatch(
-                        path,
-                        format!("{name} length"),
-                        dims[l + 1],
-                        b.len(),
-                    ));
-                }
-                tensors.push((
-                    name.clone(),
-                    vec![dims[l + 1]],
-                    le_bytes(path, &name, &b.value)?,
-                ));
+    let mut bad: Option<Error> = None;
+    let mut put = |name: &str, shape: Vec<usize>, vals: &mut dyn Iterator<Item = f32>| {
+        let mut bytes = Vec::new();
+        for (k, v) in vals.enumerate() {
+            if !v.is_finite() && bad.is_none() {
+                let cols = shape.last().copied().unwrap_or(1).max(1);
+                bad = Some(Error::NonFiniteValue {
+                    what: format!("{}: {name} (not saved)", path.display()),
+                    row: k / cols,
+                    col: k % cols,
+                    value: f64::from(v),
+                });
             }
-            (None, false) => {}
-            (b, _) => {
-                return Err(dataset_err(
-                    path,
-                    format!(
-                        "layer {l} {} a bias but the config says bias = {}",
-                        if b.is_some() { "has" } else { "has no" },
-                        config.bias
-                    ),
-                ));
-            }
+            bytes.extend_from_slice(&v.to_le_bytes());
         }
+        tensors.push((format!("nodes.{name}"), shape, bytes));
+    };
+    model.visit_named(&mut |name, t| put(name, t.shape(), &mut t.values().copied()));
+    if let Some(e) = bad {
+        return Err(e);
     }
+    let cfg = model.config().clone();
+    let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
     let mut meta: HashMap<String, String> =
         extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let orders: Vec<&str> = model.orders().into_iter().map(order_name).collect();
     for (k, v) in [
         ("format", FORMAT.to_string()),
         ("version", VERSION.to_string()),
         ("weight_layout", WEIGHT_LAYOUT.to_string()),
-        ("in_dim", config.in_dim.to_string()),
-        ("hidden_dim", config.hidden_dim.to_string()),
-        ("out_dim", config.out_dim.to_string()),
-        ("n_layers", config.n_layers.to_string()),
-        ("dropout", config.dropout.to_string()),
-        ("input_dropout", config.input_dropout.to_string()),
-        ("bias", config.bias.to_string()),
-        ("order", order_name(config.order).to_string()),
+        ("model", cfg.arch.name().to_string()),
+        ("in_dim", cfg.in_dim.to_string()),
+        ("hidden_dim", cfg.hidden_dim.to_string()),
+        ("out_dim", cfg.out_dim.to_string()),
+        ("n_layers", cfg.n_layers.to_string()),
+        ("dropout", cfg.dropout.to_string()),
+        ("input_dropout", cfg.input_dropout.to_string()),
+        ("norm", cfg.norm.name().to_string()),
+        ("bias", cfg.bias.to_string()),
+        ("order", cfg.order.name().to_string()),
+        ("alpha", cfg.alpha.to_string()),
+        ("lambda", cfg.lambda.to_string()),
+        ("k", cfg.k.to_string()),
+        ("checkpoint", cfg.checkpoint.to_string()),
+        ("drop_edge", cfg.drop_edge.to_string()),
+        ("mask_streams", streams_name(cfg.mask_streams).to_string()),
         ("orders", orders.join(",")),
     ] {
         meta.insert(k.to_string(), v);
@@ -342,23 +245,6 @@ fn to_bytes(
         .collect::<Result<Vec<_>>>()?;
     safetensors::tensor::serialize(views, Some(meta))
         .map_err(|e| dataset_err(path, format!("cannot serialise the checkpoint: {e}")))
-}
-
-/// The values of `a`, row-major, as little-endian f32 bytes; refuses non-finite values.
-fn le_bytes(path: &Path, name: &str, a: &Array2<f32>) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(a.len() * 4);
-    for ((row, col), &v) in a.indexed_iter() {
-        if !v.is_finite() {
-            return Err(Error::NonFiniteValue {
-                what: format!("{}: {name} (not saved)", path.display()),
-                row,
-                col,
-                value: f64::from(v),
-            });
-        }
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    Ok(out)
 }
 
 /// Removes the temporary file on drop unless disarmed (also on a panic in the write hook).
@@ -431,7 +317,14 @@ fn sync_parent(path: &Path) {
     let _ = path;
 }
 
-fn load_impl(path: &Path, expected: Option<&GcnConfig>) -> Result<Checkpoint> {
+/// Loads the checkpoint at `path`: its configuration (checked), orders, tensors (F32, finite)
+/// and extra metadata.
+///
+/// # Errors
+/// [`Error::Io`] if the file cannot be read; [`Error::Dataset`] if it is not a safetensors
+/// file, lacks or has an unparseable metadata key, or has a tensor of another dtype;
+/// [`Error::NonFiniteValue`] for a NaN or infinite value.
+pub fn load(path: &Path) -> Result<Checkpoint> {
     let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
     let st = SafeTensors::deserialize(&bytes)
         .map_err(|e| dataset_err(path, format!("not a valid safetensors file: {e}")))?;
@@ -449,16 +342,105 @@ fn load_impl(path: &Path, expected: Option<&GcnConfig>) -> Result<Checkpoint> {
         .filter(|(k, _)| !RESERVED_KEYS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if let Some(exp) = expected {
-        read_layers(path, &st, exp, &orders)?;
+    let mut tensors = BTreeMap::new();
+    for (name, view) in st.tensors() {
+        if view.dtype() != Dtype::F32 {
+            return Err(dataset_err(
+                path,
+                format!("tensor `{name}` is {:?}, expected F32", view.dtype()),
+            ));
+        }
+        let shape = view.shape().to_vec();
+        let cols = shape.last().copied().unwrap_or(1).max(1);
+        let mut vals = Vec::with_capacity(view.data().len() / 4);
+        for (k, c) in view.data().chunks_exact(4).enumerate() {
+            let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            if !v.is_finite() {
+                return Err(Error::NonFiniteValue {
+                    what: format!("{}: {name}", path.display()),
+                    row: k / cols,
+                    col: k % cols,
+                    value: f64::from(v),
+                });
+            }
+            vals.push(v);
+        }
+        tensors.insert(name, (shape, vals));
     }
-    let layers = read_layers(path, &st, &config, &orders)?;
-    let model = Gcn::from_layers(layers, config.dropout, config.input_dropout);
     Ok(Checkpoint {
-        model,
         config,
+        orders,
         extra,
+        tensors,
+        path: path.to_path_buf(),
     })
+}
+
+impl Checkpoint {
+    /// The model on `adj` and `x` (the data it is to be evaluated on): the saved architecture
+    /// and orders, every parameter and statistic from the file.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when the data's input width differs from the model's, or a tensor has
+    /// another shape than the architecture implies; [`Error::Dataset`] for a missing or
+    /// unexpected tensor.
+    pub fn build(&self, adj: &dyn Propagate<f32>, x: &Features<f32>) -> Result<Model<f32>> {
+        let path = &self.path;
+        if x.n_cols() != self.config.in_dim {
+            return Err(mismatch(
+                path,
+                "input width (feature columns) of the data vs the model",
+                self.config.in_dim,
+                x.n_cols(),
+            ));
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let mut model = self
+            .config
+            .build(adj, x, Some(&self.orders), &mut rng)
+            .map_err(|e| dataset_err(path, format!("the metadata describes an invalid model: {e}")))?;
+        let mut used = 0usize;
+        let mut err: Option<Error> = None;
+        let mut fill = |name: &str, shape: &[usize], dst: &mut dyn Iterator<Item = &mut f32>| {
+            if err.is_some() {
+                return;
+            }
+            let key = format!("nodes.{name}");
+            match self.tensors.get(&key) {
+                None => err = Some(dataset_err(path, format!("tensor `{key}` is missing"))),
+                Some((s, _)) if s.as_slice() != shape => {
+                    let (e, g) = (shape.iter().product(), s.iter().product());
+                    err = Some(mismatch(path, format!("{key} {shape:?} vs {s:?}"), e, g));
+                }
+                Some((_, v)) => {
+                    dst.zip(v).for_each(|(d, &s)| *d = s);
+                    used += 1;
+                }
+            }
+        };
+        model.visit_named(&mut |name, mut t| {
+            let shape = t.shape();
+            fill(name, &shape, &mut t.values_mut());
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if used != self.tensors.len() {
+            let mut names = Vec::new();
+            model.visit_named(&mut |n, _| names.push(format!("nodes.{n}")));
+            let extra = self
+                .tensors
+                .keys()
+                .find(|k| !names.contains(k))
+                .cloned()
+                .unwrap_or_default();
+            return Err(dataset_err(
+                path,
+                format!("unexpected tensor `{extra}` for a {} model", self.config.arch),
+            ));
+        }
+        Ok(model)
+    }
 }
 
 fn meta_get<'m>(path: &Path, meta: &'m HashMap<String, String>, key: &str) -> Result<&'m str> {
@@ -478,8 +460,8 @@ fn meta_parse<T: std::str::FromStr>(
         .map_err(|_| dataset_err(path, format!("metadata `{key}` = `{v}` is not {what}")))
 }
 
-/// The config and the per-layer orders described by the metadata.
-fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(GcnConfig, Vec<Order>)> {
+/// The config and the per-convolution orders described by the metadata.
+fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfig, Vec<Order>)> {
     let format = meta_get(path, meta, "format")?;
     if format != FORMAT {
         return Err(dataset_err(
@@ -503,24 +485,35 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(GcnConfig,
     }
     let uint = "a non-negative integer";
     let float = "a number";
-    let order_str = meta_get(path, meta, "order")?;
-    let order = parse_order(order_str).ok_or_else(|| {
-        dataset_err(
-            path,
-            format!(
-                "metadata `order` = `{order_str}` is not auto, aggregate-first or transform-first"
-            ),
-        )
-    })?;
-    let config = GcnConfig {
+    let named = |key: &str| -> Result<String> { Ok(meta_get(path, meta, key)?.to_string()) };
+    let bad = |key: &str, e: crate::ConfigError| dataset_err(path, format!("metadata `{key}`: {e}"));
+    let streams = match meta_get(path, meta, "mask_streams")? {
+        "shared" => MaskStreams::Shared,
+        "per-layer" => MaskStreams::PerLayer,
+        s => {
+            return Err(dataset_err(
+                path,
+                format!("metadata `mask_streams` = `{s}` is not shared or per-layer"),
+            ))
+        }
+    };
+    let config = ModelConfig {
+        arch: named("model")?.parse::<Arch>().map_err(|e| bad("model", e))?,
         in_dim: meta_parse(path, meta, "in_dim", uint)?,
         hidden_dim: meta_parse(path, meta, "hidden_dim", uint)?,
         out_dim: meta_parse(path, meta, "out_dim", uint)?,
         n_layers: meta_parse(path, meta, "n_layers", uint)?,
         dropout: meta_parse(path, meta, "dropout", float)?,
         input_dropout: meta_parse(path, meta, "input_dropout", float)?,
+        norm: named("norm")?.parse::<NormKind>().map_err(|e| bad("norm", e))?,
         bias: meta_parse(path, meta, "bias", "true or false")?,
-        order,
+        order: named("order")?.parse::<Order>().map_err(|e| bad("order", e))?,
+        alpha: meta_parse(path, meta, "alpha", float)?,
+        lambda: meta_parse(path, meta, "lambda", float)?,
+        k: meta_parse(path, meta, "k", uint)?,
+        checkpoint: meta_parse(path, meta, "checkpoint", uint)?,
+        drop_edge: meta_parse(path, meta, "drop_edge", float)?,
+        mask_streams: streams,
     };
     config.check().map_err(|e| {
         dataset_err(
@@ -531,8 +524,9 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(GcnConfig,
     let orders_str = meta_get(path, meta, "orders")?;
     let orders = orders_str
         .split(',')
-        .map(|s| match parse_order(s) {
-            Some(o) if o != Order::Auto => Ok(o),
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.parse::<Order>() {
+            Ok(o) if o != Order::Auto => Ok(o),
             _ => Err(dataset_err(
                 path,
                 format!(
@@ -542,126 +536,5 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(GcnConfig,
             )),
         })
         .collect::<Result<Vec<_>>>()?;
-    if orders.len() != config.n_layers {
-        return Err(mismatch(
-            path,
-            "metadata `orders` entries vs n_layers",
-            config.n_layers,
-            orders.len(),
-        ));
-    }
     Ok((config, orders))
-}
-
-/// The layers, every tensor checked against the shapes `config` implies.
-fn read_layers(
-    path: &Path,
-    st: &SafeTensors<'_>,
-    config: &GcnConfig,
-    orders: &[Order],
-) -> Result<Vec<GcnConv<f32>>> {
-    let dims = config.dims();
-    let mut wanted = HashSet::new();
-    let mut layers = Vec::with_capacity(config.n_layers);
-    for l in 0..config.n_layers {
-        let name = weight_name(l);
-        let weight = read_tensor(path, st, &name, &[dims[l], dims[l + 1]])?;
-        wanted.insert(name);
-        let bias = if config.bias {
-            let name = bias_name(l);
-            let b = read_tensor(path, st, &name, &[dims[l + 1]])?;
-            wanted.insert(name);
-            Some(Param::new(b))
-        } else {
-            None
-        };
-        let order = orders.get(l).copied().ok_or_else(|| {
-            mismatch(
-                path,
-                "metadata `orders` entries",
-                config.n_layers,
-                orders.len(),
-            )
-        })?;
-        layers.push(GcnConv {
-            weight: Param::new(weight),
-            bias,
-            order,
-        });
-    }
-    let mut extra: Vec<&str> = st
-        .names()
-        .into_iter()
-        .filter(|n| !wanted.contains(*n))
-        .collect();
-    extra.sort_unstable();
-    if let Some(name) = extra.first() {
-        return Err(dataset_err(
-            path,
-            format!(
-                "unexpected tensor `{name}` for a model with n_layers = {}, bias = {}",
-                config.n_layers, config.bias
-            ),
-        ));
-    }
-    Ok(layers)
-}
-
-/// Tensor `name` as a matrix (a 1-D `shape` gives one row), checked against `shape`.
-fn read_tensor(
-    path: &Path,
-    st: &SafeTensors<'_>,
-    name: &str,
-    shape: &[usize],
-) -> Result<Array2<f32>> {
-    let t = st
-        .tensor(name)
-        .map_err(|_| dataset_err(path, format!("tensor `{name}` is missing")))?;
-    if t.dtype() != Dtype::F32 {
-        return Err(dataset_err(
-            path,
-            format!("tensor `{name}` has dtype {}, expected F32", t.dtype()),
-        ));
-    }
-    let got = t.shape();
-    if got.len() != shape.len() {
-        return Err(dataset_err(
-            path,
-            format!("tensor `{name}` has shape {got:?}, expected {shape:?}"),
-        ));
-    }
-    let axes: &[&str] = if shape.len() == 2 {
-        &["rows", "cols"]
-    } else {
-        &["length"]
-    };
-    for ((&e, &g), axis) in shape.iter().zip(got).zip(axes) {
-        if e != g {
-            return Err(mismatch(path, format!("{name} {axis}"), e, g));
-        }
-    }
-    let (rows, cols) = match *shape {
-        [r, c] => (r, c),
-        [c] => (1, c),
-        _ => (1, shape.iter().product()),
-    };
-    let values: Vec<f32> = t
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-        return Err(Error::NonFiniteValue {
-            what: format!("{}: {name}", path.display()),
-            row: i / cols.max(1),
-            col: i % cols.max(1),
-            value: f64::from(values[i]),
-        });
-    }
-    Array2::from_shape_vec((rows, cols), values).map_err(|e| {
-        dataset_err(
-            path,
-            format!("tensor `{name}`: data does not fit {shape:?}: {e}"),
-        )
-    })
 }

@@ -1,12 +1,12 @@
 //! Training: configuration, the epoch loop with early stopping, per-epoch history, and several
-//! seeds at once.
+//! seeds at once, for every model of the stack ([`Model`]).
 
 pub mod checkpoint;
 pub mod recipe;
 
 use std::time::Instant;
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use ndarray::{ArrayView2, ArrayViewMut2};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -14,11 +14,11 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Features, Graph, Norm, NormAdj, Split};
+use crate::graph::{Features, Graph, Mask, Norm, NormAdj, Split};
 use crate::metrics::accuracy;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
-use crate::nn::{DeepConfig, DeepGcn, Gcn, GcnConfig, Model, Order};
+use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::{ConfigError, Error, Par, Result, Scalar};
 
@@ -136,15 +136,17 @@ pub enum OptimizerKind {
 }
 
 /// Everything a training run needs besides the data. Defaults are Kipf & Welling's:
-/// Adam lr 0.01, weight decay 5e-4 on the first layer only, 200 epochs, their stop rule
-/// (window 10); 5 warm-up epochs left out of the timing medians.
+/// their GCN ([`ModelConfig::default`]), Adam lr 0.01, weight decay 5e-4 on the first layer
+/// only (parameter group 0), 200 epochs, their stop rule (window 10); 5 warm-up epochs left out
+/// of the timing medians.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainConfig {
     /// The model (its `in_dim` and `out_dim` are set from the data by [`fit`]).
-    pub model: GcnConfig,
+    pub model: ModelConfig,
     /// Learning rate.
     pub lr: f64,
-    /// L2 weight decay per layer (missing layers get 0). Kipf: `[5e-4]`.
+    /// L2 weight decay per parameter group (stem, hidden, head, norm; see [`crate::nn::arch`];
+    /// missing groups get 0). Kipf: `[5e-4]`.
     pub weight_decay: Vec<f64>,
     /// Maximum number of epochs.
     pub epochs: usize,
@@ -161,7 +163,7 @@ pub struct TrainConfig {
 impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
-            model: GcnConfig::default(),
+            model: ModelConfig::default(),
             lr: 0.01,
             weight_decay: vec![5e-4],
             epochs: 200,
@@ -185,11 +187,11 @@ impl TrainConfig {
         }
     }
 
-    /// Checks the optimiser's rules for a model with `n_groups` weight-decay groups.
+    /// Checks the optimiser's and the loop's rules.
     ///
     /// # Errors
     /// The first [`ConfigError`].
-    pub fn check_optim(&self, n_groups: usize) -> Result<(), ConfigError> {
+    pub fn check_optim(&self) -> Result<(), ConfigError> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(ConfigError::LearningRateNotPositive(self.lr));
         }
@@ -200,10 +202,10 @@ impl TrainConfig {
         {
             return Err(ConfigError::WeightDecayNegative(w));
         }
-        if self.weight_decay.len() > n_groups {
+        if self.weight_decay.len() > ModelConfig::N_GROUPS {
             return Err(ConfigError::WeightDecayLen {
                 got: self.weight_decay.len(),
-                layers: n_groups,
+                layers: ModelConfig::N_GROUPS,
             });
         }
         if self.epochs == 0 {
@@ -221,7 +223,7 @@ impl TrainConfig {
     /// The first [`ConfigError`].
     pub fn check(&self) -> Result<(), ConfigError> {
         self.model.check()?;
-        self.check_optim(self.model.n_layers)
+        self.check_optim()
     }
 }
 
@@ -259,7 +261,7 @@ pub struct RunResult {
     pub test_acc: f64,
     /// Test loss of the evaluated weights.
     pub test_loss: f64,
-    /// The order each layer ran in.
+    /// The order each graph convolution ran in.
     #[serde(skip)]
     pub orders: Vec<Order>,
     /// Per-layer oversmoothing metrics, when [`FitOptions::metrics_every`] asked for them
@@ -311,47 +313,32 @@ pub fn mean_std(v: &[f64]) -> (f64, f64) {
 }
 
 /// The RNG of stream `stream` for `seed`: stream 0 initialises weights, stream 1 draws dropout
-/// masks. ChaCha8 is portable, so a seed replays on every machine.
+/// masks, stream 2 DropEdge's samples. ChaCha8 is portable, so a seed replays on every machine.
 pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
     r.set_stream(stream);
     r
 }
 
-/// One optimisation step: forward in training mode (dropout masks from `rng`), masked
-/// cross-entropy over `train`, backward, and an update of every parameter. Returns the training
-/// loss (before the update, weight decay not included) and accuracy of that pass.
+/// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`, which
+/// is the model's own Â when `base_adj`), masked cross-entropy over `train`, backward, and an
+/// update of every parameter. Returns the training loss (before the update, weight decay not
+/// included) and accuracy of that pass.
 ///
 /// # Panics
 /// If `train` is empty or the inputs do not match the model (check them first, as [`fit`]
 /// does).
-pub fn train_step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
-    model: &mut M,
-    opt: &mut dyn Optimizer<F>,
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    train: &crate::graph::Mask,
-    rng: &mut R,
-    par: Par,
-) -> (f64, f64) {
-    step(model, opt, adj, x, labels, train, rng, par, true)
-}
-
-/// [`train_step`]; with `reuse`, through [`Model::train_pass`] (the model's reused buffers,
-/// so `adj` and `x` must be those of every other pass, or [`Model::train_pass_any_adj`] must
-/// hold for DropEdge's graphs), otherwise through [`Model::fresh_train_pass`] (fresh buffers).
 #[allow(clippy::too_many_arguments)]
-fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
-    model: &mut M,
+pub fn train_step<F: Scalar>(
+    model: &mut Model<F>,
     opt: &mut dyn Optimizer<F>,
     adj: &NormAdj<F>,
+    base_adj: bool,
     x: &Features<F>,
     labels: &[u32],
-    train: &crate::graph::Mask,
-    rng: &mut R,
+    train: &Mask,
+    rng: &mut ChaCha8Rng,
     par: Par,
-    reuse: bool,
 ) -> (f64, f64) {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
@@ -360,11 +347,7 @@ fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
         out = (loss, accuracy(logits, labels, train));
         loss.is_finite()
     };
-    if reuse {
-        model.train_pass(adj, x, rng, par, &mut loss);
-    } else {
-        model.fresh_train_pass(adj, x, rng, par, &mut loss);
-    }
+    model.train_pass(adj, base_adj, x, rng, par, &mut loss);
     if out.0.is_finite() {
         let mut index = 0;
         model.visit_params(&mut |group, p| {
@@ -376,13 +359,12 @@ fn step<F: Scalar, M: Model<F>, R: crate::kernels::MaskRng + ?Sized>(
     out
 }
 
-/// Where DropEdge draws each epoch's training graph from.
+/// Where DropEdge draws each epoch's training graph from (the rate is the model's
+/// [`ModelConfig::drop_edge`]).
 #[derive(Debug, Clone, Copy)]
 pub struct DropEdgeSource<'g> {
     /// The full graph (Â of the evaluation passes is its normalisation).
     pub graph: &'g Graph,
-    /// The drop rate.
-    pub drop: DropEdge,
     /// The normalisation of each sampled subgraph.
     pub norm: Norm,
 }
@@ -390,11 +372,10 @@ pub struct DropEdgeSource<'g> {
 /// Options of a training run beyond [`TrainConfig`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FitOptions<'g> {
-    /// DropEdge: each training pass runs on a fresh random subgraph (RNG stream 2 of the seed),
-    /// renormalised ([`DropEdge::sample_into`], into one Â′ kept for the whole run);
-    /// evaluation passes use the full Â. Training passes run on the model's reused workspace
-    /// when [`Model::train_pass_any_adj`] allows it (dense features; sparse features unless
-    /// the first convolution aggregates them first), on fresh buffers otherwise.
+    /// The graph DropEdge samples from, needed when the model's `drop_edge` > 0: each training
+    /// pass runs on a fresh random subgraph (RNG stream 2 of the seed), renormalised
+    /// ([`DropEdge::sample_into`], into one Â′ kept for the whole run); evaluation passes use the
+    /// full Â.
     pub drop_edge: Option<DropEdgeSource<'g>>,
     /// Record every layer's oversmoothing metrics (an evaluation pass) every this many epochs,
     /// and after the last one; 0 records none.
@@ -452,6 +433,27 @@ pub fn check_data<F: Scalar>(
     Ok(())
 }
 
+/// Builds the model of `cfg` for the data (its `in_dim`/`out_dim` from `x` and `n_classes`,
+/// weights from RNG stream 0 of `seed`).
+///
+/// # Errors
+/// [`Error::Config`] for an invalid configuration.
+pub fn build_model<F: Scalar>(
+    adj: &NormAdj<F>,
+    x: &Features<F>,
+    n_classes: usize,
+    cfg: &ModelConfig,
+    seed: u64,
+) -> Result<Model<F>> {
+    let cfg = ModelConfig {
+        in_dim: x.n_cols(),
+        out_dim: n_classes,
+        ..cfg.clone()
+    };
+    let mut init_rng = rng_stream(seed, 0);
+    Ok(cfg.build(adj, x, None, &mut init_rng)?)
+}
+
 /// Trains one model with `seed` and evaluates it on the split's test nodes.
 ///
 /// The model's `in_dim`/`out_dim` are taken from `x` and `n_classes`.
@@ -469,13 +471,15 @@ pub fn fit<F: Scalar>(
     cfg: &TrainConfig,
     seed: u64,
 ) -> Result<RunResult> {
-    fit_model(adj, x, labels, n_classes, split, cfg, seed).map(|(r, _)| r)
+    fit_model(adj, x, labels, n_classes, split, cfg, seed, &FitOptions::default()).map(|(r, _)| r)
 }
 
-/// [`fit`], also returning the trained model (with the weights that were evaluated).
+/// [`fit`] with options (DropEdge's graph, metrics), also returning the trained model (with the
+/// weights that were evaluated).
 ///
 /// # Errors
 /// As [`fit`].
+#[allow(clippy::too_many_arguments)]
 pub fn fit_model<F: Scalar>(
     adj: &NormAdj<F>,
     x: &Features<F>,
@@ -484,68 +488,25 @@ pub fn fit_model<F: Scalar>(
     split: &Split,
     cfg: &TrainConfig,
     seed: u64,
-) -> Result<(RunResult, Gcn<F>)> {
-    check_data(adj, x, labels, n_classes, split)?;
-    let mut cfg_model = cfg.model.clone();
-    cfg_model.in_dim = x.n_cols();
-    cfg_model.out_dim = n_classes;
-    let cfg = TrainConfig {
-        model: cfg_model,
-        ..cfg.clone()
-    };
-    cfg.check()?;
-    let mut init_rng = rng_stream(seed, 0);
-    let mut model: Gcn<F> = cfg.model.init(adj, x, &mut init_rng)?;
-    let run = train_model(
-        &mut model,
-        adj,
-        x,
-        labels,
-        split,
-        &cfg,
-        seed,
-        &FitOptions::default(),
-    )?;
-    Ok((run, model))
-}
-
-/// Trains a [`DeepGcn`] built from `model_cfg` (its `in_dim`/`out_dim` are set from the data)
-/// with `seed`, and evaluates it. `cfg.model` is not used; `cfg.weight_decay` is indexed by the
-/// model's parameter groups (see [`crate::nn::deep`]).
-///
-/// # Errors
-/// As [`fit`].
-pub fn fit_deep<F: Scalar>(
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    n_classes: usize,
-    split: &Split,
-    model_cfg: &DeepConfig,
-    cfg: &TrainConfig,
-    seed: u64,
     opts: &FitOptions<'_>,
-) -> Result<(RunResult, DeepGcn<F>)> {
+) -> Result<(RunResult, Model<F>)> {
     check_data(adj, x, labels, n_classes, split)?;
-    let model_cfg = DeepConfig {
-        in_dim: x.n_cols(),
-        out_dim: n_classes,
-        ..model_cfg.clone()
-    };
-    let mut init_rng = rng_stream(seed, 0);
-    let mut model = model_cfg.init(adj, x, &mut init_rng)?;
+    cfg.check_optim()?;
+    let mut model = build_model(adj, x, n_classes, &cfg.model, seed)?;
     let run = train_model(&mut model, adj, x, labels, split, cfg, seed, opts)?;
     Ok((run, model))
 }
 
-/// The epoch loop for any [`Model`], already initialised: trains with `cfg`'s optimiser and
-/// stop rule (dropout from RNG stream 1 of `seed`, DropEdge from stream 2), then evaluates the
-/// kept weights. The data must have passed [`check_data`].
+/// The epoch loop for a built [`Model`]: trains with `cfg`'s optimiser and stop rule (dropout
+/// from RNG stream 1 of `seed`, DropEdge from stream 2), then evaluates the kept weights. The
+/// data must have passed [`check_data`]; `cfg.model` is not used (the model carries its own).
 ///
 /// # Errors
-/// [`Error::Config`] for an invalid optimiser setting, [`Error::NonFiniteLoss`].
-pub fn train_model<F: Scalar, M: Model<F>>(
-    model: &mut M,
+/// [`Error::Config`] for an invalid optimiser setting or DropEdge without its graph,
+/// [`Error::NonFiniteLoss`].
+#[allow(clippy::too_many_arguments)]
+pub fn train_model<F: Scalar>(
+    model: &mut Model<F>,
     adj: &NormAdj<F>,
     x: &Features<F>,
     labels: &[u32],
@@ -554,39 +515,44 @@ pub fn train_model<F: Scalar, M: Model<F>>(
     seed: u64,
     opts: &FitOptions<'_>,
 ) -> Result<RunResult> {
-    cfg.check_optim(model.n_groups())?;
-    if let Some(d) = &opts.drop_edge {
-        DropEdge::new(d.drop.p)?;
-        if d.graph.n_nodes() != adj.n_nodes() {
-            return Err(Error::Mismatch {
-                what: "DropEdge graph nodes vs nodes".into(),
-                expected: adj.n_nodes(),
-                got: d.graph.n_nodes(),
-            });
+    cfg.check_optim()?;
+    let rate = model.config().drop_edge;
+    let drop_edge = match (rate > 0.0, &opts.drop_edge) {
+        (false, _) => None,
+        (true, Some(src)) => {
+            if src.graph.n_nodes() != adj.n_nodes() {
+                return Err(Error::Mismatch {
+                    what: "DropEdge graph nodes vs nodes".into(),
+                    expected: adj.n_nodes(),
+                    got: src.graph.n_nodes(),
+                });
+            }
+            Some((DropEdge::new(rate)?, *src))
         }
-    }
+        (true, None) => {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                name: "drop_edge",
+                value: rate,
+                rule: "0 unless the graph to sample from is given (FitOptions::drop_edge)",
+            }))
+        }
+    };
     let par = cfg.par;
     let mut drop_rng = rng_stream(seed, 1);
     let mut edge_rng = rng_stream(seed, 2);
-    // Buffers of an earlier run may hold other data.
-    model.release_workspace();
-    // A cached ÂX would be that of the full graph: not with DropEdge.
-    if opts.drop_edge.is_none() {
-        model.prepare(adj, x, par);
-    }
+    // Buffers and caches of an earlier run may hold other data.
+    model.release();
     let mut opt = cfg.optimizer();
-    // DropEdge: one Â′ rewritten every epoch (no allocation after the first), trained on
-    // through the model's workspace when that gives what fresh buffers give.
-    let mut sampled = opts.drop_edge.map(|d| NormAdj::<F>::empty(d.norm));
-    let reuse = opts.drop_edge.is_none() || model.train_pass_any_adj(x);
+    // DropEdge: one Â′ rewritten every epoch (no allocation after the first).
+    let mut sampled = drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm));
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
-    // The best epoch's weights, copied into the same arrays at each improvement.
+    // The best epoch's weights, copied into the same buffers at each improvement.
     let mut best: Option<usize> = None;
-    let mut best_snap: Vec<Array2<F>> = Vec::new();
+    let mut best_snap: Vec<Vec<F>> = Vec::new();
     let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
-    let record = |model: &M, epoch: usize, out: &mut Vec<LayerRecord>| {
+    let record = |model: &mut Model<F>, epoch: usize, out: &mut Vec<LayerRecord>| {
         model.visit_representations(adj, x, par, &mut |layer, h| {
             let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)));
             out.push(LayerRecord {
@@ -598,19 +564,19 @@ pub fn train_model<F: Scalar, M: Model<F>>(
     };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        if let (Some(d), Some(s)) = (&opts.drop_edge, sampled.as_mut()) {
-            d.drop.sample_into(d.graph, d.norm, &mut edge_rng, s);
+        if let (Some((d, src)), Some(s)) = (&drop_edge, sampled.as_mut()) {
+            d.sample_into(src.graph, src.norm, &mut edge_rng, s);
         }
-        let (train_loss, train_acc) = step(
+        let (train_loss, train_acc) = train_step(
             model,
             opt.as_mut(),
             sampled.as_ref().unwrap_or(adj),
+            sampled.is_none(),
             x,
             labels,
             &split.train,
             &mut drop_rng,
             par,
-            reuse,
         );
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
@@ -666,7 +632,7 @@ pub fn train_model<F: Scalar, M: Model<F>>(
         val_acc = accuracy(logits, labels, &split.valid);
         test_acc = accuracy(logits, labels, &split.test);
     });
-    model.release_workspace();
+    model.release();
     Ok(RunResult {
         seed,
         history,
@@ -686,6 +652,7 @@ pub fn train_model<F: Scalar, M: Model<F>>(
 ///
 /// # Errors
 /// The first error of any run.
+#[allow(clippy::too_many_arguments)]
 pub fn fit_seeds<F: Scalar>(
     adj: &NormAdj<F>,
     x: &Features<F>,
@@ -694,13 +661,14 @@ pub fn fit_seeds<F: Scalar>(
     split: &Split,
     cfg: &TrainConfig,
     seeds: &[u64],
-    on_done: &(dyn Fn(&RunResult, &Gcn<F>) + Sync),
+    opts: &FitOptions<'_>,
+    on_done: &(dyn Fn(&RunResult, &mut Model<F>) + Sync),
 ) -> Result<Vec<RunResult>> {
     seeds
         .par_iter()
         .map(|&s| {
-            let (r, model) = fit_model(adj, x, labels, n_classes, split, cfg, s)?;
-            on_done(&r, &model);
+            let (r, mut model) = fit_model(adj, x, labels, n_classes, split, cfg, s, opts)?;
+            on_done(&r, &mut model);
             Ok(r)
         })
         .collect()

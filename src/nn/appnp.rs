@@ -1,0 +1,120 @@
+//! [`AppnpPropagate`]: the personalised-PageRank propagation of APPNP (Klicpera et al., ICLR 2019,
+//! "Predict then Propagate", <https://arxiv.org/abs/1810.05997>), forward and backward in one
+//! file.
+//!
+//! Z₀ = H, Z_{k+1} = (1−α)·Â·Z_k + α·H for k < K, output Z_K. APPNP is a 2-layer MLP giving H,
+//! then this layer (K = 10, α = 0.1 in the paper). No parameters, and nothing kept for backward.
+//!
+//! Backward from G_K = ∂L/∂Z_K: G_{k−1} = (1−α)·Âᵀ·G_k, and
+//! ∂L/∂H = α·(G_K + … + G_1) + G_0, summed in that order. The derivation is in `docs/MATH.md`.
+//!
+//! # Shapes
+//! H, Z_k, G_k: n × c.
+
+use ndarray::Zip;
+
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use crate::Scalar;
+
+/// K steps of Z ← (1−α)ÂZ + αH on inputs of width `dim`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppnpPropagate {
+    /// Steps K (APPNP: 10).
+    pub k: usize,
+    /// Teleport probability α (APPNP: 0.1).
+    pub alpha: f64,
+    /// Width c.
+    pub dim: usize,
+}
+
+impl<F: Scalar> Layer<F> for AppnpPropagate {
+    fn name(&self) -> &'static str {
+        "appnp_propagate"
+    }
+    fn out_dim(&self) -> usize {
+        self.dim
+    }
+    fn scratch(&self, n: usize) -> Req {
+        // Forward: one n × c ping-pong buffer; backward: two.
+        Req::f(2 * n * self.dim)
+    }
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+        let Fwd {
+            ins,
+            mut out,
+            mut scratch,
+            ..
+        } = io;
+        let (n, c, par) = (cx.n(), self.dim, cx.par);
+        let h = ins.get(0).dense();
+        let a = F::from_f64_lossy(self.alpha);
+        let tmp = scratch.take_f(n * c);
+        if self.k == 0 {
+            out.assign(&h);
+            return;
+        }
+        // Z_k alternates between `out` and the scratch so that Z_K lands in `out`.
+        let mut in_out = self.k % 2 == 1;
+        {
+            let mut z1 = if in_out { out.view_mut() } else { view_mut(tmp, (n, c)) };
+            cx.adj.a_times(F::one() - a, h, F::zero(), z1.view_mut(), par);
+            z1.scaled_add(a, &h);
+        }
+        for _ in 1..self.k {
+            let (src, mut dst) = if in_out {
+                (out.view(), view_mut(tmp, (n, c)))
+            } else {
+                (view(tmp, (n, c)), out.view_mut())
+            };
+            cx.adj.a_times(F::one() - a, src, F::zero(), dst.view_mut(), par);
+            dst.scaled_add(a, &h);
+            in_out = !in_out;
+        }
+    }
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+        let Bwd {
+            mut scratch, grad, ..
+        } = io;
+        let GradIo::Separate { dout, mut din } = grad else {
+            unreachable!("APPNP's gradient is separate")
+        };
+        let Some(mut dh) = din.get(0) else {
+            return;
+        };
+        let (n, c, par) = (cx.n(), self.dim, cx.par);
+        let a = F::from_f64_lossy(self.alpha);
+        if self.k == 0 {
+            dh.assign(&dout);
+            return;
+        }
+        let (b0, b1) = scratch.f.split_at_mut(n * c);
+        let mut bufs = [view_mut(b0, (n, c)), view_mut(&mut b1[..n * c], (n, c))];
+        // dH = α·G_K, then G_{K−1} = (1−α)ÂᵀG_K into bufs[0], …
+        Zip::from(&mut dh).and(&dout).for_each(|o, &g| *o = a * g);
+        cx.adj
+            .at_times(F::one() - a, dout, F::zero(), bufs[0].view_mut(), par);
+        let mut cur = 0;
+        for _ in 1..self.k {
+            // dH += α·G_k ; G_{k−1} = (1−α)Âᵀ·G_k
+            Zip::from(&mut dh)
+                .and(&bufs[cur])
+                .for_each(|o, &g| *o = *o + a * g);
+            let (src, dst) = if cur == 0 {
+                let [x, y] = &mut bufs;
+                (x.view(), y.view_mut())
+            } else {
+                let [x, y] = &mut bufs;
+                (y.view(), x.view_mut())
+            };
+            cx.adj.at_times(F::one() - a, src, F::zero(), dst, par);
+            cur = 1 - cur;
+        }
+        // dH += G_0.
+        Zip::from(&mut dh)
+            .and(&bufs[cur])
+            .for_each(|o, &g| *o = *o + g);
+    }
+    fn clone_box(&self) -> Box<dyn Layer<F>> {
+        Box::new(*self)
+    }
+}

@@ -1,0 +1,456 @@
+//! [`GcnConv`]: Z = Â·H·W + 1·bᵀ (Kipf & Welling, ICLR 2017, <https://arxiv.org/abs/1609.02907>),
+//! forward and backward in one file, with the cost model that picks its evaluation order.
+//!
+//! Node-wise: z_i = Σ_{j ∈ N(i) ∪ {i}} Â_ij · Wᵀh_j + b, with Â_ij = 1/√(d̃_i d̃_j).
+//!
+//! Two evaluation orders ([`Order`]), equal in exact arithmetic:
+//! - **AggregateFirst**, (ÂH)W: saves S = ÂH; backward dW = SᵀG, dH = Âᵀ(GWᵀ).
+//! - **TransformFirst**, Â(HW): keeps H; backward P = ÂᵀG, dW = HᵀP, dH = PWᵀ.
+//!
+//! In both, db = Gᵀ1. The first layer needs no dH; with a sparse input X the products with X
+//! use the sparse kernels (X·W and Xᵀ·P, and the sparse Â·X). When the input is the model's fixed
+//! input (the raw features on the model's own Â), AggregateFirst computes Â·X once and keeps it
+//! (the SGC idea). The derivation is in `docs/MATH.md`.
+//!
+//! # Shapes
+//! | | shape |
+//! |---|---|
+//! | Â | n × n |
+//! | H | n × in_dim |
+//! | W | in_dim × out_dim |
+//! | b | 1 × out_dim |
+//! | Z, G | n × out_dim |
+
+use ndarray::{Array2, ArrayView2};
+use rand::Rng;
+
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, Layer, Req, Value};
+use super::param::Param;
+use crate::graph::{Propagate, SparseFeatures};
+use crate::kernels::{add_bias, gemm};
+use crate::Scalar;
+
+/// The evaluation order of Â·H·W.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// (ÂH)W: the SpMM runs at width in_dim.
+    AggregateFirst,
+    /// Â(HW): the SpMM runs at width out_dim.
+    TransformFirst,
+    /// Chosen per layer by [`choose_order`], counting forward and backward work.
+    #[default]
+    Auto,
+}
+
+impl Order {
+    /// The flag and checkpoint spelling: `auto`, `aggregate-first`, `transform-first`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::AggregateFirst => "aggregate-first",
+            Order::TransformFirst => "transform-first",
+            Order::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for Order {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Order {
+    type Err = crate::ConfigError;
+    /// `auto`, `aggregate-first`, `transform-first`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::error::parse_name(
+            "order",
+            s,
+            &[
+                ("auto", Order::Auto),
+                ("aggregate-first", Order::AggregateFirst),
+                ("transform-first", Order::TransformFirst),
+            ],
+        )
+    }
+}
+
+/// Relative cost of one SpMM multiply-add against one GEMM multiply-add on the target machine
+/// (~2 GFLOP/s against ~60 GFLOP/s, `../shared/LIMITS.md`).
+pub const SPMM_COST: f64 = 30.0;
+
+/// What [`choose_order`] needs to know about a layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerShape {
+    /// Nodes.
+    pub n_nodes: usize,
+    /// Stored entries of Â.
+    pub nnz_adj: usize,
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width.
+    pub out_dim: usize,
+    /// `Some(nnz(X))` when the input is sparse features.
+    pub sparse_input_nnz: Option<usize>,
+    /// Upper bound on nnz(ÂX) for a sparse input (Σ_j deg(j)·nnz(x_j)).
+    pub sparse_aggregate_nnz: Option<usize>,
+    /// First layer: no input gradient is needed.
+    pub first: bool,
+    /// First layer without input dropout or DropEdge: ÂX is computed once and kept.
+    pub aggregate_cached: bool,
+}
+
+/// Estimated per-epoch cost (forward + backward) of each order, in GEMM multiply-add units:
+/// `(aggregate_first, transform_first)`. See `docs/MATH.md`, "Cost model".
+pub fn order_costs(s: &LayerShape) -> (f64, f64) {
+    let (n, m, a, c) = (
+        s.n_nodes as f64,
+        s.nnz_adj as f64,
+        s.in_dim as f64,
+        s.out_dim as f64,
+    );
+    // Products of the input (or of ÂX) with an a×c matrix.
+    let x_prod = match s.sparse_input_nnz {
+        Some(nnz) => SPMM_COST * nnz as f64 * c,
+        None => n * a * c,
+    };
+    let s_prod = match s.sparse_aggregate_nnz {
+        Some(nnz) => (SPMM_COST * nnz as f64 * c).min(n * a * c),
+        None => n * a * c,
+    };
+    let spmm_in = SPMM_COST * m * a;
+    let spmm_out = SPMM_COST * m * c;
+    let agg_fwd = if s.aggregate_cached { 0.0 } else { spmm_in } + s_prod;
+    let agg_bwd = s_prod + if s.first { 0.0 } else { n * c * a + spmm_in };
+    let tr_fwd = x_prod + spmm_out;
+    let tr_bwd = spmm_out + x_prod + if s.first { 0.0 } else { n * a * c };
+    (agg_fwd + agg_bwd, tr_fwd + tr_bwd)
+}
+
+/// Resolves [`Order::Auto`] by [`order_costs`] (ties go to TransformFirst); a fixed order is
+/// returned as it is.
+pub fn choose_order(order: Order, s: &LayerShape) -> Order {
+    match order {
+        Order::Auto => {
+            let (agg, tr) = order_costs(s);
+            if agg < tr {
+                Order::AggregateFirst
+            } else {
+                Order::TransformFirst
+            }
+        }
+        o => o,
+    }
+}
+
+/// S = Â·X kept by an AggregateFirst layer across passes.
+#[derive(Debug, Clone)]
+enum Aggregated<F> {
+    Dense(Array2<F>),
+    Sparse(SparseFeatures<F>),
+}
+
+impl<F: Scalar> Aggregated<F> {
+    fn value(&self) -> Value<'_, F> {
+        match self {
+            Aggregated::Dense(s) => Value::Dense(s.view()),
+            Aggregated::Sparse(s) => Value::Sparse(s.x(), s.x_t()),
+        }
+    }
+}
+
+/// A graph convolution layer (see the [module docs](self)).
+#[derive(Debug)]
+pub struct GcnConv<F> {
+    /// W: in_dim × out_dim, Glorot-initialised.
+    pub weight: Param<F>,
+    /// b: 1 × out_dim, zero-initialised (`None` without bias).
+    pub bias: Option<Param<F>>,
+    /// The resolved order (never `Auto`).
+    pub order: Order,
+    /// Â·X of the model's fixed input (AggregateFirst), once computed.
+    fixed: Option<Aggregated<F>>,
+    /// S = Â·X̃ of a sparse input that is not the fixed one (its pattern is kept while Â is
+    /// the model's own).
+    sparse_s: Option<SparseFeatures<F>>,
+    /// The dense accumulator of the sparse product (length in_dim).
+    spgemm_tmp: Vec<F>,
+    /// What the stack said about the input ([`Layer::bind`]).
+    input: InputDesc,
+}
+
+impl<F: Scalar> Clone for GcnConv<F> {
+    fn clone(&self) -> Self {
+        GcnConv {
+            weight: self.weight.clone(),
+            bias: self.bias.clone(),
+            order: self.order,
+            fixed: None,
+            sparse_s: None,
+            spgemm_tmp: Vec::new(),
+            input: self.input,
+        }
+    }
+}
+
+impl<F: Scalar> PartialEq for GcnConv<F> {
+    fn eq(&self, o: &Self) -> bool {
+        self.weight == o.weight && self.bias == o.bias && self.order == o.order
+    }
+}
+
+impl<F: Scalar> GcnConv<F> {
+    /// A layer with Glorot weights from `rng`, zero bias, and a resolved `order`
+    /// (`Auto` is treated as TransformFirst; resolve it with [`choose_order`] first).
+    pub fn new<R: Rng + ?Sized>(
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        order: Order,
+        rng: &mut R,
+    ) -> Self {
+        let weight = Param::glorot(in_dim, out_dim, rng);
+        let bias = bias.then(|| Param::zeros(1, out_dim));
+        GcnConv::from_params(weight, bias, order)
+    }
+
+    /// A layer from given parameters (e.g. a checkpoint's); `Auto` is treated as
+    /// TransformFirst.
+    pub fn from_params(weight: Param<F>, bias: Option<Param<F>>, order: Order) -> Self {
+        let order = if order == Order::Auto {
+            Order::TransformFirst
+        } else {
+            order
+        };
+        GcnConv {
+            weight,
+            bias,
+            order,
+            fixed: None,
+            sparse_s: None,
+            spgemm_tmp: Vec::new(),
+            input: InputDesc::default(),
+        }
+    }
+
+    /// Input width.
+    pub fn in_dim(&self) -> usize {
+        self.weight.value.nrows()
+    }
+
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        self.weight.value.ncols()
+    }
+
+    /// S = Â·X into `sparse` (pattern computed on the first call, and again whenever `adj` is
+    /// not the model's own Â).
+    fn aggregate_sparse(
+        adj: &dyn Propagate<F>,
+        x: Value<'_, F>,
+        keep_pattern: bool,
+        sparse: &mut Option<SparseFeatures<F>>,
+        tmp: &mut Vec<F>,
+    ) {
+        let Value::Sparse(xs, _) = x else {
+            unreachable!("a sparse input")
+        };
+        if sparse.is_none() || !keep_pattern {
+            *sparse = Some(SparseFeatures::new(adj.a_times_sparse_pattern(xs)));
+        }
+        let s = sparse
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("set above"));
+        tmp.resize(xs.cols(), F::zero());
+        adj.a_times_sparse(xs, s.x_mut(), tmp);
+        s.sync_transpose();
+    }
+}
+
+impl<F: Scalar> Layer<F> for GcnConv<F> {
+    fn name(&self) -> &'static str {
+        "gcn_conv"
+    }
+
+    fn out_dim(&self) -> usize {
+        self.weight.value.ncols()
+    }
+
+    fn grad_in_place(&self) -> bool {
+        true
+    }
+
+    fn keeps_input(&self) -> bool {
+        self.order == Order::TransformFirst
+    }
+
+    fn bind(&mut self, inputs: &[InputDesc]) {
+        self.input = inputs.first().copied().unwrap_or_default();
+    }
+
+    fn saved(&self, n: usize) -> Req {
+        match self.order {
+            // S = ÂH of a dense input that changes from pass to pass (a sparse or fixed S is
+            // kept by the layer).
+            Order::AggregateFirst if !self.input.sparse && !self.input.fixed_in_training => {
+                Req::f(n * self.in_dim())
+            }
+            _ => Req::default(),
+        }
+    }
+
+    fn scratch(&self, n: usize) -> Req {
+        match self.order {
+            // G·Wᵀ in backward.
+            Order::AggregateFirst => Req::f(n * self.in_dim()),
+            // T = H·W in forward, P = Âᵀ·G in backward.
+            _ => Req::f(n * self.out_dim()),
+        }
+    }
+
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+        let Fwd {
+            ins,
+            mut out,
+            mut saved,
+            mut scratch,
+        } = io;
+        let (n, par) = (cx.n(), cx.par);
+        let x = ins.get(0);
+        assert!(
+            x.nrows() == n && x.ncols() == self.in_dim() && out.dim() == (n, self.out_dim()),
+            "GcnConv::forward: input {}×{}, output {:?}, expected {n}×{} and {n}×{}",
+            x.nrows(),
+            x.ncols(),
+            out.dim(),
+            self.in_dim(),
+            self.out_dim()
+        );
+        let w = self.weight.value.view();
+        match self.order {
+            Order::AggregateFirst => {
+                let s = if cx.fixed_input {
+                    if self.fixed.is_none() {
+                        self.fixed = Some(match x {
+                            Value::Dense(h) => {
+                                let mut s = Array2::zeros(h.dim());
+                                cx.adj.a_times(F::one(), h, F::zero(), s.view_mut(), par);
+                                Aggregated::Dense(s)
+                            }
+                            Value::Sparse(..) => {
+                                let mut s = None;
+                                Self::aggregate_sparse(cx.adj, x, true, &mut s, &mut self.spgemm_tmp);
+                                Aggregated::Sparse(s.unwrap_or_else(|| unreachable!("set")))
+                            }
+                        });
+                    }
+                    self.fixed
+                        .as_ref()
+                        .unwrap_or_else(|| unreachable!("set above"))
+                        .value()
+                } else {
+                    match x {
+                        Value::Dense(h) => {
+                            let s = saved.take_f(n * self.in_dim());
+                            cx.adj.a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
+                            Value::Dense(view(s, h.dim()))
+                        }
+                        Value::Sparse(..) => {
+                            Self::aggregate_sparse(
+                                cx.adj,
+                                x,
+                                cx.base_adj,
+                                &mut self.sparse_s,
+                                &mut self.spgemm_tmp,
+                            );
+                            let s = self
+                                .sparse_s
+                                .as_ref()
+                                .unwrap_or_else(|| unreachable!("set above"));
+                            Value::Sparse(s.x(), s.x_t())
+                        }
+                    }
+                };
+                s.times(w, out.view_mut(), par);
+            }
+            _ => {
+                let t = scratch.take_f(n * self.out_dim());
+                let mut t = view_mut(t, (n, self.out_dim()));
+                x.times(w, t.view_mut(), par);
+                cx.adj.a_times(F::one(), t.view(), F::zero(), out.view_mut(), par);
+            }
+        }
+        if let Some(b) = &self.bias {
+            add_bias(out, b.value.row(0));
+        }
+    }
+
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+        let Bwd {
+            ins,
+            mut saved,
+            mut scratch,
+            grad,
+        } = io;
+        let GradIo::InPlace(grad) = grad else {
+            unreachable!("GcnConv's gradient is in place")
+        };
+        let (n, par) = (cx.n(), cx.par);
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        let need_dh = cx.need_din;
+        assert!(grad.len() >= n * dout, "GcnConv::backward: G shape");
+        let g = view(grad, (n, dout));
+        if let Some(b) = &mut self.bias {
+            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0));
+        }
+        match self.order {
+            Order::AggregateFirst => {
+                // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
+                let s = match (&self.fixed, &self.sparse_s) {
+                    (Some(f), _) if cx.fixed_input => f.value(),
+                    (_, Some(s)) if self.input.sparse => Value::Sparse(s.x(), s.x_t()),
+                    _ => Value::Dense(view(saved.take_f(n * din), (n, din))),
+                };
+                s.t_times_acc(cx.adj, g, self.weight.grad.view_mut(), par);
+                if need_dh {
+                    let tmp = scratch.take_f(n * din);
+                    let wt = self.weight.value.t();
+                    gemm(F::one(), g, wt, F::zero(), view_mut(tmp, (n, din)), par);
+                    let y = view(tmp, (n, din));
+                    cx.adj.at_times(F::one(), y, F::zero(), view_mut(grad, (n, din)), par);
+                }
+            }
+            _ => {
+                // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
+                let p = scratch.take_f(n * dout);
+                cx.adj.at_times(F::one(), g, F::zero(), view_mut(p, (n, dout)), par);
+                let p: ArrayView2<'_, F> = view(p, (n, dout));
+                ins.get(0).t_times_acc(cx.adj, p, self.weight.grad.view_mut(), par);
+                if need_dh {
+                    let wt = self.weight.value.t();
+                    gemm(F::one(), p, wt, F::zero(), view_mut(grad, (n, din)), par);
+                }
+            }
+        }
+    }
+
+    fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {
+        f("weight", &mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f("bias", b);
+        }
+    }
+
+    fn order(&self) -> Option<Order> {
+        Some(self.order)
+    }
+
+    fn release(&mut self) {
+        self.fixed = None;
+        self.sparse_s = None;
+    }
+
+    fn clone_box(&self) -> Box<dyn Layer<F>> {
+        Box::new(self.clone())
+    }
+}

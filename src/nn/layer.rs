@@ -1,0 +1,488 @@
+//! The [`Layer`] trait: what every layer of the [`Model`](super::Model) stack implements, and
+//! the types a layer call sees.
+//!
+//! # Buffers are the caller's
+//! A layer allocates nothing while the model trains. It declares, for n rows, what it keeps from
+//! its forward pass for its backward pass ([`Layer::saved`]) and what temporaries it needs
+//! ([`Layer::scratch`]), as a [`Req`] of f32/f64 elements (`f`), bytes (`u8`) and f64 values
+//! (`f64`); the stack sizes its buffers once from these requests and hands each call exactly the
+//! slices it asked for ([`Bufs`]). This is faer's `*_scratch` → `StackReq` + `MemStack` pattern.
+//! What a layer holds across passes is only its parameters and what depends on the data alone
+//! (a sparse product's pattern, Â·X of fixed features).
+//!
+//! # Values
+//! Inputs are [`Value`]s: dense n × d views, or the sparse features (X with its transpose).
+//! Outputs are dense, written into the view the stack passes. A layer that works in place
+//! ([`Layer::in_place`]) receives its (first) input already in its output buffer.
+//!
+//! # Gradients
+//! Backward **adds** parameter gradients into [`Param::grad`] and **writes** (never adds) the
+//! input gradients the stack asks for: the stack accumulates contributions of several consumers
+//! itself. A layer with [`Layer::grad_in_place`] gets one buffer holding ∂L/∂out and leaves
+//! ∂L/∂in in it.
+//!
+//! # Reaching Â
+//! Only through [`Cx::adj`], a [`Propagate`]: products with Â and Âᵀ and every sum across
+//! nodes (weight and bias gradients, statistics). A layer never reads CSR arrays of Â.
+
+use std::fmt;
+
+use ndarray::{Array1, ArrayView2, ArrayViewMut2};
+use rand_chacha::ChaCha8Rng;
+
+use super::param::Param;
+use super::Mode;
+use crate::graph::Propagate;
+use crate::kernels::{gemm, spmm, CsrView};
+use crate::{Par, Scalar};
+
+/// A layer input: dense n × d, or sparse features with their transpose.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a, F> {
+    /// Dense n × d (row-major).
+    Dense(ArrayView2<'a, F>),
+    /// Sparse n × d features X and Xᵀ (d × n), both CSR.
+    Sparse(CsrView<'a, F>, CsrView<'a, F>),
+}
+
+impl<'a, F: Scalar> Value<'a, F> {
+    /// Rows.
+    pub fn nrows(&self) -> usize {
+        match self {
+            Value::Dense(x) => x.nrows(),
+            Value::Sparse(x, _) => x.rows(),
+        }
+    }
+
+    /// Columns.
+    pub fn ncols(&self) -> usize {
+        match self {
+            Value::Dense(x) => x.ncols(),
+            Value::Sparse(x, _) => x.cols(),
+        }
+    }
+
+    /// The dense view.
+    ///
+    /// # Panics
+    /// If the value is sparse (a layer that takes only dense inputs was given the features).
+    #[track_caller]
+    pub fn dense(&self) -> ArrayView2<'a, F> {
+        match self {
+            Value::Dense(x) => *x,
+            Value::Sparse(..) => panic!("a dense input was expected, got sparse features"),
+        }
+    }
+
+    /// out ← self·W (row-local: no sum across nodes).
+    pub fn times(&self, w: ArrayView2<'_, F>, out: ArrayViewMut2<'_, F>, par: Par) {
+        match self {
+            Value::Dense(x) => gemm(F::one(), *x, w, F::zero(), out, par),
+            Value::Sparse(x, _) => spmm(F::one(), *x, w, F::zero(), out, par),
+        }
+    }
+
+    /// out ← selfᵀ·G + out, summed over every node through `adj` (a weight gradient).
+    pub fn t_times_acc(
+        &self,
+        adj: &dyn Propagate<F>,
+        g: ArrayView2<'_, F>,
+        out: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
+        match self {
+            Value::Dense(x) => adj.t_matmul(F::one(), *x, g, F::one(), out, par),
+            Value::Sparse(_, x_t) => adj.t_matmul_sparse(*x_t, g, F::one(), out, par),
+        }
+    }
+}
+
+/// Buffer sizes a layer asks for: `f` elements of the model's scalar, `u8` bytes, `f64` values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Req {
+    /// Scalars (f32 when training, f64 in gradient checks).
+    pub f: usize,
+    /// Bytes (masks, codes).
+    pub u8: usize,
+    /// f64 values (statistics).
+    pub f64: usize,
+}
+
+impl Req {
+    /// `f` scalars.
+    pub const fn f(n: usize) -> Req {
+        Req { f: n, u8: 0, f64: 0 }
+    }
+    /// The element-wise maximum.
+    pub fn max(self, o: Req) -> Req {
+        Req {
+            f: self.f.max(o.f),
+            u8: self.u8.max(o.u8),
+            f64: self.f64.max(o.f64),
+        }
+    }
+    /// The element-wise sum.
+    pub fn add(self, o: Req) -> Req {
+        Req {
+            f: self.f + o.f,
+            u8: self.u8 + o.u8,
+            f64: self.f64 + o.f64,
+        }
+    }
+    /// Whether nothing is asked for.
+    pub fn is_empty(&self) -> bool {
+        *self == Req::default()
+    }
+}
+
+/// Mutable slices of the sizes a [`Req`] asked for; a layer splits them with the `take_*`
+/// methods, in the same order in forward and backward.
+#[derive(Debug, Default)]
+pub struct Bufs<'a, F> {
+    /// Scalars.
+    pub f: &'a mut [F],
+    /// Bytes.
+    pub u8: &'a mut [u8],
+    /// f64 values.
+    pub f64: &'a mut [f64],
+}
+
+impl<'a, F> Bufs<'a, F> {
+    /// The next `len` scalars.
+    ///
+    /// # Panics
+    /// If fewer are left (the layer's [`Req`] was too small).
+    #[track_caller]
+    pub fn take_f(&mut self, len: usize) -> &'a mut [F] {
+        let (a, b) = std::mem::take(&mut self.f).split_at_mut(len);
+        self.f = b;
+        a
+    }
+    /// The next `len` bytes.
+    ///
+    /// # Panics
+    /// If fewer are left.
+    #[track_caller]
+    pub fn take_u8(&mut self, len: usize) -> &'a mut [u8] {
+        let (a, b) = std::mem::take(&mut self.u8).split_at_mut(len);
+        self.u8 = b;
+        a
+    }
+    /// The next `len` f64 values.
+    ///
+    /// # Panics
+    /// If fewer are left.
+    #[track_caller]
+    pub fn take_f64(&mut self, len: usize) -> &'a mut [f64] {
+        let (a, b) = std::mem::take(&mut self.f64).split_at_mut(len);
+        self.f64 = b;
+        a
+    }
+}
+
+/// Shared slices of the sizes a [`Req`] asked for: what forward left for backward.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Saved<'a, F> {
+    /// Scalars.
+    pub f: &'a [F],
+    /// Bytes.
+    pub u8: &'a [u8],
+    /// f64 values.
+    pub f64: &'a [f64],
+}
+
+impl<'a, F> Saved<'a, F> {
+    /// The next `len` scalars.
+    ///
+    /// # Panics
+    /// If fewer are left.
+    #[track_caller]
+    pub fn take_f(&mut self, len: usize) -> &'a [F] {
+        let (a, b) = self.f.split_at(len);
+        self.f = b;
+        a
+    }
+    /// The next `len` bytes.
+    ///
+    /// # Panics
+    /// If fewer are left.
+    #[track_caller]
+    pub fn take_u8(&mut self, len: usize) -> &'a [u8] {
+        let (a, b) = self.u8.split_at(len);
+        self.u8 = b;
+        a
+    }
+    /// The next `len` f64 values.
+    ///
+    /// # Panics
+    /// If fewer are left.
+    #[track_caller]
+    pub fn take_f64(&mut self, len: usize) -> &'a [f64] {
+        let (a, b) = self.f64.split_at(len);
+        self.f64 = b;
+        a
+    }
+}
+
+/// What the stack tells a layer about one of its inputs when it plans the model's buffers
+/// ([`Layer::bind`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InputDesc {
+    /// The input is the sparse features (or their dropped copy).
+    pub sparse: bool,
+    /// The input is the model's fixed input in training passes too (the raw features: no input
+    /// dropout, no DropEdge), so [`Cx::fixed_input`] is set in every pass.
+    pub fixed_in_training: bool,
+}
+
+/// The context of one layer call.
+pub struct Cx<'a, F: Scalar> {
+    /// Â, and the sums across nodes.
+    pub adj: &'a dyn Propagate<F>,
+    /// Parallelism of the kernels.
+    pub par: Par,
+    /// Training (dropout on, batch statistics) or evaluation.
+    pub mode: Mode,
+    /// The random stream of this layer's dropout mask (training passes of a layer with
+    /// [`Layer::draws_mask`]).
+    pub rng: Option<&'a mut ChaCha8Rng>,
+    /// This forward pass recomputes a checkpointed segment: update nothing that a pass updates
+    /// once (BatchNorm's running statistics).
+    pub recompute: bool,
+    /// The inputs are the model's fixed inputs on the model's own Â (the raw features, no
+    /// dropout, no DropEdge), as in every earlier call with `fixed_input` set: a layer may reuse
+    /// what it computed from them (Â·X).
+    pub fixed_input: bool,
+    /// Â is the model's own (not a DropEdge sample): what a layer computed from Â's sparsity
+    /// pattern stays valid.
+    pub base_adj: bool,
+    /// Whether the (first) input needs a gradient, for [`Layer::grad_in_place`] layers.
+    pub need_din: bool,
+}
+
+impl<F: Scalar> Cx<'_, F> {
+    /// The number of rows of every node-indexed matrix.
+    pub fn n(&self) -> usize {
+        self.adj.n_rows()
+    }
+    /// Whether this is a training pass.
+    pub fn train(&self) -> bool {
+        self.mode == Mode::Train
+    }
+}
+
+/// Where one input of a layer call lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InSlot {
+    /// The model's input value (the features, or their dropped copy in a training pass).
+    X,
+    /// A dense value in buffer `slot` of the stack's pool, `width` columns.
+    Buf {
+        /// Pool index.
+        slot: usize,
+        /// Columns.
+        width: usize,
+    },
+}
+
+/// The inputs of a layer call: [`Inputs::get`] gives input `i` as a [`Value`]. (For an in-place
+/// layer, input 0 is in the output buffer and these are inputs 1, 2, ….)
+#[derive(Clone, Copy)]
+pub struct Inputs<'a, F> {
+    pub(crate) pool: &'a [Vec<F>],
+    pub(crate) slots: &'a [InSlot],
+    pub(crate) n: usize,
+    pub(crate) x: Value<'a, F>,
+}
+
+impl<'a, F: Scalar> Inputs<'a, F> {
+    /// Inputs given as values (layer tests and callers outside the stack).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Input `i`.
+    ///
+    /// # Panics
+    /// If `i` is out of range.
+    #[track_caller]
+    pub fn get(&self, i: usize) -> Value<'a, F> {
+        match self.slots[i] {
+            InSlot::X => self.x,
+            InSlot::Buf { slot, width } => Value::Dense(view(&self.pool[slot], (self.n, width))),
+        }
+    }
+}
+
+/// Where backward writes the input gradients of a layer with separate gradients:
+/// [`Din::get`] gives the view ∂L/∂in_i is to be written into (overwritten, never added to), or
+/// `None` when that input needs no gradient. Take one view at a time.
+pub struct Din<'a, F> {
+    pub(crate) pool: &'a mut [Vec<F>],
+    /// Per input: the pool buffer and the width.
+    pub(crate) slots: &'a [Option<(usize, usize)>],
+    pub(crate) n: usize,
+}
+
+impl<F> Din<'_, F> {
+    /// The gradient view of input `i`, if it is needed.
+    pub fn get(&mut self, i: usize) -> Option<ArrayViewMut2<'_, F>> {
+        let (slot, width) = self.slots.get(i).copied().flatten()?;
+        Some(view_mut(&mut self.pool[slot], (self.n, width)))
+    }
+
+    /// Whether input `i` needs a gradient.
+    pub fn wants(&self, i: usize) -> bool {
+        self.slots.get(i).copied().flatten().is_some()
+    }
+}
+
+/// What a forward call reads and writes.
+pub struct Fwd<'a, F> {
+    /// The inputs (for an in-place layer: every input but the first, which is in `out`).
+    pub ins: Inputs<'a, F>,
+    /// The output, n × [`Layer::out_dim`] (for an in-place layer it holds the first input).
+    pub out: ArrayViewMut2<'a, F>,
+    /// What backward will need ([`Layer::saved`]).
+    pub saved: Bufs<'a, F>,
+    /// Temporaries ([`Layer::scratch`]).
+    pub scratch: Bufs<'a, F>,
+}
+
+/// Where backward writes the input gradients.
+pub enum GradIo<'a, F> {
+    /// [`Layer::grad_in_place`]: ∂L/∂out (n × out_dim, row-major) on entry, ∂L/∂in
+    /// (n × in_dim) on exit, in one buffer at least n·max(in, out) long. Whether ∂L/∂in is
+    /// needed is `Cx::need_din`.
+    InPlace(&'a mut [F]),
+    /// ∂L/∂out, and where each input's gradient goes.
+    Separate {
+        /// ∂L/∂out.
+        dout: ArrayView2<'a, F>,
+        /// ∂L/∂in per input.
+        din: Din<'a, F>,
+    },
+}
+
+/// What a backward call reads and writes.
+pub struct Bwd<'a, F> {
+    /// The inputs, when [`Layer::keeps_input`] (otherwise their contents are unspecified).
+    pub ins: Inputs<'a, F>,
+    /// What forward saved.
+    pub saved: Saved<'a, F>,
+    /// Temporaries ([`Layer::scratch`]).
+    pub scratch: Bufs<'a, F>,
+    /// The gradients.
+    pub grad: GradIo<'a, F>,
+}
+
+/// A layer of the [`Model`](super::Model) stack: forward and backward side by side, on buffers
+/// the caller owns (see the [module docs](self)).
+pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
+    /// A short name (`gcn_conv`, `relu_dropout`, …), for messages and checkpoints.
+    fn name(&self) -> &'static str;
+
+    /// Output width.
+    fn out_dim(&self) -> usize;
+
+    /// Number of inputs (1 unless said otherwise).
+    fn arity(&self) -> usize {
+        1
+    }
+
+    /// Whether the output is written over the first input (element-wise layers): the stack
+    /// passes the input in the output buffer.
+    fn in_place(&self) -> bool {
+        false
+    }
+
+    /// Whether backward leaves ∂L/∂in in the buffer that held ∂L/∂out (single-input layers).
+    fn grad_in_place(&self) -> bool {
+        false
+    }
+
+    /// Whether backward reads the inputs (then the stack keeps them until then).
+    fn keeps_input(&self) -> bool {
+        false
+    }
+
+    /// Whether the output depends only on Â and the inputs (no parameters, no random mask): on
+    /// the model's fixed input the stack computes it once and keeps it.
+    fn constant(&self) -> bool {
+        false
+    }
+
+    /// Whether a training pass draws a dropout mask from [`Cx::rng`].
+    fn draws_mask(&self) -> bool {
+        false
+    }
+
+    /// Called once when the stack plans its buffers, with what it knows about each input.
+    fn bind(&mut self, _inputs: &[InputDesc]) {}
+
+    /// What forward keeps for backward, for `n` rows (after [`Layer::bind`]).
+    fn saved(&self, _n: usize) -> Req {
+        Req::default()
+    }
+
+    /// Temporaries of forward and backward, for `n` rows.
+    fn scratch(&self, _n: usize) -> Req {
+        Req::default()
+    }
+
+    /// The forward pass.
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>);
+
+    /// The backward pass of the last forward pass of this layer (in training mode).
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>);
+
+    /// Calls `f(name, param)` on each trainable parameter, in a fixed order (`weight`, `bias`,
+    /// `gamma`, `beta`, `att`).
+    fn visit_params(&mut self, _f: &mut dyn FnMut(&'static str, &mut Param<F>)) {}
+
+    /// Calls `f(name, vector)` on each non-trainable state vector a trained model carries
+    /// (BatchNorm's `running_mean` and `running_var`), in a fixed order.
+    fn visit_stats(&mut self, _f: &mut dyn FnMut(&'static str, &mut Array1<F>)) {}
+
+    /// The resolved evaluation order of a graph convolution ([`GcnConv`](super::GcnConv)).
+    fn order(&self) -> Option<super::Order> {
+        None
+    }
+
+    /// Forgets what was computed from the data (call before passing other data).
+    fn release(&mut self) {}
+
+    /// A boxed copy (without the data-dependent caches).
+    fn clone_box(&self) -> Box<dyn Layer<F>>;
+}
+
+impl<F: Scalar> Clone for Box<dyn Layer<F>> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// The first `rows·cols` elements of `buf` as a rows × cols array (row-major).
+///
+/// # Panics
+/// If `buf` is shorter.
+#[track_caller]
+pub fn view_mut<F>(buf: &mut [F], (rows, cols): (usize, usize)) -> ArrayViewMut2<'_, F> {
+    ArrayViewMut2::from_shape((rows, cols), &mut buf[..rows * cols])
+        .unwrap_or_else(|_| unreachable!("a contiguous slice of the right length"))
+}
+
+/// The first `rows·cols` elements of `buf` as a rows × cols array (row-major).
+///
+/// # Panics
+/// If `buf` is shorter.
+#[track_caller]
+pub fn view<F>(buf: &[F], (rows, cols): (usize, usize)) -> ArrayView2<'_, F> {
+    ArrayView2::from_shape((rows, cols), &buf[..rows * cols])
+        .unwrap_or_else(|_| unreachable!("a contiguous slice of the right length"))
+}

@@ -1,0 +1,301 @@
+//! [`PairNorm`] (Zhao & Akoglu, ICLR 2020, <https://arxiv.org/abs/1909.12223>), forward and
+//! backward in one file. No parameters; scale s, μ = (1/n) Σ_i x_i, c_i = x_i − μ,
+//! ε = [`PAIR_NORM_EPS`]:
+//!
+//! - PN: y_i = s·c_i / √(ε + (1/n) Σ_j ‖c_j‖²);
+//! - PN-SI: y_i = s·c_i / √(ε + ‖c_i‖²);
+//! - PN-SCS: y_i = s·x_i / √(ε + ‖x_i‖²) − μ (μ is the mean of the *input*, as in the paper's
+//!   reference code).
+//!
+//! Backward, with G = dL/dY and ḡ the column mean of G:
+//! - PN: dX = (s/r)·(G − 1ḡᵀ − a·C), a = ⟨G, C⟩/(n·r²), r = √(ε + (1/n)‖C‖²_F);
+//! - PN-SI: h_i = (s/r_i)·(g_i − (g_i·c_i / r_i²)·c_i), dX = H − 1·h̄ᵀ (h̄ the column mean of H);
+//! - PN-SCS: dx_i = (s/r_i)·(g_i − (g_i·x_i / r_i²)·x_i) − ḡ.
+//!
+//! Train and eval are the same (statistics of the current input). Statistics are accumulated in
+//! f64 through [`Propagate::sum_rows`](crate::graph::Propagate::sum_rows); every element is
+//! computed in f64 and rounded once. The derivations are in `docs/MATH.md`.
+//!
+//! # Shapes
+//! X, Y, G, dX: n × d.
+
+use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1};
+
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use crate::graph::Propagate;
+use crate::kernels::rows::{for_each_row, map_rows_into, parts_len};
+use crate::{Par, Scalar};
+
+/// ε of [`PairNorm`], inside the square roots (PyG's default value; the paper's reference code
+/// uses 1e-6).
+pub const PAIR_NORM_EPS: f64 = 1e-5;
+
+/// The PairNorm variant (names from the paper's reference code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PairNormMode {
+    /// PN: centre, then divide by the root mean squared row norm.
+    #[default]
+    Pn,
+    /// PN-SI (scale individually): centre, then divide each row by its norm.
+    PnSi,
+    /// PN-SCS (scale and centre simultaneously): divide each row by its norm, subtract the
+    /// column mean of the input.
+    PnScs,
+}
+
+/// PairNorm: keeps the total pairwise squared distance of the node representations constant,
+/// against over-smoothing. No learnable parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairNorm {
+    /// The scale s (default 1).
+    pub scale: f64,
+    /// The variant (default [`PairNormMode::Pn`]).
+    pub mode: PairNormMode,
+    /// Width d.
+    pub dim: usize,
+}
+
+impl PairNorm {
+    /// PN with scale 1 on `dim` columns.
+    pub fn new(dim: usize) -> Self {
+        PairNorm {
+            scale: 1.0,
+            mode: PairNormMode::Pn,
+            dim,
+        }
+    }
+}
+
+/// 1/√(ε + ‖row‖²), in f64.
+fn inv_row_norm(sq: f64) -> f64 {
+    1.0 / (PAIR_NORM_EPS + sq).sqrt()
+}
+
+/// ‖v‖² in f64.
+fn sq_norm<'a, F: Scalar>(v: impl Iterator<Item = &'a F>) -> f64 {
+    v.map(|x| x.to_f64_lossless().powi(2)).sum()
+}
+
+/// `out` ← the column means of `x` over every node, in f64.
+fn col_means<F: Scalar>(
+    adj: &dyn Propagate<F>,
+    x: ArrayView2<'_, F>,
+    parts: &mut [f64],
+    out: &mut [f64],
+    par: Par,
+) {
+    let (n, d) = x.dim();
+    adj.sum_rows(
+        d,
+        parts,
+        out,
+        &|i, acc| {
+            for (a, &v) in acc.iter_mut().zip(x.row(i)) {
+                *a += v.to_f64_lossless();
+            }
+        },
+        par,
+    );
+    let nf = n.max(1) as f64;
+    out.iter_mut().for_each(|v| *v /= nf);
+}
+
+/// out ← (s/r)·(g − (g·z / r²)·z) − shift: the Jacobianᵀ of z ↦ s·z/√(ε + ‖z‖²) applied to g
+/// (1/r given as `inv_r`), minus an optional shift.
+fn row_backward<F: Scalar>(
+    mut out: ArrayViewMut1<'_, F>,
+    g: ArrayView1<'_, F>,
+    z: ArrayView1<'_, F>,
+    s: f64,
+    inv_r: f64,
+    shift: Option<&[f64]>,
+) {
+    let dot: f64 = g
+        .iter()
+        .zip(z.iter())
+        .map(|(a, b)| a.to_f64_lossless() * b.to_f64_lossless())
+        .sum();
+    let a = dot * inv_r * inv_r;
+    let f = s * inv_r;
+    for k in 0..out.len() {
+        let t = f * (g[k].to_f64_lossless() - a * z[k].to_f64_lossless());
+        let sh = shift.map_or(0.0, |v| v[k]);
+        out[k] = F::from_f64_lossy(t - sh);
+    }
+}
+
+impl<F: Scalar> Layer<F> for PairNorm {
+    fn name(&self) -> &'static str {
+        "pair_norm"
+    }
+
+    fn out_dim(&self) -> usize {
+        self.dim
+    }
+
+    fn saved(&self, n: usize) -> Req {
+        // Z = C (PN, PN-SI) or X (PN-SCS), and 1/r (one per row; PN uses the first).
+        Req {
+            f: n * self.dim,
+            u8: 0,
+            f64: n.max(1),
+        }
+    }
+
+    fn scratch(&self, n: usize) -> Req {
+        let d = self.dim;
+        Req {
+            f64: parts_len(n, d, d + 1) + 2 * (d + 1),
+            ..Req::default()
+        }
+    }
+
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+        let Fwd {
+            ins,
+            out: y,
+            mut saved,
+            mut scratch,
+        } = io;
+        let x = ins.get(0).dense();
+        let (n, d) = x.dim();
+        assert!(
+            d == self.dim && y.dim() == (n, d),
+            "PairNorm::forward: input {n}×{d}, output {:?}, width {}",
+            y.dim(),
+            self.dim
+        );
+        let (s, par) = (self.scale, cx.par);
+        let mut z = view_mut(saved.take_f(n * d), (n, d));
+        let inv_r = saved.take_f64(n.max(1));
+        let parts = scratch.take_f64(parts_len(n, d, d + 1));
+        let mu = scratch.take_f64(d);
+        let tot = scratch.take_f64(1);
+        col_means(cx.adj, x, parts, mu, par);
+        let mu: &[f64] = mu;
+        match self.mode {
+            PairNormMode::Pn | PairNormMode::PnSi => {
+                for_each_row(z.view_mut(), par, |i, mut row| {
+                    for (k, (o, &v)) in row.iter_mut().zip(x.row(i)).enumerate() {
+                        *o = F::from_f64_lossy(v.to_f64_lossless() - mu[k]);
+                    }
+                });
+                let c = z.view();
+                let sq = |i: usize| {
+                    c.row(i)
+                        .iter()
+                        .map(|v| v.to_f64_lossless().powi(2))
+                        .sum::<f64>()
+                };
+                if self.mode == PairNormMode::Pn {
+                    cx.adj.sum_rows(d, parts, tot, &|i, acc| acc[0] += sq(i), par);
+                    inv_r[0] = inv_row_norm(tot[0] / n.max(1) as f64);
+                } else {
+                    map_rows_into(d, &mut inv_r[..n], par, |i| inv_row_norm(sq(i)));
+                }
+                let inv_r: &[f64] = inv_r;
+                let per_row = self.mode == PairNormMode::PnSi;
+                for_each_row(y, par, |i, mut row| {
+                    let f = s * if per_row { inv_r[i] } else { inv_r[0] };
+                    for (o, &v) in row.iter_mut().zip(c.row(i)) {
+                        *o = F::from_f64_lossy(f * v.to_f64_lossless());
+                    }
+                });
+            }
+            PairNormMode::PnScs => {
+                map_rows_into(d, &mut inv_r[..n], par, |i| {
+                    inv_row_norm(sq_norm(x.row(i).iter()))
+                });
+                let inv_r: &[f64] = inv_r;
+                for_each_row(y, par, |i, mut row| {
+                    let f = s * inv_r[i];
+                    for (k, (o, &v)) in row.iter_mut().zip(x.row(i)).enumerate() {
+                        *o = F::from_f64_lossy(f * v.to_f64_lossless() - mu[k]);
+                    }
+                });
+                z.assign(&x);
+            }
+        }
+    }
+
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+        let Bwd {
+            mut saved,
+            mut scratch,
+            grad,
+            ..
+        } = io;
+        let GradIo::Separate { dout: g, mut din } = grad else {
+            unreachable!("PairNorm's gradient is separate")
+        };
+        let (n, d) = g.dim();
+        let (s, par) = (self.scale, cx.par);
+        let z = view(saved.take_f(n * d), (n, d));
+        let inv_r = saved.take_f64(n.max(1));
+        let parts = scratch.take_f64(parts_len(n, d, d + 1));
+        let sums = scratch.take_f64(d + 1);
+        let bar = scratch.take_f64(d + 1);
+        let Some(mut dx) = din.get(0) else {
+            return;
+        };
+        let nf = n.max(1) as f64;
+        match self.mode {
+            PairNormMode::Pn => {
+                // Column sums of G and ⟨G, C⟩ in one pass.
+                cx.adj.sum_rows(
+                    d,
+                    parts,
+                    sums,
+                    &|i, acc| {
+                        let (sg, gc) = acc.split_at_mut(d);
+                        for ((a, &gv), &cv) in sg.iter_mut().zip(g.row(i)).zip(z.row(i)) {
+                            let gv = gv.to_f64_lossless();
+                            *a += gv;
+                            gc[0] += gv * cv.to_f64_lossless();
+                        }
+                    },
+                    par,
+                );
+                for (b, v) in bar.iter_mut().zip(&sums[..d]) {
+                    *b = v / nf;
+                }
+                let gbar: &[f64] = &bar[..d];
+                let ir = inv_r[0];
+                let a = sums[d] * ir * ir / nf;
+                let f = s * ir;
+                for_each_row(dx, par, |i, mut row| {
+                    let (gr, cr) = (g.row(i), z.row(i));
+                    for k in 0..d {
+                        let t = gr[k].to_f64_lossless() - gbar[k] - a * cr[k].to_f64_lossless();
+                        row[k] = F::from_f64_lossy(f * t);
+                    }
+                });
+            }
+            PairNormMode::PnSi => {
+                for_each_row(dx.view_mut(), par, |i, mut row| {
+                    row_backward(row.view_mut(), g.row(i), z.row(i), s, inv_r[i], None);
+                });
+                let hbar = &mut bar[..d];
+                col_means(cx.adj, dx.view(), parts, hbar, par);
+                let hbar: &[f64] = hbar;
+                for_each_row(dx, par, |_, mut row| {
+                    for (v, m) in row.iter_mut().zip(hbar) {
+                        *v = F::from_f64_lossy(v.to_f64_lossless() - m);
+                    }
+                });
+            }
+            PairNormMode::PnScs => {
+                let gbar = &mut bar[..d];
+                col_means(cx.adj, g, parts, gbar, par);
+                let gbar: &[f64] = gbar;
+                for_each_row(dx, par, |i, row| {
+                    row_backward(row, g.row(i), z.row(i), s, inv_r[i], Some(gbar));
+                });
+            }
+        }
+    }
+
+    fn clone_box(&self) -> Box<dyn Layer<F>> {
+        Box::new(*self)
+    }
+}

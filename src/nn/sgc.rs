@@ -1,0 +1,111 @@
+//! [`SgcPropagate`]: Y = Â^K·X, the feature propagation of SGC (Wu et al., ICML 2019, "Simplifying
+//! Graph Convolutional Networks", <https://arxiv.org/abs/1902.07153>), forward and backward in one
+//! file.
+//!
+//! SGC is logits = Â^K X W + b: this layer followed by a [`Linear`](super::Linear). The layer has
+//! no parameters and draws no mask, so on the model's fixed input ([`Layer::constant`]) the stack
+//! computes Â^K X once and keeps it: training then costs one dense product per epoch.
+//!
+//! Backward (for completeness: the stack never asks for it when the input is the features):
+//! dX = (Âᵀ)^K · dY.
+//!
+//! # Shapes
+//! X, Y: n × d (X dense or sparse; Y dense).
+
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req, Value};
+use crate::graph::SparseFeatures;
+use crate::Scalar;
+
+/// Y = Â^K·X (K ≥ 1) on inputs of width `dim`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SgcPropagate {
+    /// Propagation steps K (SGC: 2).
+    pub k: usize,
+    /// Width d.
+    pub dim: usize,
+}
+
+impl<F: Scalar> Layer<F> for SgcPropagate {
+    fn name(&self) -> &'static str {
+        "sgc_propagate"
+    }
+    fn out_dim(&self) -> usize {
+        self.dim
+    }
+    fn constant(&self) -> bool {
+        true
+    }
+    fn scratch(&self, n: usize) -> Req {
+        Req::f(n * self.dim)
+    }
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+        let Fwd {
+            ins,
+            mut out,
+            mut scratch,
+            ..
+        } = io;
+        let (n, d, par) = (cx.n(), self.dim, cx.par);
+        let tmp = scratch.take_f(n * d);
+        // Steps alternate between `out` and the scratch, so that the last one writes `out`.
+        let mut in_out = self.k % 2 == 1;
+        match ins.get(0) {
+            Value::Dense(x) => {
+                let first = if in_out { out.view_mut() } else { view_mut(tmp, (n, d)) };
+                cx.adj.a_times(F::one(), x, F::zero(), first, par);
+            }
+            Value::Sparse(x, _) => {
+                // Â·X once as a sparse product, then dense.
+                let mut s = SparseFeatures::new(cx.adj.a_times_sparse_pattern(x));
+                let mut acc = vec![F::zero(); d];
+                cx.adj.a_times_sparse(x, s.x_mut(), &mut acc);
+                let mut first = if in_out { out.view_mut() } else { view_mut(tmp, (n, d)) };
+                first.fill(F::zero());
+                for (i, row) in s.x().outer_iterator().enumerate() {
+                    for (j, &v) in row.iter() {
+                        first[[i, j]] = v;
+                    }
+                }
+            }
+        }
+        for _ in 1..self.k {
+            if in_out {
+                cx.adj
+                    .a_times(F::one(), out.view(), F::zero(), view_mut(tmp, (n, d)), par);
+            } else {
+                cx.adj
+                    .a_times(F::one(), view(tmp, (n, d)), F::zero(), out.view_mut(), par);
+            }
+            in_out = !in_out;
+        }
+    }
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+        let Bwd {
+            mut scratch, grad, ..
+        } = io;
+        let GradIo::Separate { dout, mut din } = grad else {
+            unreachable!("SGC's gradient is separate")
+        };
+        let Some(mut dx) = din.get(0) else {
+            return;
+        };
+        let (n, d, par) = (cx.n(), self.dim, cx.par);
+        let tmp = scratch.take_f(n * d);
+        let mut in_dx = self.k % 2 == 1;
+        let first = if in_dx { dx.view_mut() } else { view_mut(tmp, (n, d)) };
+        cx.adj.at_times(F::one(), dout, F::zero(), first, par);
+        for _ in 1..self.k {
+            if in_dx {
+                cx.adj
+                    .at_times(F::one(), dx.view(), F::zero(), view_mut(tmp, (n, d)), par);
+            } else {
+                cx.adj
+                    .at_times(F::one(), view(tmp, (n, d)), F::zero(), dx.view_mut(), par);
+            }
+            in_dx = !in_dx;
+        }
+    }
+    fn clone_box(&self) -> Box<dyn Layer<F>> {
+        Box::new(*self)
+    }
+}
