@@ -21,11 +21,12 @@ use sparse_gcn::graph::synthetic::Preset;
 use sparse_gcn::graph::write::write_ogb;
 use sparse_gcn::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
+use sparse_gcn::nn::loss::softmax_cross_entropy_loss;
 use sparse_gcn::nn::{GcnConfig, Order};
 use sparse_gcn::roofline::{self, RooflineConfig};
 use sparse_gcn::train::checkpoint;
 use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, TrainConfig};
-use sparse_gcn::{par::thread_pool, Par, Result};
+use sparse_gcn::{par::thread_pool, Par, Result, Scalar};
 
 #[derive(Parser)]
 #[command(
@@ -315,7 +316,8 @@ struct TrainArgs {
     /// Accuracies are the same as without reordering up to floating-point summation order
     /// (each SpMM row sums its neighbours in another order) and, with dropout, up to which
     /// nodes each random dropout mask falls on (masks are drawn in row order); per-node
-    /// outputs are returned in the original node order.
+    /// outputs are returned in the original node order. `--save` records the order applied
+    /// (`auto` resolved) as the checkpoint's `reorder` key, and `eval` applies it again.
     #[arg(long, default_value = "auto")]
     reorder: Reorder,
 }
@@ -449,6 +451,18 @@ fn eval(a: EvalArgs) -> Result<()> {
         let mut data_args = a.data.clone();
         data_args.directed |= extra_flag(&ck.extra, "directed", false);
         let mut data = data_args.load()?;
+        // The node order training ran in: each SpMM row sums its neighbours in that order, so
+        // only the same order reproduces the trained model's logits (and accuracies) bit for
+        // bit. Checkpoints without the key were trained in the given order.
+        let reorder = match ck.extra.get("reorder") {
+            Some(r) => r.parse::<Reorder>()?,
+            None => Reorder::None,
+        };
+        let perm = reorder::order(&data.graph, reorder);
+        if !perm.is_identity() {
+            data = reorder::apply(&data, &perm)?;
+        }
+        drop(perm);
         if extra_flag(&ck.extra, "row_normalize", true) {
             data.features.row_normalize();
         }
@@ -473,6 +487,11 @@ fn eval(a: EvalArgs) -> Result<()> {
             acc(&data.split.valid),
             acc(&data.split.test),
         );
+        // As training computes it (the split was validated non-empty, and `load_expecting`
+        // checked the classes): equal bit for bit to `train --json`'s `test_losses` entry of
+        // the saved seed when the logits are.
+        let test_loss = softmax_cross_entropy_loss(logits.view(), &data.labels, &data.split.test)
+            .to_f64_lossless();
         println!(
             "checkpoint {} on {}: train {:.4}, val {:.4}, test {:.4} ({:.2} ms inference)",
             a.checkpoint.display(),
@@ -491,7 +510,9 @@ fn eval(a: EvalArgs) -> Result<()> {
                 "train_acc": train_acc,
                 "val_acc": val_acc,
                 "test_acc": test_acc,
+                "test_loss": test_loss,
                 "infer_ms": infer_ms,
+                "reorder": reorder.to_string(),
                 "extra": ck.extra,
             });
             println!("{j}");
@@ -509,8 +530,10 @@ fn train(a: TrainArgs) -> Result<()> {
 fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_load = Instant::now();
     let mut data = a.data.load()?;
-    // Reorder once; training and its accuracies do not depend on the node order (no per-node
-    // output is printed or saved, so nothing needs `reorder::unpermute_rows`).
+    // Reorder once; no per-node output is printed or saved, so nothing needs
+    // `reorder::unpermute_rows`. Accuracies depend on the order only through the summation
+    // order of each SpMM row (and dropout masks): a saved checkpoint records the order applied
+    // (`reorder`), and `eval` applies it again.
     let t_reorder = Instant::now();
     let (perm, reordered) = match a.reorder {
         Reorder::Auto => reorder::auto_order(&data.graph),
@@ -614,6 +637,8 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             extra.insert("row_normalize".to_string(), row_norm.to_string());
             extra.insert("norm".to_string(), norm_name.to_string());
             extra.insert("directed".to_string(), a.data.directed.to_string());
+            // What was applied (`auto` resolved), which `eval` parses back.
+            extra.insert("reorder".to_string(), reordered.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
             let cfg_model = GcnConfig {
                 in_dim: data.features.n_cols(),
@@ -706,6 +731,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "val_acc_mean": vm,
             "val_acc_std": vs,
             "test_accs": tests,
+            "test_losses": runs.iter().map(|r| r.test_loss).collect::<Vec<_>>(),
             "epochs_run": runs.iter().map(|r| r.history.len()).collect::<Vec<_>>(),
             "epoch_ms_median": median(step_ms),
             "epoch_with_eval_ms_median": median(epoch_ms),

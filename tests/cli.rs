@@ -1,5 +1,6 @@
 //! The `sparse-gcn` binary end to end: exit codes, `--json` lines, and `train --save` →
-//! `eval --checkpoint` giving the same test accuracy bit for bit.
+//! `eval --checkpoint` giving the same test accuracy and loss bit for bit (also after a
+//! `--reorder`, which the checkpoint records and `eval` applies again).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -43,12 +44,81 @@ fn checkpoint_from_train_gives_the_same_test_accuracy_in_eval() {
     );
     let evaluated = last_json(&out);
     // Seed 0's model was saved: its test accuracy is reproduced exactly.
-    assert_eq!(
-        trained["test_accs"][0].as_f64(),
-        evaluated["test_acc"].as_f64()
-    );
+    let trained_acc = trained["test_accs"][0]
+        .as_f64()
+        .expect("train --json has test_accs[0]");
+    let evaluated_acc = evaluated["test_acc"]
+        .as_f64()
+        .expect("eval --json has test_acc");
+    assert_eq!(trained_acc.to_bits(), evaluated_acc.to_bits());
+    let trained_loss = trained["test_losses"][0]
+        .as_f64()
+        .expect("train --json has test_losses[0]");
+    let evaluated_loss = evaluated["test_loss"]
+        .as_f64()
+        .expect("eval --json has test_loss");
+    assert_eq!(trained_loss.to_bits(), evaluated_loss.to_bits());
     assert_eq!(evaluated["extra"]["seed"], "0");
     std::fs::remove_file(&ck).ok();
+}
+
+#[test]
+fn checkpoint_of_a_reordered_training_gives_the_same_test_accuracy_in_eval() {
+    // `auto` keeps the order of a graph this small: it must record what it applied ("none").
+    for (reorder, applied) in [("bfs", "bfs"), ("community", "community"), ("auto", "none")] {
+        let ck = temp_path(&format!("reordered-{reorder}.safetensors"));
+        let ck_s = ck.to_str().unwrap();
+        let out = run(&[
+            "train",
+            "--epochs",
+            "30",
+            "--reorder",
+            reorder,
+            "--json",
+            "--save",
+            ck_s,
+        ]);
+        assert!(
+            out.status.success(),
+            "{reorder}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let trained = last_json(&out);
+        assert_eq!(trained["reorder_applied"], applied, "{reorder}");
+        let out = run(&["eval", "--checkpoint", ck_s, "--json"]);
+        assert!(
+            out.status.success(),
+            "{reorder}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let evaluated = last_json(&out);
+        let trained_acc = trained["test_accs"][0]
+            .as_f64()
+            .expect("train --json has test_accs[0]");
+        let evaluated_acc = evaluated["test_acc"]
+            .as_f64()
+            .expect("eval --json has test_acc");
+        assert_eq!(
+            trained_acc.to_bits(),
+            evaluated_acc.to_bits(),
+            "--reorder {reorder}: train {trained_acc}, eval {evaluated_acc}"
+        );
+        // The test loss sees every logit's last bit (and the test nodes' summation order).
+        let trained_loss = trained["test_losses"][0]
+            .as_f64()
+            .expect("train --json has test_losses[0]");
+        let evaluated_loss = evaluated["test_loss"]
+            .as_f64()
+            .expect("eval --json has test_loss");
+        assert_eq!(
+            trained_loss.to_bits(),
+            evaluated_loss.to_bits(),
+            "--reorder {reorder}: test loss train {trained_loss:?}, eval {evaluated_loss:?}"
+        );
+        assert_eq!(evaluated["extra"]["reorder"], applied, "{reorder}");
+        assert_eq!(evaluated["reorder"], applied, "{reorder}");
+        std::fs::remove_file(&ck).ok();
+    }
 }
 
 #[test]
@@ -106,4 +176,52 @@ fn every_malformed_data_file_exits_with_one_and_one_line() {
         checked += 1;
     }
     assert!(checked >= 30, "only {checked} fixtures checked");
+}
+
+#[test]
+fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
+    use sparse_gcn::graph::synthetic::Preset;
+    use sparse_gcn::graph::{Norm, NormAdj};
+    use sparse_gcn::nn::GcnConfig;
+    use sparse_gcn::train::{checkpoint, fit_model, StopRule, TrainConfig};
+    // A checkpoint as `train --save` wrote them before the node order was recorded, of a model
+    // trained on the default data in the given order.
+    let mut d = Preset::CoraLike.generate(0).unwrap();
+    d.features.row_normalize();
+    let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
+    let cfg = TrainConfig {
+        epochs: 10,
+        stop: StopRule::Never,
+        ..TrainConfig::default()
+    };
+    let (trained, model) =
+        fit_model(&adj, &d.features, &d.labels, d.n_classes, &d.split, &cfg, 0).unwrap();
+    let cfg_model = GcnConfig {
+        in_dim: d.features.n_cols(),
+        out_dim: d.n_classes,
+        ..cfg.model.clone()
+    };
+    let extra = [("seed", "0"), ("row_normalize", "true"), ("norm", "sym")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ck = temp_path("no-reorder-key.safetensors");
+    checkpoint::save(&ck, &model, &cfg_model, &extra).unwrap();
+    let out = run(&["eval", "--checkpoint", ck.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evaluated = last_json(&out);
+    assert_eq!(evaluated["reorder"], "none");
+    let acc = evaluated["test_acc"]
+        .as_f64()
+        .expect("eval --json has test_acc");
+    let loss = evaluated["test_loss"]
+        .as_f64()
+        .expect("eval --json has test_loss");
+    assert_eq!(acc.to_bits(), trained.test_acc.to_bits());
+    assert_eq!(loss.to_bits(), trained.test_loss.to_bits());
+    std::fs::remove_file(&ck).ok();
 }

@@ -150,3 +150,191 @@ fn loss_gradient_matches_finite_differences() {
     // Rows outside the mask get no gradient; the loss is averaged over the mask only.
     assert!(g.row(0).iter().all(|&v| v == 0.0));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Training mode: dropout on, masks replayed
+// ---------------------------------------------------------------------------------------------
+
+/// Â as a dense matrix (the reference forward below multiplies by it with `dot`).
+fn dense_adj(adj: &NormAdj<f64>) -> Array2<f64> {
+    let n = adj.n_nodes();
+    let mut a = Array2::zeros((n, n));
+    for (i, row) in adj.a().outer_iterator().enumerate() {
+        for (j, &v) in row.iter() {
+            a[[i, j]] = v;
+        }
+    }
+    a
+}
+
+/// The pre-activations of every layer of a training pass, computed densely from the spec
+/// (`docs/MATH.md` §5), with the masks drawn from `mask_rng` in the documented order: the
+/// input mask (one factor per element of a dense X in row-major order, or one per stored entry
+/// of a sparse X in storage order), then one n × c mask per hidden layer, row-major. The last
+/// entry is the logits. Also returns the hidden masks.
+fn reference_train_forward(
+    model: &Gcn<f64>,
+    a_hat: &Array2<f64>,
+    x: &Features<f64>,
+    p_in: f64,
+    p: f64,
+    mask_rng: &ChaCha8Rng,
+) -> (Vec<Array2<f64>>, Vec<Vec<f64>>) {
+    use sparse_gcn::kernels::dropout_mask;
+    let mut rng = mask_rng.clone();
+    let n = a_hat.nrows();
+    let x_drop = match x {
+        Features::Dense(d) => {
+            let mut m = vec![0.0; d.len()];
+            dropout_mask(&mut rng, p_in, &mut m);
+            let m = Array2::from_shape_vec(d.dim(), m).unwrap();
+            d * &m
+        }
+        Features::Sparse(s) => {
+            let xs = s.x();
+            let mut m = vec![0.0; xs.nnz()];
+            dropout_mask(&mut rng, p_in, &mut m);
+            let mut out = Array2::zeros((xs.rows(), xs.cols()));
+            let mut k = 0;
+            for (i, row) in xs.outer_iterator().enumerate() {
+                for (j, &v) in row.iter() {
+                    out[[i, j]] = v * m[k];
+                    k += 1;
+                }
+            }
+            assert_eq!(k, m.len());
+            out
+        }
+    };
+    let mut h = x_drop;
+    let mut zs = Vec::new();
+    let mut masks = Vec::new();
+    let n_layers = model.layers.len();
+    for (l, layer) in model.layers.iter().enumerate() {
+        let mut z = a_hat.dot(&h).dot(&layer.weight.value);
+        if let Some(b) = &layer.bias {
+            z += &b.value.row(0);
+        }
+        if l + 1 < n_layers {
+            let mut m = vec![0.0; n * z.ncols()];
+            dropout_mask(&mut rng, p, &mut m);
+            let m2 = Array2::from_shape_vec(z.dim(), m.clone()).unwrap();
+            h = z.mapv(|v| v.max(0.0)) * &m2;
+            masks.push(m);
+        }
+        zs.push(z);
+    }
+    (zs, masks)
+}
+
+/// Whole-model gradient check in training mode: input and hidden dropout 0.5, the same masks
+/// for every loss evaluation (each evaluation gets a clone of one ChaCha8 state), every
+/// parameter coordinate, the order forced on every layer.
+fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
+    let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
+    let a_hat = dense_adj(&adj);
+    let labels: Vec<u32> = (0..N as u32).map(|i| i % 3).collect();
+    let mask = Mask::try_from_indices(vec![0, 2, 3, 5, 7, 9], N).unwrap();
+    let (p_in, p) = (0.5, 0.5);
+    let cfg = GcnConfig {
+        in_dim: 5,
+        hidden_dim: 4,
+        out_dim: 3,
+        n_layers: layers,
+        dropout: p,
+        input_dropout: p_in,
+        bias,
+        order,
+    };
+    let what = format!("{order:?} bias={bias} sparse={sparse} layers={layers}");
+    // Draw features, parameters and the mask stream until no hidden pre-activation of the
+    // training pass lies within 1e-3 of the ReLU kink. Exact zeros are allowed: they come
+    // from rows whose whole (dropped) neighbourhood input is zero, stay exactly zero under any
+    // perturbation of the parameters, and have gradient 0 both ways.
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let mut attempts = 0;
+    let (mut model, x, state) = loop {
+        attempts += 1;
+        assert!(attempts < 100, "{what}: no smooth draw");
+        let x = features(sparse, &mut rng);
+        let mut model = cfg.init(&adj, &x, &mut rng).unwrap();
+        model.visit_params(&mut |_, p| {
+            p.value.mapv_inplace(|_| rng.random_range(-1.0..1.0));
+        });
+        let state = ChaCha8Rng::seed_from_u64(rng.random());
+        let (zs, masks) = reference_train_forward(&model, &a_hat, &x, p_in, p, &state);
+        let smooth = zs[..layers - 1]
+            .iter()
+            .all(|z| z.iter().all(|&v| v == 0.0 || v.abs() > 1e-3));
+        // Both mask values occur in every hidden mask (p = 0.5 over 40 elements).
+        let both = masks.iter().all(|m| {
+            m.contains(&0.0) && m.contains(&2.0) && m.iter().all(|&v| v == 0.0 || v == 2.0)
+        });
+        if smooth && both {
+            break (model, x, state);
+        }
+    };
+    assert!(model.orders().iter().all(|&o| o == order), "{what}");
+    model.prepare(&adj, &x, Par::Seq);
+
+    // The training logits are those of the dense reference with the replayed masks.
+    let (ref_z, _) = reference_train_forward(&model, &a_hat, &x, p_in, p, &state);
+    let (logits, _) = model.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
+    let zl = ref_z.last().unwrap();
+    let dev = logits
+        .iter()
+        .zip(zl)
+        .map(|(&a, &b)| (a - b).abs() / 1f64.max(b.abs()))
+        .fold(0.0, f64::max);
+    assert!(
+        dev < 1e-12,
+        "{what}: train logits vs dense reference: {dev}"
+    );
+    // Dropout really acts: the evaluation logits differ.
+    let eval = model.predict(&adj, &x, Par::Seq);
+    assert!(
+        eval.iter().zip(&logits).any(|(a, b)| (a - b).abs() > 1e-6),
+        "{what}"
+    );
+
+    model.zero_grad();
+    let (logits, cache) = model.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
+    let (_, dlogits) = softmax_cross_entropy(logits.view(), &labels, &mask);
+    model.backward(&adj, cache, dlogits, Par::Seq);
+    let mut analytic = Vec::new();
+    model.visit_params(&mut |_, p| analytic.extend(p.grad.iter()));
+    let theta = params(&mut model);
+    let mut probe = model.clone();
+    let numerical = numerical_grad(
+        |t| {
+            set_params(&mut probe, t);
+            let (z, _) = probe.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
+            softmax_cross_entropy(z.view(), &labels, &mask).0
+        },
+        &theta,
+        1e-6,
+    );
+    assert_eq!(analytic.len(), theta.len());
+    // Dropout leaves gradient everywhere: some coordinate of every layer is non-zero.
+    assert!(analytic.iter().any(|&g| g != 0.0), "{what}");
+    let (err, at) = max_rel_err(&analytic, &numerical);
+    assert!(
+        err < 1e-6,
+        "{what}: rel err {err} at {at} (analytic {}, numerical {})",
+        analytic[at],
+        numerical[at]
+    );
+}
+
+#[test]
+fn model_backward_matches_finite_differences_in_training_mode() {
+    for order in [Order::AggregateFirst, Order::TransformFirst] {
+        for bias in [false, true] {
+            for sparse in [false, true] {
+                for layers in [2, 3] {
+                    check_train(order, bias, sparse, layers);
+                }
+            }
+        }
+    }
+}

@@ -825,3 +825,221 @@ proptest! {
         prop_assert_eq!(g.n_isolated(), isolated);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fused ReLU / dropout epilogues == the unfused kernels, bit for bit
+// ---------------------------------------------------------------------------------------------
+
+/// The raw bits of a float, for bit-for-bit comparisons that tell +0 from −0 and keep NaN
+/// payloads.
+trait Bits: Scalar {
+    fn bits(self) -> u64;
+}
+impl Bits for f32 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+impl Bits for f64 {
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+/// `Some(index)` of the first element whose bits differ (or `Some(usize::MAX)` for shapes).
+fn first_bit_diff<F: Bits>(a: ArrayView2<'_, F>, b: ArrayView2<'_, F>) -> Option<usize> {
+    if a.dim() != b.dim() {
+        return Some(usize::MAX);
+    }
+    a.iter()
+        .zip(b.iter())
+        .position(|(x, y)| x.bits() != y.bits())
+}
+
+/// Values that stress the epilogues: signed zeros, subnormals, ±1, ±∞, NaN, and uniform
+/// values in (−2, 2) most of the time.
+fn epilogue_value(rng: &mut rand_chacha::ChaCha8Rng) -> f64 {
+    use rand::RngExt;
+    const SPECIAL: [f64; 10] = [
+        0.0,
+        -0.0,
+        1e-40,
+        -1e-40,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-3,
+    ];
+    if rng.random_range(0.0..1.0) < 0.2 {
+        SPECIAL[rng.random_range(0..SPECIAL.len())]
+    } else {
+        rng.random_range(-2.0..2.0)
+    }
+}
+
+/// Counts of the codes seen: [RELU_OFF, DROP_KEPT, DROP_ZERO].
+type CodeCounts = [usize; 3];
+
+/// One case of the epilogue comparison for `rows × width` with dropout `p` (`p = 0` also runs
+/// the no-dropout epilogue `bias_relu`), values drawn from `seed`. Checks:
+/// - `bias_relu` (with and without bias) == `add_bias` → `relu_inplace`, bit for bit;
+/// - `bias_relu_dropout_fold` output == `add_bias` → `relu_inplace` → `· mask`, bit for bit;
+/// - its code is RELU_OFF exactly where the ReLU output is not positive, else DROP_KEPT or
+///   DROP_ZERO as the mask keeps or drops;
+/// - `dropout_relu_backward_code` == `relu_backward_inplace` (on the ReLU output) → `· mask`,
+///   bit for bit: a dropped unit gives exactly g·0 (−0 for a negative g, NaN for an infinite
+///   one), a unit whose ReLU is off gives +0 whatever g is.
+fn check_epilogues<F: Bits>(
+    rows: usize,
+    width: usize,
+    p: f64,
+    with_bias: bool,
+    seed: u64,
+) -> CodeCounts {
+    use sparse_gcn::kernels::{
+        add_bias, bias_relu, bias_relu_dropout_fold, dropout_mask, dropout_relu_backward_code,
+        relu_backward_inplace, relu_inplace, DROP_KEPT, DROP_ZERO, RELU_OFF,
+    };
+    let mut r = rng(seed);
+    let f = F::from_f64_lossy;
+    let z0 = Array2::from_shape_simple_fn((rows, width), || f(epilogue_value(&mut r)));
+    let b = ndarray::Array1::from_shape_fn(width, |_| f(epilogue_value(&mut r)));
+    let g0 = Array2::from_shape_simple_fn((rows, width), || f(epilogue_value(&mut r)));
+    let bias = with_bias.then(|| b.view());
+    let what = format!(
+        "{} rows {rows} width {width} p {p} bias {with_bias} seed {seed}",
+        std::any::type_name::<F>()
+    );
+
+    // The unfused forward: a = ReLU(z + b).
+    let mut a = z0.clone();
+    if let Some(b) = bias {
+        add_bias(a.view_mut(), b);
+    }
+    relu_inplace(a.view_mut());
+
+    let mut fused = z0.clone();
+    bias_relu(fused.view_mut(), bias);
+    assert_eq!(
+        first_bit_diff(fused.view(), a.view()),
+        None,
+        "bias_relu: {what}"
+    );
+
+    let mut mask = vec![F::zero(); rows * width];
+    dropout_mask(&mut rng(seed ^ 0x5eed), p, &mut mask);
+    let mask = Array2::from_shape_vec((rows, width), mask).unwrap();
+    let keep = f(1.0 / (1.0 - p));
+
+    let expected_h = &a * &mask;
+    let mut h = z0.clone();
+    let mut code = Array2::from_elem((rows, width), 255u8);
+    bias_relu_dropout_fold(h.view_mut(), bias, mask.view(), code.view_mut());
+    assert_eq!(
+        first_bit_diff(h.view(), expected_h.view()),
+        None,
+        "fold output: {what}"
+    );
+    let mut counts = [0usize; 3];
+    for ((&c, &av), &m) in code.iter().zip(&a).zip(&mask) {
+        // NaN is not positive either: `a > 0` is the test.
+        let positive = av > F::zero();
+        let expected = if !positive {
+            RELU_OFF
+        } else if m == F::zero() {
+            DROP_ZERO
+        } else {
+            DROP_KEPT
+        };
+        assert_eq!(c, expected, "code: {what}");
+        counts[usize::from(c)] += 1;
+    }
+
+    // The unfused backward: ReLU' from the ReLU output, then the mask.
+    let mut expected_g = g0.clone();
+    relu_backward_inplace(expected_g.view_mut(), a.view());
+    expected_g.zip_mut_with(&mask, |g, &m| *g *= m);
+    let mut dz = g0.clone();
+    dropout_relu_backward_code(dz.view_mut(), code.view(), keep);
+    assert_eq!(
+        first_bit_diff(dz.view(), expected_g.view()),
+        None,
+        "backward: {what}"
+    );
+    // And elementwise from the codes, by the spec.
+    for ((&d, &g), &c) in dz.iter().zip(&g0).zip(&code) {
+        let want = match c {
+            RELU_OFF => F::zero(),
+            DROP_KEPT => g * keep,
+            _ => g * F::zero(),
+        };
+        assert_eq!(d.bits(), want.bits(), "backward by code {c}: {what}");
+    }
+    counts
+}
+
+const EPILOGUE_WIDTHS: [usize; 4] = [1, 7, 64, 65];
+
+#[test]
+fn fused_epilogues_equal_unfused_kernels_bitwise() {
+    for &width in &EPILOGUE_WIDTHS {
+        for p in [0.2, 0.5, 0.8] {
+            for with_bias in [false, true] {
+                let mut total = [0usize; 3];
+                for seed in 0..4 {
+                    let c32 = check_epilogues::<f32>(40, width, p, with_bias, seed);
+                    let c64 = check_epilogues::<f64>(40, width, p, with_bias, seed);
+                    for k in 0..3 {
+                        total[k] += c32[k] + c64[k];
+                    }
+                }
+                // Every code occurs (so both mask values and the ReLU's both sides are tested).
+                assert!(
+                    total.iter().all(|&c| c > 0),
+                    "width {width} p {p}: {total:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_backward_hand_cases() {
+    use sparse_gcn::kernels::{dropout_relu_backward_code, DROP_KEPT, DROP_ZERO, RELU_OFF};
+    let g = ndarray::arr2(&[[-3.0f64, 3.0, -3.0, 3.0, -0.0, f64::INFINITY, -2.5, f64::NAN]]);
+    let code = ndarray::arr2(&[[
+        DROP_ZERO, DROP_ZERO, RELU_OFF, RELU_OFF, DROP_KEPT, RELU_OFF, DROP_KEPT, RELU_OFF,
+    ]]);
+    let mut dz = g.clone();
+    dropout_relu_backward_code(dz.view_mut(), code.view(), 2.0);
+    let got: Vec<u64> = dz.iter().map(|v| v.to_bits()).collect();
+    // Dropped: exactly g·0 (−0 for a negative g); ReLU off: +0 even for −3, ∞ or NaN; kept:
+    // g·keep (−0·2 = −0).
+    let want: Vec<u64> = [-0.0f64, 0.0, 0.0, 0.0, -0.0, 0.0, -5.0, 0.0]
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert_eq!(got, want);
+    let mut dz = ndarray::arr2(&[[f64::INFINITY]]);
+    dropout_relu_backward_code(dz.view_mut(), ndarray::arr2(&[[DROP_ZERO]]).view(), 2.0);
+    assert!(dz[[0, 0]].is_nan(), "∞·0 is NaN, as the unfused g·mask");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// [`check_epilogues`] for random shapes, rates and values.
+    #[test]
+    fn fused_epilogues_equal_unfused_kernels_bitwise_prop(
+        rows in 1usize..12,
+        width in prop_oneof![select(EPILOGUE_WIDTHS.to_vec()), 1usize..80],
+        p in prop_oneof![Just(0.0), Just(0.5), 0.01f64..0.95],
+        with_bias in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        check_epilogues::<f32>(rows, width, p, with_bias, seed);
+        check_epilogues::<f64>(rows, width, p, with_bias, seed);
+    }
+}

@@ -191,3 +191,118 @@ impl DatasetStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{mean_clustering, DatasetStats};
+    use crate::graph::{Dataset, Direction, Features, Graph, Mask, Split};
+
+    fn undirected(n: usize, edges: &[(u32, u32)]) -> Graph {
+        Graph::try_from_edges(n, edges, Direction::Undirected).unwrap()
+    }
+
+    /// The mean over every node (stride 1); also checks the node count.
+    fn mean_cc(g: &Graph) -> f64 {
+        let (c, nodes) = mean_clustering(g, 1);
+        assert_eq!(nodes, g.n_nodes());
+        c
+    }
+
+    #[track_caller]
+    fn assert_eq_f64(got: f64, want: f64) {
+        assert!((got - want).abs() < 1e-15, "got {got}, want {want}");
+    }
+
+    #[test]
+    fn triangle_and_complete_graph_have_clustering_one() {
+        assert_eq_f64(mean_cc(&undirected(3, &[(0, 1), (1, 2), (2, 0)])), 1.0);
+        // K4: every node has 3 neighbours, all 3 pairs of which are linked.
+        let k4 = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+        assert_eq_f64(mean_cc(&undirected(4, &k4)), 1.0);
+        // Duplicates and reversed duplicates change nothing.
+        assert_eq_f64(
+            mean_cc(&undirected(3, &[(0, 1), (1, 0), (1, 2), (2, 0), (0, 2)])),
+            1.0,
+        );
+    }
+
+    #[test]
+    fn star_and_path_have_clustering_zero() {
+        // Star: the centre's 3 neighbours share no edge (0/3); leaves have degree 1.
+        assert_eq_f64(mean_cc(&undirected(4, &[(0, 1), (0, 2), (0, 3)])), 0.0);
+        // Path 0–1–2–3: inner nodes have 2 unlinked neighbours, end nodes degree 1.
+        assert_eq_f64(mean_cc(&undirected(4, &[(0, 1), (1, 2), (2, 3)])), 0.0);
+    }
+
+    #[test]
+    fn triangle_with_a_pendant_node() {
+        // Triangle 0–1–2 and node 3 hanging off node 0.
+        // Node 0: neighbours {1, 2, 3}, 1 of their 3 pairs linked (1–2): C₀ = 1/3.
+        // Nodes 1, 2: neighbours {0, 2} / {0, 1}, linked: C = 1.
+        // Node 3: one neighbour: C₃ = 0 (degree < 2).
+        // Mean = (1/3 + 1 + 1 + 0)/4 = 7/12.
+        let g = undirected(4, &[(0, 1), (1, 2), (2, 0), (0, 3)]);
+        assert_eq_f64(mean_cc(&g), 7.0 / 12.0);
+        // Every second node (0 and 2): (1/3 + 1)/2 = 2/3.
+        let (c, nodes) = mean_clustering(&g, 2);
+        assert_eq!(nodes, 2);
+        assert_eq_f64(c, 2.0 / 3.0);
+        // Stride 3: nodes 0 and 3: (1/3 + 0)/2 = 1/6.
+        let (c, nodes) = mean_clustering(&g, 3);
+        assert_eq!(nodes, 2);
+        assert_eq_f64(c, 1.0 / 6.0);
+    }
+
+    #[test]
+    fn nodes_of_degree_below_two_count_zero_in_the_mean() {
+        // networkx's `average_clustering` convention: a node with fewer than two neighbours
+        // has C = 0 and is still averaged over. Triangle 0–1–2 plus isolated node 3:
+        // (1 + 1 + 1 + 0)/4 = 3/4 (not 1, which leaving node 3 out would give).
+        assert_eq_f64(mean_cc(&undirected(4, &[(0, 1), (1, 2), (2, 0)])), 0.75);
+        // Self-loops are not neighbours: a self-loop on the isolated node and on a triangle
+        // vertex changes nothing (node 3 still has degree 0; node 0 still C = 1).
+        let g = undirected(4, &[(0, 1), (1, 2), (2, 0), (3, 3), (0, 0)]);
+        assert_eq_f64(mean_cc(&g), 0.75);
+        // A node with a self-loop and one neighbour has degree 1: C = 0 (not 1/(1·0)).
+        assert_eq_f64(mean_cc(&undirected(2, &[(0, 0), (0, 1)])), 0.0);
+        // Only isolated nodes: 0; an empty graph: 0 (no division by zero).
+        assert_eq_f64(mean_cc(&undirected(3, &[])), 0.0);
+        let (c, nodes) = mean_clustering(&undirected(0, &[]), 1);
+        assert_eq!((c, nodes), (0.0, 0));
+    }
+
+    #[test]
+    fn directed_graphs_use_out_neighbours() {
+        // 0→1, 0→2, 1→2: node 0's out-neighbours {1, 2}; of the ordered pairs (1, 2), (2, 1)
+        // only 1→2 is stored, so C₀ = 1/(2·1) = 1/2; nodes 1, 2 have out-degree ≤ 1.
+        let g = Graph::try_from_edges(3, &[(0, 1), (0, 2), (1, 2)], Direction::Directed).unwrap();
+        assert_eq_f64(mean_cc(&g), 0.5 / 3.0);
+    }
+
+    #[test]
+    fn dataset_stats_report_the_mean_over_every_node() {
+        let n = 5;
+        // Triangle with a pendant (7/12 over its 4 nodes) plus isolated node 4:
+        // (1/3 + 1 + 1 + 0 + 0)/5 = 7/15.
+        let graph = undirected(n, &[(0, 1), (1, 2), (2, 0), (0, 3)]);
+        let mask = |v: Vec<u32>| Mask::try_from_indices(v, n).unwrap();
+        let d = Dataset::try_new(
+            "pendant".into(),
+            graph,
+            Features::Dense(ndarray::Array2::zeros((n, 1))),
+            vec![0, 1, 0, 1, 0],
+            2,
+            Split {
+                name: "s".into(),
+                train: mask(vec![0, 1]),
+                valid: mask(vec![2]),
+                test: mask(vec![3, 4]),
+            },
+        )
+        .unwrap();
+        let s = DatasetStats::compute(&d);
+        assert_eq!(s.clustering_nodes, 5);
+        assert_eq_f64(s.clustering, 7.0 / 15.0);
+        assert_eq!(s.isolated_nodes, 1);
+    }
+}

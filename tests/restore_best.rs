@@ -1,0 +1,193 @@
+//! `StopRule::Patience` restores the best epoch's model exactly: a run stopped by patience and
+//! a second run of the same seed cut at `best_epoch + 1` epochs with `StopRule::Never` give the
+//! same logits bit for bit (the same RNG streams drive both, and the stop rule never feeds back
+//! into training). For the Kipf `Gcn` (`fit_model`) and for `DeepGcn`s with BatchNorm
+//! (`fit_deep`), whose running statistics must be restored along with the parameters.
+
+use ndarray::Array2;
+
+use sparse_gcn::graph::synthetic::CitationLike;
+use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::nn::{DeepConfig, Model, NormKind, Variant};
+use sparse_gcn::train::{fit_deep, fit_model, FitOptions, RunResult, StopRule, TrainConfig};
+use sparse_gcn::Par;
+
+fn data() -> (Dataset, NormAdj<f32>) {
+    let mut d = CitationLike {
+        n_nodes: 800,
+        ..Default::default()
+    }
+    .generate(3)
+    .unwrap();
+    d.features.row_normalize();
+    let adj = NormAdj::new(&d.graph, Norm::Symmetric);
+    (d, adj)
+}
+
+fn bits(a: &Array2<f32>) -> Vec<u32> {
+    a.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Everything of a history record but the timings, as bits.
+fn history_bits(r: &RunResult) -> Vec<[u64; 4]> {
+    r.history
+        .iter()
+        .map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
+        .collect()
+}
+
+/// Checks what a patience run must satisfy: it stopped early, `patience` epochs after the
+/// epoch of the lowest validation loss.
+fn check_patience_run(r: &RunResult, patience: usize, epochs: usize, what: &str) {
+    println!("{what}: best epoch {} of {}", r.best_epoch, r.history.len());
+    assert!(r.history.len() < epochs, "{what}: patience never fired");
+    assert_eq!(r.history.len(), r.best_epoch + patience + 1, "{what}");
+    assert!(r.best_epoch + 1 < r.history.len(), "{what}");
+    let best = r
+        .history
+        .iter()
+        .min_by(|a, b| a.val_loss.total_cmp(&b.val_loss))
+        .unwrap();
+    assert_eq!(best.epoch, r.best_epoch, "{what}");
+}
+
+#[test]
+fn patience_restores_the_best_kipf_gcn_bitwise() {
+    let (d, adj) = data();
+    let (patience, epochs) = (5, 400);
+    let cfg = TrainConfig {
+        epochs,
+        lr: 0.05,
+        stop: StopRule::Patience { patience },
+        ..Default::default()
+    };
+    let fit = |cfg: &TrainConfig| {
+        fit_model(&adj, &d.features, &d.labels, d.n_classes, &d.split, cfg, 1).unwrap()
+    };
+    let (r, model) = fit(&cfg);
+    check_patience_run(&r, patience, epochs, "gcn");
+    let z = model.predict(&adj, &d.features, Par::Rayon);
+
+    // The same seed, cut after the best epoch.
+    let cut = TrainConfig {
+        epochs: r.best_epoch + 1,
+        stop: StopRule::Never,
+        ..cfg.clone()
+    };
+    let (r2, model2) = fit(&cut);
+    assert_eq!(r2.history.len(), r.best_epoch + 1);
+    assert_eq!(r2.best_epoch, r.best_epoch);
+    assert_eq!(
+        history_bits(&r2)[..],
+        history_bits(&r)[..=r.best_epoch],
+        "the two runs train alike up to the best epoch"
+    );
+    let z2 = model2.predict(&adj, &d.features, Par::Rayon);
+    assert_eq!(
+        bits(&z),
+        bits(&z2),
+        "restored logits differ from the cut run's"
+    );
+    assert_eq!(model.snapshot(), model2.snapshot());
+    assert_eq!(r.test_acc.to_bits(), r2.test_acc.to_bits());
+    assert_eq!(r.test_loss.to_bits(), r2.test_loss.to_bits());
+    assert_eq!(r.val_acc.to_bits(), r2.val_acc.to_bits());
+
+    // The restore is not a no-op: the last epoch's weights give other logits.
+    let full = TrainConfig {
+        epochs: r.history.len(),
+        stop: StopRule::Never,
+        ..cfg.clone()
+    };
+    let (_, model3) = fit(&full);
+    assert_ne!(
+        bits(&z),
+        bits(&model3.predict(&adj, &d.features, Par::Rayon))
+    );
+}
+
+#[test]
+fn patience_restores_the_best_deep_gcn_with_batch_norm_bitwise() {
+    let (d, adj) = data();
+    let (patience, epochs) = (5, 300);
+    for (variant, checkpoint) in [(Variant::Plain, 0), (Variant::Residual, 2)] {
+        let what = format!("{variant} checkpoint {checkpoint}");
+        let mc = DeepConfig {
+            hidden_dim: 16,
+            n_layers: 4,
+            variant,
+            norm: NormKind::Batch,
+            bias: true,
+            checkpoint,
+            ..Default::default()
+        };
+        let cfg = TrainConfig {
+            epochs,
+            lr: 0.02,
+            stop: StopRule::Patience { patience },
+            ..Default::default()
+        };
+        let fit = |cfg: &TrainConfig| {
+            fit_deep(
+                &adj,
+                &d.features,
+                &d.labels,
+                d.n_classes,
+                &d.split,
+                &mc,
+                cfg,
+                7,
+                &FitOptions::default(),
+            )
+            .unwrap()
+        };
+        let (r, model) = fit(&cfg);
+        check_patience_run(&r, patience, epochs, &what);
+        let z = model.predict(&adj, &d.features, Par::Rayon);
+        let snap = model.snapshot();
+
+        let cut = TrainConfig {
+            epochs: r.best_epoch + 1,
+            stop: StopRule::Never,
+            ..cfg.clone()
+        };
+        let (r2, model2) = fit(&cut);
+        assert_eq!(
+            history_bits(&r2)[..],
+            history_bits(&r)[..=r.best_epoch],
+            "{what}"
+        );
+        let z2 = model2.predict(&adj, &d.features, Par::Rayon);
+        assert_eq!(bits(&z), bits(&z2), "{what}: restored logits differ");
+        // Parameters and running statistics (the snapshot's tail), bit for bit.
+        let snap2 = model2.snapshot();
+        assert_eq!(snap.len(), snap2.len());
+        for (k, (a, b)) in snap.iter().zip(&snap2).enumerate() {
+            assert_eq!(bits(a), bits(b), "{what}: snapshot entry {k}");
+        }
+        assert_eq!(r.test_acc.to_bits(), r2.test_acc.to_bits(), "{what}");
+
+        // The running statistics move after the best epoch, so restoring them mattered: the
+        // uncut run's last statistics differ from the best epoch's.
+        let full = TrainConfig {
+            epochs: r.history.len(),
+            stop: StopRule::Never,
+            ..cfg.clone()
+        };
+        let (_, model3) = fit(&full);
+        let snap3 = model3.snapshot();
+        let n_stats = 2 * (mc.n_layers - 1);
+        let tail = snap.len() - n_stats;
+        for k in tail..snap.len() {
+            assert_ne!(
+                bits(&snap[k]),
+                bits(&snap3[k]),
+                "{what}: running statistic {k}"
+            );
+        }
+        assert_ne!(
+            bits(&z),
+            bits(&model3.predict(&adj, &d.features, Par::Rayon))
+        );
+    }
+}
