@@ -22,10 +22,10 @@ use sparse_gcn::graph::write::write_ogb;
 use sparse_gcn::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::softmax_cross_entropy_loss;
-use sparse_gcn::nn::{GcnConfig, Order};
+use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::roofline::{self, RooflineConfig};
 use sparse_gcn::train::checkpoint;
-use sparse_gcn::train::{fit_seeds, mean_std, median, OptimizerKind, StopRule, TrainConfig};
+use sparse_gcn::train::{fit_seeds, FitOptions, mean_std, median, OptimizerKind, StopRule, TrainConfig};
 use sparse_gcn::{par::thread_pool, Par, Result, Scalar};
 
 #[derive(Parser)]
@@ -470,15 +470,9 @@ fn eval(a: EvalArgs) -> Result<()> {
             Some("row") => Norm::Row,
             _ => Norm::Symmetric,
         };
-        let expected = GcnConfig {
-            in_dim: data.features.n_cols(),
-            out_dim: data.n_classes,
-            ..ck.config.clone()
-        };
-        let mut model = checkpoint::load_expecting(&a.checkpoint, &expected)?.model;
         let adj = NormAdj::<f32>::new(&data.graph, norm);
+        let mut model = ck.build(&adj, &data.features)?;
         let t0 = Instant::now();
-        model.prepare(&adj, &data.features, Par::Rayon);
         let logits = model.predict(&adj, &data.features, Par::Rayon);
         let infer_ms = t0.elapsed().as_secs_f64() * 1e3;
         let acc = |m| accuracy(logits.view(), &data.labels, m);
@@ -567,7 +561,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - reorder_s;
     let cfg = TrainConfig {
-        model: GcnConfig {
+        model: ModelConfig {
             hidden_dim: a.hidden,
             n_layers: a.layers,
             dropout: a.dropout,
@@ -578,12 +572,12 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
                 OrderArg::AggregateFirst => Order::AggregateFirst,
                 OrderArg::TransformFirst => Order::TransformFirst,
             },
-            ..GcnConfig::default()
+            ..ModelConfig::default()
         },
         lr: a.lr,
         weight_decay: match a.weight_decay_scope {
             WdScope::First => vec![a.weight_decay],
-            WdScope::All => vec![a.weight_decay; a.layers.max(1)],
+            WdScope::All => vec![a.weight_decay; 3],
         },
         epochs: a.epochs,
         stop: match a.stop {
@@ -629,7 +623,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     );
     let t_train = Instant::now();
     let save_error: Mutex<Option<sparse_gcn::Error>> = Mutex::new(None);
-    let on_done = |r: &sparse_gcn::train::RunResult, model: &sparse_gcn::nn::Gcn<f32>| {
+    let on_done = |r: &sparse_gcn::train::RunResult, model: &mut sparse_gcn::nn::Model<f32>| {
         if let (Some(path), true) = (&a.save, r.seed == seeds[0]) {
             let mut extra = BTreeMap::new();
             extra.insert("dataset".to_string(), data.name.clone());
@@ -640,12 +634,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             // What was applied (`auto` resolved), which `eval` parses back.
             extra.insert("reorder".to_string(), reordered.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
-            let cfg_model = GcnConfig {
-                in_dim: data.features.n_cols(),
-                out_dim: data.n_classes,
-                ..cfg.model.clone()
-            };
-            if let Err(e) = checkpoint::save(path, model, &cfg_model, &extra) {
+            if let Err(e) = checkpoint::save(path, model, &extra) {
                 if let Ok(mut slot) = save_error.lock() {
                     *slot = Some(e);
                 }
@@ -662,6 +651,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         &data.split,
         &cfg,
         &seeds,
+        &FitOptions::default(),
         &on_done,
     )?;
     bar.finish_and_clear();

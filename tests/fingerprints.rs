@@ -23,13 +23,10 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use sparse_gcn::graph::dropedge::DropEdge;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
-use sparse_gcn::nn::{self, DeepConfig, GcnConfig, Model, NormKind, Variant};
-use sparse_gcn::train::{
-    fit_deep, fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig,
-};
+use sparse_gcn::nn::{self, Arch, ModelConfig, NormKind};
+use sparse_gcn::train::{fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig};
 use sparse_gcn::Par;
 
 // ---------------------------------------------------------------------------------------------
@@ -451,7 +448,7 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
         .build()
         .unwrap();
     pool.install(|| {
-        let (run, logits) = match case.model {
+        let model = match case.model {
             ModelKind::Kipf {
                 layers,
                 bias,
@@ -459,19 +456,13 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
                 order: ord,
             } => {
                 assert_eq!(o.drop_edge, 0.0, "{}: no DropEdge for Kipf", case.name);
-                let cfg = TrainConfig {
-                    model: GcnConfig {
-                        n_layers: layers,
-                        bias,
-                        input_dropout,
-                        order: order(ord),
-                        ..GcnConfig::default()
-                    },
-                    ..train
-                };
-                let (run, model) =
-                    fit_model(adj, x, &d.labels, d.n_classes, &d.split, &cfg, o.seed).unwrap();
-                (run, model.predict(adj, x, Par::Rayon))
+                ModelConfig {
+                    n_layers: layers,
+                    bias,
+                    input_dropout,
+                    order: order(ord),
+                    ..ModelConfig::default()
+                }
             }
             ModelKind::Deep {
                 variant,
@@ -479,43 +470,30 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
                 norm,
                 checkpoint,
                 order: ord,
-            } => {
-                let cfg = DeepConfig {
-                    hidden_dim: 16,
-                    n_layers: layers,
-                    variant: variant.parse::<Variant>().unwrap(),
-                    norm: match norm {
-                        DeepNorm::None => NormKind::None,
-                        DeepNorm::Batch => NormKind::Batch,
-                        DeepNorm::Pair => NormKind::Pair(Default::default()),
-                    },
-                    checkpoint,
-                    order: order(ord),
-                    ..DeepConfig::default()
-                };
-                let opts = FitOptions {
-                    drop_edge: (o.drop_edge > 0.0).then_some(DropEdgeSource {
-                        graph: &d.graph,
-                        drop: DropEdge { p: o.drop_edge },
-                        norm: Norm::Symmetric,
-                    }),
-                    ..FitOptions::default()
-                };
-                let (run, model) = fit_deep(
-                    adj,
-                    x,
-                    &d.labels,
-                    d.n_classes,
-                    &d.split,
-                    &cfg,
-                    &train,
-                    o.seed,
-                    &opts,
-                )
-                .unwrap();
-                (run, Model::predict(&model, adj, x, Par::Rayon))
-            }
+            } => ModelConfig {
+                hidden_dim: 16,
+                norm: match norm {
+                    DeepNorm::None => NormKind::None,
+                    DeepNorm::Batch => NormKind::Batch,
+                    DeepNorm::Pair => NormKind::Pair,
+                },
+                checkpoint,
+                order: order(ord),
+                drop_edge: o.drop_edge,
+                ..ModelConfig::deep(variant.parse::<Arch>().unwrap(), layers)
+            },
         };
+        let cfg = TrainConfig { model, ..train };
+        let opts = FitOptions {
+            drop_edge: (o.drop_edge > 0.0).then_some(DropEdgeSource {
+                graph: &d.graph,
+                norm: Norm::Symmetric,
+            }),
+            ..FitOptions::default()
+        };
+        let (run, mut model) =
+            fit_model(adj, x, &d.labels, d.n_classes, &d.split, &cfg, o.seed, &opts).unwrap();
+        let logits = model.predict(adj, x, Par::Rayon);
         let epochs = run
             .history
             .iter()

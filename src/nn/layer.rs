@@ -274,8 +274,10 @@ impl<F: Scalar> Cx<'_, F> {
 /// Where one input of a layer call lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InSlot {
-    /// The model's input value (the features, or their dropped copy in a training pass).
+    /// The features X.
     X,
+    /// The features after the input dropout (X in evaluation).
+    Xd,
     /// A dense value in buffer `slot` of the stack's pool, `width` columns.
     Buf {
         /// Pool index.
@@ -292,7 +294,10 @@ pub struct Inputs<'a, F> {
     pub(crate) pool: &'a [Vec<F>],
     pub(crate) slots: &'a [InSlot],
     pub(crate) n: usize,
+    /// X.
     pub(crate) x: Value<'a, F>,
+    /// X̃ of this pass (X in evaluation).
+    pub(crate) xd: Value<'a, F>,
 }
 
 impl<'a, F: Scalar> Inputs<'a, F> {
@@ -314,6 +319,7 @@ impl<'a, F: Scalar> Inputs<'a, F> {
     pub fn get(&self, i: usize) -> Value<'a, F> {
         match self.slots[i] {
             InSlot::X => self.x,
+            InSlot::Xd => self.xd,
             InSlot::Buf { slot, width } => Value::Dense(view(&self.pool[slot], (self.n, width))),
         }
     }

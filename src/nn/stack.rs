@@ -645,8 +645,8 @@ impl<F: Scalar> Model<F> {
         let (val_slot, val_sizes) = vals.assign();
         let in_slot = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
             Src::X => InSlot::X,
-            Src::Xd if x_sparse || !xd_dropped => InSlot::X,
-            _ => InSlot::Buf {
+            Src::Xd => InSlot::Xd,
+            Src::Node(_) => InSlot::Buf {
                 slot: val_slot[inst_of(src, c, rec, rec_inst).unwrap_or_else(|| unreachable!())],
                 width: width(src, &self.nodes),
             },
@@ -1145,18 +1145,27 @@ fn drop_input<F: Scalar>(
     }
 }
 
-/// The value a node's `InSlot::X` inputs read: X̃ (sparse, dropped) in a training pass for a
-/// node that reads X̃, X otherwise. (A dense X̃ has its own buffer.)
-fn x_input<'a, F: Scalar>(
-    node: &Node<F>,
+/// The features as a value.
+fn x_value<F: Scalar>(x: &Features<F>) -> Value<'_, F> {
+    match x {
+        Features::Dense(d) => Value::Dense(d.view()),
+        Features::Sparse(s) => Value::Sparse(s.x(), s.x_t()),
+    }
+}
+
+/// X̃ of a pass: the dropped features in a training pass with input dropout (a dense buffer of
+/// the pool, or the sparse copy), X otherwise.
+fn xd_value<'a, F: Scalar>(
+    plan: &Plan,
+    vals: &'a [Vec<F>],
     x: &'a Features<F>,
     xd_sparse: &'a Option<SparseFeatures<F>>,
     train: bool,
 ) -> Value<'a, F> {
-    match (xd_sparse, train && node.inputs.contains(&Src::Xd), x) {
-        (Some(s), true, _) => Value::Sparse(s.x(), s.x_t()),
-        (_, _, Features::Dense(d)) => Value::Dense(d.view()),
-        (_, _, Features::Sparse(s)) => Value::Sparse(s.x(), s.x_t()),
+    match (train, plan.xd_slot, xd_sparse) {
+        (true, Some(slot), _) => Value::Dense(view(&vals[slot], (plan.n, plan.x_cols))),
+        (true, None, Some(s)) => Value::Sparse(s.x(), s.x_t()),
+        _ => x_value(x),
     }
 }
 
@@ -1193,13 +1202,17 @@ fn run_forward<F: Scalar>(
     };
     let n = plan.n;
     let w = node.layer.out_dim();
-    let xv = x_input(node, x, xd_sparse, flags.mode == Mode::Train);
+    let train = flags.mode == Mode::Train;
     // The output buffer leaves the pool while the inputs are borrowed from it.
     let mut out_buf = std::mem::take(&mut vals[call.out]);
+    // (Only a node that reads X̃ may look at its buffer: another may be reusing it.)
+    let reads_xd = node.inputs.contains(&Src::Xd);
+    let xd = xd_value(plan, vals, x, xd_sparse, train && reads_xd);
     if let Some(src) = call.copy_from {
         let mut out = view_mut(&mut out_buf, (n, w));
         match src {
-            InSlot::X => out.assign(&xv.dense()),
+            InSlot::X => out.assign(&x_value(x).dense()),
+            InSlot::Xd => out.assign(&xd.dense()),
             InSlot::Buf { slot, width } => out.assign(&view(&vals[slot], (n, width))),
         }
     }
@@ -1233,7 +1246,8 @@ fn run_forward<F: Scalar>(
                 pool: vals,
                 slots: &call.ins,
                 n,
-                x: xv,
+                x: x_value(x),
+                xd,
             },
             out: view_mut(&mut out_buf, (n, w)),
             saved,
@@ -1279,7 +1293,8 @@ fn run_backward<F: Scalar>(
         pool: vals,
         slots: &b.ins,
         n,
-        x: x_input(node, x, xd_sparse, true),
+        x: x_value(x),
+        xd: xd_value(plan, vals, x, xd_sparse, node.inputs.contains(&Src::Xd)),
     };
     let saved = match b.saved {
         Some(s) => Saved {
