@@ -73,7 +73,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
         let Bwd {
-            mut scratch, grad, ..
+            scratch, grad, ..
         } = io;
         let GradIo::Separate { dout, mut din } = grad else {
             unreachable!("APPNP's gradient is separate")

@@ -23,7 +23,7 @@
 //!
 //! The `__metadata__` map (string → string) holds `format` (`sparse-gcn`), `version` (`2`),
 //! `weight_layout` (`in_out`), every field of the [`ModelConfig`] (`model`, `in_dim`,
-//! `hidden_dim`, `out_dim`, `n_layers`, `dropout`, `input_dropout`, `norm`, `bias`, `order`,
+//! `hidden_dim`, `out_dim`, `n_layers`, `dropout`, `input_dropout`, `norm_layer`, `bias`, `order`,
 //! `alpha`, `lambda`, `k`, `checkpoint`, `drop_edge`, `mask_streams`), and `orders` (the resolved
 //! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
 //! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
@@ -97,7 +97,7 @@ pub const RESERVED_KEYS: &[&str] = &[
     "n_layers",
     "dropout",
     "input_dropout",
-    "norm",
+    "norm_layer",
     "bias",
     "order",
     "alpha",
@@ -222,7 +222,7 @@ fn to_bytes(path: &Path, model: &mut Model<f32>, extra: &BTreeMap<String, String
         ("n_layers", cfg.n_layers.to_string()),
         ("dropout", cfg.dropout.to_string()),
         ("input_dropout", cfg.input_dropout.to_string()),
-        ("norm", cfg.norm.name().to_string()),
+        ("norm_layer", cfg.norm.name().to_string()),
         ("bias", cfg.bias.to_string()),
         ("order", cfg.order.name().to_string()),
         ("alpha", cfg.alpha.to_string()),
@@ -505,7 +505,9 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
         n_layers: meta_parse(path, meta, "n_layers", uint)?,
         dropout: meta_parse(path, meta, "dropout", float)?,
         input_dropout: meta_parse(path, meta, "input_dropout", float)?,
-        norm: named("norm")?.parse::<NormKind>().map_err(|e| bad("norm", e))?,
+        norm: named("norm_layer")?
+            .parse::<NormKind>()
+            .map_err(|e| bad("norm_layer", e))?,
         bias: meta_parse(path, meta, "bias", "true or false")?,
         order: named("order")?.parse::<Order>().map_err(|e| bad("order", e))?,
         alpha: meta_parse(path, meta, "alpha", float)?,

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod recipe;
+pub mod run;
 
 use std::time::Instant;
 

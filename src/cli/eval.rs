@@ -1,0 +1,83 @@
+//! `sparse-gcn eval`: a checkpoint of any model on a dataset, prepared as training prepared it.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::json;
+
+use sparse_gcn::metrics::accuracy;
+use sparse_gcn::nn::loss::softmax_cross_entropy_loss;
+use sparse_gcn::train::checkpoint;
+use sparse_gcn::train::run::{Prepare, Prepared};
+use sparse_gcn::{par::thread_pool, Par, Result, Scalar};
+
+use super::DataArgs;
+
+#[derive(clap::Args)]
+pub(crate) struct EvalArgs {
+    /// The checkpoint (safetensors) written by `train --save`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: EvalArgs) -> Result<()> {
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let ck = checkpoint::load(&a.checkpoint)?;
+        let mut data_args = a.data.clone();
+        data_args.directed |= ck.extra.get("directed").is_some_and(|v| v == "true");
+        // The node order, feature normalisation and Â of training: each SpMM row sums its
+        // neighbours in the node order, so only the same order reproduces the trained model's
+        // logits (and accuracies) bit for bit.
+        let prepare = Prepare::from_extra(&ck.extra)?;
+        let p = Prepared::new(data_args.load()?, &prepare)?;
+        let d = &p.data;
+        let mut model = ck.build(&p.adj, &d.features)?;
+        let t0 = Instant::now();
+        let logits = model.predict(&p.adj, &d.features, Par::Rayon);
+        let infer_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let acc = |m| accuracy(logits.view(), &d.labels, m);
+        let (train_acc, val_acc, test_acc) =
+            (acc(&d.split.train), acc(&d.split.valid), acc(&d.split.test));
+        // As training computes it: equal bit for bit to `train --json`'s `test_losses` entry of
+        // the saved seed when the logits are.
+        let test_loss =
+            softmax_cross_entropy_loss(logits.view(), &d.labels, &d.split.test).to_f64_lossless();
+        println!(
+            "checkpoint {} ({}) on {}: train {:.4}, val {:.4}, test {:.4} ({:.2} ms inference)",
+            a.checkpoint.display(),
+            ck.config.arch,
+            d.name,
+            train_acc,
+            val_acc,
+            test_acc,
+            infer_ms
+        );
+        if a.json {
+            let j = json!({
+                "checkpoint": a.checkpoint.display().to_string(),
+                "model": ck.config.arch.name(),
+                "dataset": d.name,
+                "n_nodes": p.n_nodes,
+                "nnz": p.adj.nnz(),
+                "train_acc": train_acc,
+                "val_acc": val_acc,
+                "test_acc": test_acc,
+                "test_loss": test_loss,
+                "infer_ms": infer_ms,
+                "reorder": p.prepare.reorder.to_string(),
+                "extra": ck.extra,
+            });
+            println!("{j}");
+        }
+        Ok(())
+    })
+}

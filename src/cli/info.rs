@@ -1,0 +1,57 @@
+//! `sparse-gcn info`: a dataset's statistics.
+
+use sparse_gcn::graph::stats::DatasetStats;
+use sparse_gcn::Result;
+
+use super::DataArgs;
+
+#[derive(clap::Args)]
+pub(crate) struct InfoArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: InfoArgs) -> Result<()> {
+    let d = a.data.load()?;
+    let s = DatasetStats::compute(&d);
+    let kind = if s.directed { "directed" } else { "undirected" };
+    let storage = if s.features_sparse { "sparse" } else { "dense" };
+    println!("dataset            {}", s.name);
+    println!("nodes              {}", s.n_nodes);
+    println!("edges              {} ({kind})", s.n_edges);
+    println!("input edge records {}", s.input_edges);
+    println!("self-loops         {} (kept with weight 1)", s.self_loops);
+    println!("duplicates merged  {}", s.duplicates_merged);
+    println!("isolated nodes     {}", s.isolated_nodes);
+    println!(
+        "degree             min {} / median {} / p99 {} / max {} (mean {:.2})",
+        s.degree_min, s.degree_median, s.degree_p99, s.degree_max, s.degree_mean
+    );
+    println!("edge homophily     {:.4}", s.edge_homophily);
+    let over = if s.clustering_nodes == s.n_nodes {
+        "every node".to_string()
+    } else {
+        format!("{} evenly strided nodes", s.clustering_nodes)
+    };
+    println!(
+        "clustering         {:.4} (mean local coefficient, {over})",
+        s.clustering
+    );
+    println!(
+        "features           {} columns, {} stored ({storage})",
+        s.in_dim, s.feature_nnz
+    );
+    println!("classes            {} {:?}", s.n_classes, s.class_counts);
+    println!(
+        "split {:<12} train {} / valid {} / test {}",
+        s.split, s.n_train, s.n_valid, s.n_test
+    );
+    if a.json {
+        println!("{}", serde_json::to_string(&s).unwrap_or_default());
+    }
+    Ok(())
+}
+

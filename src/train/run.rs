@@ -1,0 +1,235 @@
+//! The training pipeline the CLI, the examples and library users share: prepare a dataset the way
+//! `sparse-gcn train` does (node order, feature row normalisation, Â), train every seed, and
+//! record in a checkpoint what evaluation needs to prepare the data the same way again.
+//!
+//! ```
+//! use sparse_gcn::graph::synthetic::CitationLike;
+//! use sparse_gcn::train::run::{Prepare, Prepared};
+//! use sparse_gcn::train::TrainConfig;
+//! let data = CitationLike { n_nodes: 500, ..Default::default() }.generate(1).unwrap();
+//! let p = Prepared::new(data, &Prepare::default()).unwrap();
+//! let runs = p.fit_seeds(&TrainConfig::default(), &[0, 1], 0, None, &|_, _| {}).unwrap();
+//! assert_eq!(runs.len(), 2);
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::{fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig};
+use crate::graph::reorder::{self, Reorder};
+use crate::graph::{Dataset, Direction, Graph, Norm, NormAdj};
+use crate::nn::Model;
+use crate::{ConfigError, Result};
+
+/// Whether to row-normalise the features (Kipf's preprocessing of bag-of-words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RowNorm {
+    /// When every feature is ≥ 0 (bag-of-words), as Kipf & Welling do; signed dense features
+    /// (ogbn-arxiv-like embeddings) are left as they are.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+impl std::str::FromStr for RowNorm {
+    type Err = ConfigError;
+    /// `auto`, `on`, `off`.
+    fn from_str(s: &str) -> std::result::Result<Self, ConfigError> {
+        crate::error::parse_name(
+            "row normalisation",
+            s,
+            &[("auto", RowNorm::Auto), ("on", RowNorm::On), ("off", RowNorm::Off)],
+        )
+    }
+}
+
+/// How [`Prepared::new`] prepares a dataset. The default is the CLI's: `--reorder auto`,
+/// `--row-norm auto`, `--norm sym`, the raw graph freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prepare {
+    /// Relabel the nodes once for memory locality (see [`reorder::auto_order`]).
+    pub reorder: Reorder,
+    /// Row-normalise the features.
+    pub row_norm: RowNorm,
+    /// The normalisation of Â.
+    pub norm: Norm,
+    /// Keep the raw graph after building Â (DropEdge samples from it); otherwise it is freed.
+    pub keep_graph: bool,
+}
+
+impl Default for Prepare {
+    fn default() -> Self {
+        Prepare {
+            reorder: Reorder::Auto,
+            row_norm: RowNorm::Auto,
+            norm: Norm::Symmetric,
+            keep_graph: false,
+        }
+    }
+}
+
+/// A dataset prepared for training: the node order applied, the features normalised, Â built.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The dataset in the applied node order (its graph emptied unless [`Prepare::keep_graph`]).
+    pub data: Dataset,
+    /// Â.
+    pub adj: NormAdj<f32>,
+    /// How it was prepared, with `reorder` resolved to the order applied.
+    pub prepare: Prepare,
+    /// The order asked for (`auto` before resolution).
+    pub reorder_asked: Reorder,
+    /// Whether the features were row-normalised.
+    pub row_normalized: bool,
+    /// Nodes and edges of the graph.
+    pub n_nodes: usize,
+    /// Edges (undirected edges counted once).
+    pub n_edges: usize,
+    /// Whether the graph is directed.
+    pub directed: bool,
+    /// Seconds spent choosing and applying the node order.
+    pub reorder_s: f64,
+}
+
+impl Prepared {
+    /// Prepares `data` as `p` says.
+    ///
+    /// # Errors
+    /// From reordering (a permutation that does not fit the data).
+    pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
+        let t = Instant::now();
+        let (perm, applied) = match p.reorder {
+            Reorder::Auto => reorder::auto_order(&data.graph),
+            r => (reorder::order(&data.graph, r), r),
+        };
+        if !perm.is_identity() {
+            data = reorder::apply(&data, &perm)?;
+        }
+        drop(perm);
+        let reorder_s = t.elapsed().as_secs_f64();
+        let row_normalized = match p.row_norm {
+            RowNorm::Auto => data.features.is_non_negative(),
+            RowNorm::On => true,
+            RowNorm::Off => false,
+        };
+        if row_normalized {
+            data.features.row_normalize();
+        }
+        let adj = NormAdj::<f32>::new(&data.graph, p.norm);
+        let (n_nodes, n_edges, directed) = (
+            data.graph.n_nodes(),
+            data.graph.n_edges(),
+            data.graph.is_directed(),
+        );
+        if !p.keep_graph {
+            // Training needs only Â: free the raw adjacency (half a GB on products-like).
+            data.graph = Graph::try_from_edges(0, &[], Direction::Undirected)?;
+        }
+        Ok(Prepared {
+            data,
+            adj,
+            prepare: Prepare {
+                reorder: applied,
+                ..*p
+            },
+            reorder_asked: p.reorder,
+            row_normalized,
+            n_nodes,
+            n_edges,
+            directed,
+            reorder_s,
+        })
+    }
+
+    /// Trains one model per seed (in parallel), recording the layers' oversmoothing metrics every
+    /// `metrics_every` epochs (0: none; `rank_sample` rows for the numerical rank). DropEdge (the
+    /// model's `drop_edge` > 0) samples from the kept graph. `on_done` sees each run and its
+    /// trained model.
+    ///
+    /// # Errors
+    /// As [`fit_seeds`]; a DropEdge model without the graph kept is a configuration error.
+    pub fn fit_seeds(
+        &self,
+        cfg: &TrainConfig,
+        seeds: &[u64],
+        metrics_every: usize,
+        rank_sample: Option<usize>,
+        on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<Vec<RunResult>> {
+        let drop_edge = (cfg.model.drop_edge > 0.0 && self.prepare.keep_graph).then_some(
+            DropEdgeSource {
+                graph: &self.data.graph,
+                norm: self.prepare.norm,
+            },
+        );
+        let opts = FitOptions {
+            drop_edge,
+            metrics_every,
+            rank_sample,
+        };
+        let d = &self.data;
+        fit_seeds(
+            &self.adj,
+            &d.features,
+            &d.labels,
+            d.n_classes,
+            &d.split,
+            cfg,
+            seeds,
+            &opts,
+            on_done,
+        )
+    }
+
+    /// The checkpoint metadata evaluation needs to prepare the data the same way
+    /// ([`Prepare::from_extra`]): `dataset`, `row_normalize`, `norm`, `directed`, `reorder`.
+    pub fn extra(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("dataset".to_string(), self.data.name.clone()),
+            ("row_normalize".to_string(), self.row_normalized.to_string()),
+            (
+                "norm".to_string(),
+                match self.prepare.norm {
+                    Norm::Symmetric => "sym",
+                    Norm::Row => "row",
+                }
+                .to_string(),
+            ),
+            ("directed".to_string(), self.directed.to_string()),
+            // What was applied (`auto` resolved).
+            ("reorder".to_string(), self.prepare.reorder.to_string()),
+        ])
+    }
+}
+
+impl Prepare {
+    /// The preparation a checkpoint's metadata records ([`Prepared::extra`]); keys that are
+    /// missing take the defaults of checkpoints written before they existed (row
+    /// normalisation on, symmetric Â, the given node order).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] for an unknown `reorder`.
+    pub fn from_extra(extra: &BTreeMap<String, String>) -> Result<Self> {
+        let row_norm = match extra.get("row_normalize").map(String::as_str) {
+            Some("false") => RowNorm::Off,
+            _ => RowNorm::On,
+        };
+        let norm = match extra.get("norm").map(String::as_str) {
+            Some("row") => Norm::Row,
+            _ => Norm::Symmetric,
+        };
+        let reorder = match extra.get("reorder") {
+            Some(r) => r.parse::<Reorder>()?,
+            None => Reorder::None,
+        };
+        Ok(Prepare {
+            reorder,
+            row_norm,
+            norm,
+            keep_graph: false,
+        })
+    }
+}
