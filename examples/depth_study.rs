@@ -31,13 +31,24 @@ use rayon::prelude::*;
 
 use sparse_gcn::graph::dropedge::DropEdge;
 use sparse_gcn::graph::io::{load, LoadOptions};
+use sparse_gcn::graph::reorder::Reorder;
 use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::graph::{Dataset, Norm};
 use sparse_gcn::metrics::smoothing::{layer_metrics, LayerMetrics};
-use sparse_gcn::nn::{Model, NormKind, Variant};
-use sparse_gcn::train::recipe::Recipe;
-use sparse_gcn::train::{fit_deep, mean_std, median, DropEdgeSource, FitOptions, StopRule};
+use sparse_gcn::nn::{Arch, NormKind};
+use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
+use sparse_gcn::train::{mean_std, median, recipe, StopRule};
 use sparse_gcn::Par;
+
+/// A variant's name in the study's tables and plots (`plain` for the GCN stack).
+type Variant = Arch;
+
+fn vname(v: Variant) -> &'static str {
+    match v {
+        Arch::Gcn => "plain",
+        a => a.name(),
+    }
+}
 
 /// Depth × variant × seed study of deep GCNs (accuracy and oversmoothing metrics).
 #[derive(Parser, Debug, Clone)]
@@ -164,18 +175,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .map(|v| v.parse())
         .collect::<Result<_, _>>()?;
     let norm_override: Option<NormKind> = args.norm.as_deref().map(str::parse).transpose()?;
-    let data = load_data(&args)?;
-    let mut features = data.features.clone();
-    if features.is_non_negative() {
-        features.row_normalize();
-    }
-    let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
+    // The CLI's pipeline: features row-normalised when non-negative, symmetric Â, the graph
+    // kept for DropEdge, the given node order.
+    let prepared = Prepared::new(
+        load_data(&args)?,
+        &Prepare {
+            reorder: Reorder::None,
+            row_norm: RowNorm::Auto,
+            norm: Norm::Symmetric,
+            keep_graph: true,
+        },
+    )?;
+    let data = &prepared.data;
     eprintln!(
         "{}: {} nodes, {} edges, {} features, {} classes; split {}/{}/{}",
         data.name,
         data.graph.n_nodes(),
         data.graph.n_edges(),
-        features.n_cols(),
+        data.features.n_cols(),
         data.n_classes,
         data.split.train.len(),
         data.split.valid.len(),
@@ -186,7 +203,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut jobs = Vec::new();
     for &variant in &variants {
         for &depth in &args.depths {
-            let paper = Recipe::paper(variant, depth).drop_edge;
+            let paper = recipe::depth_study(variant, depth).model.drop_edge;
             let mut rates: Vec<f64> = Vec::new();
             for r in &args.drop_edge {
                 let p = if r == "paper" { paper } else { r.parse()? };
@@ -217,13 +234,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut outcomes: Vec<Outcome> = jobs
         .par_iter()
         .filter_map(|job| {
-            let r = run_job(job, &args, norm_override, &data, &features, &adj);
+            let r = run_job(job, &args, norm_override, &prepared);
             bar.inc(1);
             match r {
                 Ok(o) => {
                     bar.set_message(format!(
                         "{} L={} de={} seed {}: {:.3}",
-                        job.variant, job.depth, job.drop_edge, job.seed, o.test_acc
+                        vname(job.variant),
+                        job.depth,
+                        job.drop_edge,
+                        job.seed,
+                        o.test_acc
                     ));
                     Some(o)
                 }
@@ -257,7 +278,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     write_csv(&args.out, &outcomes)?;
     let groups = group(&outcomes);
     let wall = t_start.elapsed().as_secs_f64();
-    let summary = summary_md(&args, &data, &groups, wall);
+    let summary = summary_md(&args, data, &groups, wall);
     fs::write(args.out.join("summary.md"), &summary)?;
     plot_accuracy(&args.out.join("accuracy_vs_depth.svg"), &groups)?;
     let deepest = args.depths.iter().copied().max().unwrap_or(2);
@@ -303,11 +324,9 @@ fn run_job(
     job: &Job,
     args: &Args,
     norm_override: Option<NormKind>,
-    data: &Dataset,
-    features: &sparse_gcn::graph::Features<f32>,
-    adj: &NormAdj<f32>,
+    prepared: &Prepared,
 ) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
-    let mut r = Recipe::paper(job.variant, job.depth);
+    let mut r = recipe::depth_study(job.variant, job.depth);
     if let Some(h) = args.hidden {
         r.model.hidden_dim = h;
     }
@@ -325,38 +344,22 @@ fn run_job(
         r.model.lambda = l;
     }
     r.model.checkpoint = args.checkpoint;
+    r.model.drop_edge = job.drop_edge;
     if let Some(lr) = args.lr {
-        r.train.lr = lr;
+        r.lr = lr;
     }
     if let Some(wd) = &args.wd {
-        r.train.weight_decay = wd.clone();
+        r.weight_decay = wd.clone();
     }
     if let Some(e) = args.epochs {
-        r.train.epochs = e;
+        r.epochs = e;
     }
     if let Some(p) = args.patience {
-        r.train.stop = StopRule::Patience { patience: p };
+        r.stop = StopRule::Patience { patience: p };
     }
-    r.train.par = Par::Rayon;
-    let opts = FitOptions {
-        drop_edge: (job.drop_edge > 0.0).then_some(DropEdgeSource {
-            graph: &data.graph,
-            drop: DropEdge { p: job.drop_edge },
-            norm: Norm::Symmetric,
-        }),
-        ..Default::default()
-    };
-    let (run, model) = fit_deep(
-        adj,
-        features,
-        &data.labels,
-        data.n_classes,
-        &data.split,
-        &r.model,
-        &r.train,
-        job.seed,
-        &opts,
-    )?;
+    r.par = Par::Rayon;
+    let (run, mut model) = prepared.fit(&r, job.seed, 0, None)?;
+    let (adj, features) = (&prepared.adj, &prepared.data.features);
     let rank = (args.rank_sample > 0).then_some((args.rank_sample, job.seed));
     let mut layers = Vec::new();
     model.visit_representations(adj, features, Par::Rayon, &mut |_, h| {
@@ -364,7 +367,7 @@ fn run_job(
     });
     let last_hidden = match job.variant {
         // The last representation is the logits (a graph convolution's output).
-        Variant::Plain | Variant::Residual => layers.len().saturating_sub(2),
+        Arch::Gcn | Arch::Residual => layers.len().saturating_sub(2),
         _ => layers.len().saturating_sub(1),
     };
     Ok(Outcome {
@@ -377,8 +380,8 @@ fn run_job(
         epoch_ms: median(
             run.history
                 .iter()
-                .skip(if run.history.len() > r.train.warmup {
-                    r.train.warmup
+                .skip(if run.history.len() > r.warmup {
+                    r.warmup
                 } else {
                     0
                 })
@@ -392,9 +395,9 @@ fn run_job(
 
 fn label(v: Variant, de: f64) -> String {
     if de > 0.0 {
-        format!("{v}+DropEdge {de}")
+        format!("{}+DropEdge {de}", vname(v))
     } else {
-        v.to_string()
+        vname(v).to_string()
     }
 }
 
@@ -416,7 +419,7 @@ fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
         let _ = writeln!(
             runs,
             "{},{},{},{},{:.4},{:.4},{},{},{:.3},{},{},{},{},{},{}",
-            j.variant,
+            vname(j.variant),
             j.depth,
             j.drop_edge,
             j.seed,
@@ -436,7 +439,7 @@ fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
             let _ = writeln!(
                 layers,
                 "{},{},{},{},{},{},{},{},{},{}",
-                j.variant,
+                vname(j.variant),
                 j.depth,
                 j.drop_edge,
                 j.seed,

@@ -7,8 +7,8 @@
 
 use sparse_gcn::graph::io::{load_ogb, OgbOptions};
 use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::train::{fit_seeds, mean_std, TrainConfig};
+use sparse_gcn::train::run::{Prepare, Prepared};
+use sparse_gcn::train::{mean_std, TrainConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut data_dir = None;
@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let mut data = match &data_dir {
+    let data = match &data_dir {
         Some(dir) => load_ogb(
             dir,
             &OgbOptions {
@@ -36,30 +36,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?,
         None => CitationLike::default().generate(0)?,
     };
-    data.features.row_normalize();
-    let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
+    // The CLI's pipeline (`sparse-gcn train`): node order, feature normalisation, Â.
+    let p = Prepared::new(data, &Prepare::default())?;
     let cfg = TrainConfig {
         epochs: if quick { 50 } else { 200 },
         ..Default::default()
     };
     let seeds: Vec<u64> = (0..if quick { 2 } else { seeds }).collect();
-    let runs = fit_seeds(
-        &adj,
-        &data.features,
-        &data.labels,
-        data.n_classes,
-        &data.split,
-        &cfg,
-        &seeds,
-        &|_, _| {},
-    )?;
+    let runs = p.fit_seeds(&cfg, &seeds, 0, None, &|_, _| {})?;
     let accs: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
     let (m, s) = mean_std(&accs);
     println!(
         "{}: {} nodes, nnz(Â) {}; test accuracy {:.2} ± {:.2} % over {} seeds",
-        data.name,
-        data.graph.n_nodes(),
-        adj.nnz(),
+        p.data.name,
+        p.n_nodes,
+        p.adj.nnz(),
         100.0 * m,
         100.0 * s,
         seeds.len()

@@ -26,7 +26,9 @@ use std::sync::OnceLock;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
 use sparse_gcn::nn::{self, Arch, ModelConfig, NormKind};
-use sparse_gcn::train::{fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig};
+use sparse_gcn::train::{
+    fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig,
+};
 use sparse_gcn::Par;
 
 // ---------------------------------------------------------------------------------------------
@@ -491,8 +493,17 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
             }),
             ..FitOptions::default()
         };
-        let (run, mut model) =
-            fit_model(adj, x, &d.labels, d.n_classes, &d.split, &cfg, o.seed, &opts).unwrap();
+        let (run, mut model) = fit_model(
+            adj,
+            x,
+            &d.labels,
+            d.n_classes,
+            &d.split,
+            &cfg,
+            o.seed,
+            &opts,
+        )
+        .unwrap();
         let logits = model.predict(adj, x, Par::Rayon);
         let epochs = run
             .history

@@ -74,4 +74,3 @@ pub(crate) fn run(a: GenerateArgs) -> Result<()> {
         Ok(())
     })
 }
-

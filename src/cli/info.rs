@@ -54,4 +54,3 @@ pub(crate) fn run(a: InfoArgs) -> Result<()> {
     }
     Ok(())
 }
-

@@ -130,4 +130,3 @@ pub(crate) fn progress_bar(len: u64, template: &str) -> ProgressBar {
     b.enable_steady_tick(std::time::Duration::from_millis(200));
     b
 }
-

@@ -37,7 +37,14 @@ pub trait Propagate<F: Scalar>: Sync {
     ///
     /// # Shapes
     /// `g`, `out`: [`Propagate::n_rows`] × d.
-    fn at_times(&self, alpha: F, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut2<'_, F>, par: Par);
+    fn at_times(
+        &self,
+        alpha: F,
+        g: ArrayView2<'_, F>,
+        beta: F,
+        out: ArrayViewMut2<'_, F>,
+        par: Par,
+    );
 
     /// The sparsity pattern of Â·X for sparse X (values unspecified), to be filled by
     /// [`Propagate::a_times_sparse`].
@@ -124,11 +131,25 @@ impl<F: Scalar> Propagate<F> for NormAdj<F> {
         NormAdj::nnz(self)
     }
 
-    fn a_times(&self, alpha: F, x: ArrayView2<'_, F>, beta: F, out: ArrayViewMut2<'_, F>, par: Par) {
+    fn a_times(
+        &self,
+        alpha: F,
+        x: ArrayView2<'_, F>,
+        beta: F,
+        out: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
         spmm(alpha, self.a(), x, beta, out, par);
     }
 
-    fn at_times(&self, alpha: F, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut2<'_, F>, par: Par) {
+    fn at_times(
+        &self,
+        alpha: F,
+        g: ArrayView2<'_, F>,
+        beta: F,
+        out: ArrayViewMut2<'_, F>,
+        par: Par,
+    ) {
         spmm(alpha, self.a_t(), g, beta, out, par);
     }
 

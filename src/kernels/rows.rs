@@ -108,8 +108,16 @@ pub fn for_each_row2<F: Scalar>(
     let step = chunk_rows(d);
     if let (Some(sa), Some(sb), true) = (a.as_slice_mut(), b.as_slice_mut(), d > 0) {
         let chunk = |(c, (ca, cb)): (usize, (&mut [F], &mut [F]))| {
-            for (r, (ra, rb)) in ca.chunks_exact_mut(d).zip(cb.chunks_exact_mut(d)).enumerate() {
-                f(c * step + r, ArrayViewMut1::from(ra), ArrayViewMut1::from(rb));
+            for (r, (ra, rb)) in ca
+                .chunks_exact_mut(d)
+                .zip(cb.chunks_exact_mut(d))
+                .enumerate()
+            {
+                f(
+                    c * step + r,
+                    ArrayViewMut1::from(ra),
+                    ArrayViewMut1::from(rb),
+                );
             }
         };
         match par {
@@ -126,7 +134,11 @@ pub fn for_each_row2<F: Scalar>(
         }
         return;
     }
-    for (i, (ra, rb)) in a.axis_iter_mut(Axis(0)).zip(b.axis_iter_mut(Axis(0))).enumerate() {
+    for (i, (ra, rb)) in a
+        .axis_iter_mut(Axis(0))
+        .zip(b.axis_iter_mut(Axis(0)))
+        .enumerate()
+    {
         f(i, ra, rb);
     }
 }

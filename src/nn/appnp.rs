@@ -56,8 +56,13 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         // Z_k alternates between `out` and the scratch so that Z_K lands in `out`.
         let mut in_out = self.k % 2 == 1;
         {
-            let mut z1 = if in_out { out.view_mut() } else { view_mut(tmp, (n, c)) };
-            cx.adj.a_times(F::one() - a, h, F::zero(), z1.view_mut(), par);
+            let mut z1 = if in_out {
+                out.view_mut()
+            } else {
+                view_mut(tmp, (n, c))
+            };
+            cx.adj
+                .a_times(F::one() - a, h, F::zero(), z1.view_mut(), par);
             z1.scaled_add(a, &h);
         }
         for _ in 1..self.k {
@@ -66,15 +71,14 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             } else {
                 (view(tmp, (n, c)), out.view_mut())
             };
-            cx.adj.a_times(F::one() - a, src, F::zero(), dst.view_mut(), par);
+            cx.adj
+                .a_times(F::one() - a, src, F::zero(), dst.view_mut(), par);
             dst.scaled_add(a, &h);
             in_out = !in_out;
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            scratch, grad, ..
-        } = io;
+        let Bwd { scratch, grad, .. } = io;
         let GradIo::Separate { dout, mut din } = grad else {
             unreachable!("APPNP's gradient is separate")
         };

@@ -115,7 +115,8 @@ impl FromStr for Arch {
     /// `gcn`, `residual`, `gcnii`, `jk-cat`, `jk-max`, `jk-att`, `sgc`, `appnp` (and `plain` for
     /// `gcn`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut choices: Vec<(&'static str, Arch)> = Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
+        let mut choices: Vec<(&'static str, Arch)> =
+            Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
         choices.push(("plain", Arch::Gcn));
         crate::error::parse_name("model", s, &choices)
     }
@@ -324,8 +325,9 @@ impl ModelConfig {
             Arch::Gcn => {
                 // Weights drawn layer by layer.
                 let dims = self.widths();
-                let convs: Vec<GcnConv<F>> =
-                    (0..self.n_layers).map(|l| b.conv(l, dims[l], dims[l + 1], rng)).collect();
+                let convs: Vec<GcnConv<F>> = (0..self.n_layers)
+                    .map(|l| b.conv(l, dims[l], dims[l + 1], rng))
+                    .collect();
                 let mut taps = Vec::new();
                 let mut prev = Src::Xd;
                 let last = self.n_layers - 1;
@@ -346,7 +348,12 @@ impl ModelConfig {
                     let z = b.norm(z, h);
                     // ReLU, then the dropout of the next convolution's input (site l + 2).
                     let p = self.dropout;
-                    prev = Src::Node(b.push(ReluDropout { dim: h, p }, vec![Src::Node(z)], 0, l as u64 + 2));
+                    prev = Src::Node(b.push(
+                        ReluDropout { dim: h, p },
+                        vec![Src::Node(z)],
+                        0,
+                        l as u64 + 2,
+                    ));
                     b.end_block(l);
                     taps.push(prev_node(prev));
                 }
@@ -354,8 +361,9 @@ impl ModelConfig {
             }
             Arch::Residual => {
                 let dims = self.widths();
-                let convs: Vec<GcnConv<F>> =
-                    (0..self.n_layers).map(|l| b.conv(l, dims[l], dims[l + 1], rng)).collect();
+                let convs: Vec<GcnConv<F>> = (0..self.n_layers)
+                    .map(|l| b.conv(l, dims[l], dims[l + 1], rng))
+                    .collect();
                 let proj = (self.in_dim != h || x.is_sparse())
                     .then(|| Linear::<F>::new(self.in_dim, h, false, rng));
                 let mut skip = match proj {
@@ -401,7 +409,12 @@ impl ModelConfig {
                     outs.push(Src::Node(a));
                     if l < last {
                         let p = self.dropout;
-                        prev = Src::Node(b.push(Dropout { dim: h, p }, vec![Src::Node(a)], 0, l as u64 + 2));
+                        prev = Src::Node(b.push(
+                            Dropout { dim: h, p },
+                            vec![Src::Node(a)],
+                            0,
+                            l as u64 + 2,
+                        ));
                     }
                     b.end_block(l);
                 }
@@ -431,7 +444,8 @@ impl ModelConfig {
                     let z = b.push(conv, vec![prev, h0], 1, 0);
                     // ReLU, then the dropout of the next block's input (or the head's).
                     let site = (l as u64 + 2).min(nh + 1);
-                    prev = Src::Node(b.push(ReluDropout { dim: h, p }, vec![Src::Node(z)], 0, site));
+                    prev =
+                        Src::Node(b.push(ReluDropout { dim: h, p }, vec![Src::Node(z)], 0, site));
                     taps.push(prev_node(prev));
                     b.end_block(l);
                 }
@@ -441,7 +455,15 @@ impl ModelConfig {
             Arch::Sgc => {
                 let lin = Linear::<F>::new(self.in_dim, self.out_dim, true, rng);
                 let k = self.k;
-                let s = b.push(SgcPropagate { k, dim: self.in_dim }, vec![Src::X], 0, 0);
+                let s = b.push(
+                    SgcPropagate {
+                        k,
+                        dim: self.in_dim,
+                    },
+                    vec![Src::X],
+                    0,
+                    0,
+                );
                 let z = b.push(lin, vec![Src::Node(s)], 0, 0);
                 (1, vec![s, z])
             }
@@ -531,7 +553,13 @@ impl<'a, F: Scalar> Builder<'a, F> {
     }
 
     /// Graph convolution `l` (in draw order), its order resolved by the cost model.
-    fn conv<R: Rng + ?Sized>(&mut self, l: usize, din: usize, dout: usize, rng: &mut R) -> GcnConv<F> {
+    fn conv<R: Rng + ?Sized>(
+        &mut self,
+        l: usize,
+        din: usize,
+        dout: usize,
+        rng: &mut R,
+    ) -> GcnConv<F> {
         let first = l == 0;
         let sparse = match self.x {
             Features::Sparse(s) if first => Some(s),
@@ -560,7 +588,13 @@ impl<'a, F: Scalar> Builder<'a, F> {
         GcnConv::new(din, dout, self.cfg.bias, order, rng)
     }
 
-    fn push(&mut self, layer: impl Layer<F> + 'static, inputs: Vec<Src>, group: usize, site: u64) -> usize {
+    fn push(
+        &mut self,
+        layer: impl Layer<F> + 'static,
+        inputs: Vec<Src>,
+        group: usize,
+        site: u64,
+    ) -> usize {
         self.nodes.push(Node {
             layer: Box::new(layer),
             inputs,

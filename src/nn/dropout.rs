@@ -15,9 +15,7 @@
 use ndarray::Zip;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
-use crate::kernels::{
-    bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace, MaskRng,
-};
+use crate::kernels::{bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace, MaskRng};
 use crate::Scalar;
 
 /// ReLU, in place, keeping the sign of each input as one byte.

@@ -258,9 +258,7 @@ impl<F: Scalar> GcnConv<F> {
         if sparse.is_none() || !keep_pattern {
             *sparse = Some(SparseFeatures::new(adj.a_times_sparse_pattern(xs)));
         }
-        let s = sparse
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("set above"));
+        let s = sparse.as_mut().unwrap_or_else(|| unreachable!("set above"));
         tmp.resize(xs.cols(), F::zero());
         adj.a_times_sparse(xs, s.x_mut(), tmp);
         s.sync_transpose();
@@ -339,7 +337,13 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                             }
                             Value::Sparse(..) => {
                                 let mut s = None;
-                                Self::aggregate_sparse(cx.adj, x, true, &mut s, &mut self.spgemm_tmp);
+                                Self::aggregate_sparse(
+                                    cx.adj,
+                                    x,
+                                    true,
+                                    &mut s,
+                                    &mut self.spgemm_tmp,
+                                );
                                 Aggregated::Sparse(s.unwrap_or_else(|| unreachable!("set")))
                             }
                         });
@@ -352,7 +356,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     match x {
                         Value::Dense(h) => {
                             let s = saved.take_f(n * self.in_dim());
-                            cx.adj.a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
+                            cx.adj
+                                .a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
                             Value::Dense(view(s, h.dim()))
                         }
                         Value::Sparse(..) => {
@@ -377,7 +382,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                 let t = scratch.take_f(n * self.out_dim());
                 let mut t = view_mut(t, (n, self.out_dim()));
                 x.times(w, t.view_mut(), par);
-                cx.adj.a_times(F::one(), t.view(), F::zero(), out.view_mut(), par);
+                cx.adj
+                    .a_times(F::one(), t.view(), F::zero(), out.view_mut(), par);
             }
         }
         if let Some(b) = &self.bias {
@@ -417,15 +423,18 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     let wt = self.weight.value.t();
                     gemm(F::one(), g, wt, F::zero(), view_mut(tmp, (n, din)), par);
                     let y = view(tmp, (n, din));
-                    cx.adj.at_times(F::one(), y, F::zero(), view_mut(grad, (n, din)), par);
+                    cx.adj
+                        .at_times(F::one(), y, F::zero(), view_mut(grad, (n, din)), par);
                 }
             }
             _ => {
                 // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
                 let p = scratch.take_f(n * dout);
-                cx.adj.at_times(F::one(), g, F::zero(), view_mut(p, (n, dout)), par);
+                cx.adj
+                    .at_times(F::one(), g, F::zero(), view_mut(p, (n, dout)), par);
                 let p: ArrayView2<'_, F> = view(p, (n, dout));
-                ins.get(0).t_times_acc(cx.adj, p, self.weight.grad.view_mut(), par);
+                ins.get(0)
+                    .t_times_acc(cx.adj, p, self.weight.grad.view_mut(), par);
                 if need_dh {
                     let wt = self.weight.value.t();
                     gemm(F::one(), p, wt, F::zero(), view_mut(grad, (n, din)), par);

@@ -107,7 +107,8 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         let a = F::from_f64_lossy(self.alpha);
         let b = F::from_f64_lossy(self.beta);
         let mut s = view_mut(saved.take_f(n * d), (n, d));
-        cx.adj.a_times(F::one() - a, h, F::zero(), s.view_mut(), par);
+        cx.adj
+            .a_times(F::one() - a, h, F::zero(), s.view_mut(), par);
         s.scaled_add(a, &h0);
         Zip::from(&mut out)
             .and(&s)

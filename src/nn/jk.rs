@@ -216,11 +216,8 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                     let wins = |o: &F, v: F| v > *o || (v.is_nan() && !o.is_nan());
                     if keep {
                         let lb = (l as u16).to_le_bytes();
-                        for ((mut orow, mut irow), hrow) in out
-                            .rows_mut()
-                            .into_iter()
-                            .zip(idx.rows_mut())
-                            .zip(h.rows())
+                        for ((mut orow, mut irow), hrow) in
+                            out.rows_mut().into_iter().zip(idx.rows_mut()).zip(h.rows())
                         {
                             for k in 0..d {
                                 if wins(&orow[k], hrow[k]) {

@@ -111,7 +111,11 @@ pub struct Req {
 impl Req {
     /// `f` scalars.
     pub const fn f(n: usize) -> Req {
-        Req { f: n, u8: 0, f64: 0 }
+        Req {
+            f: n,
+            u8: 0,
+            f64: 0,
+        }
     }
     /// The element-wise maximum.
     pub fn max(self, o: Req) -> Req {

@@ -83,7 +83,8 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         if let Some(b) = &mut self.bias {
             cx.adj.col_sum(g, F::one(), b.grad.row_mut(0));
         }
-        ins.get(0).t_times_acc(cx.adj, g, self.weight.grad.view_mut(), cx.par);
+        ins.get(0)
+            .t_times_acc(cx.adj, g, self.weight.grad.view_mut(), cx.par);
         if let Some(dx) = din.get(0) {
             gemm(F::one(), g, self.weight.value.t(), F::zero(), dx, cx.par);
         }

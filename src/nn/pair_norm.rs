@@ -188,7 +188,8 @@ impl<F: Scalar> Layer<F> for PairNorm {
                         .sum::<f64>()
                 };
                 if self.mode == PairNormMode::Pn {
-                    cx.adj.sum_rows(d, parts, tot, &|i, acc| acc[0] += sq(i), par);
+                    cx.adj
+                        .sum_rows(d, parts, tot, &|i, acc| acc[0] += sq(i), par);
                     inv_r[0] = inv_row_norm(tot[0] / n.max(1) as f64);
                 } else {
                     map_rows_into(d, &mut inv_r[..n], par, |i| inv_row_norm(sq(i)));

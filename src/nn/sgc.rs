@@ -51,7 +51,11 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         let mut in_out = self.k % 2 == 1;
         match ins.get(0) {
             Value::Dense(x) => {
-                let first = if in_out { out.view_mut() } else { view_mut(tmp, (n, d)) };
+                let first = if in_out {
+                    out.view_mut()
+                } else {
+                    view_mut(tmp, (n, d))
+                };
                 cx.adj.a_times(F::one(), x, F::zero(), first, par);
             }
             Value::Sparse(x, _) => {
@@ -59,7 +63,11 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
                 let mut s = SparseFeatures::new(cx.adj.a_times_sparse_pattern(x));
                 let mut acc = vec![F::zero(); d];
                 cx.adj.a_times_sparse(x, s.x_mut(), &mut acc);
-                let mut first = if in_out { out.view_mut() } else { view_mut(tmp, (n, d)) };
+                let mut first = if in_out {
+                    out.view_mut()
+                } else {
+                    view_mut(tmp, (n, d))
+                };
                 first.fill(F::zero());
                 for (i, row) in s.x().outer_iterator().enumerate() {
                     for (j, &v) in row.iter() {
@@ -92,7 +100,11 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         let (n, d, par) = (cx.n(), self.dim, cx.par);
         let tmp = scratch.take_f(n * d);
         let mut in_dx = self.k % 2 == 1;
-        let first = if in_dx { dx.view_mut() } else { view_mut(tmp, (n, d)) };
+        let first = if in_dx {
+            dx.view_mut()
+        } else {
+            view_mut(tmp, (n, d))
+        };
         cx.adj.at_times(F::one(), dout, F::zero(), first, par);
         for _ in 1..self.k {
             if in_dx {

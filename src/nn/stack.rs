@@ -39,7 +39,7 @@ use ndarray::{Array1, ArrayView2, ArrayViewMut2, Zip};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs, InputDesc};
+use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
 use super::layer::{Layer, Req, Saved, Value};
 use super::param::Param;
 use super::{Mode, ModelConfig, Order};
@@ -661,7 +661,11 @@ impl<F: Scalar> Model<F> {
             if req.is_empty() {
                 continue;
             }
-            let end = if seg_of[i].is_some() { t_fwd[i] } else { t_bwd[i] };
+            let end = if seg_of[i].is_some() {
+                t_fwd[i]
+            } else {
+                t_bwd[i]
+            };
             fwd_saved[i] = Some(saved.add(t_fwd[i], end, 0));
             saved_req.push(req);
             if seg_of[i].is_some() {
@@ -693,7 +697,11 @@ impl<F: Scalar> Model<F> {
             } else {
                 fwd_inst[c]
             };
-            let took = if rec { takes_over_rec[c] } else { takes_over[c] };
+            let took = if rec {
+                takes_over_rec[c]
+            } else {
+                takes_over[c]
+            };
             Call {
                 ins,
                 out: val_slot[out_inst],
@@ -782,7 +790,8 @@ impl<F: Scalar> Model<F> {
                 if !runs[c] {
                     return BwdCall::default();
                 }
-                let widths: Vec<usize> = node.inputs.iter().map(|s| width(s, &self.nodes)).collect();
+                let widths: Vec<usize> =
+                    node.inputs.iter().map(|s| width(s, &self.nodes)).collect();
                 BwdCall {
                     run: true,
                     ins: if node.layer.keeps_input() {
@@ -800,9 +809,8 @@ impl<F: Scalar> Model<F> {
                     }
                     .map(|k| saved_slot[k]),
                     dout: g_inst[c].map_or(usize::MAX, |g| grad_slot[g]),
-                    in_place: ip_plan[c].map(|(need_in, add)| {
-                        (need_in, add.map(|gi| (grad_slot[gi], widths[0])))
-                    }),
+                    in_place: ip_plan[c]
+                        .map(|(need_in, add)| (need_in, add.map(|gi| (grad_slot[gi], widths[0])))),
                     din: din_plan[c]
                         .iter()
                         .zip(&widths)
@@ -908,11 +916,22 @@ impl<F: Scalar> Model<F> {
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
         }
-        self.forward(&mut ws, adj, base_adj, x, Mode::Train, Some(rng), par, &mut |_, _| {});
+        self.forward(
+            &mut ws,
+            adj,
+            base_adj,
+            x,
+            Mode::Train,
+            Some(rng),
+            par,
+            &mut |_, _| {},
+        );
         let n = ws.plan.n;
         let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
         let go = {
-            let Workspace { vals, grads, plan, .. } = &mut *ws;
+            let Workspace {
+                vals, grads, plan, ..
+            } = &mut *ws;
             let logits = view(&vals[plan.out_slot], (n, c));
             loss(logits, view_mut(&mut grads[plan.dlogits_slot], (n, c)))
         };
@@ -939,7 +958,12 @@ impl<F: Scalar> Model<F> {
     }
 
     /// The logits of an evaluation pass, as a new array.
-    pub fn predict(&mut self, adj: &dyn Propagate<F>, x: &Features<F>, par: Par) -> ndarray::Array2<F> {
+    pub fn predict(
+        &mut self,
+        adj: &dyn Propagate<F>,
+        x: &Features<F>,
+        par: Par,
+    ) -> ndarray::Array2<F> {
         let mut out = None;
         self.eval_pass(adj, x, par, &mut |z| out = Some(z.to_owned()));
         out.unwrap_or_else(|| unreachable!("eval_pass calls back"))

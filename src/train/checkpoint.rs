@@ -178,7 +178,11 @@ pub fn save_with(
 }
 
 /// Serialises `model` and its configuration.
-fn to_bytes(path: &Path, model: &mut Model<f32>, extra: &BTreeMap<String, String>) -> Result<Vec<u8>> {
+fn to_bytes(
+    path: &Path,
+    model: &mut Model<f32>,
+    extra: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
     if let Some(key) = extra.keys().find(|k| RESERVED_KEYS.contains(&k.as_str())) {
         return Err(dataset_err(
             path,
@@ -398,7 +402,12 @@ impl Checkpoint {
         let mut model = self
             .config
             .build(adj, x, Some(&self.orders), &mut rng)
-            .map_err(|e| dataset_err(path, format!("the metadata describes an invalid model: {e}")))?;
+            .map_err(|e| {
+                dataset_err(
+                    path,
+                    format!("the metadata describes an invalid model: {e}"),
+                )
+            })?;
         let mut used = 0usize;
         let mut err: Option<Error> = None;
         let mut fill = |name: &str, shape: &[usize], dst: &mut dyn Iterator<Item = &mut f32>| {
@@ -436,7 +445,10 @@ impl Checkpoint {
                 .unwrap_or_default();
             return Err(dataset_err(
                 path,
-                format!("unexpected tensor `{extra}` for a {} model", self.config.arch),
+                format!(
+                    "unexpected tensor `{extra}` for a {} model",
+                    self.config.arch
+                ),
             ));
         }
         Ok(model)
@@ -486,7 +498,8 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
     let uint = "a non-negative integer";
     let float = "a number";
     let named = |key: &str| -> Result<String> { Ok(meta_get(path, meta, key)?.to_string()) };
-    let bad = |key: &str, e: crate::ConfigError| dataset_err(path, format!("metadata `{key}`: {e}"));
+    let bad =
+        |key: &str, e: crate::ConfigError| dataset_err(path, format!("metadata `{key}`: {e}"));
     let streams = match meta_get(path, meta, "mask_streams")? {
         "shared" => MaskStreams::Shared,
         "per-layer" => MaskStreams::PerLayer,
@@ -498,7 +511,9 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
         }
     };
     let config = ModelConfig {
-        arch: named("model")?.parse::<Arch>().map_err(|e| bad("model", e))?,
+        arch: named("model")?
+            .parse::<Arch>()
+            .map_err(|e| bad("model", e))?,
         in_dim: meta_parse(path, meta, "in_dim", uint)?,
         hidden_dim: meta_parse(path, meta, "hidden_dim", uint)?,
         out_dim: meta_parse(path, meta, "out_dim", uint)?,
@@ -509,7 +524,9 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
             .parse::<NormKind>()
             .map_err(|e| bad("norm_layer", e))?,
         bias: meta_parse(path, meta, "bias", "true or false")?,
-        order: named("order")?.parse::<Order>().map_err(|e| bad("order", e))?,
+        order: named("order")?
+            .parse::<Order>()
+            .map_err(|e| bad("order", e))?,
         alpha: meta_parse(path, meta, "alpha", float)?,
         lambda: meta_parse(path, meta, "lambda", float)?,
         k: meta_parse(path, meta, "k", uint)?,

@@ -472,7 +472,17 @@ pub fn fit<F: Scalar>(
     cfg: &TrainConfig,
     seed: u64,
 ) -> Result<RunResult> {
-    fit_model(adj, x, labels, n_classes, split, cfg, seed, &FitOptions::default()).map(|(r, _)| r)
+    fit_model(
+        adj,
+        x,
+        labels,
+        n_classes,
+        split,
+        cfg,
+        seed,
+        &FitOptions::default(),
+    )
+    .map(|(r, _)| r)
 }
 
 /// [`fit`] with options (DropEdge's graph, metrics), also returning the trained model (with the

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig};
+use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig};
 use crate::graph::reorder::{self, Reorder};
 use crate::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use crate::nn::Model;
@@ -41,7 +41,11 @@ impl std::str::FromStr for RowNorm {
         crate::error::parse_name(
             "row normalisation",
             s,
-            &[("auto", RowNorm::Auto), ("on", RowNorm::On), ("off", RowNorm::Off)],
+            &[
+                ("auto", RowNorm::Auto),
+                ("on", RowNorm::On),
+                ("off", RowNorm::Off),
+            ],
         )
     }
 }
@@ -159,17 +163,7 @@ impl Prepared {
         rank_sample: Option<usize>,
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
-        let drop_edge = (cfg.model.drop_edge > 0.0 && self.prepare.keep_graph).then_some(
-            DropEdgeSource {
-                graph: &self.data.graph,
-                norm: self.prepare.norm,
-            },
-        );
-        let opts = FitOptions {
-            drop_edge,
-            metrics_every,
-            rank_sample,
-        };
+        let opts = self.options(cfg, metrics_every, rank_sample);
         let d = &self.data;
         fit_seeds(
             &self.adj,
@@ -182,6 +176,50 @@ impl Prepared {
             &opts,
             on_done,
         )
+    }
+
+    /// Trains one model with `seed` (see [`Prepared::fit_seeds`]) and returns it with its run.
+    ///
+    /// # Errors
+    /// As [`Prepared::fit_seeds`].
+    pub fn fit(
+        &self,
+        cfg: &TrainConfig,
+        seed: u64,
+        metrics_every: usize,
+        rank_sample: Option<usize>,
+    ) -> Result<(RunResult, Model<f32>)> {
+        let opts = self.options(cfg, metrics_every, rank_sample);
+        let d = &self.data;
+        fit_model(
+            &self.adj,
+            &d.features,
+            &d.labels,
+            d.n_classes,
+            &d.split,
+            cfg,
+            seed,
+            &opts,
+        )
+    }
+
+    /// The training options of a run with `cfg`: DropEdge's source when the model drops edges.
+    fn options(
+        &self,
+        cfg: &TrainConfig,
+        metrics_every: usize,
+        rank_sample: Option<usize>,
+    ) -> FitOptions<'_> {
+        let drop_edge =
+            (cfg.model.drop_edge > 0.0 && self.prepare.keep_graph).then_some(DropEdgeSource {
+                graph: &self.data.graph,
+                norm: self.prepare.norm,
+            });
+        FitOptions {
+            drop_edge,
+            metrics_every,
+            rank_sample,
+        }
     }
 
     /// The checkpoint metadata evaluation needs to prepare the data the same way
