@@ -1,0 +1,460 @@
+//! The execution of a pass on the planned buffers: the input dropout, each forward call (the
+//! layer's inputs borrowed from the pool, its output buffer taken out while it runs), the
+//! recomputation of checkpointed segments, each backward call and the accumulation of input
+//! gradients.
+
+use ndarray::{ArrayView2, Zip};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::plan::{Ev, Plan};
+use super::{MaskStreams, Model, Node, Src};
+use crate::graph::{Features, Propagate, SparseFeatures};
+use crate::kernels::MaskRng;
+use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
+use crate::nn::layer::{Saved, Value};
+use crate::nn::Mode;
+use crate::{Par, Scalar};
+
+/// The buffers of a model's passes.
+#[derive(Debug)]
+pub(super) struct Workspace<F> {
+    pub(super) plan: Plan,
+    pub(super) vals: Vec<Vec<F>>,
+    pub(super) saved_f: Vec<Vec<F>>,
+    pub(super) saved_u8: Vec<Vec<u8>>,
+    pub(super) saved_f64: Vec<Vec<f64>>,
+    pub(super) grads: Vec<Vec<F>>,
+    pub(super) scratch_f: Vec<F>,
+    pub(super) scratch_u8: Vec<u8>,
+    pub(super) scratch_f64: Vec<f64>,
+    /// Dropped sparse features (the pattern of X).
+    pub(super) xd_sparse: Option<SparseFeatures<F>>,
+    /// Stream positions of the mask sites in the last training pass (Shared streams).
+    pub(super) positions: Vec<u128>,
+    /// The pass's key (PerLayer streams).
+    pub(super) key: u64,
+    /// Constant outputs computed on the fixed input and the model's own Â.
+    pub(super) const_valid: Vec<bool>,
+}
+
+impl<F: Scalar> Model<F> {
+    /// The stream of the mask of `node` (or of the input for `None`) in this pass: under
+    /// Shared streams the caller's stream (its position recorded) or, when recomputing, a copy
+    /// set to the recorded position; under PerLayer streams the site's stream of the pass's key.
+    pub(super) fn site_rng<'r>(
+        &self,
+        ws: &mut Workspace<F>,
+        node: Option<usize>,
+        rec: bool,
+        shared: &'r mut ChaCha8Rng,
+        local: &'r mut ChaCha8Rng,
+    ) -> &'r mut ChaCha8Rng {
+        match self.streams {
+            MaskStreams::Shared => {
+                let idx = match node {
+                    None => 0,
+                    Some(i) => ws.plan.site_index[i].unwrap_or_else(|| unreachable!("a site")),
+                };
+                if rec {
+                    *local = shared.clone();
+                    local.set_word_pos(ws.positions[idx]);
+                    local
+                } else {
+                    ws.positions[idx] = shared.get_word_pos();
+                    shared
+                }
+            }
+            MaskStreams::PerLayer => {
+                let site = match node {
+                    None => self.input_site,
+                    Some(i) => self.nodes[i].site,
+                };
+                *local = ChaCha8Rng::seed_from_u64(ws.key);
+                local.set_stream(site);
+                local
+            }
+        }
+    }
+
+    /// The forward calls (and the input dropout), in training or evaluation mode; `visit` is
+    /// called on each representation.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn forward(
+        &mut self,
+        ws: &mut Workspace<F>,
+        adj: &dyn Propagate<F>,
+        base_adj: bool,
+        x: &Features<F>,
+        mode: Mode,
+        mut rng: Option<&mut ChaCha8Rng>,
+        par: Par,
+        visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
+    ) {
+        let train = mode == Mode::Train;
+        let mut local = ChaCha8Rng::seed_from_u64(0);
+        if train && self.input_dropout > 0.0 {
+            let shared = rng
+                .as_deref_mut()
+                .unwrap_or_else(|| unreachable!("a training RNG"));
+            let r = self.site_rng(ws, None, false, shared, &mut local);
+            drop_input(ws, x, self.input_dropout, r, par);
+        }
+        let mut tap = 0;
+        for i in 0..self.nodes.len() {
+            let fixed = base_adj
+                && if train {
+                    ws.plan.fixed_train[i]
+                } else {
+                    ws.plan.fixed_eval[i]
+                };
+            let skip = ws.plan.constant[i] && fixed && ws.const_valid[i];
+            if ws.plan.constant[i] {
+                ws.const_valid[i] = fixed;
+            }
+            if !skip {
+                let r = match rng.as_deref_mut() {
+                    Some(shared) if train && self.nodes[i].layer.draws_mask() => {
+                        Some(self.site_rng(ws, Some(i), false, shared, &mut local))
+                    }
+                    _ => None,
+                };
+                let flags = Flags {
+                    mode,
+                    base_adj,
+                    fixed,
+                    recompute: false,
+                };
+                run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
+            }
+            if self.taps.get(tap) == Some(&i) {
+                let w = self.nodes[i].layer.out_dim();
+                let slot = ws.plan.fwd[i].out;
+                visit(tap, view(&ws.vals[slot], (ws.plan.n, w)));
+                tap += 1;
+            }
+        }
+    }
+
+    /// The backward calls, with the recomputation of checkpointed segments.
+    pub(super) fn backward(
+        &mut self,
+        ws: &mut Workspace<F>,
+        adj: &dyn Propagate<F>,
+        base_adj: bool,
+        x: &Features<F>,
+        rng: &mut ChaCha8Rng,
+        par: Par,
+    ) {
+        let mut local = ChaCha8Rng::seed_from_u64(0);
+        let n_events = ws.plan.events.len();
+        let loss_at = ws
+            .plan
+            .events
+            .iter()
+            .position(|e| *e == Ev::Loss)
+            .unwrap_or(n_events);
+        for t in loss_at + 1..n_events {
+            match ws.plan.events[t] {
+                Ev::Rec(i) => {
+                    let r = if self.nodes[i].layer.draws_mask() {
+                        Some(self.site_rng(ws, Some(i), true, rng, &mut local))
+                    } else {
+                        None
+                    };
+                    let flags = Flags {
+                        mode: Mode::Train,
+                        base_adj,
+                        fixed: base_adj && ws.plan.fixed_train[i],
+                        recompute: true,
+                    };
+                    run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
+                }
+                Ev::Bwd(i) if ws.plan.bwd[i].run => {
+                    let fixed = base_adj && ws.plan.fixed_train[i];
+                    run_backward(&mut self.nodes[i], i, ws, adj, base_adj, fixed, x, par);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The mode flags of a forward call.
+#[derive(Debug, Clone, Copy)]
+struct Flags {
+    mode: Mode,
+    base_adj: bool,
+    fixed: bool,
+    recompute: bool,
+}
+
+/// X̃ = X ⊙ M into the workspace's X̃ buffer, with M drawn from `rng` (in element order for
+/// dense X, in stored order for sparse X).
+fn drop_input<F: Scalar>(
+    ws: &mut Workspace<F>,
+    x: &Features<F>,
+    p: f64,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) {
+    match x {
+        Features::Dense(d) => {
+            let slot = ws
+                .plan
+                .xd_slot
+                .unwrap_or_else(|| unreachable!("X̃'s buffer"));
+            let buf = &mut ws.vals[slot][..d.len()];
+            rng.fill_dropout_mask(p, buf, par);
+            Zip::from(view_mut(buf, d.dim()))
+                .and(d)
+                .for_each(|o, &v| *o = v * *o);
+        }
+        Features::Sparse(s) => {
+            let buf = ws
+                .xd_sparse
+                .as_mut()
+                .unwrap_or_else(|| unreachable!("X̃'s buffer"));
+            let vals = buf.values_mut();
+            rng.fill_dropout_mask(p, vals, par);
+            for (o, &v) in vals.iter_mut().zip(s.x().data()) {
+                *o = v * *o;
+            }
+            buf.sync_transpose();
+        }
+    }
+}
+
+/// The features as a value.
+fn x_value<F: Scalar>(x: &Features<F>) -> Value<'_, F> {
+    match x {
+        Features::Dense(d) => Value::Dense(d.view()),
+        Features::Sparse(s) => Value::Sparse(s.x(), s.x_t()),
+    }
+}
+
+/// X̃ of a pass: the dropped features in a training pass with input dropout (a dense buffer of
+/// the pool, or the sparse copy), X otherwise.
+fn xd_value<'a, F: Scalar>(
+    plan: &Plan,
+    vals: &'a [Vec<F>],
+    x: &'a Features<F>,
+    xd_sparse: &'a Option<SparseFeatures<F>>,
+    train: bool,
+) -> Value<'a, F> {
+    match (train, plan.xd_slot, xd_sparse) {
+        (true, Some(slot), _) => Value::Dense(view(&vals[slot], (plan.n, plan.x_cols))),
+        (true, None, Some(s)) => Value::Sparse(s.x(), s.x_t()),
+        _ => x_value(x),
+    }
+}
+
+/// One forward call of node `i` (or its recomputation) into its planned buffers.
+#[allow(clippy::too_many_arguments)]
+fn run_forward<F: Scalar>(
+    node: &mut Node<F>,
+    i: usize,
+    ws: &mut Workspace<F>,
+    adj: &dyn Propagate<F>,
+    x: &Features<F>,
+    flags: Flags,
+    rng: Option<&mut ChaCha8Rng>,
+    par: Par,
+) {
+    let Workspace {
+        plan,
+        vals,
+        saved_f,
+        saved_u8,
+        saved_f64,
+        scratch_f,
+        scratch_u8,
+        scratch_f64,
+        xd_sparse,
+        ..
+    } = ws;
+    let call = if flags.recompute {
+        plan.rec[i]
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a recomputed node"))
+    } else {
+        &plan.fwd[i]
+    };
+    let n = plan.n;
+    let w = node.layer.out_dim();
+    let train = flags.mode == Mode::Train;
+    // The output buffer leaves the pool while the inputs are borrowed from it.
+    let mut out_buf = std::mem::take(&mut vals[call.out]);
+    // (Only a node that reads X̃ may look at its buffer: another may be reusing it.)
+    let reads_xd = node.inputs.contains(&Src::Xd);
+    let xd = xd_value(plan, vals, x, xd_sparse, train && reads_xd);
+    if let Some(src) = call.copy_from {
+        let mut out = view_mut(&mut out_buf, (n, w));
+        match src {
+            InSlot::X => out.assign(&x_value(x).dense()),
+            InSlot::Xd => out.assign(&xd.dense()),
+            InSlot::Buf { slot, width } => out.assign(&view(&vals[slot], (n, width))),
+        }
+    }
+    let empty = (&mut [][..], &mut [][..], &mut [][..]);
+    let saved = match call.saved {
+        Some(s) => Bufs {
+            f: &mut saved_f[s][..],
+            u8: &mut saved_u8[s][..],
+            f64: &mut saved_f64[s][..],
+        },
+        None => Bufs {
+            f: empty.0,
+            u8: empty.1,
+            f64: empty.2,
+        },
+    };
+    let mut cx = Cx {
+        adj,
+        par,
+        mode: flags.mode,
+        rng,
+        recompute: flags.recompute,
+        fixed_input: flags.fixed,
+        base_adj: flags.base_adj,
+        need_din: false,
+    };
+    node.layer.forward(
+        &mut cx,
+        Fwd {
+            ins: Inputs {
+                pool: vals,
+                slots: &call.ins,
+                n,
+                x: x_value(x),
+                xd,
+            },
+            out: view_mut(&mut out_buf, (n, w)),
+            saved,
+            scratch: Bufs {
+                f: scratch_f,
+                u8: scratch_u8,
+                f64: scratch_f64,
+            },
+        },
+    );
+    vals[call.out] = out_buf;
+}
+
+/// One backward call of node `i`, then the accumulations into its inputs' gradients.
+#[allow(clippy::too_many_arguments)]
+fn run_backward<F: Scalar>(
+    node: &mut Node<F>,
+    i: usize,
+    ws: &mut Workspace<F>,
+    adj: &dyn Propagate<F>,
+    base_adj: bool,
+    fixed: bool,
+    x: &Features<F>,
+    par: Par,
+) {
+    let Workspace {
+        plan,
+        vals,
+        saved_f,
+        saved_u8,
+        saved_f64,
+        grads,
+        scratch_f,
+        scratch_u8,
+        scratch_f64,
+        xd_sparse,
+        ..
+    } = ws;
+    let b = &plan.bwd[i];
+    let n = plan.n;
+    let out_w = node.layer.out_dim();
+    let ins = Inputs {
+        pool: vals,
+        slots: &b.ins,
+        n,
+        x: x_value(x),
+        xd: xd_value(plan, vals, x, xd_sparse, node.inputs.contains(&Src::Xd)),
+    };
+    let saved = match b.saved {
+        Some(s) => Saved {
+            f: &saved_f[s][..],
+            u8: &saved_u8[s][..],
+            f64: &saved_f64[s][..],
+        },
+        None => Saved::default(),
+    };
+    let scratch = Bufs {
+        f: &mut scratch_f[..],
+        u8: &mut scratch_u8[..],
+        f64: &mut scratch_f64[..],
+    };
+    let mut dout_buf = std::mem::take(&mut grads[b.dout]);
+    match b.in_place {
+        Some((need_in, add)) => {
+            let mut cx = Cx {
+                adj,
+                par,
+                mode: Mode::Train,
+                rng: None,
+                recompute: false,
+                fixed_input: fixed,
+                base_adj,
+                need_din: need_in,
+            };
+            node.layer.backward(
+                &mut cx,
+                Bwd {
+                    ins,
+                    saved,
+                    scratch,
+                    grad: GradIo::InPlace(&mut dout_buf),
+                },
+            );
+            if let (true, Some((to, w))) = (need_in, add) {
+                add_into(&mut grads[to][..n * w], &dout_buf[..n * w]);
+            }
+        }
+        None => {
+            let mut cx = Cx {
+                adj,
+                par,
+                mode: Mode::Train,
+                rng: None,
+                recompute: false,
+                fixed_input: fixed,
+                base_adj,
+                need_din: false,
+            };
+            node.layer.backward(
+                &mut cx,
+                Bwd {
+                    ins,
+                    saved,
+                    scratch,
+                    grad: GradIo::Separate {
+                        dout: view(&dout_buf, (n, out_w)),
+                        din: Din {
+                            pool: grads,
+                            slots: &b.din,
+                            n,
+                        },
+                    },
+                },
+            );
+            for &(from, to, w) in &b.adds {
+                let src = std::mem::take(&mut grads[from]);
+                add_into(&mut grads[to][..n * w], &src[..n * w]);
+                grads[from] = src;
+            }
+        }
+    }
+    grads[b.dout] = dout_buf;
+}
+
+/// dst ← dst + src, element by element.
+fn add_into<F: Scalar>(dst: &mut [F], src: &[F]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = *d + s;
+    }
+}

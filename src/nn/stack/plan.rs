@@ -1,0 +1,531 @@
+//! The plan of a model's buffers: the events of a training pass (forward calls, the loss,
+//! recomputations of checkpointed segments, backward calls), when each value, saved state and
+//! gradient is written and last read, and the pool buffer each one gets (by interval, best fit;
+//! an in-place layer takes over its input's buffer, an in-place backward hands its buffer to its
+//! input's gradient).
+
+use super::{Model, Src};
+use crate::graph::Features;
+use crate::nn::layer::{InSlot, InputDesc, Req};
+use crate::nn::Node;
+use crate::Scalar;
+
+// ---------------------------------------------------------------------------------------------
+// The plan.
+
+/// One step of a training pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ev {
+    Input,
+    Fwd(usize),
+    Loss,
+    Rec(usize),
+    Bwd(usize),
+}
+
+/// A forward call (in the forward pass or a recomputation).
+#[derive(Debug, Clone)]
+pub(super) struct Call {
+    /// The inputs the layer reads (every input but the first for an in-place layer).
+    pub(super) ins: Vec<InSlot>,
+    pub(super) out: usize,
+    /// An in-place layer whose input buffer cannot be taken over: copy input 0 first.
+    pub(super) copy_from: Option<InSlot>,
+    pub(super) saved: Option<usize>,
+}
+
+/// A backward call.
+#[derive(Debug, Clone, Default)]
+pub(super) struct BwdCall {
+    pub(super) run: bool,
+    /// The inputs (when the layer keeps them).
+    pub(super) ins: Vec<InSlot>,
+    pub(super) saved: Option<usize>,
+    pub(super) dout: usize,
+    /// In-place gradient: whether ∂L/∂in is needed, and the buffer to add it into when it is
+    /// not the first contribution (`None`: it stays in `dout`'s buffer, which becomes ∂L/∂in's).
+    pub(super) in_place: Option<(bool, Option<(usize, usize)>)>,
+    /// Separate gradients: per input, where the layer writes it.
+    pub(super) din: Vec<Option<(usize, usize)>>,
+    /// Accumulations after the call: (from, to, width).
+    pub(super) adds: Vec<(usize, usize, usize)>,
+}
+
+/// Interval bookkeeping of one pool.
+#[derive(Debug, Default)]
+pub(super) struct Intervals {
+    /// Per instance: start, end, size.
+    pub(super) inst: Vec<(usize, usize, usize)>,
+    /// Per instance: the instance whose buffer it takes over at its start.
+    pub(super) handoff: Vec<Option<usize>>,
+}
+
+impl Intervals {
+    fn add(&mut self, start: usize, end: usize, size: usize) -> usize {
+        self.inst.push((start, end, size));
+        self.handoff.push(None);
+        self.inst.len() - 1
+    }
+    fn extend(&mut self, i: usize, t: usize) {
+        self.inst[i].1 = self.inst[i].1.max(t);
+    }
+    /// Assigns a buffer to every instance (greedy by start time, best fit); returns each
+    /// instance's buffer and each buffer's size.
+    fn assign(&self) -> (Vec<usize>, Vec<usize>) {
+        let mut order: Vec<usize> = (0..self.inst.len()).collect();
+        order.sort_by_key(|&i| (self.inst[i].0, i));
+        let mut slot_of = vec![usize::MAX; self.inst.len()];
+        let mut cap: Vec<usize> = Vec::new();
+        let mut busy_until: Vec<usize> = Vec::new();
+        for i in order {
+            let (start, end, size) = self.inst[i];
+            let slot = match self.handoff[i] {
+                Some(j) => slot_of[j],
+                None => {
+                    let free = (0..cap.len()).filter(|&s| busy_until[s] < start);
+                    let fit = free
+                        .clone()
+                        .filter(|&s| cap[s] >= size)
+                        .min_by_key(|&s| cap[s]);
+                    match fit.or_else(|| free.max_by_key(|&s| cap[s])) {
+                        Some(s) => s,
+                        None => {
+                            cap.push(0);
+                            busy_until.push(0);
+                            cap.len() - 1
+                        }
+                    }
+                }
+            };
+            slot_of[i] = slot;
+            cap[slot] = cap[slot].max(size);
+            busy_until[slot] = busy_until[slot].max(end);
+        }
+        (slot_of, cap)
+    }
+}
+
+/// What one pass on `n` rows needs, computed once.
+#[derive(Debug)]
+pub(super) struct Plan {
+    pub(super) n: usize,
+    pub(super) x_sparse: bool,
+    pub(super) x_cols: usize,
+    pub(super) events: Vec<Ev>,
+    pub(super) fwd: Vec<Call>,
+    pub(super) rec: Vec<Option<Call>>,
+    pub(super) bwd: Vec<BwdCall>,
+    /// The dense X̃ buffer (dense features with input dropout).
+    pub(super) xd_slot: Option<usize>,
+    pub(super) out_slot: usize,
+    pub(super) dlogits_slot: usize,
+    /// Node outputs computed once on the fixed input (constant layers).
+    pub(super) constant: Vec<bool>,
+    /// Whether a node's inputs are all fixed in a training / an evaluation pass.
+    pub(super) fixed_train: Vec<bool>,
+    pub(super) fixed_eval: Vec<bool>,
+    /// Index of each mask-drawing node among the sites (Shared streams), +1 for the input.
+    pub(super) site_index: Vec<Option<usize>>,
+    pub(super) n_sites: usize,
+    pub(super) val_sizes: Vec<usize>,
+    pub(super) saved_sizes: Vec<Req>,
+    pub(super) grad_sizes: Vec<usize>,
+    pub(super) scratch: Req,
+}
+
+impl<F: Scalar> Model<F> {
+    fn need_grad(&mut self) -> Vec<bool> {
+        let mut need = vec![false; self.nodes.len()];
+        for i in 0..self.nodes.len() {
+            let mut has = false;
+            self.nodes[i].layer.visit_params(&mut |_, _| has = true);
+            need[i] = has
+                || self.nodes[i]
+                    .inputs
+                    .iter()
+                    .any(|s| matches!(s, Src::Node(j) if need[*j]));
+        }
+        need
+    }
+
+    pub(super) fn plan(&mut self, n: usize, x: &Features<F>) -> Plan {
+        let n_nodes = self.nodes.len();
+        let xd_dropped = self.input_dropout > 0.0;
+        let x_sparse = x.is_sparse();
+        let drop_edge = self.config.drop_edge > 0.0;
+        let need = self.need_grad();
+        // Which inputs are fixed (the raw features on the model's Â) in each kind of pass.
+        let mut fixed_train = vec![false; n_nodes];
+        let mut fixed_eval = vec![false; n_nodes];
+        let mut out_fixed_train = vec![false; n_nodes];
+        let mut out_fixed_eval = vec![false; n_nodes];
+        let constant: Vec<bool> = self.nodes.iter().map(|n| n.layer.constant()).collect();
+        for i in 0..n_nodes {
+            let fixed = |s: &Src, train: bool, out: &[bool]| match s {
+                Src::X => true,
+                Src::Xd => !train || !xd_dropped,
+                Src::Node(j) => out[*j],
+            };
+            let ins = &self.nodes[i].inputs;
+            fixed_train[i] = !drop_edge && ins.iter().all(|s| fixed(s, true, &out_fixed_train));
+            fixed_eval[i] = ins.iter().all(|s| fixed(s, false, &out_fixed_eval));
+            out_fixed_train[i] = constant[i] && fixed_train[i];
+            out_fixed_eval[i] = constant[i] && fixed_eval[i];
+        }
+        // Bind the layers.
+        for i in 0..n_nodes {
+            let descs: Vec<InputDesc> = self.nodes[i]
+                .inputs
+                .iter()
+                .map(|s| InputDesc {
+                    sparse: x_sparse && matches!(s, Src::X | Src::Xd),
+                    fixed_in_training: !drop_edge
+                        && match s {
+                            Src::X => true,
+                            Src::Xd => !xd_dropped,
+                            Src::Node(j) => out_fixed_train[*j],
+                        },
+                })
+                .collect();
+            self.nodes[i].layer.bind(&descs);
+        }
+        let width = |s: &Src, nodes: &[Node<F>]| match s {
+            Src::X | Src::Xd => x.n_cols(),
+            Src::Node(j) => nodes[*j].layer.out_dim(),
+        };
+        // Events.
+        let seg_of: Vec<Option<usize>> = (0..n_nodes)
+            .map(|i| self.segments.iter().position(|s| s.contains(&i)))
+            .collect();
+        let mut events = vec![Ev::Input];
+        events.extend((0..n_nodes).map(Ev::Fwd));
+        events.push(Ev::Loss);
+        let mut i = n_nodes;
+        while i > 0 {
+            i -= 1;
+            if let Some(s) = seg_of[i] {
+                if self.segments[s].end == i + 1 {
+                    events.extend(self.segments[s].clone().map(Ev::Rec));
+                }
+            }
+            events.push(Ev::Bwd(i));
+        }
+        let mut t_fwd = vec![0; n_nodes];
+        let mut t_rec = vec![usize::MAX; n_nodes];
+        let mut t_bwd = vec![0; n_nodes];
+        let mut t_loss = 0;
+        for (t, e) in events.iter().enumerate() {
+            match *e {
+                Ev::Fwd(i) => t_fwd[i] = t,
+                Ev::Rec(i) => t_rec[i] = t,
+                Ev::Bwd(i) => t_bwd[i] = t,
+                Ev::Loss => t_loss = t,
+                Ev::Input => {}
+            }
+        }
+        let t_end = events.len();
+        // Value instances: Fwd of every node (and X̃), Rec of checkpointed nodes.
+        let mut vals = Intervals::default();
+        let xd_inst = (xd_dropped && !x_sparse).then(|| vals.add(0, 0, n * x.n_cols()));
+        let mut fwd_inst = vec![usize::MAX; n_nodes];
+        let mut rec_inst = vec![None; n_nodes];
+        for i in 0..n_nodes {
+            let size = n * self.nodes[i].layer.out_dim();
+            fwd_inst[i] = if constant[i] {
+                vals.add(0, t_end, size)
+            } else {
+                vals.add(t_fwd[i], t_fwd[i], size)
+            };
+        }
+        for i in 0..n_nodes {
+            if seg_of[i].is_some() && !constant[i] {
+                let size = n * self.nodes[i].layer.out_dim();
+                rec_inst[i] = Some(vals.add(t_rec[i], t_rec[i], size));
+            }
+        }
+        // The instance consumer `c` reads for `src` at its forward (`rec = false`) or at its
+        // recomputation and backward (`rec = true`).
+        let inst_of = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
+            Src::X => None,
+            Src::Xd => xd_inst,
+            Src::Node(u) => {
+                if rec && seg_of[c].is_some() && seg_of[*u] == seg_of[c] {
+                    rec_inst[*u].or(Some(fwd_inst[*u]))
+                } else {
+                    Some(fwd_inst[*u])
+                }
+            }
+        };
+        for c in 0..n_nodes {
+            let keeps = self.nodes[c].layer.keeps_input();
+            for src in &self.nodes[c].inputs {
+                if let Some(k) = inst_of(src, c, false, &rec_inst) {
+                    vals.extend(k, t_fwd[c]);
+                }
+                if seg_of[c].is_some() {
+                    if let Some(k) = inst_of(src, c, true, &rec_inst) {
+                        vals.extend(k, t_rec[c]);
+                    }
+                }
+                if keeps {
+                    if let Some(k) = inst_of(src, c, true, &rec_inst) {
+                        vals.extend(k, t_bwd[c]);
+                    }
+                }
+            }
+        }
+        vals.extend(fwd_inst[n_nodes - 1], t_loss);
+        // A stored value (read outside its segment) is recomputed into its own buffer.
+        for i in 0..n_nodes {
+            if let Some(r) = rec_inst[i] {
+                if vals.inst[fwd_inst[i]].1 >= t_rec[i] {
+                    let end = vals.inst[r].1;
+                    vals.extend(fwd_inst[i], end);
+                    vals.inst[r] = (t_rec[i], t_rec[i], 0);
+                    rec_inst[i] = None;
+                }
+            }
+        }
+        // In place: take over the input's buffer when nothing reads it later.
+        let mut takes_over = vec![false; n_nodes];
+        let mut takes_over_rec = vec![false; n_nodes];
+        for c in 0..n_nodes {
+            if !self.nodes[c].layer.in_place() || constant[c] {
+                continue;
+            }
+            let src = self.nodes[c].inputs[0];
+            if let Some(k) = inst_of(&src, c, false, &rec_inst) {
+                if vals.inst[k].1 == t_fwd[c] && !matches!(src, Src::Node(u) if constant[u]) {
+                    vals.handoff[fwd_inst[c]] = Some(k);
+                    takes_over[c] = true;
+                }
+            }
+            if let (Some(r), Some(k)) = (rec_inst[c], inst_of(&src, c, true, &rec_inst)) {
+                if vals.inst[k].1 == t_rec[c] && !matches!(src, Src::Node(u) if constant[u]) {
+                    vals.handoff[r] = Some(k);
+                    takes_over_rec[c] = true;
+                }
+            }
+        }
+        let (val_slot, val_sizes) = vals.assign();
+        let in_slot = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
+            Src::X => InSlot::X,
+            Src::Xd => InSlot::Xd,
+            Src::Node(_) => InSlot::Buf {
+                slot: val_slot[inst_of(src, c, rec, rec_inst).unwrap_or_else(|| unreachable!())],
+                width: width(src, &self.nodes),
+            },
+        };
+        // Saved instances.
+        let mut saved = Intervals::default();
+        let mut saved_req: Vec<Req> = Vec::new();
+        let mut fwd_saved = vec![None; n_nodes];
+        let mut rec_saved = vec![None; n_nodes];
+        for i in 0..n_nodes {
+            let req = self.nodes[i].layer.saved(n);
+            if req.is_empty() {
+                continue;
+            }
+            let end = if seg_of[i].is_some() {
+                t_fwd[i]
+            } else {
+                t_bwd[i]
+            };
+            fwd_saved[i] = Some(saved.add(t_fwd[i], end, 0));
+            saved_req.push(req);
+            if seg_of[i].is_some() {
+                rec_saved[i] = Some(saved.add(t_rec[i], t_bwd[i], 0));
+                saved_req.push(req);
+            }
+        }
+        // Sizes by component: assign with the total as the size, then take maxima per slot.
+        for (k, r) in saved_req.iter().enumerate() {
+            saved.inst[k].2 = r.f + r.u8 + r.f64;
+        }
+        let (saved_slot, saved_cap) = saved.assign();
+        let mut saved_sizes = vec![Req::default(); saved_cap.len()];
+        for (k, r) in saved_req.iter().enumerate() {
+            let s = &mut saved_sizes[saved_slot[k]];
+            *s = s.max(*r);
+        }
+        // Calls.
+        let call = |c: usize, rec: bool, rec_inst: &[Option<usize>]| {
+            let node = &self.nodes[c];
+            let in_place = node.layer.in_place() && !constant[c];
+            let skip = usize::from(in_place);
+            let ins = node.inputs[skip..]
+                .iter()
+                .map(|s| in_slot(s, c, rec, rec_inst))
+                .collect();
+            let out_inst = if rec {
+                rec_inst[c].unwrap_or(fwd_inst[c])
+            } else {
+                fwd_inst[c]
+            };
+            let took = if rec {
+                takes_over_rec[c]
+            } else {
+                takes_over[c]
+            };
+            Call {
+                ins,
+                out: val_slot[out_inst],
+                copy_from: (in_place && !took).then(|| in_slot(&node.inputs[0], c, rec, rec_inst)),
+                saved: if rec { rec_saved[c] } else { fwd_saved[c] }.map(|k| saved_slot[k]),
+            }
+        };
+        let fwd: Vec<Call> = (0..n_nodes).map(|c| call(c, false, &rec_inst)).collect();
+        let rec: Vec<Option<Call>> = (0..n_nodes)
+            .map(|c| seg_of[c].map(|_| call(c, true, &rec_inst)))
+            .collect();
+        // Gradient instances: from the first contribution (or the loss) to the producer's
+        // backward call. An in-place backward hands its buffer to its input's gradient when it
+        // is the first contribution; later contributions go through a temporary and an add.
+        let runs = need.clone();
+        let mut grads = Intervals::default();
+        let mut g_inst: Vec<Option<usize>> = vec![None; n_nodes];
+        let last = n_nodes - 1;
+        let dlogits = grads.add(t_loss, t_bwd[last], n * self.nodes[last].layer.out_dim());
+        g_inst[last] = Some(dlogits);
+        // Per node: in-place (needed, add into), separate targets, adds (from, to).
+        let mut ip_plan: Vec<Option<(bool, Option<usize>)>> = vec![None; n_nodes];
+        let mut din_plan: Vec<Vec<Option<usize>>> = vec![Vec::new(); n_nodes];
+        let mut add_plan: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n_nodes];
+        for c in (0..n_nodes).rev() {
+            if !runs[c] {
+                continue;
+            }
+            let node = &self.nodes[c];
+            let dout = g_inst[c].unwrap_or_else(|| unreachable!("the gradient of node {c}"));
+            if node.layer.grad_in_place() {
+                let src = node.inputs[0];
+                let mut plan_ip = (false, None);
+                if let Src::Node(u) = src {
+                    if need[u] {
+                        let in_size = n * self.nodes[u].layer.out_dim();
+                        grads.inst[dout].2 = grads.inst[dout].2.max(in_size);
+                        match g_inst[u] {
+                            None => {
+                                let gi = grads.add(t_bwd[c], t_bwd[u], in_size);
+                                grads.handoff[gi] = Some(dout);
+                                g_inst[u] = Some(gi);
+                                plan_ip = (true, None);
+                            }
+                            Some(gi) => plan_ip = (true, Some(gi)),
+                        }
+                    }
+                }
+                ip_plan[c] = Some(plan_ip);
+            } else {
+                let mut dins = vec![None; node.inputs.len()];
+                for (k, src) in node.inputs.iter().enumerate() {
+                    let Src::Node(u) = *src else { continue };
+                    if !need[u] {
+                        continue;
+                    }
+                    let w = self.nodes[u].layer.out_dim();
+                    match g_inst[u] {
+                        None => {
+                            let gi = grads.add(t_bwd[c], t_bwd[u], n * w);
+                            g_inst[u] = Some(gi);
+                            dins[k] = Some(gi);
+                        }
+                        Some(gi) => {
+                            let tmp = grads.add(t_bwd[c], t_bwd[c], n * w);
+                            dins[k] = Some(tmp);
+                            add_plan[c].push((tmp, gi, w));
+                        }
+                    }
+                }
+                din_plan[c] = dins;
+            }
+        }
+        // A handed-over buffer must be as large as both ends.
+        for i in 0..grads.inst.len() {
+            if let Some(j) = grads.handoff[i] {
+                let s = grads.inst[i].2.max(grads.inst[j].2);
+                grads.inst[i].2 = s;
+                grads.inst[j].2 = s;
+            }
+        }
+        let (grad_slot, grad_sizes) = grads.assign();
+        let bwd: Vec<BwdCall> = (0..n_nodes)
+            .map(|c| {
+                let node = &self.nodes[c];
+                if !runs[c] {
+                    return BwdCall::default();
+                }
+                let widths: Vec<usize> =
+                    node.inputs.iter().map(|s| width(s, &self.nodes)).collect();
+                BwdCall {
+                    run: true,
+                    ins: if node.layer.keeps_input() {
+                        node.inputs
+                            .iter()
+                            .map(|s| in_slot(s, c, true, &rec_inst))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    saved: if seg_of[c].is_some() {
+                        rec_saved[c]
+                    } else {
+                        fwd_saved[c]
+                    }
+                    .map(|k| saved_slot[k]),
+                    dout: g_inst[c].map_or(usize::MAX, |g| grad_slot[g]),
+                    in_place: ip_plan[c]
+                        .map(|(need_in, add)| (need_in, add.map(|gi| (grad_slot[gi], widths[0])))),
+                    din: din_plan[c]
+                        .iter()
+                        .zip(&widths)
+                        .map(|(d, &w)| d.map(|gi| (grad_slot[gi], w)))
+                        .collect(),
+                    adds: add_plan[c]
+                        .iter()
+                        .map(|&(from, to, w)| (grad_slot[from], grad_slot[to], w))
+                        .collect(),
+                }
+            })
+            .collect();
+        // Scratch: the largest request.
+        let scratch = self
+            .nodes
+            .iter()
+            .map(|nd| nd.layer.scratch(n))
+            .fold(Req::default(), Req::max);
+        // Mask sites (Shared streams): the input, then every mask-drawing node.
+        let mut n_sites = usize::from(xd_dropped);
+        let site_index = self
+            .nodes
+            .iter()
+            .map(|nd| {
+                nd.layer.draws_mask().then(|| {
+                    n_sites += 1;
+                    n_sites - 1
+                })
+            })
+            .collect();
+        Plan {
+            n,
+            x_sparse,
+            x_cols: x.n_cols(),
+            events,
+            out_slot: fwd[n_nodes - 1].out,
+            dlogits_slot: grad_slot[dlogits],
+            fwd,
+            rec,
+            bwd,
+            xd_slot: xd_inst.map(|k| val_slot[k]),
+            constant,
+            fixed_train,
+            fixed_eval,
+            site_index,
+            n_sites,
+            val_sizes,
+            saved_sizes,
+            grad_sizes,
+            scratch,
+        }
+    }
+}
