@@ -265,33 +265,30 @@ impl fmt::Display for Reorder {
 }
 
 impl FromStr for Reorder {
-    type Err = Error;
+    type Err = ConfigError;
 
     /// Parses one of [`Reorder::NAMES`].
     ///
     /// # Errors
     /// [`ConfigError::UnknownName`] for anything else.
-    fn from_str(s: &str) -> Result<Self> {
-        let unknown = || {
-            Error::Config(ConfigError::UnknownName {
-                what: "node order",
-                got: s.to_string(),
-                expected: Reorder::NAMES.to_string(),
-            })
-        };
-        Ok(match s {
-            "none" => Reorder::None,
-            "random" => Reorder::Random(0),
-            "degree" => Reorder::Degree,
-            "rcm" => Reorder::Rcm,
-            "bfs" => Reorder::Bfs,
-            "community" => Reorder::Community,
-            "auto" => Reorder::Auto,
-            _ => match s.strip_prefix("random:") {
-                Some(seed) => Reorder::Random(seed.parse().map_err(|_| unknown())?),
-                None => return Err(unknown()),
-            },
-        })
+    fn from_str(s: &str) -> std::result::Result<Self, ConfigError> {
+        if let Some(seed) = s.strip_prefix("random:").and_then(|v| v.parse().ok()) {
+            return Ok(Reorder::Random(seed));
+        }
+        crate::error::parse_name(
+            "node order",
+            s,
+            &[
+                ("none", Reorder::None),
+                ("random", Reorder::Random(0)),
+                ("random:SEED", Reorder::Random(0)),
+                ("degree", Reorder::Degree),
+                ("rcm", Reorder::Rcm),
+                ("bfs", Reorder::Bfs),
+                ("community", Reorder::Community),
+                ("auto", Reorder::Auto),
+            ],
+        )
     }
 }
 
@@ -1459,7 +1456,7 @@ mod tests {
         for bad in ["", "metis", "random:", "random:x", "Community"] {
             assert!(matches!(
                 bad.parse::<Reorder>(),
-                Err(Error::Config(ConfigError::UnknownName { .. }))
+                Err(ConfigError::UnknownName { .. })
             ));
         }
     }

@@ -312,21 +312,16 @@ impl fmt::Display for Preset {
 }
 
 impl FromStr for Preset {
-    type Err = Error;
+    type Err = crate::ConfigError;
 
     /// Parses `"cora-like"`, `"arxiv-like"` or `"products-like"`.
     ///
     /// # Errors
-    /// [`Error::Dataset`] naming the unknown preset and the known ones.
-    fn from_str(s: &str) -> Result<Self> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| Error::Dataset {
-                path: PathBuf::from(s),
-                msg: "unknown synthetic preset (expected cora-like, arxiv-like or products-like)"
-                    .into(),
-            })
+    /// [`ConfigError::UnknownName`](crate::ConfigError::UnknownName) naming the known presets.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        let choices: Vec<(&'static str, Preset)> =
+            Preset::ALL.into_iter().map(|p| (p.name(), p)).collect();
+        crate::error::parse_name("synthetic preset", s, &choices)
     }
 }
 
