@@ -34,6 +34,7 @@ pub mod optim;
 pub mod par;
 pub mod roofline;
 pub mod scalar;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod train;
 
