@@ -349,4 +349,51 @@ mod tests {
             }
         }
     }
+
+    /// A stream without ChaCha8's seeking implementation (the blanket `Rng` of a `Box`): it
+    /// gets `MaskRng`'s default method.
+    impl super::MaskRng for Box<ChaCha8Rng> {}
+
+    /// Any `rand::Rng` can draw masks: the trait's default `fill_dropout_mask` (used by every
+    /// stream but ChaCha8's own implementation) is exactly `dropout_mask`, for either `Par`,
+    /// and leaves the stream where it would.
+    #[test]
+    fn default_mask_rng_is_the_serial_mask() {
+        use super::MaskRng;
+        use crate::Par;
+        use rand::Rng;
+        for par in [Par::Seq, Par::Rayon] {
+            for len in [0usize, 1, 7, 64, 65, super::MASK_CHUNK + 3] {
+                let mut a = ChaCha8Rng::seed_from_u64(12);
+                let mut b = Box::new(a.clone());
+                let (mut ma, mut mb) = (vec![f64::NAN; len], vec![f64::NAN; len]);
+                dropout_mask(&mut a, 0.5, &mut ma);
+                b.fill_dropout_mask(0.5, &mut mb, par);
+                assert_eq!(ma, mb, "len {len}");
+                assert!(len < 64 || (mb.contains(&0.0) && mb.contains(&2.0)));
+                assert_eq!(a.next_u64(), b.next_u64(), "stream position, len {len}");
+            }
+        }
+    }
+
+    /// `col_sum`: out ← Gᵀ·1 + β·out in row order; β = 0 overwrites (NaN in `out` does not
+    /// leak), any other β scales what `out` held.
+    #[test]
+    fn col_sum_scales_or_overwrites_out() {
+        use super::col_sum;
+        use ndarray::{arr1, arr2};
+        let g = arr2(&[[1.0f64, -2.0, 0.5], [3.0, 4.0, -0.25]]);
+        let mut out = arr1(&[f64::NAN, f64::INFINITY, 7.0]);
+        col_sum(g.view(), 0.0, out.view_mut());
+        assert_eq!(out, arr1(&[4.0, 2.0, 0.25]));
+        let mut out = arr1(&[2.0, -4.0, 8.0]);
+        col_sum(g.view(), 0.5, out.view_mut());
+        assert_eq!(out, arr1(&[5.0, 0.0, 4.25]));
+        let mut out = arr1(&[2.0, -4.0, 8.0]);
+        col_sum(g.view(), 1.0, out.view_mut());
+        assert_eq!(out, arr1(&[6.0, -2.0, 8.25]));
+        let mut out = arr1(&[2.0, -4.0, 8.0]);
+        col_sum(g.view(), -3.0, out.view_mut());
+        assert_eq!(out, arr1(&[-2.0, 14.0, -23.75]));
+    }
 }
