@@ -72,9 +72,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut scratch, grad, ..
-        } = io;
+        let Bwd { scratch, grad, .. } = io;
         let GradIo::Separate { dout, mut din } = grad else {
             unreachable!("APPNP's gradient is separate")
         };
@@ -98,7 +96,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             // dH += α·G_k ; G_{k−1} = (1−α)Âᵀ·G_k
             Zip::from(&mut dh)
                 .and(&bufs[cur])
-                .for_each(|o, &g| *o = *o + a * g);
+                .for_each(|o, &g| *o += a * g);
             let (src, dst) = if cur == 0 {
                 let [x, y] = &mut bufs;
                 (x.view(), y.view_mut())
@@ -112,7 +110,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         // dH += G_0.
         Zip::from(&mut dh)
             .and(&bufs[cur])
-            .for_each(|o, &g| *o = *o + g);
+            .for_each(|o, &g| *o += g);
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

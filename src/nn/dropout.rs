@@ -139,7 +139,7 @@ impl<F: Scalar> Layer<F> for Dropout {
             .and(view(mask, dim))
             .and(code)
             .for_each(|o, &m, c| {
-                *o = *o * m;
+                *o *= m;
                 *c = u8::from(m != F::zero());
             });
     }
@@ -158,7 +158,7 @@ impl<F: Scalar> Layer<F> for Dropout {
         let vals = [F::zero(), keep_factor::<F>(self.p)];
         Zip::from(view_mut(g, dim))
             .and(code)
-            .for_each(|g, &c| *g = *g * vals[usize::from(c)]);
+            .for_each(|g, &c| *g *= vals[usize::from(c)]);
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
