@@ -54,7 +54,7 @@ mod tests {
     use ndarray::array;
 
     use super::*;
-    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+    use crate::nn::harness::{isolated, random, rng, small_adjs, Harness, In};
 
     #[test]
     fn gradients_match_finite_differences() {
@@ -77,8 +77,7 @@ mod tests {
 
     #[test]
     fn golden() {
-        let g1 = crate::graph::Graph::try_from_edges(2, &[], Default::default()).unwrap();
-        let adj = crate::graph::NormAdj::<f64>::new(&g1, Default::default());
+        let adj = isolated::<f64>(2);
         let ins = [
             In::Dense(array![[1.0, 2.0], [3.0, 4.0]]),
             In::Dense(array![[0.5, -2.0], [1.0, 0.0]]),

@@ -40,7 +40,11 @@ impl<F: Scalar> In<F> {
         }
     }
 
-    fn dense(&self) -> &Array2<F> {
+    /// The dense matrix.
+    ///
+    /// # Panics
+    /// If the input is sparse.
+    pub(crate) fn dense(&self) -> &Array2<F> {
         match self {
             In::Dense(x) => x,
             In::Sparse(_) => panic!("harness: a dense input was expected"),
@@ -482,6 +486,14 @@ pub(crate) fn small_adjs() -> [(&'static str, NormAdj<f64>); 2] {
     assert!(sym.is_symmetric() && !row.is_symmetric());
     assert_ne!(row.a().to_dense(), row.a().to_dense().t());
     [("undirected, symmetric", sym), ("directed, row", row)]
+}
+
+/// Â = I of `n` isolated nodes (for layers that use Â only for n and the sums over nodes).
+pub(crate) fn isolated<F: Scalar>(n: usize) -> NormAdj<F> {
+    NormAdj::new(
+        &Graph::try_from_edges(n, &[], Direction::Undirected).unwrap(),
+        Norm::Symmetric,
+    )
 }
 
 /// Â of the 300-node synthetic citation graph, and its (sparse) features.

@@ -106,7 +106,7 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::nn::harness::{params, random, rng, small_adjs, Harness, In};
+    use crate::nn::harness::{isolated, params, random, rng, small_adjs, Harness, In};
 
     fn layer(a: usize, c: usize, bias: bool, seed: u64) -> Linear<f64> {
         let mut r = rng(seed);
@@ -160,8 +160,7 @@ mod tests {
     fn golden() {
         // y = [1, 2]·[[1, −1], [3, 0.5]] + [0.5, 0] = [7.5, 0]; for G = [1, 2]: dW = xᵀG,
         // db = G, dx = G·Wᵀ = [1 − 2, 3 + 1] = [−1, 4]. (One node: a graph of one isolated node.)
-        let g1 = crate::graph::Graph::try_from_edges(1, &[], Default::default()).unwrap();
-        let adj = crate::graph::NormAdj::<f64>::new(&g1, Default::default());
+        let adj = isolated::<f64>(1);
         let mut l = Linear {
             weight: Param::new(array![[1.0, -1.0], [3.0, 0.5]]),
             bias: Some(Param::new(array![[0.5, 0.0]])),
