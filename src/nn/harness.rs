@@ -10,7 +10,7 @@ use ndarray::{Array2, ArrayView2};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::layer::{view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
+use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
 use super::layer::{Layer, Req, Saved, Value};
 use super::Mode;
 use crate::graph::{Direction, Features, Graph, Norm, NormAdj, Propagate, SparseFeatures};
@@ -281,8 +281,8 @@ impl<'a, F: Scalar> Harness<'a, F> {
                     grad: GradIo::InPlace(&mut buf),
                 },
             );
-            let din = need[0].then(|| Array2::from_shape_vec((n, in_w), buf[..n * in_w].to_vec()));
-            vec![din.map(|d| d.unwrap())]
+            let din = need[0].then(|| view(&buf, (n, in_w)).to_owned());
+            vec![din]
         } else {
             let mut pool: Vec<Vec<F>> = ins.iter().map(|i| vec![F::nan(); n * i.width()]).collect();
             let slots: Vec<Option<(usize, usize)>> = ins
