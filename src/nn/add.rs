@@ -32,7 +32,7 @@ impl<F: Scalar> Layer<F> for Add {
         let Fwd { ins, out, .. } = io;
         let b = ins.get(0).dense();
         assert_eq!(out.dim(), b.dim(), "Add: the inputs' shapes differ");
-        Zip::from(out).and(b).for_each(|o, &s| *o = *o + s);
+        Zip::from(out).and(b).for_each(|o, &s| *o += s);
     }
     fn backward(&mut self, _cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
         let GradIo::Separate { dout, mut din } = io.grad else {
@@ -46,5 +46,43 @@ impl<F: Scalar> Layer<F> for Add {
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::array;
+
+    use super::*;
+    use crate::nn::harness::{isolated, random, rng, small_adjs, Harness, In};
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(1);
+        let ins = [
+            In::Dense(random(n, 3, &mut r)),
+            In::Dense(random(n, 3, &mut r)),
+        ];
+        let g = random(n, 3, &mut r);
+        let h = Harness::new(adj);
+        for need in [[true, true], [true, false], [false, true]] {
+            let (_, din) = h.grad_check(&mut Add { dim: 3 }, &ins, &need, &g, "add");
+            for (d, k) in din.iter().zip(need) {
+                assert_eq!(d.as_ref(), k.then_some(&g));
+            }
+        }
+    }
+
+    #[test]
+    fn golden() {
+        let adj = isolated::<f64>(2);
+        let ins = [
+            In::Dense(array![[1.0, 2.0], [3.0, 4.0]]),
+            In::Dense(array![[0.5, -2.0], [1.0, 0.0]]),
+        ];
+        let (y, _) = Harness::new(&adj).forward(&mut Add { dim: 2 }, &ins);
+        assert_eq!(y, array![[1.5, 0.0], [4.0, 4.0]]);
     }
 }

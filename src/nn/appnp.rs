@@ -102,7 +102,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             // dH += α·G_k ; G_{k−1} = (1−α)Âᵀ·G_k
             Zip::from(&mut dh)
                 .and(&bufs[cur])
-                .for_each(|o, &g| *o = *o + a * g);
+                .for_each(|o, &g| *o += a * g);
             let (src, dst) = if cur == 0 {
                 let [x, y] = &mut bufs;
                 (x.view(), y.view_mut())
@@ -116,9 +116,60 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         // dH += G_0.
         Zip::from(&mut dh)
             .and(&bufs[cur])
-            .for_each(|o, &g| *o = *o + g);
+            .for_each(|o, &g| *o += g);
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::Array2;
+
+    use super::*;
+    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+
+    #[test]
+    fn forward_is_the_recursion_and_gradients_match_finite_differences() {
+        // Z₀ = H, Z_{k+1} = (1−α)ÂZ_k + αH with Â dense.
+        for (name, adj) in &small_adjs() {
+            let n = adj.n_nodes();
+            let a = adj.a().to_dense();
+            let mut r = rng(2);
+            let h = random(n, 3, &mut r);
+            let g = random(n, 3, &mut r);
+            for k in [0, 1, 2, 5] {
+                for alpha in [0.1, 0.3] {
+                    let mut want = h.clone();
+                    for _ in 0..k {
+                        want = a.dot(&want) * (1.0 - alpha) + &(&h * alpha);
+                    }
+                    let mut l = AppnpPropagate { k, alpha, dim: 3 };
+                    let what = format!("{name}, K = {k}, α = {alpha}");
+                    let hs = Harness::new(adj);
+                    let (z, _) = hs.grad_check(&mut l, &[In::Dense(h.clone())], &[true], &g, &what);
+                    let ok = (&z - &want).iter().all(|v| v.abs() < 1e-12);
+                    assert!(ok, "{what}: {z} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn golden_isolated_nodes_are_fixed_points() {
+        // Â = I: Z_k = (1−α)Z_{k−1} + αH = H for every k; dH = G.
+        let adj = crate::nn::harness::isolated::<f64>(4);
+        let h = random(4, 2, &mut rng(3));
+        let g = random(4, 2, &mut rng(4));
+        let mut l = AppnpPropagate {
+            k: 3,
+            alpha: 0.25,
+            dim: 2,
+        };
+        let (z, dh) = Harness::new(&adj).run(&mut l, &[In::Dense(h.clone())], &g, &[true]);
+        let close = |a: &Array2<f64>, b: &Array2<f64>| (a - b).iter().all(|v| v.abs() < 1e-15);
+        assert!(close(&z, &h));
+        assert!(close(dh[0].as_ref().unwrap(), &g));
     }
 }

@@ -266,3 +266,222 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         Box::new(self.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array1, Array2, Axis};
+    use rand::RngExt;
+
+    use super::*;
+    use crate::nn::harness::{bits, citation, isolated, params, random, rng};
+    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
+    use crate::nn::Mode;
+
+    const D: usize = 4;
+
+    /// Random γ (away from 0), β and running statistics (r_v ∈ [0.3, 2]).
+    fn layer(d: usize, seed: u64) -> BatchNorm<f64> {
+        let mut r = rng(seed);
+        let mut bn = BatchNorm::new(d);
+        bn.gamma.value = random(1, d, &mut r) * 0.5 + 1.0;
+        bn.beta.value = random(1, d, &mut r);
+        bn.running_mean = Array1::from_shape_simple_fn(d, || r.random_range(-0.5..0.5));
+        bn.running_var = Array1::from_shape_simple_fn(d, || r.random_range(0.3..2.0));
+        bn
+    }
+
+    #[test]
+    fn gradients_match_finite_differences_in_train_and_eval_mode() {
+        // Train: through the batch statistics; eval: the running ones (no statistics terms).
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        for mode in [Mode::Train, Mode::Eval] {
+            let mut r = rng(11);
+            let x = random(n, D, &mut r) * 2.0 + 0.5;
+            let g = random(n, D, &mut r);
+            let mut bn = layer(D, 12);
+            let h = Harness::new(adj).mode(mode);
+            let what = format!("BatchNorm {mode:?}");
+            h.grad_check(&mut bn, &[In::Dense(x)], &[true], &g, &what);
+        }
+    }
+
+    #[test]
+    fn eval_backward_is_gamma_over_sigma_times_g() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(3);
+        let (x, g) = (random(n, D, &mut r), random(n, D, &mut r));
+        let mut bn = layer(D, 4);
+        let h = Harness::new(adj).mode(Mode::Eval);
+        let (_, din) = h.run(&mut bn, &[In::Dense(x)], &g, &[true]);
+        let s = bn.running_var.mapv(|v| 1.0 / (v + bn.eps).sqrt());
+        let want = &g * &(&bn.gamma.value.row(0) * &s);
+        let got = din[0].as_ref().unwrap();
+        assert!((got - &want).iter().all(|v| v.abs() < 1e-14));
+    }
+
+    #[test]
+    fn running_statistics_follow_pytorch_and_skip_recomputations() {
+        // Columns (1, 3, 5) and (2, 6, 10): means 3 and 6, biased variances 8/3 and 32/3,
+        // unbiased 4 and 16. r_μ ← 0.9·r_μ + 0.1·μ, r_v ← 0.9·r_v + 0.1·v_unbiased.
+        let adj = isolated::<f64>(3);
+        let x = [In::Dense(array![[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]])];
+        let mut bn = BatchNorm::<f64>::new(2);
+        let h = Harness::new(&adj);
+        let (y, _) = h.forward(&mut bn, &x);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-14;
+        // Golden output: (x − μ)/√(v + ε) (γ = 1, β = 0).
+        let s = [
+            1.0 / (8.0f64 / 3.0 + 1e-5).sqrt(),
+            1.0 / (32.0f64 / 3.0 + 1e-5).sqrt(),
+        ];
+        for (i, row) in y.rows().into_iter().enumerate() {
+            let t = i as f64 * 2.0 - 2.0;
+            assert!(
+                close(row[0], t * s[0]) && close(row[1], 2.0 * t * s[1]),
+                "{y}"
+            );
+        }
+        assert!(close(bn.running_mean[0], 0.3) && close(bn.running_mean[1], 0.6));
+        assert!(close(bn.running_var[0], 1.3) && close(bn.running_var[1], 2.5));
+        // A second pass: 0.9·0.3 + 0.1·3 = 0.57; 0.9·1.3 + 0.1·4 = 1.57.
+        h.forward(&mut bn, &x);
+        assert!(close(bn.running_mean[0], 0.57) && close(bn.running_var[0], 1.57));
+        // A recomputation (checkpointing) and an evaluation pass change nothing, and the
+        // recomputation gives the training pass's output bit for bit.
+        let before = bn.clone();
+        let rec = Harness {
+            recompute: true,
+            ..Harness::new(&adj)
+        };
+        assert_eq!(rec.forward(&mut bn, &x).0, y);
+        assert_eq!(bn, before);
+        h.clone().mode(Mode::Eval).forward(&mut bn, &x);
+        assert_eq!(bn, before);
+        // …and a training pass changes them again.
+        h.forward(&mut bn, &x);
+        assert_ne!(bn.running_mean, before.running_mean);
+    }
+
+    #[test]
+    fn train_output_has_mean_beta_and_variance_gamma_squared() {
+        let adj = isolated::<f64>(50);
+        let mut r = rng(5);
+        let x = random(50, D, &mut r) * 3.0 + 7.0;
+        let mut bn = layer(D, 6);
+        let (y, _) = Harness::new(&adj).forward(&mut bn, &[In::Dense(x.clone())]);
+        let mean = y.mean_axis(Axis(0)).unwrap();
+        let var = y.var_axis(Axis(0), 0.0);
+        let xv = x.var_axis(Axis(0), 0.0);
+        for k in 0..D {
+            let (g, b) = (bn.gamma.value[[0, k]], bn.beta.value[[0, k]]);
+            assert!(
+                (mean[k] - b).abs() < 1e-12,
+                "col {k}: mean {} vs β {b}",
+                mean[k]
+            );
+            let want = g * g * xv[k] / (xv[k] + bn.eps);
+            assert!((var[k] - want).abs() < 1e-12 * want.max(1.0), "col {k}");
+        }
+        // Eval with the running statistics set to the batch ones (biased variance) reproduces
+        // the training output.
+        bn.running_mean = x.mean_axis(Axis(0)).unwrap();
+        bn.running_var = xv;
+        let (ye, _) = Harness::new(&adj)
+            .mode(Mode::Eval)
+            .forward(&mut bn, &[In::Dense(x)]);
+        assert!((&ye - &y).iter().all(|d| d.abs() < 1e-12));
+    }
+
+    #[test]
+    fn a_constant_column_is_finite() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(8);
+        let mut x = random(n, D, &mut r);
+        x.column_mut(1).fill(3.25);
+        let g = random(n, D, &mut r);
+        let mut bn = BatchNorm::<f64>::new(D);
+        bn.beta.value[[0, 1]] = 0.5;
+        let (y, din) = Harness::new(adj).run(&mut bn, &[In::Dense(x)], &g, &[true]);
+        assert!(
+            y.column(1).iter().all(|&v| v == 0.5),
+            "a constant column gives β"
+        );
+        assert!(din[0].as_ref().unwrap().iter().all(|v| v.is_finite()));
+        assert!(bn.gamma.grad.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn f32_agrees_with_f64() {
+        let adj64 = isolated::<f64>(30);
+        let adj32 = isolated::<f32>(30);
+        let mut r = rng(13);
+        let x = random(30, 5, &mut r) * 2.0 + 1.0;
+        let g = random(30, 5, &mut r);
+        let bn64 = layer(5, 14);
+        let bn32 = BatchNorm::<f32> {
+            gamma: Param::new(bn64.gamma.value.mapv(|v| v as f32)),
+            beta: Param::new(bn64.beta.value.mapv(|v| v as f32)),
+            running_mean: bn64.running_mean.mapv(|v| v as f32),
+            running_var: bn64.running_var.mapv(|v| v as f32),
+            momentum: 0.1,
+            eps: 1e-5,
+        };
+        let close = |a: &Array2<f32>, b: &Array2<f64>| {
+            a.iter()
+                .zip(b)
+                .all(|(&p, &q)| (p as f64 - q).abs() <= 1e-5 * q.abs().max(1.0))
+        };
+        for mode in [Mode::Train, Mode::Eval] {
+            let (mut l64, mut l32) = (bn64.clone(), bn32.clone());
+            let x32 = [In::Dense(x.mapv(|v| v as f32))];
+            let (y32, d32) =
+                Harness::new(&adj32)
+                    .mode(mode)
+                    .run(&mut l32, &x32, &g.mapv(|v| v as f32), &[true]);
+            let (y64, d64) =
+                Harness::new(&adj64)
+                    .mode(mode)
+                    .run(&mut l64, &[In::Dense(x.clone())], &g, &[true]);
+            assert!(close(&y32, &y64), "{mode:?}: output");
+            assert!(
+                close(d32[0].as_ref().unwrap(), d64[0].as_ref().unwrap()),
+                "{mode:?}: dX"
+            );
+            for ((_, a), (_, b)) in params(&mut l32, true).iter().zip(&params(&mut l64, true)) {
+                assert!(close(a, b), "{mode:?}: parameter gradients");
+            }
+        }
+    }
+
+    #[test]
+    fn bitwise_identical_for_any_thread_count() {
+        // d = 64: 256-row chunks, so the sums over the 300 nodes have two partial sums.
+        let (adj, _) = citation();
+        let n = adj.n_nodes();
+        let mut r = rng(17);
+        let x = random(n, 64, &mut r).mapv(|v| v as f32);
+        let g = random(n, 64, &mut r).mapv(|v| v as f32);
+        let base = BatchNorm::<f32>::new(64);
+        for mode in [Mode::Train, Mode::Eval] {
+            same_for_any_thread_count(
+                |par| {
+                    let mut bn = base.clone();
+                    let h = Harness {
+                        par,
+                        ..Harness::new(&adj).mode(mode)
+                    };
+                    let (y, din) = h.run(&mut bn, &[In::Dense(x.clone())], &g, &[true]);
+                    let mut out = vec![bits(&y), bits(din[0].as_ref().unwrap())];
+                    out.extend(params(&mut bn, true).iter().map(|(_, p)| bits(p)));
+                    out.push(bits(&bn.running_mean.clone().insert_axis(Axis(0))));
+                    out.push(bits(&bn.running_var.clone().insert_axis(Axis(0))));
+                    out
+                },
+                &format!("BatchNorm {mode:?}"),
+            );
+        }
+    }
+}

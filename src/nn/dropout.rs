@@ -137,7 +137,7 @@ impl<F: Scalar> Layer<F> for Dropout {
             .and(view(mask, dim))
             .and(code)
             .for_each(|o, &m, c| {
-                *o = *o * m;
+                *o *= m;
                 *c = u8::from(m != F::zero());
             });
     }
@@ -156,7 +156,7 @@ impl<F: Scalar> Layer<F> for Dropout {
         let vals = [F::zero(), keep_factor::<F>(self.p)];
         Zip::from(view_mut(g, dim))
             .and(code)
-            .for_each(|g, &c| *g = *g * vals[usize::from(c)]);
+            .for_each(|g, &c| *g *= vals[usize::from(c)]);
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
@@ -247,5 +247,141 @@ impl<F: Scalar> Layer<F> for ReluDropout {
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array2};
+    use rand::RngExt;
+
+    use super::*;
+    use crate::graph::NormAdj;
+    use crate::kernels::dropout_mask;
+    use crate::nn::harness::{isolated, random, rng, small_adjs, Harness, In};
+    use crate::nn::Mode;
+
+    const D: usize = 5;
+
+    /// Uniform(−1, 1) entries at least 1e-3 away from ReLU's kink (closer draws are redrawn).
+    fn away_from_zero(rows: usize, cols: usize, seed: u64) -> Array2<f64> {
+        let mut r = rng(seed);
+        Array2::from_shape_simple_fn((rows, cols), || loop {
+            let v: f64 = r.random_range(-1.0..1.0);
+            if v.abs() >= 1e-3 {
+                return v;
+            }
+        })
+    }
+
+    /// Training mode with a fixed dropout stream (each call draws the same mask).
+    fn harness(adj: &NormAdj<f64>) -> Harness<'_, f64> {
+        Harness {
+            rng: Some(rng(99)),
+            ..Harness::new(adj)
+        }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let x = [In::Dense(away_from_zero(n, D, 1))];
+        let g = random(n, D, &mut rng(2));
+        let h = harness(adj);
+        let mut layers: Vec<Box<dyn Layer<f64>>> = vec![Box::new(Relu { dim: D })];
+        for p in [0.0, 0.5] {
+            layers.push(Box::new(Dropout { dim: D, p }));
+            layers.push(Box::new(ReluDropout { dim: D, p }));
+        }
+        for l in &mut layers {
+            let what = format!("{l:?}");
+            let (y, _) = h.grad_check(l.as_mut(), &x, &[true], &g, &what);
+            // Every layer but the identity (dropout at p = 0) zeroes some entries.
+            let zeros = y.iter().filter(|&&v| v == 0.0).count();
+            if what == "Dropout { dim: 5, p: 0.0 }" {
+                assert_eq!(&y, x[0].dense(), "{what}");
+            } else {
+                assert!(zeros > 0 && zeros < y.len(), "{what}: {zeros} zeros");
+            }
+        }
+    }
+
+    #[test]
+    fn the_mask_is_the_kernels_and_relu_dropout_is_relu_then_dropout() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let x = away_from_zero(n, D, 3);
+        let g = random(n, D, &mut rng(4));
+        let h = harness(adj);
+        let p = 0.4;
+        let mut mask = vec![0.0; n * D];
+        dropout_mask(&mut rng(99), p, &mut mask);
+        let mask = Array2::from_shape_vec((n, D), mask).unwrap();
+        let (y, dx) = h.run(
+            &mut Dropout { dim: D, p },
+            &[In::Dense(x.clone())],
+            &g,
+            &[true],
+        );
+        assert_eq!(y, &x * &mask);
+        assert_eq!(dx[0].as_ref().unwrap(), &(&g * &mask));
+        // ReLU then dropout, bit for bit.
+        let (yr, dr) = h.run(&mut Relu { dim: D }, &[In::Dense(x.clone())], &g, &[true]);
+        let (yrd, drd) = h.run(
+            &mut Dropout { dim: D, p },
+            &[In::Dense(yr)],
+            &dr[0].clone().unwrap(),
+            &[true],
+        );
+        let (y2, d2) = h.run(&mut ReluDropout { dim: D, p }, &[In::Dense(x)], &g, &[true]);
+        assert_eq!(y2, yrd);
+        let bits = |a: &Array2<f64>| a.mapv(f64::to_bits);
+        assert_eq!(
+            bits(d2[0].as_ref().unwrap()),
+            bits(drd[0].as_ref().unwrap())
+        );
+    }
+
+    #[test]
+    fn evaluation_is_the_identity_and_relu() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let x = away_from_zero(n, D, 5);
+        let relu = x.mapv(|v| v.max(0.0));
+        let h = harness(adj).mode(Mode::Eval);
+        let fwd = |l: &mut dyn Layer<f64>| h.forward(l, &[In::Dense(x.clone())]).0;
+        assert_eq!(
+            fwd(&mut Dropout { dim: D, p: 0.5 }).mapv(f64::to_bits),
+            x.mapv(f64::to_bits)
+        );
+        assert_eq!(fwd(&mut ReluDropout { dim: D, p: 0.5 }), relu);
+        assert_eq!(fwd(&mut Relu { dim: D }), relu);
+        // Evaluation draws nothing: no stream is needed.
+        let h = Harness::new(adj).mode(Mode::Eval);
+        assert_eq!(
+            h.forward(&mut Dropout { dim: D, p: 0.5 }, &[In::Dense(x.clone())])
+                .0,
+            x
+        );
+    }
+
+    #[test]
+    fn golden_relu() {
+        // ReLU′(0) = 0.
+        let adj = isolated::<f64>(2);
+        let x = [In::Dense(array![[-1.0, 2.0], [0.0, 3.0]])];
+        let g = array![[5.0, 6.0], [7.0, 8.0]];
+        let (y, dx) = Harness::new(&adj).run(&mut Relu { dim: 2 }, &x, &g, &[true]);
+        assert_eq!(y, array![[0.0, 2.0], [0.0, 3.0]]);
+        assert_eq!(dx[0].as_ref().unwrap(), array![[0.0, 6.0], [0.0, 8.0]]);
+        // Dropout at p = 3/4 keeps an element as 4·x.
+        let x = [In::Dense(array![[1.0, 1.0], [1.0, 1.0]])];
+        let h = Harness {
+            rng: Some(rng(1)),
+            ..Harness::new(&adj)
+        };
+        let (y, _) = h.forward(&mut Dropout { dim: 2, p: 0.75 }, &x);
+        assert!(y.iter().all(|&v| v == 0.0 || v == 4.0), "{y}");
     }
 }

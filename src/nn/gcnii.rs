@@ -156,3 +156,90 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         Box::new(self.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array2};
+
+    use super::*;
+    use crate::graph::{Direction, Graph, Norm, NormAdj};
+    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        // Both inputs' gradients and dW; then each input's alone (the other's slot empty).
+        for (name, adj) in &small_adjs() {
+            let (n, d) = (adj.n_nodes(), 4);
+            let mut r = rng(11);
+            let mut conv = GcniiConv::<f64>::new(d, 0.1, 0.5, 2, &mut r);
+            let ins = [
+                In::Dense(random(n, d, &mut r)),
+                In::Dense(random(n, d, &mut r)),
+            ];
+            let g = random(n, d, &mut r);
+            let h = Harness::new(adj);
+            let (_, both) = h.grad_check(&mut conv, &ins, &[true, true], &g, name);
+            for k in 0..2 {
+                let mut need = [false; 2];
+                need[k] = true;
+                let (_, one) = h.grad_check(&mut conv, &ins, &need, &g, name);
+                assert_eq!(one[k], both[k], "{name}: input {k}");
+                assert!(one[1 - k].is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn matches_its_definition() {
+        // Z = ((1−α)ÂH + αH₀)((1−β)I + βW), with Â dense.
+        for (name, adj) in &small_adjs() {
+            let n = adj.n_nodes();
+            let mut r = rng(2);
+            let mut conv = GcniiConv::<f64>::new(3, 0.2, 0.5, 3, &mut r);
+            let (h, h0) = (random(n, 3, &mut r), random(n, 3, &mut r));
+            let a = adj.a().to_dense();
+            let s = a.dot(&h) * 0.8 + &(&h0 * 0.2);
+            let b = (0.5f64 / 3.0 + 1.0).ln();
+            assert_eq!(conv.beta, b);
+            let m = Array2::eye(3) * (1.0 - b) + &(&conv.weight.value * b);
+            let want = s.dot(&m);
+            let (got, _) = Harness::new(adj).forward(&mut conv, &[In::Dense(h), In::Dense(h0)]);
+            assert!((&got - &want).iter().all(|v| v.abs() < 1e-12), "{name}");
+        }
+    }
+
+    #[test]
+    fn golden_path_graph() {
+        // P3, symmetric: Â·u = u for u = (√2, √3, √2). With d = 1, W = [2], H = u, H₀ = 0 and
+        // α = 1/2: S = u/2, Z = (1−β)S + 2βS = (1 + β)·u/2; for G = 1: dW = β·Σ S = β(2√2 + √3)/2,
+        // ∂L/∂S = 1 + β, dH₀ = (1 + β)/2, dH = (1 + β)/2 · Â1.
+        let gr = Graph::try_from_edges(3, &[(0, 1), (1, 2)], Direction::Undirected).unwrap();
+        let adj = NormAdj::<f64>::new(&gr, Norm::Symmetric);
+        let (s2, s3, s6) = (2f64.sqrt(), 3f64.sqrt(), 6f64.sqrt());
+        let u = array![[s2], [s3], [s2]];
+        let beta = 0.4;
+        let mut conv = GcniiConv {
+            weight: Param::new(array![[2.0]]),
+            alpha: 0.5,
+            beta,
+        };
+        let ins = [In::Dense(u.clone()), In::Dense(Array2::zeros((3, 1)))];
+        let (z, din) =
+            Harness::new(&adj).run(&mut conv, &ins, &Array2::ones((3, 1)), &[true, true]);
+        let close = |a: &Array2<f64>, b: &Array2<f64>| (a - b).iter().all(|v| v.abs() < 1e-12);
+        assert!(close(&z, &(&u * ((1.0 + beta) / 2.0))), "{z}");
+        assert!(close(
+            &conv.weight.grad,
+            &array![[beta * (2.0 * s2 + s3) / 2.0]]
+        ));
+        let a1 = array![[0.5 + 1.0 / s6], [1.0 / 3.0 + 2.0 / s6], [0.5 + 1.0 / s6]];
+        assert!(close(
+            din[0].as_ref().unwrap(),
+            &(a1 * ((1.0 + beta) / 2.0))
+        ));
+        assert!(close(
+            din[1].as_ref().unwrap(),
+            &Array2::from_elem((3, 1), (1.0 + beta) / 2.0)
+        ));
+    }
+}

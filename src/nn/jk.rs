@@ -350,3 +350,152 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
         Box::new(self.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array2};
+
+    use super::*;
+    use crate::nn::harness::{bits, citation, isolated, params, random, rng};
+    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
+
+    /// `l_count` random n × d inputs; for Max, redrawn until the two largest values of every
+    /// element are more than 1e-3 apart (a finite difference then never crosses a kink).
+    fn inputs(mode: JkMode, n: usize, d: usize, l_count: usize, seed: u64) -> Vec<In<f64>> {
+        let mut r = rng(seed);
+        let mut hs: Vec<Array2<f64>> = (0..l_count).map(|_| random(n, d, &mut r)).collect();
+        if mode == JkMode::Max && l_count > 1 {
+            for i in 0..n {
+                for k in 0..d {
+                    loop {
+                        let mut v: Vec<f64> = hs.iter().map(|h| h[[i, k]]).collect();
+                        v.sort_by(|a, b| b.total_cmp(a));
+                        if v[0] - v[1] > 1e-3 {
+                            break;
+                        }
+                        for h in &mut hs {
+                            h[[i, k]] = random(1, 1, &mut r)[[0, 0]];
+                        }
+                    }
+                }
+            }
+        }
+        hs.into_iter().map(In::Dense).collect()
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        for mode in JkMode::ALL {
+            for (d, l_count, scale) in [
+                (3, 3, 1.0),
+                (4, 2, 1.0),
+                (3, 1, 1.0),
+                (4, 4, 1.0),
+                (4, 3, 4.0),
+            ] {
+                if scale != 1.0 && mode != JkMode::Attention {
+                    continue;
+                }
+                let mut jk = JumpingKnowledge::<f64>::new(mode, d, l_count, &mut rng(17));
+                if let Some(a) = &mut jk.att {
+                    // Scaled up: peaked softmax weights.
+                    a.value.mapv_inplace(|v| scale * v);
+                }
+                let ins = inputs(mode, n, d, l_count, 18 + l_count as u64);
+                let g = random(n, jk.out_dim(), &mut rng(19));
+                let what = format!("JK {mode}, d {d}, L {l_count}, scale {scale}");
+                let need = vec![true; l_count];
+                Harness::new(adj).grad_check(&mut jk, &ins, &need, &g, &what);
+            }
+        }
+    }
+
+    #[test]
+    fn golden_max_ties_go_to_the_first_layer() {
+        let adj = isolated::<f64>(2);
+        let mut jk = JumpingKnowledge::<f64>::new(JkMode::Max, 2, 3, &mut rng(0));
+        let ins = [
+            In::Dense(array![[1.0, 0.0], [3.0, -1.0]]),
+            In::Dense(array![[1.0, 2.0], [3.0, -2.0]]),
+            In::Dense(array![[0.0, 2.0], [3.0, -1.0]]),
+        ];
+        let g = array![[10.0, 20.0], [30.0, 40.0]];
+        let (out, din) = Harness::new(&adj).run(&mut jk, &ins, &g, &[true; 3]);
+        assert_eq!(out, array![[1.0, 2.0], [3.0, -1.0]]);
+        assert_eq!(din[0].as_ref().unwrap(), array![[10.0, 0.0], [30.0, 40.0]]);
+        assert_eq!(din[1].as_ref().unwrap(), array![[0.0, 20.0], [0.0, 0.0]]);
+        assert_eq!(din[2].as_ref().unwrap(), array![[0.0, 0.0], [0.0, 0.0]]);
+    }
+
+    #[test]
+    fn golden_concat_layout_and_zero_attention_mean() {
+        let adj = isolated::<f64>(3);
+        let mut r = rng(3);
+        let hs = [random(3, 2, &mut r), random(3, 2, &mut r)];
+        let ins: Vec<In<f64>> = hs.iter().cloned().map(In::Dense).collect();
+        let mut cat = JumpingKnowledge::<f64>::new(JkMode::Concat, 2, 2, &mut r);
+        let (out, _) = Harness::new(&adj).forward(&mut cat, &ins);
+        assert_eq!(out.slice(s![.., 0..2]), hs[0]);
+        assert_eq!(out.slice(s![.., 2..4]), hs[1]);
+        // a = 0: equal weights, the mean.
+        let mut att = JumpingKnowledge::<f64>::new(JkMode::Attention, 2, 2, &mut r);
+        att.att = Some(Param::zeros(2, 1));
+        let (out, _) = Harness::new(&adj).forward(&mut att, &ins);
+        let mean = (&hs[0] + &hs[1]) / 2.0;
+        assert!((&out - &mean).iter().all(|v| v.abs() < 1e-15));
+    }
+
+    #[test]
+    fn attention_is_stable_for_large_scores() {
+        // Scores of ±2e4 overflow exp without the max subtraction.
+        let adj = isolated::<f32>(3);
+        let mut jk = JumpingKnowledge::<f32> {
+            mode: JkMode::Attention,
+            att: Some(Param::new(Array2::from_elem((2, 1), 1e4f32))),
+            dim: 2,
+            n_layers: 2,
+        };
+        let ins = [
+            In::Dense(Array2::from_elem((3, 2), 1.0f32)),
+            In::Dense(Array2::from_elem((3, 2), -1.0f32)),
+        ];
+        let g = Array2::from_elem((3, 2), 1.0f32);
+        let (out, din) = Harness::new(&adj).run(&mut jk, &ins, &g, &[true; 2]);
+        assert!(out.iter().all(|&v| v == 1.0), "{out:?}");
+        assert!(din
+            .iter()
+            .flatten()
+            .all(|d| d.iter().all(|v| v.is_finite())));
+    }
+
+    #[test]
+    fn bitwise_identical_for_any_thread_count() {
+        let (adj, _) = citation();
+        let n = adj.n_nodes();
+        let mut r = rng(23);
+        let ins: Vec<In<f32>> = (0..3)
+            .map(|_| In::Dense(random(n, 16, &mut r).mapv(|v| v as f32)))
+            .collect();
+        for mode in JkMode::ALL {
+            let base = JumpingKnowledge::<f32>::new(mode, 16, 3, &mut r);
+            let g = random(n, base.out_dim(), &mut r).mapv(|v| v as f32);
+            same_for_any_thread_count(
+                |par| {
+                    let mut jk = base.clone();
+                    let h = Harness {
+                        par,
+                        ..Harness::new(&adj)
+                    };
+                    let (y, din) = h.run(&mut jk, &ins, &g, &[true; 3]);
+                    let mut out = vec![bits(&y)];
+                    out.extend(din.iter().flatten().map(bits));
+                    out.extend(params(&mut jk, true).iter().map(|(_, p)| bits(p)));
+                    out
+                },
+                &format!("JK {mode}"),
+            );
+        }
+    }
+}

@@ -101,3 +101,76 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         Box::new(self.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array2};
+
+    use super::*;
+    use crate::nn::harness::{isolated, params, random, rng, small_adjs, Harness, In};
+
+    fn layer(a: usize, c: usize, bias: bool, seed: u64) -> Linear<f64> {
+        let mut r = rng(seed);
+        let mut l = Linear::new(a, c, bias, &mut r);
+        if let Some(b) = &mut l.bias {
+            b.value = random(1, c, &mut r);
+        }
+        l
+    }
+
+    #[test]
+    fn dense_input_gradients_match_finite_differences() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        for bias in [false, true] {
+            for (a, c) in [(3, 5), (5, 3)] {
+                let mut r = rng(1);
+                let x = random(n, a, &mut r);
+                let g = random(n, c, &mut r);
+                let mut l = layer(a, c, bias, 2);
+                let what = format!("bias {bias}, {a}→{c}");
+                Harness::new(adj).grad_check(&mut l, &[In::Dense(x)], &[true], &g, &what);
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_input_weight_gradients_match_finite_differences_and_dense() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(3);
+        let mut x = random(n, 6, &mut r);
+        x.mapv_inplace(|v| if v.abs() < 0.6 { 0.0 } else { v });
+        x.row_mut(2).fill(0.0);
+        let g = random(n, 4, &mut r);
+        let h = Harness::new(adj);
+        let mut res = Vec::new();
+        for input in [In::sparse(&x), In::Dense(x.clone())] {
+            let mut l = layer(6, 4, true, 5);
+            let (y, _) = h.grad_check(&mut l, &[input], &[false], &g, "sparse");
+            res.push((y, params(&mut l, true)));
+        }
+        let close = |a: &Array2<f64>, b: &Array2<f64>| (a - b).iter().all(|v| v.abs() < 1e-12);
+        assert!(close(&res[0].0, &res[1].0));
+        for ((_, a), (_, b)) in res[0].1.iter().zip(&res[1].1) {
+            assert!(close(a, b));
+        }
+    }
+
+    #[test]
+    fn golden() {
+        // y = [1, 2]·[[1, −1], [3, 0.5]] + [0.5, 0] = [7.5, 0]; for G = [1, 2]: dW = xᵀG,
+        // db = G, dx = G·Wᵀ = [1 − 2, 3 + 1] = [−1, 4]. (One node: a graph of one isolated node.)
+        let adj = isolated::<f64>(1);
+        let mut l = Linear {
+            weight: Param::new(array![[1.0, -1.0], [3.0, 0.5]]),
+            bias: Some(Param::new(array![[0.5, 0.0]])),
+        };
+        let x = In::Dense(array![[1.0, 2.0]]);
+        let (y, din) = Harness::new(&adj).run(&mut l, &[x], &array![[1.0, 2.0]], &[true]);
+        assert_eq!(y, array![[7.5, 0.0]]);
+        assert_eq!(l.weight.grad, array![[1.0, 2.0], [2.0, 4.0]]);
+        assert_eq!(l.bias.as_ref().unwrap().grad, array![[1.0, 2.0]]);
+        assert_eq!(din[0].as_ref().unwrap(), array![[-1.0, 4.0]]);
+    }
+}

@@ -19,6 +19,8 @@ pub mod batch_norm;
 pub mod dropout;
 pub mod gcn_conv;
 pub mod gcnii;
+#[cfg(test)]
+mod harness;
 pub mod jk;
 pub mod layer;
 pub mod linear;

@@ -300,3 +300,173 @@ impl<F: Scalar> Layer<F> for PairNorm {
         Box::new(*self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{array, Array2, Axis};
+
+    use super::*;
+    use crate::nn::harness::{bits, citation, isolated, random, rng};
+    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
+    use crate::nn::Mode;
+
+    const MODES: [PairNormMode; 3] = [PairNormMode::Pn, PairNormMode::PnSi, PairNormMode::PnScs];
+
+    fn pn(mode: PairNormMode, scale: f64, dim: usize) -> PairNorm {
+        PairNorm { scale, mode, dim }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        for mode in MODES {
+            let mut r = rng(21);
+            let x = random(n, 4, &mut r) + 0.3;
+            let g = random(n, 4, &mut r);
+            let h = Harness::new(adj);
+            let what = format!("PairNorm {mode:?}");
+            let (y, _) = h.grad_check(
+                &mut pn(mode, 1.7, 4),
+                &[In::Dense(x.clone())],
+                &[true],
+                &g,
+                &what,
+            );
+            // Train and eval are the same.
+            let (ye, _) = h
+                .mode(Mode::Eval)
+                .forward(&mut pn(mode, 1.7, 4), &[In::Dense(x)]);
+            assert_eq!(y, ye, "{what}");
+        }
+    }
+
+    #[test]
+    fn pn_centres_and_fixes_the_mean_row_norm_pn_si_the_row_norms() {
+        let adj = isolated::<f64>(40);
+        let mut r = rng(4);
+        let x = random(40, 6, &mut r) * 5.0 + 2.0;
+        for s in [1.0, 2.5] {
+            let (y, _) = Harness::new(&adj)
+                .forward(&mut pn(PairNormMode::Pn, s, 6), &[In::Dense(x.clone())]);
+            let mean = y.mean_axis(Axis(0)).unwrap();
+            assert!(mean.iter().all(|m| m.abs() < 1e-12), "column means {mean}");
+            let msq = y.rows().into_iter().map(|r| r.dot(&r)).sum::<f64>() / 40.0;
+            assert!(
+                (msq - s * s).abs() < 1e-6 * s * s,
+                "mean squared row norm {msq}"
+            );
+        }
+        let (y, _) =
+            Harness::new(&adj).forward(&mut pn(PairNormMode::PnSi, 2.0, 6), &[In::Dense(x)]);
+        for r in y.rows() {
+            assert!((r.dot(&r).sqrt() - 2.0).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn golden() {
+        // Rows (3, 0), (−1, 0), (0, 4), ε = 1e-5 inside the roots:
+        // μ = (2/3, 4/3); PN-SCS: y_i = x_i/√(ε + ‖x_i‖²) − μ.
+        let adj = isolated::<f64>(3);
+        let x = array![[3.0, 0.0], [-1.0, 0.0], [0.0, 4.0]];
+        let (y, _) =
+            Harness::new(&adj).forward(&mut pn(PairNormMode::PnScs, 1.0, 2), &[In::Dense(x)]);
+        let f = |sq: f64| 1.0 / (1e-5 + sq).sqrt();
+        let want = array![
+            [3.0 * f(9.0) - 2.0 / 3.0, -4.0 / 3.0],
+            [-f(1.0) - 2.0 / 3.0, -4.0 / 3.0],
+            [-2.0 / 3.0, 4.0 * f(16.0) - 4.0 / 3.0]
+        ];
+        assert!((&y - &want).iter().all(|v| v.abs() < 1e-15), "{y}");
+        // PN on two rows ±(1, 0): centred already, mean squared norm 1: y = x/√(1 + ε).
+        let adj = isolated::<f64>(2);
+        let x = array![[1.0, 0.0], [-1.0, 0.0]];
+        let (y, _) =
+            Harness::new(&adj).forward(&mut pn(PairNormMode::Pn, 1.0, 2), &[In::Dense(x.clone())]);
+        assert!((&y - &(x * f(1.0))).iter().all(|v| v.abs() < 1e-15), "{y}");
+    }
+
+    #[test]
+    fn degenerate_inputs_are_finite() {
+        let [(_, adj), _] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(6);
+        let g = random(n, 4, &mut r);
+        // Identical rows: C = 0, so PN and PN-SI give 0 (ε keeps r > 0); a zero row for PN-SCS.
+        let same = Array2::from_shape_fn((n, 4), |(_, k)| k as f64 - 1.0);
+        let mut zero_row = random(n, 4, &mut r);
+        zero_row.row_mut(2).fill(0.0);
+        for mode in MODES {
+            for x in [&same, &zero_row] {
+                let (y, din) = Harness::new(adj).run(
+                    &mut pn(mode, 1.0, 4),
+                    &[In::Dense(x.clone())],
+                    &g,
+                    &[true],
+                );
+                assert!(y.iter().all(|v| v.is_finite()), "{mode:?}");
+                assert!(
+                    din[0].as_ref().unwrap().iter().all(|v| v.is_finite()),
+                    "{mode:?}"
+                );
+                if mode != PairNormMode::PnScs && *x == same {
+                    assert!(y.iter().all(|&v| v == 0.0), "{mode:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn f32_agrees_with_f64() {
+        let (adj64, adj32) = (isolated::<f64>(30), isolated::<f32>(30));
+        let mut r = rng(13);
+        let x = random(30, 5, &mut r) * 2.0 + 1.0;
+        let g = random(30, 5, &mut r);
+        let close = |a: &Array2<f32>, b: &Array2<f64>| {
+            a.iter()
+                .zip(b)
+                .all(|(&p, &q)| (p as f64 - q).abs() <= 1e-5 * q.abs().max(1.0))
+        };
+        for mode in MODES {
+            let x32 = [In::Dense(x.mapv(|v| v as f32))];
+            let g32 = g.mapv(|v| v as f32);
+            let (y32, d32) = Harness::new(&adj32).run(&mut pn(mode, 1.3, 5), &x32, &g32, &[true]);
+            let (y64, d64) = Harness::new(&adj64).run(
+                &mut pn(mode, 1.3, 5),
+                &[In::Dense(x.clone())],
+                &g,
+                &[true],
+            );
+            assert!(close(&y32, &y64), "{mode:?}: output");
+            assert!(
+                close(d32[0].as_ref().unwrap(), d64[0].as_ref().unwrap()),
+                "{mode:?}: dX"
+            );
+        }
+    }
+
+    #[test]
+    fn bitwise_identical_for_any_thread_count() {
+        // d = 64: 256-row chunks, so the sums over the 300 nodes have two partial sums.
+        let (adj, _) = citation();
+        let n = adj.n_nodes();
+        let mut r = rng(19);
+        let x = random(n, 64, &mut r).mapv(|v| v as f32);
+        let g = random(n, 64, &mut r).mapv(|v| v as f32);
+        for mode in MODES {
+            same_for_any_thread_count(
+                |par| {
+                    let h = Harness {
+                        par,
+                        ..Harness::new(&adj)
+                    };
+                    let (y, din) =
+                        h.run(&mut pn(mode, 1.0, 64), &[In::Dense(x.clone())], &g, &[true]);
+                    (bits(&y), bits(din[0].as_ref().unwrap()))
+                },
+                &format!("PairNorm {mode:?}"),
+            );
+        }
+    }
+}
