@@ -34,7 +34,7 @@ struct Cli {
 enum Cmd {
     /// Train a model (Kipf & Welling's GCN by default, or any of `--model`) and report test
     /// accuracy over seeds.
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     /// Print a dataset's statistics: nodes, edges, degrees, homophily, classes, split sizes.
     Info(info::InfoArgs),
     /// Evaluate a checkpoint written by `train --save` on a dataset.
@@ -51,7 +51,7 @@ enum Cmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Train(a) => train::run(a),
+        Cmd::Train(a) => train::run(*a),
         Cmd::Info(a) => info::run(a),
         Cmd::Eval(a) => eval::run(a),
         Cmd::Generate(a) => generate::run(a),

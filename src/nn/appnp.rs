@@ -78,7 +78,9 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd { scratch, grad, .. } = io;
+        let Bwd {
+            mut scratch, grad, ..
+        } = io;
         let GradIo::Separate { dout, mut din } = grad else {
             unreachable!("APPNP's gradient is separate")
         };
@@ -91,8 +93,8 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             dh.assign(&dout);
             return;
         }
-        let (b0, b1) = scratch.f.split_at_mut(n * c);
-        let mut bufs = [view_mut(b0, (n, c)), view_mut(&mut b1[..n * c], (n, c))];
+        let (b0, b1) = (scratch.take_f(n * c), scratch.take_f(n * c));
+        let mut bufs = [view_mut(b0, (n, c)), view_mut(b1, (n, c))];
         // dH = α·G_K, then G_{K−1} = (1−α)ÂᵀG_K into bufs[0], …
         Zip::from(&mut dh).and(&dout).for_each(|o, &g| *o = a * g);
         cx.adj
@@ -114,9 +116,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             cur = 1 - cur;
         }
         // dH += G_0.
-        Zip::from(&mut dh)
-            .and(&bufs[cur])
-            .for_each(|o, &g| *o += g);
+        Zip::from(&mut dh).and(&bufs[cur]).for_each(|o, &g| *o += g);
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

@@ -125,17 +125,21 @@ impl Req {
             f64: self.f64.max(o.f64),
         }
     }
+    /// Whether nothing is asked for.
+    pub fn is_empty(&self) -> bool {
+        *self == Req::default()
+    }
+}
+
+impl std::ops::Add for Req {
+    type Output = Req;
     /// The element-wise sum.
-    pub fn add(self, o: Req) -> Req {
+    fn add(self, o: Req) -> Req {
         Req {
             f: self.f + o.f,
             u8: self.u8 + o.u8,
             f64: self.f64 + o.f64,
         }
-    }
-    /// Whether nothing is asked for.
-    pub fn is_empty(&self) -> bool {
-        *self == Req::default()
     }
 }
 

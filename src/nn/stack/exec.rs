@@ -455,6 +455,6 @@ fn run_backward<F: Scalar>(
 /// dst ← dst + src, element by element.
 fn add_into<F: Scalar>(dst: &mut [F], src: &[F]) {
     for (d, &s) in dst.iter_mut().zip(src) {
-        *d = *d + s;
+        *d += s;
     }
 }

@@ -364,7 +364,10 @@ impl<F: Scalar> Model<F> {
     /// which must write ∂L/∂logits into `dlogits` (every entry) and returns whether to go on,
     /// then (if so) backward, which **adds** every parameter's gradient. `adj` may be another
     /// Â than the model's own for each pass (DropEdge's samples; `base_adj = false`), with the
-    /// same nodes.
+    /// same nodes, if the model was configured with `drop_edge > 0`.
+    ///
+    /// # Panics
+    /// If `base_adj` is false for a model configured without DropEdge.
     #[allow(clippy::too_many_arguments)]
     pub fn train_pass(
         &mut self,
@@ -375,6 +378,11 @@ impl<F: Scalar> Model<F> {
         par: Par,
         loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
     ) {
+        assert!(
+            base_adj || self.config.drop_edge > 0.0,
+            "Model::train_pass: a training pass on another Â than the model's own (DropEdge) \
+             needs ModelConfig::drop_edge > 0, so that the plan keeps what depends on Â"
+        );
         let mut ws = self.workspace(adj.n_rows(), x);
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
