@@ -399,6 +399,10 @@ impl Checkpoint {
             .config
             .build(adj, x, Some(&self.orders), &mut rng)
             .map_err(|e| dataset_err(path, format!("the metadata describes an invalid model: {e}")))?;
+        if model.orders().len() != self.orders.len() {
+            let what = "metadata `orders` vs graph convolutions";
+            return Err(mismatch(path, what, model.orders().len(), self.orders.len()));
+        }
         let mut used = 0usize;
         let mut err: Option<Error> = None;
         let mut fill = |name: &str, shape: &[usize], dst: &mut dyn Iterator<Item = &mut f32>| {
