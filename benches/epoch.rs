@@ -1,7 +1,8 @@
 //! One full-batch training epoch: forward (training mode, dropout on) + masked softmax
 //! cross-entropy + backward + one Adam step, i.e. `sparse_gcn::train::train_step`, the step
-//! `fit` runs every epoch, on a model built (and `prepare`d) once outside the timing loop. The
-//! evaluation pass `fit` adds per epoch is not timed.
+//! `fit` runs every epoch, on a model (`nn::Model`, built from `nn::ModelConfig`) built once
+//! outside the timing loop; the model plans and allocates its buffers on its first step (in
+//! criterion's warm-up) and reuses them. The evaluation pass `fit` adds per epoch is not timed.
 //!
 //! ```text
 //! cargo bench --bench epoch                                            # cora-like + arxiv-like
@@ -109,11 +110,11 @@ fn bench_epoch(c: &mut Criterion) {
                 let cfg = shape.config(data, order);
                 for &(par, par_name) in pars {
                     let mut model = cfg
-                        .init(&adj, &data.features, &mut rng_stream(0, 0))
+                        .build(&adj, &data.features, None, &mut rng_stream(0, 0))
                         .expect("valid config");
-                    model.prepare(&adj, &data.features, par);
                     let resolved = model.orders();
-                    let macs = common::epoch_macs(&adj, &data.features, &cfg.dims(), &resolved);
+                    let macs =
+                        common::epoch_macs(&adj, &data.features, &common::dims(&cfg), &resolved);
                     if par == pars[0].0 {
                         eprintln!(
                             "epoch {name},{},order={} -> {resolved:?}: {macs} multiply-adds",
@@ -136,6 +137,7 @@ fn bench_epoch(c: &mut Criterion) {
                                 &mut model,
                                 &mut opt,
                                 &adj,
+                                true,
                                 &data.features,
                                 &data.labels,
                                 &data.split.train,

@@ -18,10 +18,18 @@
 //! - `gcnii,arxiv-like,d=256`: one GCNII convolution (α = 0.1, λ = 0.5, l = 1), which has a
 //!   single order; rayon.
 //!
-//! The forward pass includes allocating its output and cache (as training does) and, for
-//! AggregateFirst on sparse features, the sparse Â·X product (recomputed every training step
-//! when the input has dropout). The backward pass is timed alone: each iteration runs an
-//! untimed forward to get a fresh cache, zeroes the gradient, then times `backward`.
+//! Each layer runs inside a one-layer `nn::Model` stack (`Model::from_nodes`), the only way a
+//! layer is called, on buffers the stack plans on the first pass and reuses. The stack is told
+//! that its input changes between passes (`drop_edge > 0` in its configuration; every pass still
+//! runs on the model's own Â), so nothing computed from X is cached: a pass recomputes Â·H, and
+//! for AggregateFirst on sparse features the values of the sparse product Â·X on its kept
+//! pattern, as a training step with input dropout does. The forward pass is a training-mode
+//! pass that stops after the logits (`Model::train_pass` with a loss that returns `false`). The
+//! backward pass is timed alone: each iteration zeroes the gradients and runs a training pass,
+//! timing from the moment the loss has written ∂L/∂Z (a fixed random G) to the end of backward.
+//! Layers that compute dH (and GCNII) read their input from a pass-through node
+//! (`HiddenInput`, defined here, with a 1 × 1 dummy parameter so the stack asks for ∂L/∂H), as
+//! a hidden layer does; its calls do nothing.
 //!
 //! Throughput (`Elements`) = the multiply-adds of the products the pass runs in that order
 //! (`common::LayerWork`: SpMM nnz(Â)·width, sparse × dense nnz·width, sparse × sparse
@@ -36,12 +44,13 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use ndarray::{Array2, CowArray};
+use ndarray::Array2;
+use rand_chacha::ChaCha8Rng;
 use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::graph::{Norm, NormAdj};
+use sparse_gcn::graph::{Features, Norm, NormAdj};
 use sparse_gcn::nn::gcnii::GcniiConv;
-use sparse_gcn::nn::model::input_of;
-use sparse_gcn::nn::{GcnConv, Input, Order};
+use sparse_gcn::nn::layer::{Bwd, Cx, Fwd};
+use sparse_gcn::nn::{GcnConv, Layer, MaskStreams, Model, ModelConfig, Node, Order, Param, Src};
 use sparse_gcn::train::rng_stream;
 use sparse_gcn::Par;
 
@@ -52,7 +61,7 @@ struct LayerCase<'a> {
     /// Id prefix: `<graph>,<layer>,<in>-><out>[,sparse]`.
     tag: String,
     adj: &'a NormAdj<f32>,
-    input: Input<'a, f32>,
+    input: &'a Features<f32>,
     out_dim: usize,
     need_dh: bool,
     pars: &'a [(Par, &'static str)],
@@ -62,20 +71,136 @@ const BOTH: [(Par, &str); 2] = [(Par::Seq, "seq"), (Par::Rayon, "rayon")];
 const RAYON: [(Par, &str); 1] = [(Par::Rayon, "rayon")];
 const ORDERS: [Order; 2] = [Order::AggregateFirst, Order::TransformFirst];
 
-/// Dense input of a hidden layer (as `Input`).
-fn dense_input(h: &Array2<f32>) -> Input<'_, f32> {
-    Input::Dense(CowArray::from(h.view()))
+/// A pass-through node: the stack copies its input (the features, here a dense H) into its
+/// output, and its backward leaves ∂L/∂out in place as ∂L/∂in. Its 1 × 1 dummy parameter (never
+/// read) makes the stack compute the next layer's input gradient, as for a hidden layer.
+#[derive(Debug, Clone)]
+struct HiddenInput {
+    dim: usize,
+    dummy: Param<f32>,
+}
+
+impl HiddenInput {
+    fn new(dim: usize) -> Self {
+        HiddenInput {
+            dim,
+            dummy: Param::zeros(1, 1),
+        }
+    }
+}
+
+impl Layer<f32> for HiddenInput {
+    fn name(&self) -> &'static str {
+        "hidden_input"
+    }
+    fn out_dim(&self) -> usize {
+        self.dim
+    }
+    fn in_place(&self) -> bool {
+        true
+    }
+    fn grad_in_place(&self) -> bool {
+        true
+    }
+    fn forward(&mut self, _cx: &mut Cx<'_, f32>, _io: Fwd<'_, f32>) {}
+    fn backward(&mut self, _cx: &mut Cx<'_, f32>, _io: Bwd<'_, f32>) {}
+    fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<f32>)) {
+        f("dummy", &mut self.dummy);
+    }
+    fn clone_box(&self) -> Box<dyn Layer<f32>> {
+        Box::new(self.clone())
+    }
+}
+
+/// A stack of `layer` (of arity `arity`) reading the features, through a [`HiddenInput`] of
+/// width `in_dim` when `hidden`. Its configuration says that the input changes between passes
+/// (`drop_edge > 0`), so no layer caches what it computes from X.
+fn stack(layer: Box<dyn Layer<f32>>, arity: usize, in_dim: usize, hidden: bool) -> Model<f32> {
+    let out_dim = layer.out_dim();
+    let cfg = ModelConfig {
+        in_dim,
+        out_dim,
+        n_layers: 1,
+        dropout: 0.0,
+        input_dropout: 0.0,
+        drop_edge: 0.5,
+        ..ModelConfig::default()
+    };
+    let mut nodes = Vec::new();
+    let src = if hidden {
+        nodes.push(Node {
+            layer: Box::new(HiddenInput::new(in_dim)),
+            inputs: vec![Src::X],
+            group: 0,
+            site: 0,
+        });
+        Src::Node(0)
+    } else {
+        Src::X
+    };
+    nodes.push(Node {
+        layer,
+        inputs: vec![src; arity],
+        group: 0,
+        site: 0,
+    });
+    Model::from_nodes(
+        cfg,
+        nodes,
+        0.0,
+        1,
+        Vec::new(),
+        MaskStreams::Shared,
+        Vec::new(),
+    )
+}
+
+/// A training-mode pass that stops after the logits.
+fn forward(
+    model: &mut Model<f32>,
+    adj: &NormAdj<f32>,
+    x: &Features<f32>,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) {
+    model.train_pass(adj, true, x, rng, par, &mut |z, _| {
+        black_box(z);
+        false
+    });
+}
+
+/// The time of the backward calls of one training pass with ∂L/∂Z = `g`.
+fn timed_backward(
+    model: &mut Model<f32>,
+    adj: &NormAdj<f32>,
+    x: &Features<f32>,
+    g: &Array2<f32>,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) -> Duration {
+    model.zero_grad();
+    let mut t0 = None;
+    model.train_pass(adj, true, x, rng, par, &mut |_, mut dz| {
+        dz.assign(g);
+        t0 = Some(Instant::now());
+        true
+    });
+    let t = t0.map_or(Duration::ZERO, |t| t.elapsed());
+    model.visit_params(&mut |_, p| {
+        black_box(&p.grad);
+    });
+    t
 }
 
 fn bench_layers(c: &mut Criterion) {
     // ---- the graphs and inputs, built once ----
     let cora = common::preset(Preset::CoraLike);
     let cora_adj = NormAdj::<f32>::new(&cora.graph, Norm::Symmetric);
-    let cora_h16 = common::dense(cora_adj.n_nodes(), 16, SEED + 1);
+    let cora_h16 = Features::Dense(common::dense(cora_adj.n_nodes(), 16, SEED + 1));
     let arxiv = common::preset(Preset::ArxivLike);
     let arxiv_adj = NormAdj::<f32>::new(&arxiv.graph, Norm::Symmetric);
     let n_arxiv = arxiv_adj.n_nodes();
-    let arxiv_h256 = common::dense(n_arxiv, common::WIDE_HIDDEN, SEED + 2);
+    let arxiv_h256 = Features::Dense(common::dense(n_arxiv, common::WIDE_HIDDEN, SEED + 2));
     eprintln!(
         "layers: cora-like n = {}, nnz(Â) = {}, nnz(X) = {}; arxiv-like n = {n_arxiv}, nnz(Â) = \
          {}, X dense {}×{}",
@@ -91,7 +216,7 @@ fn bench_layers(c: &mut Criterion) {
         LayerCase {
             tag: format!("cora-like,l1,{}->16,sparse", cora.features.n_cols()),
             adj: &cora_adj,
-            input: input_of(&cora.features),
+            input: &cora.features,
             out_dim: 16,
             need_dh: false,
             pars: &BOTH,
@@ -99,7 +224,7 @@ fn bench_layers(c: &mut Criterion) {
         LayerCase {
             tag: format!("cora-like,l2,16->{}", cora.n_classes),
             adj: &cora_adj,
-            input: dense_input(&cora_h16),
+            input: &cora_h16,
             out_dim: cora.n_classes,
             need_dh: true,
             pars: &BOTH,
@@ -107,7 +232,7 @@ fn bench_layers(c: &mut Criterion) {
         LayerCase {
             tag: format!("arxiv-like,l1,{}->256", arxiv.features.n_cols()),
             adj: &arxiv_adj,
-            input: input_of(&arxiv.features),
+            input: &arxiv.features,
             out_dim: common::WIDE_HIDDEN,
             need_dh: false,
             pars: &RAYON,
@@ -115,7 +240,7 @@ fn bench_layers(c: &mut Criterion) {
         LayerCase {
             tag: "arxiv-like,l2,256->256".into(),
             adj: &arxiv_adj,
-            input: dense_input(&arxiv_h256),
+            input: &arxiv_h256,
             out_dim: common::WIDE_HIDDEN,
             need_dh: true,
             pars: &RAYON,
@@ -123,31 +248,32 @@ fn bench_layers(c: &mut Criterion) {
         LayerCase {
             tag: format!("arxiv-like,l3,256->{}", arxiv.n_classes),
             adj: &arxiv_adj,
-            input: dense_input(&arxiv_h256),
+            input: &arxiv_h256,
             out_dim: arxiv.n_classes,
             need_dh: true,
             pars: &RAYON,
         },
     ];
-    // Work counts (the sparse one computes Â·X once).
+    // Work counts (the sparse one computes the pattern of Â·X once).
     let works: Vec<LayerWork> = cases
         .iter()
         .map(|k| LayerWork {
             n: k.adj.n_nodes(),
             nnz_adj: k.adj.nnz(),
-            in_dim: k.input.ncols(),
+            in_dim: k.input.n_cols(),
             out_dim: k.out_dim,
-            input: InputWork::of(k.adj, &k.input),
+            input: InputWork::of(k.adj, k.input),
             need_dh: k.need_dh,
         })
         .collect();
+    let mut rng = rng_stream(SEED, 1);
 
     // ---- forward ----
     let mut group = c.benchmark_group("layers_forward");
     common::slow(&mut group);
     for (k, work) in cases.iter().zip(&works) {
         for order in ORDERS {
-            let layer = new_layer(work, order);
+            let mut model = stack(Box::new(new_layer(work, order)), 1, work.in_dim, false);
             group.throughput(Throughput::Elements(work.forward_macs(order)));
             for &(par, par_name) in k.pars {
                 let id = format!(
@@ -156,12 +282,12 @@ fn bench_layers(c: &mut Criterion) {
                     common::order_name(order)
                 );
                 group.bench_function(BenchmarkId::from_parameter(id), |b| {
-                    b.iter(|| black_box(layer.forward(k.adj, k.input.clone(), None, par)))
+                    b.iter(|| forward(&mut model, k.adj, k.input, &mut rng, par))
                 });
             }
         }
     }
-    gcnii_forward(&mut group, &arxiv_adj, &arxiv_h256);
+    gcnii_forward(&mut group, &arxiv_adj, &arxiv_h256, &mut rng);
     group.finish();
 
     // ---- backward ----
@@ -169,7 +295,7 @@ fn bench_layers(c: &mut Criterion) {
     common::slow(&mut group);
     for (k, work) in cases.iter().zip(&works) {
         for order in ORDERS {
-            let mut layer = new_layer(work, order);
+            let mut model = stack(Box::new(new_layer(work, order)), 1, work.in_dim, k.need_dh);
             let g = common::dense(k.adj.n_nodes(), k.out_dim, SEED + 3);
             group.throughput(Throughput::Elements(work.backward_macs(order)));
             for &(par, par_name) in k.pars {
@@ -180,23 +306,15 @@ fn bench_layers(c: &mut Criterion) {
                 );
                 group.bench_function(BenchmarkId::from_parameter(id), |b| {
                     b.iter_custom(|iters| {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            let (z, cache) = layer.forward(k.adj, k.input.clone(), None, par);
-                            drop(z);
-                            layer.weight.zero_grad();
-                            let t = Instant::now();
-                            let dh = layer.backward(k.adj, cache, None, g.view(), k.need_dh, par);
-                            total += t.elapsed();
-                            black_box(dh);
-                        }
-                        total
+                        (0..iters)
+                            .map(|_| timed_backward(&mut model, k.adj, k.input, &g, &mut rng, par))
+                            .sum()
                     })
                 });
             }
         }
     }
-    gcnii_backward(&mut group, &arxiv_adj, &arxiv_h256);
+    gcnii_backward(&mut group, &arxiv_adj, &arxiv_h256, &mut rng);
     group.finish();
 }
 
@@ -221,36 +339,39 @@ fn gcnii_id() -> String {
 }
 
 /// GCNII forward: S = (1−α)·Â·H + α·H₀ (nnz(Â)·d) and S·W (n·d·d). H₀ = H here.
-fn gcnii_forward(group: &mut BenchmarkGroup<'_, WallTime>, adj: &NormAdj<f32>, h: &Array2<f32>) {
-    let layer = gcnii_layer();
-    let (n, d) = h.dim();
+fn gcnii_forward(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    adj: &NormAdj<f32>,
+    h: &Features<f32>,
+    rng: &mut ChaCha8Rng,
+) {
+    let d = common::WIDE_HIDDEN;
+    let mut model = stack(Box::new(gcnii_layer()), 2, d, false);
+    let n = h.n_rows();
     group.throughput(Throughput::Elements((adj.nnz() * d + n * d * d) as u64));
     group.bench_function(BenchmarkId::from_parameter(gcnii_id()), |b| {
-        b.iter(|| black_box(layer.forward(adj, h.view(), h.view(), Par::Rayon)))
+        b.iter(|| forward(&mut model, adj, h, rng, Par::Rayon))
     });
 }
 
-/// GCNII backward: Sᵀ·G and G·Wᵀ (n·d·d each) and Âᵀ·dS (nnz(Â)·d).
-fn gcnii_backward(group: &mut BenchmarkGroup<'_, WallTime>, adj: &NormAdj<f32>, h: &Array2<f32>) {
-    let mut layer = gcnii_layer();
-    let (n, d) = h.dim();
+/// GCNII backward: Sᵀ·G and G·Wᵀ (n·d·d each) and Âᵀ·dS (nnz(Â)·d), with the gradients of H
+/// and H₀ (the same node here, so the stack adds them).
+fn gcnii_backward(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    adj: &NormAdj<f32>,
+    h: &Features<f32>,
+    rng: &mut ChaCha8Rng,
+) {
+    let d = common::WIDE_HIDDEN;
+    let mut model = stack(Box::new(gcnii_layer()), 2, d, true);
+    let n = h.n_rows();
     let g = common::dense(n, d, SEED + 4);
-    let mut dh0 = Array2::<f32>::zeros((n, d));
     group.throughput(Throughput::Elements((2 * n * d * d + adj.nnz() * d) as u64));
     group.bench_function(BenchmarkId::from_parameter(gcnii_id()), |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let (z, cache) = layer.forward(adj, h.view(), h.view(), Par::Rayon);
-                drop(z);
-                layer.weight.zero_grad();
-                dh0.fill(0.0);
-                let t = Instant::now();
-                let dh = layer.backward(adj, cache, g.view(), &mut dh0, Par::Rayon);
-                total += t.elapsed();
-                black_box(dh);
-            }
-            total
+            (0..iters)
+                .map(|_| timed_backward(&mut model, adj, h, &g, rng, Par::Rayon))
+                .sum()
         })
     });
 }

@@ -7,6 +7,9 @@
 //!     [--features 500] [--words 20] [--hidden 16] [--classes 40] [--seed 42] [--seq] [--quick]
 //! ```
 //!
+//! The model is `nn::Model` built from `nn::ModelConfig` (Kipf's GCN); its first pass (the
+//! evaluation pass) also plans and allocates the buffers every later pass reuses.
+//!
 //! `--quick` uses 50 000 nodes (CI runs it in seconds). Peak RSS is `VmHWM` from
 //! `/proc/self/status` ("unknown" where that file does not exist). The estimate printed at the
 //! end counts the bytes that must be resident for the forward pass, from the sizes alone.
@@ -16,8 +19,8 @@ use std::time::Instant;
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
-use sparse_gcn::nn::loss::softmax_cross_entropy;
-use sparse_gcn::nn::{GcnConfig, Mode, Order};
+use sparse_gcn::nn::loss::softmax_cross_entropy_into;
+use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::train::rng_stream;
 use sparse_gcn::Par;
 
@@ -202,40 +205,50 @@ fn main() {
 
     // 3. The model.
     let t = Instant::now();
-    let cfg = GcnConfig {
+    let cfg = ModelConfig {
         in_dim: features.n_cols(),
         hidden_dim: args.hidden,
         out_dim: n_classes,
         order: Order::Auto,
-        ..GcnConfig::default()
+        ..ModelConfig::default()
     };
     let mut model = cfg
-        .init(&adj, &features, &mut rng_stream(args.seed, 0))
+        .build(&adj, &features, None, &mut rng_stream(args.seed, 0))
         .unwrap_or_else(|e| {
             eprintln!("error: model config: {e}");
             exit(1)
         });
-    model.prepare(&adj, &features, args.par);
-    let t_init = report("model init + prepare", t);
+    let t_init = report("model build", t);
 
-    // 4. One forward pass, evaluation mode.
-    let mut rng = rng_stream(args.seed, 1);
+    // 4. One forward pass, evaluation mode (it plans and allocates the model's buffers).
     let t = Instant::now();
-    let (logits, cache) = model.forward(&adj, &features, Mode::Eval, &mut rng, args.par);
+    let mut finite = false;
+    model.eval_pass(&adj, &features, args.par, &mut |logits| {
+        finite = logits.iter().all(|v| v.is_finite());
+    });
     let t_eval = report("forward (eval)", t);
-    let finite = logits.iter().all(|v| v.is_finite());
-    drop((logits, cache));
 
     // 5. One training forward (dropout on) + loss + backward.
+    let mut rng = rng_stream(args.seed, 1);
     model.zero_grad();
     let t = Instant::now();
-    let (logits, cache) = model.forward(&adj, &features, Mode::Train, &mut rng, args.par);
-    let t_train_fwd = report("forward (train)", t);
-    let t = Instant::now();
-    let (loss, dlogits) = softmax_cross_entropy(logits.view(), &labels, &split.train);
-    drop(logits);
-    model.backward(&adj, cache, dlogits, args.par);
-    let t_bwd = report("loss + backward", t);
+    let mut t_train_fwd = 0.0;
+    let mut t_loss = Instant::now();
+    let mut loss = f32::NAN;
+    model.train_pass(
+        &adj,
+        true,
+        &features,
+        &mut rng,
+        args.par,
+        &mut |logits, dlogits| {
+            t_train_fwd = report("forward (train)", t);
+            t_loss = Instant::now();
+            loss = softmax_cross_entropy_into(logits, &labels, &split.train, dlogits);
+            true
+        },
+    );
+    let t_bwd = report("loss + backward", t_loss);
 
     // Sizes and the analytic estimate.
     let (f, h, c) = (
@@ -264,10 +277,10 @@ fn main() {
         _ => 2 * n64 * h + 2 * n64 * c,
     };
     let est_act_eval = (2 * n64 * h).max(layer2) * 4;
-    // A training step adds the input-dropout copy of X, Xᵀ and the map (`with_values` copies
-    // all three), the hidden dropout mask (n×h), and for the backward pass dlogits (n×c) plus
-    // two n×h buffers (G·Wᵀ or Âᵀ·G, and dH). Not all of these are live at once (the logits
-    // are freed before the backward pass starts), so this is an upper bound.
+    // A training step adds the input-dropout copy of X (values, Xᵀ and the map), the hidden
+    // dropout mask (n×h), and for the backward pass dlogits (n×c) plus two n×h buffers (G·Wᵀ
+    // or Âᵀ·G, and dH). The model reuses buffers whose values are dead, so not all of these
+    // are live at once: this is an upper bound.
     let est_act_train = est_act_eval + est_x + est_x_map + (3 * n64 * h + n64 * c) * 4;
     let est_labels = n64 * 4;
     let base = est_adj + est_x + est_x_map + est_labels;

@@ -1,5 +1,15 @@
-//! Checkpoints: save → load round trips bit for bit, an interrupted save leaves the previous
-//! checkpoint intact, and every kind of damaged file gives its typed error.
+//! Checkpoints (format v2, any architecture): save → load → build round trips bit for bit for
+//! every architecture, the file is standard safetensors with the documented names and metadata,
+//! an interrupted save leaves the previous checkpoint intact, and every kind of damaged file
+//! gives its typed error.
+//!
+//! Ported from the v1 format (the Kipf GCN only, tensors `layers.{l}.weight`): tensors are now
+//! `nodes.{i}.{layer}.{param}` (biases 1 × out, statistics 1-D), shapes are checked when the
+//! model is built on the data (`Checkpoint::build`) rather than at load, and `save` takes the
+//! model alone (it carries its configuration, `Model::config`). The old
+//! `save_checks_model_against_config` test (a config passed to `save` that contradicts the
+//! model) is gone with the argument; `load_expecting` (load against an expected config) became
+//! `build` on data of another width and metadata that contradicts the tensors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,9 +22,9 @@ use rand_chacha::ChaCha8Rng;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use sparse_gcn::graph::{synthetic::CitationLike, Dataset, Features, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
-use sparse_gcn::nn::{Gcn, GcnConfig, Mode, Order};
+use sparse_gcn::nn::{Arch, Model, ModelConfig, Named, NormKind, Order};
 use sparse_gcn::train::checkpoint::{self, Checkpoint};
-use sparse_gcn::train::{train_step, TrainConfig};
+use sparse_gcn::train::{build_model, train_step, TrainConfig};
 use sparse_gcn::{Error, Par};
 
 /// A fresh, empty directory for one test.
@@ -42,10 +52,9 @@ fn setup() -> Setup {
     Setup { data, adj }
 }
 
-fn config(s: &Setup, n_layers: usize, bias: bool, order: Order) -> GcnConfig {
-    GcnConfig {
-        in_dim: s.data.features.n_cols(),
-        out_dim: s.data.n_classes,
+/// The Kipf GCN of `n_layers` with `bias` and `order`.
+fn kipf(n_layers: usize, bias: bool, order: Order) -> ModelConfig {
+    ModelConfig {
         n_layers,
         bias,
         order,
@@ -53,18 +62,20 @@ fn config(s: &Setup, n_layers: usize, bias: bool, order: Order) -> GcnConfig {
     }
 }
 
-/// A model trained for a few epochs (so biases are non-zero).
-fn trained(s: &Setup, cfg: &GcnConfig, seed: u64) -> Gcn<f32> {
+/// A model of `cfg` on the setup's data trained for a few epochs (so biases, BatchNorm's
+/// parameters and running statistics are not at their initial values).
+fn trained(s: &Setup, cfg: &ModelConfig, seed: u64) -> Model<f32> {
+    let x = &s.data.features;
+    let mut model = build_model(&s.adj, x, s.data.n_classes, cfg, seed).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut model = cfg.init(&s.adj, &s.data.features, &mut rng).unwrap();
-    model.prepare(&s.adj, &s.data.features, Par::Seq);
     let mut opt = TrainConfig::default().optimizer::<f32>();
     for _ in 0..10 {
         train_step(
             &mut model,
             opt.as_mut(),
             &s.adj,
-            &s.data.features,
+            true,
+            x,
             &s.data.labels,
             &s.data.split.train,
             &mut rng,
@@ -74,25 +85,31 @@ fn trained(s: &Setup, cfg: &GcnConfig, seed: u64) -> Gcn<f32> {
     model
 }
 
-fn logits(s: &Setup, model: &Gcn<f32>, x: &Features<f32>) -> Array2<f32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(0);
-    model.forward(&s.adj, x, Mode::Eval, &mut rng, Par::Rayon).0
+fn logits(s: &Setup, model: &mut Model<f32>, x: &Features<f32>) -> Array2<f32> {
+    model.predict(&s.adj, x, Par::Rayon)
 }
 
 fn bits(a: &Array2<f32>) -> Vec<u32> {
     a.iter().map(|v| v.to_bits()).collect()
 }
 
-fn assert_same_params(a: &Gcn<f32>, b: &Gcn<f32>) {
-    assert_eq!(a.layers.len(), b.layers.len());
-    for (la, lb) in a.layers.iter().zip(&b.layers) {
-        assert_eq!(bits(&la.weight.value), bits(&lb.weight.value));
-        assert_eq!(
-            la.bias.as_ref().map(|p| bits(&p.value)),
-            lb.bias.as_ref().map(|p| bits(&p.value))
-        );
-        assert_eq!(la.order, lb.order);
-    }
+/// Every named tensor: (name, shape, value bits).
+fn named(m: &mut Model<f32>) -> Vec<(String, Vec<usize>, Vec<u32>)> {
+    let mut out = Vec::new();
+    m.visit_named(&mut |name, t| {
+        out.push((
+            name.to_string(),
+            t.shape(),
+            t.values().map(|v| v.to_bits()).collect(),
+        ))
+    });
+    out
+}
+
+fn assert_same_params(a: &mut Model<f32>, b: &mut Model<f32>) {
+    assert_eq!(named(a), named(b));
+    assert_eq!(a.orders(), b.orders());
+    assert_eq!(a.config(), b.config());
 }
 
 fn extra(dataset: &str, seed: u64) -> BTreeMap<String, String> {
@@ -103,8 +120,57 @@ fn extra(dataset: &str, seed: u64) -> BTreeMap<String, String> {
     ])
 }
 
+/// Saves `model`, loads the file and builds the model on the setup's data; checks the
+/// configuration, the orders, the metadata, the tensor names and shapes, every value and the
+/// logits bit for bit (with and without the caches a first evaluation pass fills, and after
+/// `release`).
+fn round_trip(
+    s: &Setup,
+    model: &mut Model<f32>,
+    path: &Path,
+    ex: &BTreeMap<String, String>,
+    what: &str,
+) {
+    checkpoint::save(path, model, ex).unwrap();
+    let ck: Checkpoint = checkpoint::load(path).unwrap();
+    assert_eq!(&ck.config, model.config(), "{what}");
+    assert_eq!(ck.extra, *ex, "{what}");
+    assert_eq!(ck.orders, model.orders(), "{what}");
+    // The file holds exactly the model's tensors, under `nodes.`, with the model's shapes.
+    let bytes = std::fs::read(path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut in_file: Vec<(String, Vec<usize>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.shape().to_vec()))
+        .collect();
+    in_file.sort();
+    let mut want: Vec<(String, Vec<usize>)> = named(model)
+        .into_iter()
+        .map(|(n, shape, _)| (format!("nodes.{n}"), shape))
+        .collect();
+    want.sort();
+    assert_eq!(in_file, want, "{what}");
+    let x = &s.data.features;
+    let mut back = ck.build(&s.adj, x).unwrap();
+    assert_same_params(model, &mut back);
+    let want = logits(s, model, x);
+    let got = logits(s, &mut back, x);
+    assert_eq!(bits(&want), bits(&got), "{what}");
+    // Again, on the caches of the first pass, then after releasing them.
+    assert_eq!(bits(&want), bits(&logits(s, &mut back, x)), "{what}");
+    back.release();
+    assert_eq!(bits(&want), bits(&logits(s, &mut back, x)), "{what}");
+    let test = &s.data.split.test;
+    assert_eq!(
+        accuracy(want.view(), &s.data.labels, test).to_bits(),
+        accuracy(got.view(), &s.data.labels, test).to_bits(),
+        "{what}"
+    );
+}
+
 #[test]
-fn round_trip_is_bit_identical() {
+fn kipf_round_trip_is_bit_identical() {
     let s = setup();
     let dir = test_dir("round-trip");
     for (i, (n_layers, bias, order)) in [
@@ -116,39 +182,47 @@ fn round_trip_is_bit_identical() {
     .into_iter()
     .enumerate()
     {
-        let cfg = GcnConfig {
+        let cfg = ModelConfig {
             dropout: 0.3,
             input_dropout: 0.1,
             hidden_dim: 12,
-            ..config(&s, n_layers, bias, order)
+            ..kipf(n_layers, bias, order)
         };
-        let model = trained(&s, &cfg, 7 + i as u64);
+        let seed = 7 + i as u64;
+        let mut model = trained(&s, &cfg, seed);
         let path = dir.join(format!("m{i}.safetensors"));
-        let ex = extra("synthetic", 7 + i as u64);
-        checkpoint::save(&path, &model, &cfg, &ex).unwrap();
-        let ck: Checkpoint = checkpoint::load(&path).unwrap();
-        assert_eq!(ck.config, cfg);
-        assert_eq!(ck.extra, ex);
-        assert_eq!(ck.orders(), model.orders());
-        assert_eq!(ck.model.dropout(), cfg.dropout);
-        assert_eq!(ck.model.input_dropout(), cfg.input_dropout);
-        assert_same_params(&model, &ck.model);
-        // Same logits and test accuracy, bit for bit, with or without the cached ÂX.
-        let x = &s.data.features;
-        let want = logits(&s, &model, x);
-        let got = logits(&s, &ck.model, x);
-        assert_eq!(bits(&want), bits(&got));
-        let mut prepared = ck.model.clone();
-        prepared.prepare(&s.adj, x, Par::Rayon);
-        assert_eq!(bits(&want), bits(&logits(&s, &prepared, x)));
-        let test = &s.data.split.test;
-        assert_eq!(
-            accuracy(want.view(), &s.data.labels, test).to_bits(),
-            accuracy(got.view(), &s.data.labels, test).to_bits()
-        );
-        // load_expecting with the same shapes agrees.
-        let ck2 = checkpoint::load_expecting(&path, &cfg).unwrap();
-        assert_same_params(&model, &ck2.model);
+        let what = format!("Kipf {n_layers} layers, bias {bias}, {order:?}");
+        round_trip(&s, &mut model, &path, &extra("synthetic", seed), &what);
+    }
+}
+
+#[test]
+fn every_architecture_round_trips_bit_for_bit() {
+    let s = setup();
+    let dir = test_dir("every-arch");
+    let mut k = 0;
+    for arch in Arch::ALL {
+        let norms: &[NormKind] = match arch {
+            Arch::Gcn | Arch::Residual | Arch::Jk(_) => {
+                &[NormKind::None, NormKind::Batch, NormKind::Pair]
+            }
+            _ => &[NormKind::None],
+        };
+        for &norm in norms {
+            let cfg = ModelConfig {
+                hidden_dim: 12,
+                norm,
+                bias: true,
+                // Checkpointing is part of the configuration; it changes no value.
+                checkpoint: if norm == NormKind::Batch { 2 } else { 0 },
+                ..ModelConfig::deep(arch, 4)
+            };
+            let mut model = trained(&s, &cfg, 3 + k);
+            let path = dir.join(format!("m{k}.safetensors"));
+            let what = format!("{arch}, norm {norm}");
+            round_trip(&s, &mut model, &path, &extra("synthetic", 3 + k), &what);
+            k += 1;
+        }
     }
 }
 
@@ -156,55 +230,105 @@ fn round_trip_is_bit_identical() {
 fn file_is_standard_safetensors_with_documented_layout() {
     let s = setup();
     let dir = test_dir("layout");
-    let cfg = config(&s, 2, true, Order::Auto);
-    let model = trained(&s, &cfg, 1);
+    let cfg = kipf(2, true, Order::Auto);
+    let mut model = trained(&s, &cfg, 1);
+    let (in_dim, hidden, out_dim) = (s.data.features.n_cols(), 16, s.data.n_classes);
     let path = dir.join("m.safetensors");
-    checkpoint::save(&path, &model, &cfg, &extra("synthetic", 1)).unwrap();
+    checkpoint::save(&path, &mut model, &extra("synthetic", 1)).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let mut names = st.names();
     names.sort_unstable();
+    // Node 0 is the first convolution, node 1 its ReLU·dropout, node 2 the second convolution.
     assert_eq!(
         names,
         [
-            "layers.0.bias",
-            "layers.0.weight",
-            "layers.1.bias",
-            "layers.1.weight"
+            "nodes.0.gcn_conv.bias",
+            "nodes.0.gcn_conv.weight",
+            "nodes.2.gcn_conv.bias",
+            "nodes.2.gcn_conv.weight"
         ]
     );
-    let w = st.tensor("layers.0.weight").unwrap();
+    let w = st.tensor("nodes.0.gcn_conv.weight").unwrap();
     assert_eq!(w.dtype(), Dtype::F32);
-    assert_eq!(w.shape(), [cfg.in_dim, cfg.hidden_dim]);
+    assert_eq!(w.shape(), [in_dim, hidden]);
     // Row-major, little-endian: element (r, c) sits at r * cols + c.
     let (r, c) = (3, 5);
-    let off = 4 * (r * cfg.hidden_dim + c);
+    let off = 4 * (r * hidden + c);
     let v = f32::from_le_bytes(w.data()[off..off + 4].try_into().unwrap());
-    assert_eq!(v.to_bits(), model.layers[0].weight.value[[r, c]].to_bits());
-    assert_eq!(st.tensor("layers.1.bias").unwrap().shape(), [cfg.out_dim]);
+    let mut want = None;
+    model.visit_named(&mut |name, t| {
+        if let ("0.gcn_conv.weight", Named::Param(p)) = (name, t) {
+            want = Some(p.value[[r, c]]);
+        }
+    });
+    assert_eq!(v.to_bits(), want.unwrap().to_bits());
+    assert_eq!(
+        st.tensor("nodes.2.gcn_conv.bias").unwrap().shape(),
+        [1, out_dim]
+    );
     let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
     let meta = header.metadata().as_ref().unwrap();
     for (k, v) in [
         ("format", "sparse-gcn"),
-        ("version", "1"),
+        ("version", "2"),
         ("weight_layout", "in_out"),
+        ("model", "gcn"),
         ("hidden_dim", "16"),
         ("n_layers", "2"),
         ("dropout", "0.5"),
+        ("input_dropout", "0.5"),
+        ("norm", "none"),
         ("bias", "true"),
         ("order", "auto"),
+        ("checkpoint", "0"),
+        ("drop_edge", "0"),
+        ("mask_streams", "shared"),
         ("dataset", "synthetic"),
         ("row_normalize", "true"),
     ] {
         assert_eq!(meta.get(k).map(String::as_str), Some(v), "metadata {k}");
     }
-    let orders: Vec<&str> = model
-        .orders()
-        .into_iter()
-        .map(checkpoint::order_name)
-        .collect();
+    let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
+    assert_eq!(orders.len(), 2);
     assert_eq!(meta["orders"], orders.join(","));
-    assert_eq!(meta["in_dim"], cfg.in_dim.to_string());
+    assert_eq!(meta["in_dim"], in_dim.to_string());
+    assert_eq!(meta["out_dim"], out_dim.to_string());
+
+    // A deep model: BatchNorm's parameters are 2-D (1 × d), its running statistics 1-D.
+    let cfg = ModelConfig {
+        hidden_dim: 8,
+        norm: NormKind::Batch,
+        ..ModelConfig::deep(Arch::Residual, 3)
+    };
+    let mut model = trained(&s, &cfg, 2);
+    checkpoint::save(&path, &mut model, &BTreeMap::new()).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+    let meta = header.metadata().as_ref().unwrap();
+    assert_eq!(meta["model"], "residual");
+    assert_eq!(meta["norm"], "batch");
+    assert_eq!(meta["mask_streams"], "per-layer");
+    let mut stats = 0;
+    for (name, t) in st.tensors() {
+        let parts: Vec<&str> = name.split('.').collect();
+        assert_eq!(parts.len(), 4, "{name}");
+        assert_eq!(parts[0], "nodes", "{name}");
+        assert!(parts[1].parse::<usize>().is_ok(), "{name}");
+        match parts[3] {
+            "running_mean" | "running_var" => {
+                assert_eq!(parts[2], "batch_norm");
+                assert_eq!(t.shape(), [8], "{name}");
+                stats += 1;
+            }
+            "gamma" | "beta" => assert_eq!(t.shape(), [1, 8], "{name}"),
+            "weight" | "bias" => assert_eq!(t.shape().len(), 2, "{name}"),
+            p => panic!("unexpected parameter {p} in {name}"),
+        }
+    }
+    // Two hidden blocks, one BatchNorm each.
+    assert_eq!(stats, 4);
 }
 
 fn stray_temp_files(dir: &Path) -> Vec<PathBuf> {
@@ -219,16 +343,17 @@ fn stray_temp_files(dir: &Path) -> Vec<PathBuf> {
 fn interrupted_save_leaves_previous_checkpoint_intact() {
     let s = setup();
     let dir = test_dir("interrupted");
-    let cfg = config(&s, 2, true, Order::Auto);
-    let a = trained(&s, &cfg, 1);
-    let b = trained(&s, &cfg, 2);
+    let cfg = kipf(2, true, Order::Auto);
+    let mut a = trained(&s, &cfg, 1);
+    let mut b = trained(&s, &cfg, 2);
     let path = dir.join("model.safetensors");
-    checkpoint::save(&path, &a, &cfg, &extra("a", 1)).unwrap();
+    checkpoint::save(&path, &mut a, &extra("a", 1)).unwrap();
     let bytes_a = std::fs::read(&path).unwrap();
+    let x = &s.data.features;
 
     // The write fails half-way (disk full, …).
     let mut written = 0;
-    let err = checkpoint::save_with(&path, &b, &cfg, &extra("b", 2), &mut |w, bytes| {
+    let err = checkpoint::save_with(&path, &mut b, &extra("b", 2), &mut |w, bytes| {
         let half = bytes.len() / 2;
         w.write_all(&bytes[..half])?;
         written = half;
@@ -245,13 +370,13 @@ fn interrupted_save_leaves_previous_checkpoint_intact() {
     }
     assert_eq!(std::fs::read(&path).unwrap(), bytes_a);
     let ck = checkpoint::load(&path).unwrap();
-    assert_same_params(&a, &ck.model);
+    assert_same_params(&mut a, &mut ck.build(&s.adj, x).unwrap());
     assert_eq!(ck.extra["dataset"], "a");
     assert_eq!(stray_temp_files(&dir), Vec::<PathBuf>::new());
 
     // The writer panics half-way: the temporary file is still cleaned up.
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = checkpoint::save_with(&path, &b, &cfg, &extra("b", 2), &mut |w, bytes| {
+        let _ = checkpoint::save_with(&path, &mut b, &extra("b", 2), &mut |w, bytes| {
             w.write_all(&bytes[..bytes.len() / 2])?;
             panic!("simulated crash half-way");
         });
@@ -263,66 +388,31 @@ fn interrupted_save_leaves_previous_checkpoint_intact() {
     // A save refused before writing (reserved extra key, non-finite weight) leaves it too.
     let mut bad = extra("b", 2);
     bad.insert("in_dim".into(), "7".into());
-    assert!(matches!(
-        checkpoint::save(&path, &b, &cfg, &bad),
-        Err(Error::Dataset { .. })
-    ));
+    match checkpoint::save(&path, &mut b, &bad) {
+        Err(Error::Dataset { msg, .. }) => assert!(msg.contains("`in_dim` is reserved"), "{msg}"),
+        r => panic!("expected Error::Dataset, got {r:?}"),
+    }
     let mut nan = b.clone();
-    nan.layers[1].weight.value[[2, 3]] = f32::NAN;
-    match checkpoint::save(&path, &nan, &cfg, &extra("b", 2)) {
-        Err(Error::NonFiniteValue { row, col, .. }) => assert_eq!((row, col), (2, 3)),
+    nan.visit_named(&mut |name, t| {
+        if let ("2.gcn_conv.weight", Named::Param(p)) = (name, t) {
+            p.value[[2, 3]] = f32::NAN;
+        }
+    });
+    match checkpoint::save(&path, &mut nan, &extra("b", 2)) {
+        Err(Error::NonFiniteValue { what, row, col, .. }) => {
+            assert!(what.contains("2.gcn_conv.weight"), "{what}");
+            assert_eq!((row, col), (2, 3));
+        }
         r => panic!("expected NonFiniteValue, got {r:?}"),
     }
     assert_eq!(std::fs::read(&path).unwrap(), bytes_a);
+    assert_eq!(stray_temp_files(&dir), Vec::<PathBuf>::new());
 
     // A complete save replaces it.
-    checkpoint::save(&path, &b, &cfg, &extra("b", 2)).unwrap();
+    checkpoint::save(&path, &mut b, &extra("b", 2)).unwrap();
     let ck = checkpoint::load(&path).unwrap();
-    assert_same_params(&b, &ck.model);
+    assert_same_params(&mut b, &mut ck.build(&s.adj, x).unwrap());
     assert_eq!(ck.extra["dataset"], "b");
-    assert_eq!(stray_temp_files(&dir), Vec::<PathBuf>::new());
-}
-
-#[test]
-fn save_checks_model_against_config() {
-    let s = setup();
-    let dir = test_dir("save-checks");
-    let cfg = config(&s, 2, false, Order::Auto);
-    let model = trained(&s, &cfg, 1);
-    let path = dir.join("m.safetensors");
-    let three = GcnConfig {
-        n_layers: 3,
-        ..cfg.clone()
-    };
-    assert!(matches!(
-        checkpoint::save(&path, &model, &three, &BTreeMap::new()),
-        Err(Error::Mismatch {
-            expected: 3,
-            got: 2,
-            ..
-        })
-    ));
-    let wider = GcnConfig {
-        hidden_dim: 32,
-        ..cfg.clone()
-    };
-    assert!(matches!(
-        checkpoint::save(&path, &model, &wider, &BTreeMap::new()),
-        Err(Error::Mismatch {
-            expected: 32,
-            got: 16,
-            ..
-        })
-    ));
-    let biased = GcnConfig {
-        bias: true,
-        ..cfg.clone()
-    };
-    assert!(matches!(
-        checkpoint::save(&path, &model, &biased, &BTreeMap::new()),
-        Err(Error::Dataset { .. })
-    ));
-    assert!(!path.exists());
     assert_eq!(stray_temp_files(&dir), Vec::<PathBuf>::new());
 }
 
@@ -358,7 +448,11 @@ fn write_parts(path: &Path, p: &Parts, with_meta: bool) {
     std::fs::write(path, bytes).unwrap();
 }
 
-fn dataset_msg(r: Result<Checkpoint, Error>) -> String {
+fn tensor<'p>(p: &'p mut Parts, name: &str) -> &'p mut (String, Dtype, Vec<usize>, Vec<u8>) {
+    p.tensors.iter_mut().find(|t| t.0 == name).unwrap()
+}
+
+fn dataset_msg<T: std::fmt::Debug>(r: Result<T, Error>) -> String {
     match r {
         Err(Error::Dataset { msg, .. }) => msg,
         r => panic!("expected Error::Dataset, got {r:?}"),
@@ -369,13 +463,16 @@ fn dataset_msg(r: Result<Checkpoint, Error>) -> String {
 fn damaged_files_give_typed_errors() {
     let s = setup();
     let dir = test_dir("damaged");
-    let cfg = config(&s, 2, true, Order::Auto);
-    let model = trained(&s, &cfg, 1);
+    let cfg = kipf(2, true, Order::Auto);
+    let mut model = trained(&s, &cfg, 1);
+    let (in_dim, hidden, out_dim) = (s.data.features.n_cols(), 16, s.data.n_classes);
     let good = dir.join("good.safetensors");
-    checkpoint::save(&good, &model, &cfg, &extra("synthetic", 1)).unwrap();
+    checkpoint::save(&good, &mut model, &extra("synthetic", 1)).unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let bad = dir.join("bad.safetensors");
+    let x = &s.data.features;
     let load_bad = || checkpoint::load(&bad);
+    let build_bad = || checkpoint::load(&bad).unwrap().build(&s.adj, x);
 
     // Missing file.
     match checkpoint::load(&dir.join("nope.safetensors")) {
@@ -400,62 +497,73 @@ fn damaged_files_give_typed_errors() {
         assert!(msg.contains("not a valid safetensors file"), "{msg}");
     }
 
-    // Wrong shape in the header (the data matches the declared shape).
+    // Wrong shape in the header (the data matches the declared shape): loads, does not build.
     let mut p = parts(&good);
-    let w0 = p
-        .tensors
-        .iter_mut()
-        .find(|t| t.0 == "layers.0.weight")
-        .unwrap();
-    w0.2 = vec![cfg.in_dim + 1, cfg.hidden_dim];
-    w0.3.extend(vec![0u8; 4 * cfg.hidden_dim]);
+    let w0 = tensor(&mut p, "nodes.0.gcn_conv.weight");
+    w0.2 = vec![in_dim + 1, hidden];
+    w0.3.extend(vec![0u8; 4 * hidden]);
     write_parts(&bad, &p, true);
-    match load_bad() {
+    match build_bad() {
         Err(Error::Mismatch {
             what,
             expected,
             got,
         }) => {
-            assert!(what.contains("layers.0.weight rows"), "{what}");
+            assert!(what.contains("nodes.0.gcn_conv.weight"), "{what}");
             assert!(what.contains("bad.safetensors"), "{what}");
-            assert_eq!((expected, got), (cfg.in_dim, cfg.in_dim + 1));
+            assert_eq!((expected, got), (in_dim * hidden, (in_dim + 1) * hidden));
         }
         r => panic!("expected Error::Mismatch, got {r:?}"),
     }
+    // A bias stored 1-D (as v1 did): the same number of values, another shape.
     let mut p = parts(&good);
-    let b1 = p
-        .tensors
-        .iter_mut()
-        .find(|t| t.0 == "layers.1.bias")
-        .unwrap();
-    b1.2 = vec![1, cfg.out_dim];
+    tensor(&mut p, "nodes.2.gcn_conv.bias").2 = vec![out_dim];
     write_parts(&bad, &p, true);
-    assert!(dataset_msg(load_bad()).contains("layers.1.bias"));
+    match build_bad() {
+        Err(Error::Mismatch { what, .. }) => {
+            assert!(what.contains("nodes.2.gcn_conv.bias"), "{what}")
+        }
+        r => panic!("expected Error::Mismatch, got {r:?}"),
+    }
 
     // Missing tensor.
     let mut p = parts(&good);
-    p.tensors.retain(|t| t.0 != "layers.1.weight");
+    p.tensors.retain(|t| t.0 != "nodes.2.gcn_conv.weight");
     write_parts(&bad, &p, true);
-    let msg = dataset_msg(load_bad());
+    let msg = dataset_msg(build_bad());
     assert!(
-        msg.contains("layers.1.weight") && msg.contains("missing"),
+        msg.contains("nodes.2.gcn_conv.weight") && msg.contains("missing"),
         "{msg}"
     );
 
     // Unexpected tensor.
     let mut p = parts(&good);
-    p.tensors
-        .push(("layers.2.weight".into(), Dtype::F32, vec![1], vec![0; 4]));
+    p.tensors.push((
+        "nodes.3.gcn_conv.weight".into(),
+        Dtype::F32,
+        vec![1],
+        vec![0; 4],
+    ));
     write_parts(&bad, &p, true);
-    assert!(dataset_msg(load_bad()).contains("unexpected tensor `layers.2.weight`"));
+    let msg = dataset_msg(build_bad());
+    assert!(
+        msg.contains("unexpected tensor `nodes.3.gcn_conv.weight`"),
+        "{msg}"
+    );
+    // A v1 name.
+    let mut p = parts(&good);
+    let w = tensor(&mut p, "nodes.0.gcn_conv.weight");
+    w.0 = "layers.0.weight".into();
+    write_parts(&bad, &p, true);
+    let msg = dataset_msg(build_bad());
+    assert!(
+        msg.contains("nodes.0.gcn_conv.weight") && msg.contains("missing"),
+        "{msg}"
+    );
 
     // Wrong dtype: the same values as F64.
     let mut p = parts(&good);
-    let w1 = p
-        .tensors
-        .iter_mut()
-        .find(|t| t.0 == "layers.1.weight")
-        .unwrap();
+    let w1 = tensor(&mut p, "nodes.2.gcn_conv.weight");
     w1.1 = Dtype::F64;
     w1.3 =
         w1.3.chunks_exact(4)
@@ -464,18 +572,14 @@ fn damaged_files_give_typed_errors() {
     write_parts(&bad, &p, true);
     let msg = dataset_msg(load_bad());
     assert!(
-        msg.contains("layers.1.weight") && msg.contains("F64"),
+        msg.contains("nodes.2.gcn_conv.weight") && msg.contains("F64"),
         "{msg}"
     );
 
     // A non-finite value.
     let mut p = parts(&good);
-    let w1 = p
-        .tensors
-        .iter_mut()
-        .find(|t| t.0 == "layers.1.weight")
-        .unwrap();
-    let at = 2 * cfg.out_dim + 1;
+    let w1 = tensor(&mut p, "nodes.2.gcn_conv.weight");
+    let at = 2 * out_dim + 1;
     w1.3[4 * at..4 * at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
     write_parts(&bad, &p, true);
     match load_bad() {
@@ -485,7 +589,7 @@ fn damaged_files_give_typed_errors() {
             col,
             value,
         }) => {
-            assert!(what.contains("layers.1.weight"), "{what}");
+            assert!(what.contains("nodes.2.gcn_conv.weight"), "{what}");
             assert_eq!((row, col), (2, 1));
             assert_eq!(value, f64::INFINITY);
         }
@@ -501,21 +605,38 @@ fn damaged_files_give_typed_errors() {
         ("dropout", Some("abc"), "`dropout` = `abc`"),
         ("in_dim", Some("-3"), "`in_dim` = `-3`"),
         ("bias", Some("yes"), "`bias` = `yes`"),
-        ("order", Some("sideways"), "`order` = `sideways`"),
+        (
+            "order",
+            Some("sideways"),
+            "`order`: unknown order 'sideways'",
+        ),
+        (
+            "model",
+            Some("transformer"),
+            "`model`: unknown model 'transformer'",
+        ),
+        (
+            "norm",
+            Some("layer"),
+            "`norm`: unknown normalisation 'layer'",
+        ),
+        ("mask_streams", Some("both"), "`mask_streams` = `both`"),
         (
             "orders",
             Some("auto,transform-first"),
             "`orders` = `auto,transform-first`",
         ),
         ("format", Some("pytorch"), "`format` = `pytorch`"),
-        ("version", Some("2"), "`version` = `2`"),
+        ("version", Some("1"), "`version` = `1`"),
         (
             "weight_layout",
             Some("out_in"),
             "`weight_layout` = `out_in`",
         ),
         ("dropout", Some("1.5"), "dropout must lie in [0, 1)"),
+        ("n_layers", Some("0"), "at least one layer"),
         ("hidden_dim", None, "`hidden_dim` is missing"),
+        ("mask_streams", None, "`mask_streams` is missing"),
         ("format", None, "`format` is missing"),
     ] {
         let mut p = parts(&good);
@@ -528,58 +649,81 @@ fn damaged_files_give_typed_errors() {
         assert!(msg.contains(expect), "{key}: {msg}");
     }
     // An `orders` list of the wrong length.
-    let mut p = parts(&good);
-    p.meta.insert("orders".into(), "transform-first".into());
-    write_parts(&bad, &p, true);
-    assert!(matches!(
-        load_bad(),
-        Err(Error::Mismatch {
-            expected: 2,
-            got: 1,
-            ..
-        })
-    ));
+    for orders in [
+        "transform-first",
+        "transform-first,transform-first,aggregate-first",
+    ] {
+        let mut p = parts(&good);
+        p.meta.insert("orders".into(), orders.into());
+        write_parts(&bad, &p, true);
+        let n = orders.split(',').count();
+        assert!(
+            matches!(build_bad(), Err(Error::Mismatch { expected: 2, got, .. }) if got == n),
+            "orders {orders}"
+        );
+    }
 
-    // The good file still loads.
-    assert_same_params(&model, &checkpoint::load(&good).unwrap().model);
+    // The good file still loads and builds.
+    let mut back = checkpoint::load(&good).unwrap().build(&s.adj, x).unwrap();
+    assert_same_params(&mut model, &mut back);
 }
 
 #[test]
-fn loading_into_another_config_fails_with_shape_error() {
+fn building_on_other_data_or_contradicting_metadata_fails() {
     let s = setup();
     let dir = test_dir("expecting");
-    let cfg = config(&s, 2, false, Order::Auto);
-    let model = trained(&s, &cfg, 1);
+    let cfg = kipf(2, false, Order::Auto);
+    let mut model = trained(&s, &cfg, 1);
+    let (in_dim, hidden, out_dim) = (s.data.features.n_cols(), 16, s.data.n_classes);
     let path = dir.join("m.safetensors");
-    checkpoint::save(&path, &model, &cfg, &BTreeMap::new()).unwrap();
-    let other = GcnConfig {
-        in_dim: cfg.in_dim + 10,
-        ..cfg.clone()
-    };
-    match checkpoint::load_expecting(&path, &other) {
+    checkpoint::save(&path, &mut model, &BTreeMap::new()).unwrap();
+    let x = &s.data.features;
+
+    // Data of another input width.
+    let wider = Features::Dense(Array2::<f32>::zeros((s.adj.n_nodes(), in_dim + 10)));
+    match checkpoint::load(&path).unwrap().build(&s.adj, &wider) {
         Err(Error::Mismatch {
             what,
             expected,
             got,
         }) => {
-            assert!(what.contains("layers.0.weight rows"), "{what}");
-            assert_eq!((expected, got), (cfg.in_dim + 10, cfg.in_dim));
+            assert!(what.contains("input width"), "{what}");
+            assert_eq!((expected, got), (in_dim, in_dim + 10));
         }
         r => panic!("expected Error::Mismatch, got {r:?}"),
     }
-    let classes = GcnConfig {
-        out_dim: cfg.out_dim - 1,
-        ..cfg.clone()
+
+    // Metadata that contradicts the tensors.
+    let bad = dir.join("bad.safetensors");
+    let with_meta = |key: &str, value: &str| {
+        let mut p = parts(&path);
+        p.meta.insert(key.into(), value.into());
+        write_parts(&bad, &p, true);
+        checkpoint::load(&bad).unwrap().build(&s.adj, x)
     };
-    match checkpoint::load_expecting(&path, &classes) {
+    match with_meta("out_dim", &(out_dim - 1).to_string()) {
+        Err(Error::Mismatch {
+            what,
+            expected,
+            got,
+        }) => {
+            assert!(what.contains("nodes.2.gcn_conv.weight"), "{what}");
+            assert_eq!((expected, got), (hidden * (out_dim - 1), hidden * out_dim));
+        }
+        r => panic!("expected Error::Mismatch, got {r:?}"),
+    }
+    match with_meta("hidden_dim", "32") {
         Err(Error::Mismatch { what, .. }) => {
-            assert!(what.contains("layers.1.weight cols"), "{what}")
+            assert!(what.contains("nodes.0.gcn_conv.weight"), "{what}")
         }
         r => panic!("expected Error::Mismatch, got {r:?}"),
     }
-    let biased = GcnConfig {
-        bias: true,
-        ..cfg.clone()
-    };
-    assert!(dataset_msg(checkpoint::load_expecting(&path, &biased)).contains("layers.0.bias"));
+    let msg = dataset_msg(with_meta("bias", "true"));
+    assert!(
+        msg.contains("nodes.0.gcn_conv.bias") && msg.contains("missing"),
+        "{msg}"
+    );
+    // Another architecture with the same tensors' node layout missing.
+    let msg = dataset_msg(with_meta("model", "jk-cat"));
+    assert!(msg.contains("missing"), "{msg}");
 }

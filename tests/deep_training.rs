@@ -1,13 +1,17 @@
-//! Training deep models end to end: every variant learns, runs replay bit for bit on any thread
-//! count (with DropEdge, BatchNorm and checkpointing on), per-layer metrics are recorded, and bad
-//! configurations get typed errors.
+//! Training deep models end to end: every architecture learns with its recipe, runs replay bit
+//! for bit on any thread count (with DropEdge, BatchNorm and checkpointing on), per-layer
+//! metrics are recorded, and bad configurations get typed errors.
+//!
+//! Ported to the one-stack API: the recipes are `train::recipe::depth_study` (a `TrainConfig`
+//! whose `model` carries the architecture and the DropEdge rate), runs go through `fit_model`.
+//! The learning test now covers every architecture (`Arch::ALL`: SGC and APPNP too), not only
+//! the deep variants.
 
-use sparse_gcn::graph::dropedge::DropEdge;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Norm, NormAdj};
-use sparse_gcn::nn::{DeepConfig, NormKind, Variant};
-use sparse_gcn::train::recipe::Recipe;
-use sparse_gcn::train::{fit_deep, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig};
+use sparse_gcn::nn::{Arch, JkMode, ModelConfig, NormKind};
+use sparse_gcn::train::recipe::depth_study;
+use sparse_gcn::train::{fit_model, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig};
 use sparse_gcn::{ConfigError, Error};
 
 fn data() -> Dataset {
@@ -21,31 +25,29 @@ fn data() -> Dataset {
     d
 }
 
+/// Trains `cfg` (DropEdge at `cfg.model.drop_edge`, sampled from the dataset's graph) with
+/// seed 3.
 fn run(
     d: &Dataset,
     adj: &NormAdj<f32>,
-    model: &DeepConfig,
-    train: &TrainConfig,
-    drop_edge: f64,
+    cfg: &TrainConfig,
     metrics_every: usize,
 ) -> Result<RunResult, Error> {
     let opts = FitOptions {
-        drop_edge: (drop_edge > 0.0).then_some(DropEdgeSource {
+        drop_edge: (cfg.model.drop_edge > 0.0).then_some(DropEdgeSource {
             graph: &d.graph,
-            drop: DropEdge { p: drop_edge },
             norm: Norm::Symmetric,
         }),
         metrics_every,
         rank_sample: Some(64),
     };
-    fit_deep(
+    fit_model(
         adj,
         &d.features,
         &d.labels,
         d.n_classes,
         &d.split,
-        model,
-        train,
+        cfg,
         3,
         &opts,
     )
@@ -53,18 +55,18 @@ fn run(
 }
 
 #[test]
-fn every_variant_learns_with_its_recipe() {
+fn every_architecture_learns_with_its_recipe() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
     let chance = 1.0 / d.n_classes as f64;
-    for variant in Variant::ALL {
-        let mut r = Recipe::paper(variant, 4);
-        r.train.epochs = 80;
-        r.model.hidden_dim = 32;
-        let res = run(&d, &adj, &r.model, &r.train, r.drop_edge, 0).unwrap();
+    for arch in Arch::ALL {
+        let mut cfg = depth_study(arch, 4);
+        cfg.epochs = 80;
+        cfg.model.hidden_dim = 32;
+        let res = run(&d, &adj, &cfg, 0).unwrap();
         assert!(
             res.test_acc > 2.5 * chance,
-            "{variant}: test accuracy {} (chance {chance})",
+            "{arch}: test accuracy {} (chance {chance})",
             res.test_acc
         );
         assert!(res.history.iter().all(|h| h.train_loss.is_finite()));
@@ -75,16 +77,17 @@ fn every_variant_learns_with_its_recipe() {
 fn deep_runs_replay_exactly_on_any_thread_count() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    for (variant, checkpoint) in [
-        (Variant::Residual, 2),
-        (Variant::Gcnii, 3),
-        (Variant::Jk(sparse_gcn::nn::JkMode::Attention), 0),
+    for (arch, checkpoint) in [
+        (Arch::Residual, 2),
+        (Arch::Gcnii, 3),
+        (Arch::Jk(JkMode::Attention), 0),
     ] {
-        let mut r = Recipe::paper(variant, 5);
-        r.train.epochs = 12;
-        r.model.hidden_dim = 16;
-        r.model.checkpoint = checkpoint;
-        r.model.norm = NormKind::Batch;
+        let mut cfg = depth_study(arch, 5);
+        cfg.epochs = 12;
+        cfg.model.hidden_dim = 16;
+        cfg.model.checkpoint = checkpoint;
+        cfg.model.norm = NormKind::Batch;
+        cfg.model.drop_edge = 0.3;
         let results: Vec<RunResult> = [1, 2, 3]
             .iter()
             .map(|&t| {
@@ -92,7 +95,7 @@ fn deep_runs_replay_exactly_on_any_thread_count() {
                     .num_threads(t)
                     .build()
                     .unwrap()
-                    .install(|| run(&d, &adj, &r.model, &r.train, 0.3, 4).unwrap())
+                    .install(|| run(&d, &adj, &cfg, 4).unwrap())
             })
             .collect();
         for other in &results[1..] {
@@ -102,9 +105,9 @@ fn deep_runs_replay_exactly_on_any_thread_count() {
                     .map(|h| (h.train_loss.to_bits(), h.val_loss.to_bits()))
                     .collect()
             };
-            assert_eq!(losses(other), losses(&results[0]), "{variant}");
-            assert_eq!(other.test_acc, results[0].test_acc, "{variant}");
-            assert_eq!(other.layer_metrics, results[0].layer_metrics, "{variant}");
+            assert_eq!(losses(other), losses(&results[0]), "{arch}");
+            assert_eq!(other.test_acc, results[0].test_acc, "{arch}");
+            assert_eq!(other.layer_metrics, results[0].layer_metrics, "{arch}");
         }
     }
 }
@@ -113,10 +116,11 @@ fn deep_runs_replay_exactly_on_any_thread_count() {
 fn metrics_are_recorded_per_layer_and_plain_depth_smooths() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let mut r = Recipe::paper(Variant::Plain, 8);
-    r.train.epochs = 30;
-    r.train.stop = StopRule::Never;
-    let res = run(&d, &adj, &r.model, &r.train, 0.0, 10).unwrap();
+    let mut cfg = depth_study(Arch::Gcn, 8);
+    cfg.epochs = 30;
+    cfg.stop = StopRule::Never;
+    assert_eq!(cfg.model.drop_edge, 0.0);
+    let res = run(&d, &adj, &cfg, 10).unwrap();
     // Epochs 0, 10, 20 and the evaluated one (29), 8 representations each.
     let epochs: Vec<usize> = res.layer_metrics.iter().map(|m| m.epoch).collect();
     assert_eq!(res.layer_metrics.len(), 4 * 8, "{epochs:?}");
@@ -137,39 +141,44 @@ fn metrics_are_recorded_per_layer_and_plain_depth_smooths() {
 fn bad_deep_configurations_get_typed_errors() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let r = Recipe::paper(Variant::Gcnii, 2);
-    let bad_alpha = DeepConfig {
+    let r = depth_study(Arch::Gcnii, 2);
+    let with_model = |model: ModelConfig| TrainConfig { model, ..r.clone() };
+    let bad_alpha = with_model(ModelConfig {
         alpha: 1.5,
         ..r.model.clone()
-    };
+    });
     assert!(matches!(
-        run(&d, &adj, &bad_alpha, &r.train, 0.0, 0),
+        run(&d, &adj, &bad_alpha, 0),
         Err(Error::Config(ConfigError::OutOfRange { name: "alpha", .. }))
     ));
     let long_wd = TrainConfig {
         weight_decay: vec![0.0; 5],
-        ..r.train.clone()
+        ..r.clone()
     };
     assert!(matches!(
-        run(&d, &adj, &r.model, &long_wd, 0.0, 0),
+        run(&d, &adj, &long_wd, 0),
         Err(Error::Config(ConfigError::WeightDecayLen { .. }))
     ));
+    let full_drop_edge = with_model(ModelConfig {
+        drop_edge: 1.0,
+        ..r.model.clone()
+    });
     assert!(matches!(
-        run(&d, &adj, &r.model, &r.train, 1.0, 0),
+        run(&d, &adj, &full_drop_edge, 0),
         Err(Error::Config(ConfigError::DropoutOutOfRange(_)))
     ));
-    let one_layer_residual = DeepConfig {
-        variant: Variant::Residual,
+    let one_layer_residual = with_model(ModelConfig {
+        arch: Arch::Residual,
         n_layers: 1,
         ..r.model.clone()
-    };
+    });
     assert!(matches!(
-        run(&d, &adj, &one_layer_residual, &r.train, 0.0, 0),
+        run(&d, &adj, &one_layer_residual, 0),
         Err(Error::Config(ConfigError::NoLayers))
     ));
     assert!(matches!(
-        "jk-sum".parse::<Variant>(),
+        "jk-sum".parse::<Arch>(),
         Err(ConfigError::UnknownName { .. })
     ));
-    assert!("jk-att".parse::<Variant>().is_ok());
+    assert!("jk-att".parse::<Arch>().is_ok());
 }

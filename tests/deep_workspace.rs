@@ -1,140 +1,310 @@
-//! `DeepGcn`'s trainer passes on reused buffers ([`Model::train_pass`], [`Model::eval_pass`],
-//! [`Model::snapshot_into`]) give, bit for bit, what the fresh-buffer passes give
-//! ([`Model::fresh_train_pass`], [`Model::predict`], [`Model::snapshot`]): the logits, every
-//! gradient, the BatchNorm running statistics and the evaluation logits, over several steps,
-//! for every variant, with and without BatchNorm and PairNorm (each PairNorm mode), on dense
-//! and sparse features, in both convolution orders.
+//! The stack's reused buffers, its activation checkpointing and its snapshots change nothing,
+//! bit for bit, over several training steps: the training logits, every gradient, the
+//! parameters and BatchNorm running statistics (`Model::snapshot_into`) and the evaluation
+//! logits, for every architecture (`Arch::ALL`), without normalisation, with BatchNorm and with
+//! PairNorm (PN, and PN-SI / PN-SCS at other scales), on dense and sparse features, in both
+//! convolution orders, with dropout on the input and between layers.
+//!
+//! Each case trains three copies of one model side by side with the same masks:
+//! - `reused`: one model whose buffers are planned on the first pass and reused by every later
+//!   pass (as the trainer runs it);
+//! - `fresh`: a clone (`Model::clone` copies parameters, not buffers) released before every
+//!   pass (`Model::release`), so each pass plans and allocates its buffers and caches anew;
+//! - `checkpointed`: the same configuration with activation checkpointing (`checkpoint = 2`, or
+//!   1 and 3 in the edge cases), which recomputes its segments in backward.
+//!
+//! Then the last snapshot is restored into a model with other weights (`Model::restore`) and
+//! must give the same evaluation logits.
+//!
+//! What changed with the one-stack redesign: this file compared `DeepGcn`'s "workspace" passes
+//! with its separate "fresh-buffer" passes (`fresh_train_pass`, `predict`, `snapshot`), which
+//! no longer exist. The same properties are now checked in their new form: reused buffers vs a
+//! released clone (fresh buffers), checkpointing k > 0 vs k = 0, and the snapshot type
+//! (`Vec<Vec<F>>`) round trip. `ModelConfig` only describes PairNorm's PN with scale 1
+//! (`NormKind::Pair`); the PN-SI and PN-SCS cases are stacks assembled by hand from the built
+//! model's nodes (`Model::from_nodes`) with the PairNorm layers replaced, which cannot express
+//! the configuration's checkpointed segments (`Model` exposes none), so those two run without
+//! the `checkpointed` copy.
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Features, Norm, NormAdj};
-use sparse_gcn::nn::norm::{PairNorm, PairNormMode};
-use sparse_gcn::nn::{DeepConfig, DeepGcn, Model, NormKind, Order, Variant};
+use sparse_gcn::nn::pair_norm::PairNormMode;
+use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
 use sparse_gcn::Par;
 
 fn bits(a: ArrayView2<'_, f32>) -> Vec<u32> {
     a.iter().map(|v| v.to_bits()).collect()
 }
 
-fn grads(m: &mut DeepGcn<f32>) -> Vec<Vec<u32>> {
+/// Asserts `a == b`, naming the first element that differs (not printing every value).
+#[track_caller]
+fn same<T: PartialEq>(a: &[T], b: &[T], what: &str) {
+    if a != b {
+        let first = a.iter().zip(b).position(|(x, y)| x != y);
+        panic!(
+            "{what}: differ (lengths {} and {}, first difference at {first:?})",
+            a.len(),
+            b.len()
+        );
+    }
+}
+
+fn grads(m: &mut Model<f32>) -> Vec<Vec<u32>> {
     let mut out = Vec::new();
     m.visit_params(&mut |_, p| out.push(bits(p.grad.view())));
     out
 }
 
-fn snap_bits(s: &[Array2<f32>]) -> Vec<((usize, usize), Vec<u32>)> {
-    s.iter().map(|a| (a.dim(), bits(a.view()))).collect()
+fn snap_bits(m: &mut Model<f32>) -> Vec<Vec<u32>> {
+    let mut s = Vec::new();
+    m.snapshot_into(&mut s);
+    s.iter()
+        .map(|v| v.iter().map(|x| x.to_bits()).collect())
+        .collect()
 }
 
-/// Trains two copies of the model for a few steps, one through the workspace and one through
-/// fresh buffers, and asserts that everything agrees bit for bit.
-fn check(cfg: &DeepConfig, adj: &NormAdj<f32>, x: &Features<f32>, what: &str) {
-    let mut init = ChaCha8Rng::seed_from_u64(11);
-    let cfg = DeepConfig {
+/// `model` with every PairNorm layer replaced by `pn` (its width kept), assembled by hand
+/// (no checkpointing, no layer representations).
+fn with_pair_norm(model: &Model<f32>, scale: f64, mode: PairNormMode) -> Model<f32> {
+    let cfg = model.config().clone();
+    assert_eq!(
+        cfg.checkpoint, 0,
+        "a hand-assembled stack has no checkpointed segments"
+    );
+    let nodes: Vec<Node<f32>> = model
+        .nodes()
+        .iter()
+        .map(|n| {
+            if n.layer.name() == "pair_norm" {
+                let dim = n.layer.out_dim();
+                Node {
+                    layer: Box::new(PairNorm { scale, mode, dim }),
+                    ..n.clone()
+                }
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    let input_dropout = if cfg.arch == Arch::Sgc {
+        0.0
+    } else {
+        cfg.input_dropout
+    };
+    let input_site = if cfg.arch == Arch::Gcnii { 0 } else { 1 };
+    let streams = cfg.mask_streams;
+    Model::from_nodes(
+        cfg,
+        nodes,
+        input_dropout,
+        input_site,
+        Vec::new(),
+        streams,
+        Vec::new(),
+    )
+}
+
+/// How the PairNorm layers of a case are set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pn {
+    /// As the configuration builds them.
+    Config,
+    /// Replaced by hand.
+    Custom(f64, PairNormMode),
+}
+
+/// Trains the `reused`, `fresh` and (unless `pn` is custom) `checkpointed` copies of the model
+/// of `cfg` for a few steps and asserts that everything agrees bit for bit.
+fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<f32>, what: &str) {
+    let cfg = ModelConfig {
         in_dim: x.n_cols(),
         out_dim: 5,
         ..cfg.clone()
     };
-    let mut a = cfg.init(adj, x, &mut init).unwrap();
-    let mut b = a.clone();
-    let mut ra = ChaCha8Rng::seed_from_u64(3);
-    let mut rb = ra.clone();
+    let raw_build = |cfg: &ModelConfig, seed: u64| {
+        cfg.build(adj, x, None, &mut ChaCha8Rng::seed_from_u64(seed))
+            .unwrap()
+    };
+    let build = |cfg: &ModelConfig, seed: u64| {
+        let m = raw_build(cfg, seed);
+        match pn {
+            Pn::Config => m,
+            Pn::Custom(scale, mode) => with_pair_norm(&m, scale, mode),
+        }
+    };
+    let mut reused = build(&cfg, 11);
+    let mut fresh = reused.clone();
+    let mut checkpointed = (pn == Pn::Config).then(|| {
+        let c = ModelConfig {
+            checkpoint: ck,
+            ..cfg.clone()
+        };
+        build(&c, 11)
+    });
+    if let Pn::Custom(..) = pn {
+        // The hand-assembled stack is the configured one when PairNorm is PN with scale 1.
+        let mut plain = raw_build(&cfg, 11);
+        let mut rebuilt = with_pair_norm(&plain, 1.0, PairNormMode::Pn);
+        let (a, b) = (
+            plain.predict(adj, x, Par::Rayon),
+            rebuilt.predict(adj, x, Par::Rayon),
+        );
+        same(
+            &bits(a.view()),
+            &bits(b.view()),
+            &format!("{what}: the hand-assembled stack"),
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut snap = Vec::new();
     for step in 0..3 {
         // The loss gradient: any fixed function of the logits.
         let dloss = |lg: ArrayView2<'_, f32>, mut dl: ArrayViewMut2<'_, f32>| {
             dl.assign(&lg.mapv(|v| (v * 0.7).tanh() * 0.05 + 0.01));
         };
-        a.zero_grad();
-        b.zero_grad();
-        let (mut cap_a, mut cap_b) = (Vec::new(), Vec::new());
-        a.train_pass(adj, x, &mut ra, Par::Rayon, &mut |lg, dl| {
-            cap_a = bits(lg);
-            dloss(lg, dl);
-            true
-        });
-        b.fresh_train_pass(adj, x, &mut rb, Par::Rayon, &mut |lg, dl| {
-            cap_b = bits(lg);
-            dloss(lg, dl);
-            true
-        });
-        assert!(!cap_a.is_empty(), "{what}: no logits");
-        assert_eq!(cap_a, cap_b, "{what}, step {step}: training logits differ");
-        assert_eq!(
-            grads(&mut a),
-            grads(&mut b),
-            "{what}, step {step}: gradients differ"
+        let pass = |m: &mut Model<f32>, r: &mut ChaCha8Rng| {
+            m.zero_grad();
+            let mut cap = Vec::new();
+            m.train_pass(adj, true, x, r, Par::Rayon, &mut |lg, dl| {
+                cap = bits(lg);
+                dloss(lg, dl);
+                true
+            });
+            assert!(!cap.is_empty(), "{what}: no logits");
+            cap
+        };
+        // Every copy draws the same masks: each pass starts from the same stream position.
+        let mut next = rng.clone();
+        let want = pass(&mut reused, &mut next);
+        fresh.release();
+        let got_fresh = pass(&mut fresh, &mut rng.clone());
+        same(
+            &want,
+            &got_fresh,
+            &format!("{what}, step {step}: training logits (fresh buffers)"),
         );
-        for m in [&mut a, &mut b] {
+        let want_grads = grads(&mut reused);
+        same(
+            &want_grads,
+            &grads(&mut fresh),
+            &format!("{what}, step {step}: gradients (fresh)"),
+        );
+        if let Some(c) = checkpointed.as_mut() {
+            let got = pass(c, &mut rng.clone());
+            same(
+                &want,
+                &got,
+                &format!("{what}, step {step}: training logits (checkpointed)"),
+            );
+            same(
+                &want_grads,
+                &grads(c),
+                &format!("{what}, step {step}: gradients (checkpointed)"),
+            );
+        }
+        rng = next;
+        let mut models: Vec<&mut Model<f32>> = vec![&mut reused, &mut fresh];
+        if let Some(c) = checkpointed.as_mut() {
+            models.push(c);
+        }
+        for m in models {
             m.visit_params(&mut |_, p| {
                 let g = p.grad.clone();
                 p.value.scaled_add(-0.5, &g);
             });
         }
-        a.snapshot_into(&mut snap);
-        assert_eq!(
-            snap_bits(&snap),
-            snap_bits(&b.snapshot()),
-            "{what}, step {step}: snapshots differ"
+        reused.snapshot_into(&mut snap);
+        let want_snap = snap_bits(&mut reused);
+        same(
+            &want_snap,
+            &snap_bits(&mut fresh),
+            &format!("{what}, step {step}: snapshots (fresh)"),
         );
         let mut ev = Vec::new();
-        a.eval_pass(adj, x, Par::Rayon, &mut |lg| ev = bits(lg));
-        let want = b.predict(adj, x, Par::Rayon);
-        assert_eq!(
-            ev,
-            bits(want.view()),
-            "{what}, step {step}: evaluation logits differ"
+        reused.eval_pass(adj, x, Par::Rayon, &mut |lg| ev = bits(lg));
+        fresh.release();
+        let got = fresh.predict(adj, x, Par::Rayon);
+        same(
+            &ev,
+            &bits(got.view()),
+            &format!("{what}, step {step}: evaluation logits (fresh)"),
         );
+        if let Some(c) = checkpointed.as_mut() {
+            same(
+                &want_snap,
+                &snap_bits(c),
+                &format!("{what}, step {step}: snapshots (checkpointed)"),
+            );
+            let got = c.predict(adj, x, Par::Rayon);
+            same(
+                &ev,
+                &bits(got.view()),
+                &format!("{what}, step {step}: evaluation logits (checkpointed)"),
+            );
+        }
     }
-    a.release_workspace();
+    // The last snapshot restored into a model with other weights gives the same logits.
+    let mut other = build(&cfg, 99);
+    other.restore(&snap);
+    let want = reused.predict(adj, x, Par::Rayon);
+    let got = other.predict(adj, x, Par::Rayon);
+    same(
+        &bits(want.view()),
+        &bits(got.view()),
+        &format!("{what}: restored snapshot"),
+    );
+    reused.release();
 }
 
-#[test]
-fn workspace_passes_equal_fresh_passes_bit_for_bit() {
+fn data(n_nodes: usize, seed: u64) -> (NormAdj<f32>, Features<f32>, Features<f32>) {
     let mut d = CitationLike {
-        n_nodes: 150,
+        n_nodes,
         n_classes: 5,
         ..Default::default()
     }
-    .generate(2)
+    .generate(seed)
     .unwrap();
     d.features.row_normalize();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
     let dense = Features::Dense(d.features.to_dense());
     let sparse = Features::Dense(d.features.to_dense()).into_sparse_if(1.0);
     assert!(sparse.is_sparse());
+    (adj, dense, sparse)
+}
+
+#[test]
+fn reused_fresh_and_checkpointed_passes_agree_bit_for_bit() {
+    let (adj, dense, sparse) = data(150, 2);
     let norms = [
-        NormKind::None,
-        NormKind::Batch,
-        NormKind::Pair(PairNorm::default()),
-        NormKind::Pair(PairNorm {
-            scale: 1.5,
-            mode: PairNormMode::PnSi,
-        }),
-        NormKind::Pair(PairNorm {
-            scale: 0.8,
-            mode: PairNormMode::PnScs,
-        }),
+        (NormKind::None, Pn::Config),
+        (NormKind::Batch, Pn::Config),
+        (NormKind::Pair, Pn::Config),
+        (NormKind::Pair, Pn::Custom(1.5, PairNormMode::PnSi)),
+        (NormKind::Pair, Pn::Custom(0.8, PairNormMode::PnScs)),
     ];
-    for variant in Variant::ALL {
-        for norm in norms {
+    for arch in Arch::ALL {
+        for (norm, pn) in norms {
+            // Normalisation is a knob of the GCN, residual and JK stacks only.
+            let has_norm = matches!(arch, Arch::Gcn | Arch::Residual | Arch::Jk(_));
+            if !has_norm && norm != NormKind::None {
+                continue;
+            }
             for (fname, x) in [("dense", &dense), ("sparse", &sparse)] {
                 for order in [Order::AggregateFirst, Order::TransformFirst] {
-                    let cfg = DeepConfig {
+                    let cfg = ModelConfig {
                         hidden_dim: 12,
-                        n_layers: 3,
-                        variant,
                         norm,
                         order,
                         bias: true,
                         dropout: 0.3,
                         input_dropout: 0.4,
-                        ..Default::default()
+                        ..ModelConfig::deep(arch, 3)
                     };
-                    let what = format!("{variant} {norm:?} {fname} {order:?}");
-                    check(&cfg, &adj, x, &what);
+                    let what = format!("{arch} {norm} {pn:?} {fname} {order:?}");
+                    check(&cfg, pn, 2, &adj, x, &what);
                 }
             }
         }
@@ -142,41 +312,32 @@ fn workspace_passes_equal_fresh_passes_bit_for_bit() {
 }
 
 #[test]
-fn workspace_edge_cases_equal_fresh_passes() {
-    let mut d = CitationLike {
-        n_nodes: 120,
-        n_classes: 5,
-        ..Default::default()
-    }
-    .generate(7)
-    .unwrap();
-    d.features.row_normalize();
-    let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let dense = Features::Dense(d.features.to_dense());
-    let sparse = Features::Dense(d.features.to_dense()).into_sparse_if(1.0);
+fn edge_cases_agree_bit_for_bit() {
+    let (adj, dense, sparse) = data(120, 7);
     for (fname, x) in [("dense", &dense), ("sparse", &sparse)] {
-        for variant in Variant::ALL {
-            let min = if variant == Variant::Residual { 2 } else { 1 };
+        for arch in Arch::ALL {
+            let min = if arch == Arch::Residual { 2 } else { 1 };
             for n_layers in [min, 4] {
                 for (dropout, input_dropout) in [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5)] {
                     // Residual with width = in_dim on dense features: the identity skip.
-                    let hidden_dim = if variant == Variant::Residual && fname == "dense" {
+                    let hidden_dim = if arch == Arch::Residual && fname == "dense" {
                         x.n_cols()
                     } else {
                         8
                     };
-                    let cfg = DeepConfig {
+                    let cfg = ModelConfig {
                         hidden_dim,
-                        n_layers,
-                        variant,
                         norm: NormKind::Batch,
                         dropout,
                         input_dropout,
-                        ..Default::default()
+                        ..ModelConfig::deep(arch, n_layers)
                     };
-                    let what =
-                        format!("{variant} {fname} L={n_layers} p={dropout}/{input_dropout}");
-                    check(&cfg, &adj, x, &what);
+                    for ck in [1, 3] {
+                        let what = format!(
+                            "{arch} {fname} L={n_layers} p={dropout}/{input_dropout} checkpoint {ck}"
+                        );
+                        check(&cfg, Pn::Config, ck, &adj, x, &what);
+                    }
                 }
             }
         }

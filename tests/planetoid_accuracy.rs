@@ -6,7 +6,7 @@
 
 use sparse_gcn::graph::io::{load_ogb, OgbOptions};
 use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::train::{fit_seeds, mean_std, TrainConfig};
+use sparse_gcn::train::{fit_seeds, mean_std, FitOptions, TrainConfig};
 
 /// `test_acc_mean`, `test_acc_std` of
 /// `sparse-gcn train --data $SPARSE_GCN_DATA/cora --seeds 20 --json` (any `--threads`):
@@ -50,6 +50,7 @@ fn test_acc(name: &str, threads: usize) -> Option<(f64, f64)> {
                 &d.split,
                 &cfg,
                 &seeds,
+                &FitOptions::default(),
                 &|_, _| {},
             )
         })

@@ -25,10 +25,8 @@ use rand_chacha::ChaCha8Rng;
 use sparse_gcn::graph::io::{load, LoadOptions};
 use sparse_gcn::graph::reorder::{self, Permutation, Reorder};
 use sparse_gcn::graph::synthetic::{CitationLike, Preset};
-use sparse_gcn::graph::{Dataset, Features, Graph, NormAdj};
-use sparse_gcn::nn::gcn::aggregate;
-use sparse_gcn::nn::model::input_of;
-use sparse_gcn::nn::{GcnConfig, Input, Order};
+use sparse_gcn::graph::{Dataset, Features, Graph, NormAdj, Propagate};
+use sparse_gcn::nn::{ModelConfig, Order};
 
 // ---- size table -------------------------------------------------------------------------
 
@@ -288,21 +286,30 @@ impl ModelShape {
         }
     }
 
-    /// The model configuration for `data` with `order` (no bias, as the CLI's default).
-    pub fn config(self, data: &Dataset, order: Order) -> GcnConfig {
+    /// The model configuration for `data` with `order` (Kipf's GCN of this shape: no bias, as
+    /// the CLI's default).
+    pub fn config(self, data: &Dataset, order: Order) -> ModelConfig {
         let (n_layers, hidden_dim) = match self {
             ModelShape::Kipf => (2, 16),
             ModelShape::Wide => (3, WIDE_HIDDEN),
         };
-        GcnConfig {
+        ModelConfig {
             in_dim: data.features.n_cols(),
             out_dim: data.n_classes,
             hidden_dim,
             n_layers,
             order,
-            ..GcnConfig::default()
+            ..ModelConfig::default()
         }
     }
+}
+
+/// The layer widths of a GCN configuration: `[in_dim, hidden_dim, …, out_dim]`.
+pub fn dims(cfg: &ModelConfig) -> Vec<usize> {
+    let mut d = vec![cfg.in_dim];
+    d.extend(std::iter::repeat_n(cfg.hidden_dim, cfg.n_layers - 1));
+    d.push(cfg.out_dim);
+    d
 }
 
 // ---- multiply-add counts (criterion throughput) ------------------------------------------
@@ -325,20 +332,17 @@ pub enum InputWork {
 }
 
 impl InputWork {
-    /// The work description of `input` on `adj`. For a sparse input this computes Â·X once
-    /// (as AggregateFirst does) to count its entries.
-    pub fn of(adj: &NormAdj<f32>, input: &Input<'_, f32>) -> Self {
+    /// The work description of `input` on `adj`. For a sparse input this computes the pattern
+    /// of Â·X once (as AggregateFirst does) to count its entries.
+    pub fn of(adj: &NormAdj<f32>, input: &Features<f32>) -> Self {
         match input {
-            Input::Dense(_) => InputWork::Dense,
-            Input::Sparse(s) => {
+            Features::Dense(_) => InputWork::Dense,
+            Features::Sparse(s) => {
                 let x = s.x();
                 let ip = x.indptr();
                 let per_row: Vec<usize> = (0..x.rows()).map(|j| ip.nnz_in_outer_sz(j)).collect();
                 let agg_macs = adj.a().indices().iter().map(|&j| per_row[j as usize]).sum();
-                let nnz_s = match aggregate(adj, input, sparse_gcn::Par::Rayon) {
-                    Input::Sparse(s) => s.x().nnz(),
-                    Input::Dense(d) => d.len(),
-                };
+                let nnz_s = adj.a_times_sparse_pattern(x).nnz();
                 InputWork::Sparse {
                     nnz_x: x.nnz(),
                     agg_macs,
@@ -412,12 +416,12 @@ impl LayerWork {
     }
 }
 
-/// Multiply-adds of one training epoch of a `Gcn` with layer widths `dims` and resolved
+/// Multiply-adds of one training epoch of a GCN with layer widths `dims` and resolved
 /// `orders` on `adj` with input `x`: the sum over layers of [`LayerWork::forward_macs`] and
 /// [`LayerWork::backward_macs`]. Input dropout keeps a sparse X's pattern, so its counts hold
 /// in training; the loss, ReLU, dropout and the Adam update are not counted.
 pub fn epoch_macs(adj: &NormAdj<f32>, x: &Features<f32>, dims: &[usize], orders: &[Order]) -> u64 {
-    let first = InputWork::of(adj, &input_of(x));
+    let first = InputWork::of(adj, x);
     orders
         .iter()
         .enumerate()

@@ -197,7 +197,7 @@ fn to_bytes(
             if !v.is_finite() && bad.is_none() {
                 let cols = shape.last().copied().unwrap_or(1).max(1);
                 bad = Some(Error::NonFiniteValue {
-                    what: format!("{}: {name} (not saved)", path.display()),
+                    what: format!("{}: nodes.{name} (not saved)", path.display()),
                     row: k / cols,
                     col: k % cols,
                     value: f64::from(v),
@@ -408,6 +408,15 @@ impl Checkpoint {
                     format!("the metadata describes an invalid model: {e}"),
                 )
             })?;
+        if model.orders().len() != self.orders.len() {
+            let what = "metadata `orders` vs graph convolutions";
+            return Err(mismatch(
+                path,
+                what,
+                model.orders().len(),
+                self.orders.len(),
+            ));
+        }
         let mut used = 0usize;
         let mut err: Option<Error> = None;
         let mut fill = |name: &str, shape: &[usize], dst: &mut dyn Iterator<Item = &mut f32>| {
