@@ -22,6 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use sparse_gcn::graph::{synthetic::CitationLike, Dataset, Features, Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
+use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Named, NormKind, Order};
 use sparse_gcn::train::checkpoint::{self, Checkpoint};
 use sparse_gcn::train::{build_model, train_step, TrainConfig};
@@ -203,9 +204,11 @@ fn every_architecture_round_trips_bit_for_bit() {
     let mut k = 0;
     for arch in Arch::ALL {
         let norms: &[NormKind] = match arch {
-            Arch::Gcn | Arch::Residual | Arch::Jk(_) => {
-                &[NormKind::None, NormKind::Batch, NormKind::Pair]
-            }
+            Arch::Gcn | Arch::Residual | Arch::Jk(_) => &[
+                NormKind::None,
+                NormKind::Batch,
+                NormKind::Pair(PairNormMode::Pn),
+            ],
             _ => &[NormKind::None],
         };
         for &norm in norms {

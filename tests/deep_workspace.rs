@@ -21,7 +21,7 @@
 //! no longer exist. The same properties are now checked in their new form: reused buffers vs a
 //! released clone (fresh buffers), checkpointing k > 0 vs k = 0, and the snapshot type
 //! (`Vec<Vec<F>>`) round trip. `ModelConfig` only describes PairNorm's PN with scale 1
-//! (`NormKind::Pair`); the PN-SI and PN-SCS cases are stacks assembled by hand from the built
+//! (`NormKind::Pair(PairNormMode::Pn)`); the PN-SI and PN-SCS cases are stacks assembled by hand from the built
 //! model's nodes (`Model::from_nodes`) with the PairNorm layers replaced, which cannot express
 //! the configuration's checkpointed segments (`Model` exposes none), so those two run without
 //! the `checkpointed` copy.
@@ -281,9 +281,15 @@ fn reused_fresh_and_checkpointed_passes_agree_bit_for_bit() {
     let norms = [
         (NormKind::None, Pn::Config),
         (NormKind::Batch, Pn::Config),
-        (NormKind::Pair, Pn::Config),
-        (NormKind::Pair, Pn::Custom(1.5, PairNormMode::PnSi)),
-        (NormKind::Pair, Pn::Custom(0.8, PairNormMode::PnScs)),
+        (NormKind::Pair(PairNormMode::Pn), Pn::Config),
+        (
+            NormKind::Pair(PairNormMode::Pn),
+            Pn::Custom(1.5, PairNormMode::PnSi),
+        ),
+        (
+            NormKind::Pair(PairNormMode::Pn),
+            Pn::Custom(0.8, PairNormMode::PnScs),
+        ),
     ];
     for arch in Arch::ALL {
         for (norm, pn) in norms {

@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{self, Arch, ModelConfig, NormKind};
 use sparse_gcn::train::{
     fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig,
@@ -477,7 +478,7 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
                 norm: match norm {
                     DeepNorm::None => NormKind::None,
                     DeepNorm::Batch => NormKind::Batch,
-                    DeepNorm::Pair => NormKind::Pair,
+                    DeepNorm::Pair => NormKind::Pair(PairNormMode::Pn),
                 },
                 checkpoint,
                 order: order(ord),

@@ -16,7 +16,7 @@
 //! it anew every pass): that case is asserted to allocate (`should_panic`), which also checks
 //! that the counter sees allocations at all.
 //!
-//! PairNorm's PN-SI and PN-SCS modes are not expressible in `ModelConfig` (`NormKind::Pair` is
+//! PairNorm's PN-SI and PN-SCS modes are not expressible in `ModelConfig` (`NormKind::Pair(PairNormMode::Pn)` is
 //! PN with scale 1): those cases train a stack assembled by hand from the built model's nodes
 //! (`Model::from_nodes`) through `train_model`.
 //!
@@ -363,7 +363,7 @@ fn deep_batch_norm_allocates_nothing_per_epoch() {
 #[test]
 fn deep_pair_norm_allocates_nothing_per_epoch() {
     let c = Deep {
-        norm: NormKind::Pair,
+        norm: NormKind::Pair(PairNormMode::Pn),
         ..Deep::default()
     };
     deep_case(c, &Arch::DEEP);
@@ -406,7 +406,11 @@ fn deep_sparse_transform_first_allocates_nothing_per_epoch() {
 
 #[test]
 fn deep_checkpointed_allocates_nothing_per_epoch() {
-    for norm in [NormKind::None, NormKind::Batch, NormKind::Pair] {
+    for norm in [
+        NormKind::None,
+        NormKind::Batch,
+        NormKind::Pair(PairNormMode::Pn),
+    ] {
         let c = Deep {
             norm,
             checkpoint: 2,

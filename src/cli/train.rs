@@ -125,7 +125,8 @@ pub(crate) struct TrainArgs {
     /// Adjacency normalisation.
     #[arg(long, value_enum, default_value_t = NormArg::Sym)]
     norm: NormArg,
-    /// Normalisation after each hidden convolution (gcn, residual, jk): none, batch or pair.
+    /// Normalisation after each hidden convolution (gcn, residual, jk): none, batch, pair
+    /// (PairNorm PN), pair-si or pair-scs.
     #[arg(long)]
     norm_layer: Option<NormKind>,
     /// DropEdge rate of the training passes (0: off).

@@ -43,7 +43,7 @@ use super::gcnii::GcniiConv;
 use super::jk::{JkMode, JumpingKnowledge};
 use super::layer::Layer;
 use super::linear::Linear;
-use super::pair_norm::PairNorm;
+use super::pair_norm::{PairNorm, PairNormMode};
 use super::sgc::SgcPropagate;
 use super::stack::{Checkpointing, MaskStreams, Model, Node, Src};
 use crate::graph::{Features, Propagate};
@@ -130,8 +130,8 @@ pub enum NormKind {
     None,
     /// BatchNorm over nodes.
     Batch,
-    /// PairNorm (PN, scale 1).
-    Pair,
+    /// PairNorm (scale 1) in the given variant: PN, PN-SI or PN-SCS.
+    Pair(PairNormMode),
 }
 
 impl NormKind {
@@ -140,7 +140,9 @@ impl NormKind {
         match self {
             NormKind::None => "none",
             NormKind::Batch => "batch",
-            NormKind::Pair => "pair",
+            NormKind::Pair(PairNormMode::Pn) => "pair",
+            NormKind::Pair(PairNormMode::PnSi) => "pair-si",
+            NormKind::Pair(PairNormMode::PnScs) => "pair-scs",
         }
     }
 }
@@ -153,7 +155,7 @@ impl fmt::Display for NormKind {
 
 impl FromStr for NormKind {
     type Err = ConfigError;
-    /// `none`, `batch`, `pair`.
+    /// `none`, `batch`, `pair`, `pair-si`, `pair-scs`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         crate::error::parse_name(
             "normalisation",
@@ -161,7 +163,9 @@ impl FromStr for NormKind {
             &[
                 ("none", NormKind::None),
                 ("batch", NormKind::Batch),
-                ("pair", NormKind::Pair),
+                ("pair", NormKind::Pair(PairNormMode::Pn)),
+                ("pair-si", NormKind::Pair(PairNormMode::PnSi)),
+                ("pair-scs", NormKind::Pair(PairNormMode::PnScs)),
             ],
         )
     }
@@ -609,7 +613,13 @@ impl<'a, F: Scalar> Builder<'a, F> {
         match self.cfg.norm {
             NormKind::None => z,
             NormKind::Batch => self.push(BatchNorm::<F>::new(h), vec![Src::Node(z)], 3, 0),
-            NormKind::Pair => self.push(PairNorm::new(h), vec![Src::Node(z)], 3, 0),
+            NormKind::Pair(mode) => {
+                let pn = PairNorm {
+                    mode,
+                    ..PairNorm::new(h)
+                };
+                self.push(pn, vec![Src::Node(z)], 3, 0)
+            }
         }
     }
 
