@@ -281,7 +281,7 @@ fn file_is_standard_safetensors_with_documented_layout() {
         ("n_layers", "2"),
         ("dropout", "0.5"),
         ("input_dropout", "0.5"),
-        ("norm", "none"),
+        ("norm_layer", "none"),
         ("bias", "true"),
         ("order", "auto"),
         ("checkpoint", "0"),
@@ -311,7 +311,7 @@ fn file_is_standard_safetensors_with_documented_layout() {
     let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
     let meta = header.metadata().as_ref().unwrap();
     assert_eq!(meta["model"], "residual");
-    assert_eq!(meta["norm"], "batch");
+    assert_eq!(meta["norm_layer"], "batch");
     assert_eq!(meta["mask_streams"], "per-layer");
     let mut stats = 0;
     for (name, t) in st.tensors() {
@@ -619,9 +619,9 @@ fn damaged_files_give_typed_errors() {
             "`model`: unknown model 'transformer'",
         ),
         (
-            "norm",
+            "norm_layer",
             Some("layer"),
-            "`norm`: unknown normalisation 'layer'",
+            "`norm_layer`: unknown normalisation 'layer'",
         ),
         ("mask_streams", Some("both"), "`mask_streams` = `both`"),
         (
