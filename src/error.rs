@@ -199,3 +199,34 @@ pub fn parse_name<T: Copy>(
                 .join(", "),
         })
 }
+
+/// Gives a `Copy + PartialEq` enum its `name()`, `Display` and `FromStr` from one table of
+/// `value => "name"` pairs (`aliases` parse but never print), so every name the CLI, the JSON
+/// output and the checkpoints spell is written once and every unknown name is reported by
+/// [`parse_name`].
+macro_rules! names {
+    ($t:ty, $what:literal, [$($v:expr => $n:literal),+ $(,)?]
+        $(, aliases [$($av:expr => $an:literal),* $(,)?])?) => {
+        impl $t {
+            /// The name the CLI, the JSON output and checkpoints spell.
+            pub fn name(self) -> &'static str {
+                $(if self == $v {
+                    return $n;
+                })+
+                unreachable!("every value has a name")
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = $crate::ConfigError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $crate::error::parse_name($what, s, &[$(($n, $v)),+ $($(, ($an, $av))*)?])
+            }
+        }
+    };
+}
+pub(crate) use names;

@@ -24,6 +24,12 @@ pub trait Propagate<F: Scalar>: Sync {
     /// Rows of every node-indexed matrix the layers hold (inputs and outputs of the products).
     fn n_rows(&self) -> usize;
 
+    /// Nodes of the whole graph (over every process; [`Propagate::n_rows`] locally): the count
+    /// a mean over nodes divides by.
+    fn n_nodes(&self) -> usize {
+        self.n_rows()
+    }
+
     /// Stored non-zeros of Â (this process's rows), for cost models.
     fn nnz(&self) -> usize;
 
@@ -115,6 +121,25 @@ pub trait Propagate<F: Scalar>: Sync {
         par: Par,
     ) {
         kernels::rows::sum_rows_into(self.n_rows(), d, parts, total, f, par);
+    }
+
+    /// `out` ← the column means of `x` over every node, in f64 (a sum through
+    /// [`Propagate::sum_rows`] divided by [`Propagate::n_nodes`]); `parts` as there.
+    fn col_means(&self, x: ArrayView2<'_, F>, parts: &mut [f64], out: &mut [f64], par: Par) {
+        let d = x.ncols();
+        self.sum_rows(
+            d,
+            parts,
+            out,
+            &|i, acc| {
+                for (a, &v) in acc.iter_mut().zip(x.row(i)) {
+                    *a += v.to_f64_lossless();
+                }
+            },
+            par,
+        );
+        let nf = self.n_nodes().max(1) as f64;
+        out.iter_mut().for_each(|v| *v /= nf);
     }
 
     /// Sums of f64 values across processes, in place (the loss and accuracy counts). Locally

@@ -5,7 +5,7 @@
 
 use ndarray::Zip;
 
-use super::layer::{Bwd, Cx, Fwd, GradIo, Layer};
+use super::layer::{Bwd, Cx, Fwd, Layer};
 use crate::Scalar;
 
 /// Y = A + B for two n × d inputs.
@@ -29,15 +29,13 @@ impl<F: Scalar> Layer<F> for Add {
         true
     }
     fn forward(&mut self, _cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd { ins, out, .. } = io;
+        let (ins, out) = (io.ins, io.out);
         let b = ins.get(0).dense();
         assert_eq!(out.dim(), b.dim(), "Add: the inputs' shapes differ");
         Zip::from(out).and(b).for_each(|o, &s| *o += s);
     }
     fn backward(&mut self, _cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let GradIo::Separate { dout, mut din } = io.grad else {
-            unreachable!("Add's gradient is separate")
-        };
+        let (dout, mut din) = io.grad.separate();
         for i in 0..2 {
             if let Some(mut d) = din.get(i) {
                 d.assign(&dout);

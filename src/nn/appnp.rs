@@ -13,7 +13,7 @@
 
 use ndarray::Zip;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
 use crate::Scalar;
 
 /// K steps of Z ← (1−α)ÂZ + αH on inputs of width `dim`.
@@ -39,12 +39,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         Req::f(2 * n * self.dim)
     }
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            mut out,
-            mut scratch,
-            ..
-        } = io;
+        let (ins, mut out, mut scratch) = (io.ins, io.out, io.scratch);
         let (n, c, par) = (cx.n(), self.dim, cx.par);
         let h = ins.get(0).dense();
         let a = F::from_f64_lossy(self.alpha);
@@ -78,12 +73,8 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut scratch, grad, ..
-        } = io;
-        let GradIo::Separate { dout, mut din } = grad else {
-            unreachable!("APPNP's gradient is separate")
-        };
+        let (mut scratch, grad) = (io.scratch, io.grad);
+        let (dout, mut din) = grad.separate();
         let Some(mut dh) = din.get(0) else {
             return;
         };

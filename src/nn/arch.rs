@@ -29,15 +29,12 @@
 //! the input of hidden block l (the input dropout for l = 0), site L′ + 1 the head's input
 //! (L′ hidden blocks).
 
-use std::fmt;
-use std::str::FromStr;
-
 use rand::Rng;
 
 use super::add::Add;
 use super::appnp::AppnpPropagate;
 use super::batch_norm::BatchNorm;
-use super::dropout::{Dropout, Relu, ReluDropout};
+use super::dropout::ReluDropout;
 use super::gcn_conv::{choose_order, GcnConv, LayerShape, Order};
 use super::gcnii::GcniiConv;
 use super::jk::{JkMode, JumpingKnowledge};
@@ -79,48 +76,23 @@ impl Arch {
         Arch::Appnp,
     ];
 
-    /// The deep variants of the depth study.
-    pub const DEEP: [Arch; 6] = [
-        Arch::Gcn,
-        Arch::Residual,
-        Arch::Gcnii,
-        Arch::Jk(JkMode::Concat),
-        Arch::Jk(JkMode::Max),
-        Arch::Jk(JkMode::Attention),
-    ];
-
-    /// The name the CLI and checkpoints use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Gcn => "gcn",
-            Arch::Residual => "residual",
-            Arch::Gcnii => "gcnii",
-            Arch::Jk(JkMode::Concat) => "jk-cat",
-            Arch::Jk(JkMode::Max) => "jk-max",
-            Arch::Jk(JkMode::Attention) => "jk-att",
-            Arch::Sgc => "sgc",
-            Arch::Appnp => "appnp",
-        }
-    }
+    /// The deep variants of the depth study (the first six of [`Arch::ALL`]).
+    pub const DEEP: [Arch; 6] = {
+        let a = Arch::ALL;
+        [a[0], a[1], a[2], a[3], a[4], a[5]]
+    };
 }
 
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Arch {
-    type Err = ConfigError;
-    /// `gcn`, `residual`, `gcnii`, `jk-cat`, `jk-max`, `jk-att`, `sgc`, `appnp` (and `plain` for
-    /// `gcn`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut choices: Vec<(&'static str, Arch)> =
-            Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
-        choices.push(("plain", Arch::Gcn));
-        crate::error::parse_name("model", s, &choices)
-    }
-}
+crate::error::names!(Arch, "model", [
+    Arch::Gcn => "gcn",
+    Arch::Residual => "residual",
+    Arch::Gcnii => "gcnii",
+    Arch::Jk(JkMode::Concat) => "jk-cat",
+    Arch::Jk(JkMode::Max) => "jk-max",
+    Arch::Jk(JkMode::Attention) => "jk-att",
+    Arch::Sgc => "sgc",
+    Arch::Appnp => "appnp",
+], aliases [Arch::Gcn => "plain"]);
 
 /// Normalisation after each hidden GCN convolution (before ReLU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,42 +106,13 @@ pub enum NormKind {
     Pair(PairNormMode),
 }
 
-impl NormKind {
-    /// The name the CLI and checkpoints use.
-    pub fn name(self) -> &'static str {
-        match self {
-            NormKind::None => "none",
-            NormKind::Batch => "batch",
-            NormKind::Pair(PairNormMode::Pn) => "pair",
-            NormKind::Pair(PairNormMode::PnSi) => "pair-si",
-            NormKind::Pair(PairNormMode::PnScs) => "pair-scs",
-        }
-    }
-}
-
-impl fmt::Display for NormKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for NormKind {
-    type Err = ConfigError;
-    /// `none`, `batch`, `pair`, `pair-si`, `pair-scs`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::error::parse_name(
-            "normalisation",
-            s,
-            &[
-                ("none", NormKind::None),
-                ("batch", NormKind::Batch),
-                ("pair", NormKind::Pair(PairNormMode::Pn)),
-                ("pair-si", NormKind::Pair(PairNormMode::PnSi)),
-                ("pair-scs", NormKind::Pair(PairNormMode::PnScs)),
-            ],
-        )
-    }
-}
+crate::error::names!(NormKind, "normalisation", [
+    NormKind::None => "none",
+    NormKind::Batch => "batch",
+    NormKind::Pair(PairNormMode::Pn) => "pair",
+    NormKind::Pair(PairNormMode::PnSi) => "pair-si",
+    NormKind::Pair(PairNormMode::PnScs) => "pair-scs",
+]);
 
 /// The configuration of a [`Model`]. [`ModelConfig::default`] is Kipf & Welling's GCN (2 layers,
 /// hidden 16, dropout 0.5 on the input and between layers, no bias as in their
@@ -352,12 +295,7 @@ impl ModelConfig {
                     let z = b.norm(z, h);
                     // ReLU, then the dropout of the next convolution's input (site l + 2).
                     let p = self.dropout;
-                    prev = Src::Node(b.push(
-                        ReluDropout { dim: h, p },
-                        vec![Src::Node(z)],
-                        0,
-                        l as u64 + 2,
-                    ));
+                    prev = b.elem(ReluDropout::new(h, p), Src::Node(z), l as u64 + 2);
                     b.end_block(l);
                     taps.push(prev_node(prev));
                 }
@@ -385,12 +323,12 @@ impl ModelConfig {
                     b.begin_block();
                     let z = b.push(conv, vec![prev], if l == 0 { 0 } else { 1 }, 0);
                     let z = b.norm(z, h);
-                    let a = b.push(Relu { dim: h }, vec![Src::Node(z)], 0, 0);
+                    let a = b.push(ReluDropout::relu(h), vec![Src::Node(z)], 0, 0);
                     let out = b.push(Add { dim: h }, vec![Src::Node(a), skip], 0, 0);
                     taps.push(out);
                     skip = Src::Node(out);
                     let p = self.dropout;
-                    prev = Src::Node(b.push(Dropout { dim: h, p }, vec![skip], 0, l as u64 + 2));
+                    prev = b.elem(ReluDropout::dropout(h, p), skip, l as u64 + 2);
                     b.end_block(l);
                 }
                 (1, taps)
@@ -409,16 +347,11 @@ impl ModelConfig {
                     b.begin_block();
                     let z = b.push(conv, vec![prev], if l == 0 { 0 } else { 1 }, 0);
                     let z = b.norm(z, h);
-                    let a = b.push(Relu { dim: h }, vec![Src::Node(z)], 0, 0);
+                    let a = b.push(ReluDropout::relu(h), vec![Src::Node(z)], 0, 0);
                     outs.push(Src::Node(a));
                     if l < last {
                         let p = self.dropout;
-                        prev = Src::Node(b.push(
-                            Dropout { dim: h, p },
-                            vec![Src::Node(a)],
-                            0,
-                            l as u64 + 2,
-                        ));
+                        prev = b.elem(ReluDropout::dropout(h, p), Src::Node(a), l as u64 + 2);
                     }
                     b.end_block(l);
                 }
@@ -427,7 +360,12 @@ impl ModelConfig {
                 let j = b.push(jk, outs, 2, 0);
                 let p = self.dropout;
                 let nh = self.n_layers as u64;
-                let d = b.push(Dropout { dim: width, p }, vec![Src::Node(j)], 0, nh + 1);
+                let d = b.push(
+                    ReluDropout::dropout(width, p),
+                    vec![Src::Node(j)],
+                    0,
+                    nh + 1,
+                );
                 b.push(head, vec![Src::Node(d)], 2, 0);
                 (1, taps)
             }
@@ -438,9 +376,9 @@ impl ModelConfig {
                     .collect();
                 let head = Linear::<F>::new(h, self.out_dim, true, rng);
                 let s = b.push(stem, vec![Src::Xd], 0, 0);
-                let h0 = Src::Node(b.push(Relu { dim: h }, vec![Src::Node(s)], 0, 0));
+                let h0 = b.elem(ReluDropout::relu(h), Src::Node(s), 0);
                 let p = self.dropout;
-                let mut prev = Src::Node(b.push(Dropout { dim: h, p }, vec![h0], 0, 1));
+                let mut prev = b.elem(ReluDropout::dropout(h, p), h0, 1);
                 let mut taps = Vec::new();
                 let nh = self.n_layers as u64;
                 for (l, conv) in convs.into_iter().enumerate() {
@@ -448,8 +386,7 @@ impl ModelConfig {
                     let z = b.push(conv, vec![prev, h0], 1, 0);
                     // ReLU, then the dropout of the next block's input (or the head's).
                     let site = (l as u64 + 2).min(nh + 1);
-                    prev =
-                        Src::Node(b.push(ReluDropout { dim: h, p }, vec![Src::Node(z)], 0, site));
+                    prev = b.elem(ReluDropout::new(h, p), Src::Node(z), site);
                     taps.push(prev_node(prev));
                     b.end_block(l);
                 }
@@ -476,7 +413,7 @@ impl ModelConfig {
                 let l2 = Linear::<F>::new(h, self.out_dim, true, rng);
                 let z1 = b.push(l1, vec![Src::Xd], 0, 0);
                 let p = self.dropout;
-                let a = b.push(ReluDropout { dim: h, p }, vec![Src::Node(z1)], 0, 2);
+                let a = b.push(ReluDropout::new(h, p), vec![Src::Node(z1)], 0, 2);
                 let z2 = b.push(l2, vec![Src::Node(a)], 2, 0);
                 let prop = AppnpPropagate {
                     k: self.k,
@@ -606,6 +543,11 @@ impl<'a, F: Scalar> Builder<'a, F> {
             site,
         });
         self.nodes.len() - 1
+    }
+
+    /// An element-wise node (ReLU and/or dropout with mask stream `site`) on `input`.
+    fn elem(&mut self, layer: ReluDropout, input: Src, site: u64) -> Src {
+        Src::Node(self.push(layer, vec![input], 0, site))
     }
 
     /// The normalisation after a hidden convolution's output `z` (or `z` itself).

@@ -23,7 +23,7 @@
 
 use ndarray::{Array1, Array2};
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
 use super::param::Param;
 use crate::kernels::rows::{for_each_row, for_each_row2, parts_len};
 use crate::Scalar;
@@ -97,12 +97,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            out,
-            mut saved,
-            mut scratch,
-        } = io;
+        let (ins, out, mut saved, mut scratch) = (io.ins, io.out, io.saved, io.scratch);
         let x = ins.get(0).dense();
         let (n, d) = x.dim();
         assert!(
@@ -124,19 +119,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
                 n >= 2,
                 "BatchNorm::forward: train mode needs at least 2 rows, input {n}×{d}"
             );
-            cx.adj.sum_rows(
-                d,
-                parts,
-                mean,
-                &|i, acc| {
-                    for (a, &v) in acc.iter_mut().zip(x.row(i)) {
-                        *a += v.to_f64_lossless();
-                    }
-                },
-                par,
-            );
-            let nf = n.max(1) as f64;
-            mean.iter_mut().for_each(|v| *v /= nf);
+            cx.adj.col_means(x, parts, mean, par);
             let m: &[f64] = mean;
             cx.adj.sum_rows(
                 d,
@@ -189,15 +172,8 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut saved,
-            mut scratch,
-            grad,
-            ..
-        } = io;
-        let GradIo::Separate { dout: g, mut din } = grad else {
-            unreachable!("BatchNorm's gradient is separate")
-        };
+        let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
+        let (g, mut din) = grad.separate();
         let (n, d) = g.dim();
         let par = cx.par;
         let x_hat = view(saved.take_f(n * d), (n, d));

@@ -1,77 +1,55 @@
-//! Element-wise layers on dense activations, forward and backward in one file: [`Relu`],
-//! inverted [`Dropout`], and [`ReluDropout`] (ReLU then dropout, keeping one byte per element
-//! for both). All work in place and keep a byte code per element instead of a copy of the
-//! activation or of the mask.
+//! [`ReluDropout`]: ReLU, inverted dropout, or both in one pass, on dense activations, forward
+//! and backward in one file. In place, keeping one byte per element (for both) instead of a copy
+//! of the activation or of the mask.
 //!
-//! - ReLU: y = max(x, 0); backward dx = 𝟙(x > 0) ⊙ dy (ReLU′(0) = 0; NaN counts as ≤ 0).
-//! - Dropout (rate p, training only): y = x ⊙ m with m_i ∈ {0, 1/(1−p)} drawn from the layer's
-//!   random stream ([`Cx::rng`]); backward dx = m ⊙ dy. The identity in evaluation.
-//! - ReluDropout: y = max(x, 0) ⊙ m; backward dx = 𝟙(x > 0) ⊙ m ⊙ dy, computed as `+0` where
-//!   ReLU is off and `dy·m` elsewhere (bit for bit ReLU's then dropout's backward).
+//! - ReLU ([`ReluDropout::relu`]): y = max(x, 0); backward dx = 𝟙(x > 0) ⊙ dy (ReLU′(0) = 0;
+//!   NaN counts as ≤ 0).
+//! - Dropout ([`ReluDropout::dropout`], rate p, training only): y = x ⊙ m with
+//!   m_i ∈ {0, 1/(1−p)} drawn from the layer's random stream ([`Cx::rng`]); backward
+//!   dx = m ⊙ dy. The identity in evaluation.
+//! - Both ([`ReluDropout::new`]): y = max(x, 0) ⊙ m; backward dx = 𝟙(x > 0) ⊙ m ⊙ dy, computed as
+//!   `+0` where ReLU is off and `dy·m` elsewhere (bit for bit ReLU's then dropout's backward).
 //!
 //! Masks are drawn by [`MaskRng::fill_dropout_mask`] in element order, so a mask depends on the
 //! stream only, never on the thread count.
 
 use ndarray::Zip;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
 use crate::kernels::{bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace, MaskRng};
 use crate::Scalar;
 
-/// ReLU, in place, keeping the sign of each input as one byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Relu {
+/// ReLU and/or inverted dropout at rate `p`, in place (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReluDropout {
     /// Width.
     pub dim: usize,
+    /// Whether the layer applies ReLU (before the dropout).
+    pub relu: bool,
+    /// The dropout rate p ∈ [0, 1) (0: no dropout).
+    pub p: f64,
 }
 
-impl<F: Scalar> Layer<F> for Relu {
-    fn name(&self) -> &'static str {
-        "relu"
+impl ReluDropout {
+    /// ReLU then dropout at rate `p`.
+    pub fn new(dim: usize, p: f64) -> Self {
+        ReluDropout { dim, relu: true, p }
     }
-    fn out_dim(&self) -> usize {
-        self.dim
-    }
-    fn in_place(&self) -> bool {
-        true
-    }
-    fn grad_in_place(&self) -> bool {
-        true
-    }
-    fn saved(&self, n: usize) -> Req {
-        Req {
-            u8: n * self.dim,
-            ..Req::default()
+    /// ReLU alone.
+    pub fn relu(dim: usize) -> Self {
+        ReluDropout {
+            dim,
+            relu: true,
+            p: 0.0,
         }
     }
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            mut out, mut saved, ..
-        } = io;
-        if cx.train() {
-            let code = saved.take_u8(out.len());
-            let code = view_mut(code, out.dim());
-            Zip::from(&out)
-                .and(code)
-                .for_each(|&v, c| *c = u8::from(v > F::zero()));
+    /// Dropout alone at rate `p`.
+    pub fn dropout(dim: usize, p: f64) -> Self {
+        ReluDropout {
+            dim,
+            relu: false,
+            p,
         }
-        relu_inplace(out.view_mut());
-    }
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut saved, grad, ..
-        } = io;
-        let GradIo::InPlace(g) = grad else {
-            unreachable!("ReLU's gradient is in place")
-        };
-        let dim = (cx.n(), self.dim);
-        let code = view(saved.take_u8(dim.0 * dim.1), dim);
-        Zip::from(view_mut(g, dim))
-            .and(code)
-            .for_each(|g, &c| *g = [F::zero(), *g][usize::from(c)]);
-    }
-    fn clone_box(&self) -> Box<dyn Layer<F>> {
-        Box::new(*self)
     }
 }
 
@@ -80,102 +58,13 @@ fn keep_factor<F: Scalar>(p: f64) -> F {
     F::from_f64_lossy(1.0 / (1.0 - p))
 }
 
-/// Inverted dropout at rate `p`, in place (training passes; the identity in evaluation).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Dropout {
-    /// Width.
-    pub dim: usize,
-    /// The rate p ∈ [0, 1).
-    pub p: f64,
-}
-
-impl<F: Scalar> Layer<F> for Dropout {
-    fn name(&self) -> &'static str {
-        "dropout"
-    }
-    fn out_dim(&self) -> usize {
-        self.dim
-    }
-    fn in_place(&self) -> bool {
-        true
-    }
-    fn grad_in_place(&self) -> bool {
-        true
-    }
-    fn draws_mask(&self) -> bool {
-        self.p > 0.0
-    }
-    fn saved(&self, n: usize) -> Req {
-        Req {
-            u8: n * self.dim,
-            ..Req::default()
-        }
-    }
-    fn scratch(&self, n: usize) -> Req {
-        Req::f(n * self.dim)
-    }
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        if !cx.train() || self.p == 0.0 {
-            return;
-        }
-        let Fwd {
-            out,
-            mut saved,
-            mut scratch,
-            ..
-        } = io;
-        let len = out.len();
-        let mask = scratch.take_f(len);
-        let rng = cx
-            .rng
-            .as_deref_mut()
-            .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
-        rng.fill_dropout_mask(self.p, mask, cx.par);
-        let dim = out.dim();
-        let code = view_mut(saved.take_u8(len), dim);
-        Zip::from(out)
-            .and(view(mask, dim))
-            .and(code)
-            .for_each(|o, &m, c| {
-                *o *= m;
-                *c = u8::from(m != F::zero());
-            });
-    }
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        if self.p == 0.0 {
-            return;
-        }
-        let Bwd {
-            mut saved, grad, ..
-        } = io;
-        let GradIo::InPlace(g) = grad else {
-            unreachable!("dropout's gradient is in place")
-        };
-        let dim = (cx.n(), self.dim);
-        let code = view(saved.take_u8(dim.0 * dim.1), dim);
-        let vals = [F::zero(), keep_factor::<F>(self.p)];
-        Zip::from(view_mut(g, dim))
-            .and(code)
-            .for_each(|g, &c| *g *= vals[usize::from(c)]);
-    }
-    fn clone_box(&self) -> Box<dyn Layer<F>> {
-        Box::new(*self)
-    }
-}
-
-/// ReLU then inverted dropout at rate `p`, in place, with one byte per element for both (the
-/// dropout is skipped in evaluation).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReluDropout {
-    /// Width.
-    pub dim: usize,
-    /// The rate p ∈ [0, 1).
-    pub p: f64,
-}
-
 impl<F: Scalar> Layer<F> for ReluDropout {
     fn name(&self) -> &'static str {
-        "relu_dropout"
+        match (self.relu, self.p > 0.0) {
+            (true, false) => "relu",
+            (false, _) => "dropout",
+            (true, true) => "relu_dropout",
+        }
     }
     fn out_dim(&self) -> usize {
         self.dim
@@ -196,53 +85,64 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         }
     }
     fn scratch(&self, n: usize) -> Req {
-        Req::f(n * self.dim)
+        Req::f(if self.p > 0.0 { n * self.dim } else { 0 })
     }
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            mut out,
-            mut saved,
-            mut scratch,
-            ..
-        } = io;
-        if !cx.train() {
-            relu_inplace(out);
+        let (out, mut saved, mut scratch) = (io.out, io.saved, io.scratch);
+        let train = cx.train();
+        if !train || self.p == 0.0 {
+            if self.relu {
+                if train {
+                    let code = view_mut(saved.take_u8(out.len()), out.dim());
+                    Zip::from(&out)
+                        .and(code)
+                        .for_each(|&v, c| *c = u8::from(v > F::zero()));
+                }
+                relu_inplace(out);
+            }
             return;
         }
-        let len = out.len();
-        let dim = out.dim();
-        let code = view_mut(saved.take_u8(len), dim);
-        if self.p == 0.0 {
-            Zip::from(&out)
-                .and(code)
-                .for_each(|&v, c| *c = u8::from(v > F::zero()));
-            relu_inplace(out.view_mut());
-            return;
-        }
+        let (len, dim) = (out.len(), out.dim());
         let mask = scratch.take_f(len);
         let rng = cx
             .rng
             .as_deref_mut()
             .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
         rng.fill_dropout_mask(self.p, mask, cx.par);
-        bias_relu_dropout_fold(out, None, view(mask, dim), code);
+        let code = view_mut(saved.take_u8(len), dim);
+        if self.relu {
+            bias_relu_dropout_fold(out, None, view(mask, dim), code);
+        } else {
+            Zip::from(out)
+                .and(view(mask, dim))
+                .and(code)
+                .for_each(|o, &m, c| {
+                    *o *= m;
+                    *c = u8::from(m != F::zero());
+                });
+        }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut saved, grad, ..
-        } = io;
-        let GradIo::InPlace(g) = grad else {
-            unreachable!("ReLU·dropout's gradient is in place")
-        };
+        let (mut saved, grad) = (io.saved, io.grad);
+        if !self.relu && self.p == 0.0 {
+            return;
+        }
         let dim = (cx.n(), self.dim);
         let code = view(saved.take_u8(dim.0 * dim.1), dim);
-        let g = view_mut(g, dim);
-        if self.p == 0.0 {
-            Zip::from(g)
-                .and(code)
-                .for_each(|g, &c| *g = [F::zero(), *g][usize::from(c)]);
-        } else {
-            dropout_relu_backward_code(g, code, keep_factor(self.p));
+        let g = view_mut(grad.in_place(), dim);
+        match (self.relu, self.p > 0.0) {
+            (true, true) => dropout_relu_backward_code(g, code, keep_factor(self.p)),
+            (true, false) => {
+                Zip::from(g)
+                    .and(code)
+                    .for_each(|g, &c| *g = [F::zero(), *g][usize::from(c)]);
+            }
+            (false, _) => {
+                let vals = [F::zero(), keep_factor::<F>(self.p)];
+                Zip::from(g)
+                    .and(code)
+                    .for_each(|g, &c| *g *= vals[usize::from(c)]);
+            }
         }
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
@@ -289,17 +189,17 @@ mod tests {
         let x = [In::Dense(away_from_zero(n, D, 1))];
         let g = random(n, D, &mut rng(2));
         let h = harness(adj);
-        let mut layers: Vec<Box<dyn Layer<f64>>> = vec![Box::new(Relu { dim: D })];
+        let mut layers: Vec<Box<dyn Layer<f64>>> = vec![Box::new(ReluDropout::relu(D))];
         for p in [0.0, 0.5] {
-            layers.push(Box::new(Dropout { dim: D, p }));
-            layers.push(Box::new(ReluDropout { dim: D, p }));
+            layers.push(Box::new(ReluDropout::dropout(D, p)));
+            layers.push(Box::new(ReluDropout::new(D, p)));
         }
         for l in &mut layers {
             let what = format!("{l:?}");
             let (y, _) = h.grad_check(l.as_mut(), &x, &[true], &g, &what);
             // Every layer but the identity (dropout at p = 0) zeroes some entries.
             let zeros = y.iter().filter(|&&v| v == 0.0).count();
-            if what == "Dropout { dim: 5, p: 0.0 }" {
+            if what == format!("{:?}", ReluDropout::dropout(D, 0.0)) {
                 assert_eq!(&y, x[0].dense(), "{what}");
             } else {
                 assert!(zeros > 0 && zeros < y.len(), "{what}: {zeros} zeros");
@@ -319,7 +219,7 @@ mod tests {
         dropout_mask(&mut rng(99), p, &mut mask);
         let mask = Array2::from_shape_vec((n, D), mask).unwrap();
         let (y, dx) = h.run(
-            &mut Dropout { dim: D, p },
+            &mut ReluDropout::dropout(D, p),
             &[In::Dense(x.clone())],
             &g,
             &[true],
@@ -327,14 +227,19 @@ mod tests {
         assert_eq!(y, &x * &mask);
         assert_eq!(dx[0].as_ref().unwrap(), &(&g * &mask));
         // ReLU then dropout, bit for bit.
-        let (yr, dr) = h.run(&mut Relu { dim: D }, &[In::Dense(x.clone())], &g, &[true]);
+        let (yr, dr) = h.run(
+            &mut ReluDropout::relu(D),
+            &[In::Dense(x.clone())],
+            &g,
+            &[true],
+        );
         let (yrd, drd) = h.run(
-            &mut Dropout { dim: D, p },
+            &mut ReluDropout::dropout(D, p),
             &[In::Dense(yr)],
             &dr[0].clone().unwrap(),
             &[true],
         );
-        let (y2, d2) = h.run(&mut ReluDropout { dim: D, p }, &[In::Dense(x)], &g, &[true]);
+        let (y2, d2) = h.run(&mut ReluDropout::new(D, p), &[In::Dense(x)], &g, &[true]);
         assert_eq!(y2, yrd);
         let bits = |a: &Array2<f64>| a.mapv(f64::to_bits);
         assert_eq!(
@@ -352,15 +257,15 @@ mod tests {
         let h = harness(adj).mode(Mode::Eval);
         let fwd = |l: &mut dyn Layer<f64>| h.forward(l, &[In::Dense(x.clone())]).0;
         assert_eq!(
-            fwd(&mut Dropout { dim: D, p: 0.5 }).mapv(f64::to_bits),
+            fwd(&mut ReluDropout::dropout(D, 0.5)).mapv(f64::to_bits),
             x.mapv(f64::to_bits)
         );
-        assert_eq!(fwd(&mut ReluDropout { dim: D, p: 0.5 }), relu);
-        assert_eq!(fwd(&mut Relu { dim: D }), relu);
+        assert_eq!(fwd(&mut ReluDropout::new(D, 0.5)), relu);
+        assert_eq!(fwd(&mut ReluDropout::relu(D)), relu);
         // Evaluation draws nothing: no stream is needed.
         let h = Harness::new(adj).mode(Mode::Eval);
         assert_eq!(
-            h.forward(&mut Dropout { dim: D, p: 0.5 }, &[In::Dense(x.clone())])
+            h.forward(&mut ReluDropout::dropout(D, 0.5), &[In::Dense(x.clone())])
                 .0,
             x
         );
@@ -372,7 +277,7 @@ mod tests {
         let adj = isolated::<f64>(2);
         let x = [In::Dense(array![[-1.0, 2.0], [0.0, 3.0]])];
         let g = array![[5.0, 6.0], [7.0, 8.0]];
-        let (y, dx) = Harness::new(&adj).run(&mut Relu { dim: 2 }, &x, &g, &[true]);
+        let (y, dx) = Harness::new(&adj).run(&mut ReluDropout::relu(2), &x, &g, &[true]);
         assert_eq!(y, array![[0.0, 2.0], [0.0, 3.0]]);
         assert_eq!(dx[0].as_ref().unwrap(), array![[0.0, 6.0], [0.0, 8.0]]);
         // Dropout at p = 3/4 keeps an element as 4·x.
@@ -381,7 +286,7 @@ mod tests {
             rng: Some(rng(1)),
             ..Harness::new(&adj)
         };
-        let (y, _) = h.forward(&mut Dropout { dim: 2, p: 0.75 }, &x);
+        let (y, _) = h.forward(&mut ReluDropout::dropout(2, 0.75), &x);
         assert!(y.iter().all(|&v| v == 0.0 || v == 4.0), "{y}");
     }
 }

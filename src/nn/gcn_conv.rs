@@ -24,7 +24,7 @@
 use ndarray::{Array2, ArrayView2};
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, Layer, Req, Value};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Value};
 use super::param::Param;
 use crate::graph::{Propagate, SparseFeatures};
 use crate::kernels::{add_bias, gemm};
@@ -42,38 +42,11 @@ pub enum Order {
     Auto,
 }
 
-impl Order {
-    /// The flag and checkpoint spelling: `auto`, `aggregate-first`, `transform-first`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Order::AggregateFirst => "aggregate-first",
-            Order::TransformFirst => "transform-first",
-            Order::Auto => "auto",
-        }
-    }
-}
-
-impl std::fmt::Display for Order {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Order {
-    type Err = crate::ConfigError;
-    /// `auto`, `aggregate-first`, `transform-first`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::error::parse_name(
-            "order",
-            s,
-            &[
-                ("auto", Order::Auto),
-                ("aggregate-first", Order::AggregateFirst),
-                ("transform-first", Order::TransformFirst),
-            ],
-        )
-    }
-}
+crate::error::names!(Order, "order", [
+    Order::Auto => "auto",
+    Order::AggregateFirst => "aggregate-first",
+    Order::TransformFirst => "transform-first",
+]);
 
 /// Relative cost of one SpMM multiply-add against one GEMM multiply-add on the target machine
 /// (~2 GFLOP/s against ~60 GFLOP/s, `../shared/LIMITS.md`).
@@ -311,12 +284,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            mut out,
-            mut saved,
-            mut scratch,
-        } = io;
+        let (ins, mut out, mut saved, mut scratch) = (io.ins, io.out, io.saved, io.scratch);
         let (n, par) = (cx.n(), cx.par);
         let x = ins.get(0);
         assert!(
@@ -398,15 +366,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            ins,
-            mut saved,
-            mut scratch,
-            grad,
-        } = io;
-        let GradIo::InPlace(grad) = grad else {
-            unreachable!("GcnConv's gradient is in place")
-        };
+        let (ins, mut saved, mut scratch, grad) = (io.ins, io.saved, io.scratch, io.grad);
+        let grad = grad.in_place();
         let (n, par) = (cx.n(), cx.par);
         let (din, dout) = (self.in_dim(), self.out_dim());
         let need_dh = cx.need_din;

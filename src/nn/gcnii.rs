@@ -17,7 +17,7 @@
 use ndarray::Zip;
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
 use super::param::Param;
 use crate::kernels::gemm;
 use crate::Scalar;
@@ -89,12 +89,7 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            mut out,
-            mut saved,
-            ..
-        } = io;
+        let (ins, mut out, mut saved) = (io.ins, io.out, io.saved);
         let (n, d, par) = (cx.n(), self.dim(), cx.par);
         let (h, h0) = (ins.get(0).dense(), ins.get(1).dense());
         assert!(
@@ -117,15 +112,8 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut saved,
-            mut scratch,
-            grad,
-            ..
-        } = io;
-        let GradIo::Separate { dout: g, mut din } = grad else {
-            unreachable!("GCNII's gradient is separate")
-        };
+        let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
+        let (g, mut din) = grad.separate();
         let (n, d, par) = (cx.n(), self.dim(), cx.par);
         let a = F::from_f64_lossy(self.alpha);
         let b = F::from_f64_lossy(self.beta);

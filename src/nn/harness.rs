@@ -266,52 +266,48 @@ impl<'a, F: Scalar> Harness<'a, F> {
         let packed = Packed::new(kept);
         let dout_s = dout.as_standard_layout();
         let dout_s = dout_s.as_slice().unwrap();
-        if layer.grad_in_place() {
+        let in_place = layer.grad_in_place();
+        // In place: one buffer holding ∂L/∂out, then ∂L/∂in. Separate: one buffer per input.
+        let in_w = ins.first().map_or(0, In::width);
+        let mut buf = Vec::new();
+        let mut pool: Vec<Vec<F>> = Vec::new();
+        let slots: Vec<Option<(usize, usize)>> = ins
+            .iter()
+            .enumerate()
+            .map(|(k, i)| need[k].then_some((k, i.width())))
+            .collect();
+        let grad = if in_place {
             assert_eq!(ins.len(), 1, "harness: in-place gradients are single-input");
-            let in_w = ins[0].width();
-            let mut buf = vec![F::nan(); n * w.max(in_w)];
+            buf = vec![F::nan(); n * w.max(in_w)];
             buf[..n * w].copy_from_slice(dout_s);
-            let mut cx = self.cx(None, need[0]);
-            layer.backward(
-                &mut cx,
-                Bwd {
-                    ins: packed.inputs(n),
-                    saved: saved.saved(),
-                    scratch: scratch.bufs(),
-                    grad: GradIo::InPlace(&mut buf),
-                },
-            );
-            let din = need[0].then(|| view(&buf, (n, in_w)).to_owned());
-            vec![din]
+            GradIo::InPlace(&mut buf)
         } else {
-            let mut pool: Vec<Vec<F>> = ins.iter().map(|i| vec![F::nan(); n * i.width()]).collect();
-            let slots: Vec<Option<(usize, usize)>> = ins
-                .iter()
-                .enumerate()
-                .map(|(k, i)| need[k].then_some((k, i.width())))
-                .collect();
-            let mut cx = self.cx(None, false);
-            layer.backward(
-                &mut cx,
-                Bwd {
-                    ins: packed.inputs(n),
-                    saved: saved.saved(),
-                    scratch: scratch.bufs(),
-                    grad: GradIo::Separate {
-                        dout: ArrayView2::from_shape((n, w), dout_s).unwrap(),
-                        din: Din {
-                            pool: &mut pool,
-                            slots: &slots,
-                            n,
-                        },
-                    },
+            pool = ins.iter().map(|i| vec![F::nan(); n * i.width()]).collect();
+            GradIo::Separate {
+                dout: ArrayView2::from_shape((n, w), dout_s).unwrap(),
+                din: Din {
+                    pool: &mut pool,
+                    slots: &slots,
+                    n,
                 },
-            );
-            pool.into_iter()
-                .zip(ins.iter().zip(need))
-                .map(|(g, (i, &k))| k.then(|| Array2::from_shape_vec((n, i.width()), g).unwrap()))
-                .collect()
+            }
+        };
+        layer.backward(
+            &mut self.cx(None, in_place && need[0]),
+            Bwd {
+                ins: packed.inputs(n),
+                saved: saved.saved(),
+                scratch: scratch.bufs(),
+                grad,
+            },
+        );
+        if in_place {
+            return vec![need[0].then(|| view(&buf, (n, in_w)).to_owned())];
         }
+        pool.into_iter()
+            .zip(ins.iter().zip(need))
+            .map(|(g, (i, &k))| k.then(|| Array2::from_shape_vec((n, i.width()), g).unwrap()))
+            .collect()
     }
 
     /// Forward, then backward from `dout`: the output and the input gradients `need` asks for.

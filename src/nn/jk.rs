@@ -27,15 +27,12 @@
 //! | out, G | n × L·d (Concat), n × d (Max, Attention) |
 //! | saved | nothing (Concat), the arg-max layer as 2 bytes per element (Max), α: n × L (Attention) |
 
-use std::fmt;
-use std::str::FromStr;
-
 use ndarray::{s, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Inputs, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Inputs, Layer, Req};
 use super::param::Param;
-use crate::{ConfigError, Scalar};
+use crate::Scalar;
 
 /// How [`JumpingKnowledge`] combines the layer outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,40 +48,13 @@ pub enum JkMode {
 impl JkMode {
     /// Every mode.
     pub const ALL: [JkMode; 3] = [JkMode::Concat, JkMode::Max, JkMode::Attention];
-
-    /// The short name: `cat`, `max`, `att`.
-    pub fn name(self) -> &'static str {
-        match self {
-            JkMode::Concat => "cat",
-            JkMode::Max => "max",
-            JkMode::Attention => "att",
-        }
-    }
 }
 
-impl fmt::Display for JkMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for JkMode {
-    type Err = ConfigError;
-    /// `cat` (or `concat`), `max`, `att` (or `attention`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::error::parse_name(
-            "jumping-knowledge mode",
-            s,
-            &[
-                ("cat", JkMode::Concat),
-                ("max", JkMode::Max),
-                ("att", JkMode::Attention),
-                ("concat", JkMode::Concat),
-                ("attention", JkMode::Attention),
-            ],
-        )
-    }
-}
+crate::error::names!(JkMode, "jumping-knowledge mode", [
+    JkMode::Concat => "cat",
+    JkMode::Max => "max",
+    JkMode::Attention => "att",
+], aliases [JkMode::Concat => "concat", JkMode::Attention => "attention"]);
 
 /// Jumping knowledge over `n_layers` inputs of width `dim`; the attention vector `att` for
 /// [`JkMode::Attention`].
@@ -174,12 +144,7 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            mut out,
-            mut saved,
-            ..
-        } = io;
+        let (ins, mut out, mut saved) = (io.ins, io.out, io.saved);
         let (n, d, l_count) = (cx.n(), self.dim, self.n_layers);
         assert!(
             ins.len() == l_count
@@ -255,15 +220,8 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            ins,
-            mut saved,
-            mut scratch,
-            grad,
-        } = io;
-        let GradIo::Separate { dout: g, mut din } = grad else {
-            unreachable!("JK's gradient is separate")
-        };
+        let (ins, mut saved, mut scratch, grad) = (io.ins, io.saved, io.scratch, io.grad);
+        let (g, mut din) = grad.separate();
         let (n, d, l_count) = (cx.n(), self.dim, self.n_layers);
         match self.mode {
             JkMode::Concat => {

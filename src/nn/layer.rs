@@ -145,7 +145,7 @@ impl std::ops::Add for Req {
 
 /// Mutable slices of the sizes a [`Req`] asked for; a layer splits them with the `take_*`
 /// methods, in the same order in forward and backward.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Bufs<'a, F> {
     /// Scalars.
     pub f: &'a mut [F],
@@ -153,6 +153,16 @@ pub struct Bufs<'a, F> {
     pub u8: &'a mut [u8],
     /// f64 values.
     pub f64: &'a mut [f64],
+}
+
+impl<F> Default for Bufs<'_, F> {
+    fn default() -> Self {
+        Bufs {
+            f: &mut [],
+            u8: &mut [],
+            f64: &mut [],
+        }
+    }
 }
 
 impl<'a, F> Bufs<'a, F> {
@@ -381,6 +391,30 @@ pub enum GradIo<'a, F> {
         /// ∂L/∂in per input.
         din: Din<'a, F>,
     },
+}
+
+impl<'a, F> GradIo<'a, F> {
+    /// The buffer of an in-place gradient ([`Layer::grad_in_place`]).
+    ///
+    /// # Panics
+    /// If the gradient is separate (the layer says it is in place: the stack never does this).
+    pub fn in_place(self) -> &'a mut [F] {
+        match self {
+            GradIo::InPlace(g) => g,
+            GradIo::Separate { .. } => unreachable!("an in-place layer's gradient is in place"),
+        }
+    }
+
+    /// ∂L/∂out and the input gradients' targets of a layer with separate gradients.
+    ///
+    /// # Panics
+    /// If the gradient is in place (the layer says it is separate: the stack never does this).
+    pub fn separate(self) -> (ArrayView2<'a, F>, Din<'a, F>) {
+        match self {
+            GradIo::Separate { dout, din } => (dout, din),
+            GradIo::InPlace(_) => unreachable!("a separate layer's gradient is separate"),
+        }
+    }
 }
 
 /// What a backward call reads and writes.

@@ -17,7 +17,7 @@
 
 use rand::Rng;
 
-use super::layer::{Bwd, Cx, Fwd, GradIo, Layer};
+use super::layer::{Bwd, Cx, Fwd, Layer};
 use super::param::Param;
 use crate::kernels::{add_bias, gemm};
 use crate::Scalar;
@@ -59,7 +59,7 @@ impl<F: Scalar> Layer<F> for Linear<F> {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd { ins, mut out, .. } = io;
+        let (ins, mut out) = (io.ins, io.out);
         let x = ins.get(0);
         assert!(
             x.ncols() == self.in_dim() && out.dim() == (x.nrows(), self.out_dim()),
@@ -76,10 +76,8 @@ impl<F: Scalar> Layer<F> for Linear<F> {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd { ins, grad, .. } = io;
-        let GradIo::Separate { dout: g, mut din } = grad else {
-            unreachable!("Linear's gradient is separate")
-        };
+        let (ins, grad) = (io.ins, io.grad);
+        let (g, mut din) = grad.separate();
         if let Some(b) = &mut self.bias {
             cx.adj.col_sum(g, F::one(), b.grad.row_mut(0));
         }

@@ -19,12 +19,11 @@
 //! # Shapes
 //! X, Y, G, dX: n × d.
 
-use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1};
+use ndarray::{ArrayView1, ArrayViewMut1};
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req};
-use crate::graph::Propagate;
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
 use crate::kernels::rows::{for_each_row, map_rows_into, parts_len};
-use crate::{Par, Scalar};
+use crate::Scalar;
 
 /// ε of [`PairNorm`], inside the square roots (PyG's default value; the paper's reference code
 /// uses 1e-6).
@@ -74,30 +73,6 @@ fn inv_row_norm(sq: f64) -> f64 {
 /// ‖v‖² in f64.
 fn sq_norm<'a, F: Scalar>(v: impl Iterator<Item = &'a F>) -> f64 {
     v.map(|x| x.to_f64_lossless().powi(2)).sum()
-}
-
-/// `out` ← the column means of `x` over every node, in f64.
-fn col_means<F: Scalar>(
-    adj: &dyn Propagate<F>,
-    x: ArrayView2<'_, F>,
-    parts: &mut [f64],
-    out: &mut [f64],
-    par: Par,
-) {
-    let (n, d) = x.dim();
-    adj.sum_rows(
-        d,
-        parts,
-        out,
-        &|i, acc| {
-            for (a, &v) in acc.iter_mut().zip(x.row(i)) {
-                *a += v.to_f64_lossless();
-            }
-        },
-        par,
-    );
-    let nf = n.max(1) as f64;
-    out.iter_mut().for_each(|v| *v /= nf);
 }
 
 /// out ← (s/r)·(g − (g·z / r²)·z) − shift: the Jacobianᵀ of z ↦ s·z/√(ε + ‖z‖²) applied to g
@@ -151,12 +126,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
     }
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            out: y,
-            mut saved,
-            mut scratch,
-        } = io;
+        let (ins, y, mut saved, mut scratch) = (io.ins, io.out, io.saved, io.scratch);
         let x = ins.get(0).dense();
         let (n, d) = x.dim();
         assert!(
@@ -171,7 +141,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let parts = scratch.take_f64(parts_len(n, d, d + 1));
         let mu = scratch.take_f64(d);
         let tot = scratch.take_f64(1);
-        col_means(cx.adj, x, parts, mu, par);
+        cx.adj.col_means(x, parts, mu, par);
         let mu: &[f64] = mu;
         match self.mode {
             PairNormMode::Pn | PairNormMode::PnSi => {
@@ -220,15 +190,8 @@ impl<F: Scalar> Layer<F> for PairNorm {
     }
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut saved,
-            mut scratch,
-            grad,
-            ..
-        } = io;
-        let GradIo::Separate { dout: g, mut din } = grad else {
-            unreachable!("PairNorm's gradient is separate")
-        };
+        let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
+        let (g, mut din) = grad.separate();
         let (n, d) = g.dim();
         let (s, par) = (self.scale, cx.par);
         let z = view(saved.take_f(n * d), (n, d));
@@ -277,7 +240,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
                     row_backward(row.view_mut(), g.row(i), z.row(i), s, inv_r[i], None);
                 });
                 let hbar = &mut bar[..d];
-                col_means(cx.adj, dx.view(), parts, hbar, par);
+                cx.adj.col_means(dx.view(), parts, hbar, par);
                 let hbar: &[f64] = hbar;
                 for_each_row(dx, par, |_, mut row| {
                     for (v, m) in row.iter_mut().zip(hbar) {
@@ -287,7 +250,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
             }
             PairNormMode::PnScs => {
                 let gbar = &mut bar[..d];
-                col_means(cx.adj, g, parts, gbar, par);
+                cx.adj.col_means(g, parts, gbar, par);
                 let gbar: &[f64] = gbar;
                 for_each_row(dx, par, |i, row| {
                     row_backward(row, g.row(i), z.row(i), s, inv_r[i], Some(gbar));

@@ -12,7 +12,7 @@
 //! # Shapes
 //! X, Y: n × d (X dense or sparse; Y dense).
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, Layer, Req, Value};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req, Value};
 use crate::graph::SparseFeatures;
 use crate::Scalar;
 
@@ -39,12 +39,7 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         Req::f(n * self.dim)
     }
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
-        let Fwd {
-            ins,
-            mut out,
-            mut scratch,
-            ..
-        } = io;
+        let (ins, mut out, mut scratch) = (io.ins, io.out, io.scratch);
         let (n, d, par) = (cx.n(), self.dim, cx.par);
         let tmp = scratch.take_f(n * d);
         // Steps alternate between `out` and the scratch, so that the last one writes `out`.
@@ -88,12 +83,8 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
-        let Bwd {
-            mut scratch, grad, ..
-        } = io;
-        let GradIo::Separate { dout, mut din } = grad else {
-            unreachable!("SGC's gradient is separate")
-        };
+        let (mut scratch, grad) = (io.scratch, io.grad);
+        let (dout, mut din) = grad.separate();
         let Some(mut dx) = din.get(0) else {
             return;
         };

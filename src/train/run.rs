@@ -19,7 +19,7 @@ use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainCo
 use crate::graph::reorder::{self, Reorder};
 use crate::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use crate::nn::Model;
-use crate::{ConfigError, Result};
+use crate::Result;
 
 /// Whether to row-normalise the features (Kipf's preprocessing of bag-of-words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,21 +34,11 @@ pub enum RowNorm {
     Off,
 }
 
-impl std::str::FromStr for RowNorm {
-    type Err = ConfigError;
-    /// `auto`, `on`, `off`.
-    fn from_str(s: &str) -> std::result::Result<Self, ConfigError> {
-        crate::error::parse_name(
-            "row normalisation",
-            s,
-            &[
-                ("auto", RowNorm::Auto),
-                ("on", RowNorm::On),
-                ("off", RowNorm::Off),
-            ],
-        )
-    }
-}
+crate::error::names!(RowNorm, "row normalisation", [
+    RowNorm::Auto => "auto",
+    RowNorm::On => "on",
+    RowNorm::Off => "off",
+]);
 
 /// How [`Prepared::new`] prepares a dataset. The default is the CLI's: `--reorder auto`,
 /// `--row-norm auto`, `--norm sym`, the raw graph freed.

@@ -16,6 +16,25 @@ use crate::nn::layer::{Saved, Value};
 use crate::nn::Mode;
 use crate::{Par, Scalar};
 
+/// The shared scratch of the layer calls (the largest request of any layer).
+#[derive(Debug, Default)]
+pub(super) struct Scratch<F> {
+    pub(super) f: Vec<F>,
+    pub(super) u8: Vec<u8>,
+    pub(super) f64: Vec<f64>,
+}
+
+impl<F> Scratch<F> {
+    /// The whole scratch as a layer's [`Bufs`].
+    fn bufs(&mut self) -> Bufs<'_, F> {
+        Bufs {
+            f: &mut self.f,
+            u8: &mut self.u8,
+            f64: &mut self.f64,
+        }
+    }
+}
+
 /// The buffers of a model's passes.
 #[derive(Debug)]
 pub(super) struct Workspace<F> {
@@ -25,9 +44,7 @@ pub(super) struct Workspace<F> {
     pub(super) saved_u8: Vec<Vec<u8>>,
     pub(super) saved_f64: Vec<Vec<f64>>,
     pub(super) grads: Vec<Vec<F>>,
-    pub(super) scratch_f: Vec<F>,
-    pub(super) scratch_u8: Vec<u8>,
-    pub(super) scratch_f64: Vec<f64>,
+    pub(super) scratch: Scratch<F>,
     /// Dropped sparse features (the pattern of X).
     pub(super) xd_sparse: Option<SparseFeatures<F>>,
     /// Stream positions of the mask sites in the last training pass (Shared streams).
@@ -171,8 +188,13 @@ impl<F: Scalar> Model<F> {
                     run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
                 }
                 Ev::Bwd(i) if ws.plan.bwd[i].run => {
-                    let fixed = base_adj && ws.plan.fixed_train[i];
-                    run_backward(&mut self.nodes[i], i, ws, adj, base_adj, fixed, x, par);
+                    let flags = Flags {
+                        mode: Mode::Train,
+                        base_adj,
+                        fixed: base_adj && ws.plan.fixed_train[i],
+                        recompute: false,
+                    };
+                    run_backward(&mut self.nodes, i, ws, adj, x, flags, par);
                 }
                 _ => {}
             }
@@ -249,6 +271,45 @@ fn xd_value<'a, F: Scalar>(
     }
 }
 
+impl Flags {
+    /// The context of a layer call with these flags.
+    fn cx<'a, F: Scalar>(
+        self,
+        adj: &'a dyn Propagate<F>,
+        par: Par,
+        rng: Option<&'a mut ChaCha8Rng>,
+        need_din: bool,
+    ) -> Cx<'a, F> {
+        Cx {
+            adj,
+            par,
+            mode: self.mode,
+            rng,
+            recompute: self.recompute,
+            fixed_input: self.fixed,
+            base_adj: self.base_adj,
+            need_din,
+        }
+    }
+}
+
+/// The saved-state buffers of pool slot `slot` (empty slices for `None`).
+fn saved_bufs<'a, F>(
+    f: &'a mut [Vec<F>],
+    u8s: &'a mut [Vec<u8>],
+    f64s: &'a mut [Vec<f64>],
+    slot: Option<usize>,
+) -> Bufs<'a, F> {
+    match slot {
+        Some(s) => Bufs {
+            f: &mut f[s][..],
+            u8: &mut u8s[s][..],
+            f64: &mut f64s[s][..],
+        },
+        None => Bufs::default(),
+    }
+}
+
 /// One forward call of node `i` (or its recomputation) into its planned buffers.
 #[allow(clippy::too_many_arguments)]
 fn run_forward<F: Scalar>(
@@ -261,18 +322,7 @@ fn run_forward<F: Scalar>(
     rng: Option<&mut ChaCha8Rng>,
     par: Par,
 ) {
-    let Workspace {
-        plan,
-        vals,
-        saved_f,
-        saved_u8,
-        saved_f64,
-        scratch_f,
-        scratch_u8,
-        scratch_f64,
-        xd_sparse,
-        ..
-    } = ws;
+    let plan = &ws.plan;
     let call = if flags.recompute {
         plan.rec[i]
             .as_ref()
@@ -280,14 +330,14 @@ fn run_forward<F: Scalar>(
     } else {
         &plan.fwd[i]
     };
-    let n = plan.n;
-    let w = node.layer.out_dim();
+    let (n, w) = (plan.n, node.layer.out_dim());
     let train = flags.mode == Mode::Train;
     // The output buffer leaves the pool while the inputs are borrowed from it.
-    let mut out_buf = std::mem::take(&mut vals[call.out]);
+    let mut out_buf = std::mem::take(&mut ws.vals[call.out]);
+    let vals = &ws.vals;
     // (Only a node that reads X̃ may look at its buffer: another may be reusing it.)
     let reads_xd = node.inputs.contains(&Src::Xd);
-    let xd = xd_value(plan, vals, x, xd_sparse, train && reads_xd);
+    let xd = xd_value(plan, vals, x, &ws.xd_sparse, train && reads_xd);
     if let Some(src) = call.copy_from {
         let mut out = view_mut(&mut out_buf, (n, w));
         match src {
@@ -296,31 +346,14 @@ fn run_forward<F: Scalar>(
             InSlot::Buf { slot, width } => out.assign(&view(&vals[slot], (n, width))),
         }
     }
-    let empty = (&mut [][..], &mut [][..], &mut [][..]);
-    let saved = match call.saved {
-        Some(s) => Bufs {
-            f: &mut saved_f[s][..],
-            u8: &mut saved_u8[s][..],
-            f64: &mut saved_f64[s][..],
-        },
-        None => Bufs {
-            f: empty.0,
-            u8: empty.1,
-            f64: empty.2,
-        },
-    };
-    let mut cx = Cx {
-        adj,
-        par,
-        mode: flags.mode,
-        rng,
-        recompute: flags.recompute,
-        fixed_input: flags.fixed,
-        base_adj: flags.base_adj,
-        need_din: false,
-    };
+    let saved = saved_bufs(
+        &mut ws.saved_f,
+        &mut ws.saved_u8,
+        &mut ws.saved_f64,
+        call.saved,
+    );
     node.layer.forward(
-        &mut cx,
+        &mut flags.cx(adj, par, rng, false),
         Fwd {
             ins: Inputs {
                 pool: vals,
@@ -331,123 +364,74 @@ fn run_forward<F: Scalar>(
             },
             out: view_mut(&mut out_buf, (n, w)),
             saved,
-            scratch: Bufs {
-                f: scratch_f,
-                u8: scratch_u8,
-                f64: scratch_f64,
-            },
+            scratch: ws.scratch.bufs(),
         },
     );
-    vals[call.out] = out_buf;
+    ws.vals[call.out] = out_buf;
 }
 
-/// One backward call of node `i`, then the accumulations into its inputs' gradients.
-#[allow(clippy::too_many_arguments)]
+/// The backward call of node `i` of `nodes`, then the accumulations into its inputs'
+/// gradients.
 fn run_backward<F: Scalar>(
-    node: &mut Node<F>,
+    nodes: &mut [Node<F>],
     i: usize,
     ws: &mut Workspace<F>,
     adj: &dyn Propagate<F>,
-    base_adj: bool,
-    fixed: bool,
     x: &Features<F>,
+    flags: Flags,
     par: Par,
 ) {
-    let Workspace {
-        plan,
-        vals,
-        saved_f,
-        saved_u8,
-        saved_f64,
-        grads,
-        scratch_f,
-        scratch_u8,
-        scratch_f64,
-        xd_sparse,
-        ..
-    } = ws;
+    let node = &mut nodes[i];
+    let plan = &ws.plan;
     let b = &plan.bwd[i];
-    let n = plan.n;
-    let out_w = node.layer.out_dim();
+    let (n, out_w) = (plan.n, node.layer.out_dim());
+    let vals = &ws.vals;
     let ins = Inputs {
         pool: vals,
         slots: &b.ins,
         n,
         x: x_value(x),
-        xd: xd_value(plan, vals, x, xd_sparse, node.inputs.contains(&Src::Xd)),
+        xd: xd_value(plan, vals, x, &ws.xd_sparse, node.inputs.contains(&Src::Xd)),
     };
     let saved = match b.saved {
         Some(s) => Saved {
-            f: &saved_f[s][..],
-            u8: &saved_u8[s][..],
-            f64: &saved_f64[s][..],
+            f: &ws.saved_f[s][..],
+            u8: &ws.saved_u8[s][..],
+            f64: &ws.saved_f64[s][..],
         },
         None => Saved::default(),
     };
-    let scratch = Bufs {
-        f: &mut scratch_f[..],
-        u8: &mut scratch_u8[..],
-        f64: &mut scratch_f64[..],
-    };
+    let scratch = ws.scratch.bufs();
+    let grads = &mut ws.grads;
     let mut dout_buf = std::mem::take(&mut grads[b.dout]);
-    match b.in_place {
-        Some((need_in, add)) => {
-            let mut cx = Cx {
-                adj,
-                par,
-                mode: Mode::Train,
-                rng: None,
-                recompute: false,
-                fixed_input: fixed,
-                base_adj,
-                need_din: need_in,
-            };
-            node.layer.backward(
-                &mut cx,
-                Bwd {
-                    ins,
-                    saved,
-                    scratch,
-                    grad: GradIo::InPlace(&mut dout_buf),
-                },
-            );
-            if let (true, Some((to, w))) = (need_in, add) {
-                add_into(&mut grads[to][..n * w], &dout_buf[..n * w]);
-            }
-        }
-        None => {
-            let mut cx = Cx {
-                adj,
-                par,
-                mode: Mode::Train,
-                rng: None,
-                recompute: false,
-                fixed_input: fixed,
-                base_adj,
-                need_din: false,
-            };
-            node.layer.backward(
-                &mut cx,
-                Bwd {
-                    ins,
-                    saved,
-                    scratch,
-                    grad: GradIo::Separate {
-                        dout: view(&dout_buf, (n, out_w)),
-                        din: Din {
-                            pool: grads,
-                            slots: &b.din,
-                            n,
-                        },
-                    },
-                },
-            );
-            for &(from, to, w) in &b.adds {
-                let src = std::mem::take(&mut grads[from]);
-                add_into(&mut grads[to][..n * w], &src[..n * w]);
-                grads[from] = src;
-            }
-        }
+    let need_in = b.in_place.is_some_and(|(need, _)| need);
+    let grad = match b.in_place {
+        Some(_) => GradIo::InPlace(&mut dout_buf[..]),
+        None => GradIo::Separate {
+            dout: view(&dout_buf, (n, out_w)),
+            din: Din {
+                pool: grads,
+                slots: &b.din,
+                n,
+            },
+        },
+    };
+    node.layer.backward(
+        &mut flags.cx(adj, par, None, need_in),
+        Bwd {
+            ins,
+            saved,
+            scratch,
+            grad,
+        },
+    );
+    if let Some((true, Some((to, w)))) = b.in_place {
+        add_into(&mut grads[to][..n * w], &dout_buf[..n * w]);
+    }
+    for &(from, to, w) in &b.adds {
+        let src = std::mem::take(&mut grads[from]);
+        add_into(&mut grads[to][..n * w], &src[..n * w]);
+        grads[from] = src;
     }
     grads[b.dout] = dout_buf;
 }

@@ -343,9 +343,11 @@ impl<F: Scalar> Model<F> {
             saved_u8: plan.saved_sizes.iter().map(|r| vec![0u8; r.u8]).collect(),
             saved_f64: plan.saved_sizes.iter().map(|r| vec![0f64; r.f64]).collect(),
             grads: plan.grad_sizes.iter().map(|&s| zeros(s)).collect(),
-            scratch_f: zeros(plan.scratch.f),
-            scratch_u8: vec![0u8; plan.scratch.u8],
-            scratch_f64: vec![0f64; plan.scratch.f64],
+            scratch: exec::Scratch {
+                f: zeros(plan.scratch.f),
+                u8: vec![0u8; plan.scratch.u8],
+                f64: vec![0f64; plan.scratch.f64],
+            },
             xd_sparse: match x {
                 Features::Sparse(s) if self.input_dropout > 0.0 => Some(s.clone()),
                 _ => None,
