@@ -1,6 +1,11 @@
 //! Training end to end on the synthetic citation-like graph: the loss falls, accuracy beats
 //! chance, runs replay bit for bit with any thread count, stop rules fire where scripted, and
 //! bad inputs give typed errors.
+//!
+//! `predict_equals_the_eval_forward_pass_bitwise` compared the old `Gcn::forward(.., Mode::Eval)`
+//! with `predict`; the one stack has a single evaluation pass, so the property now reads:
+//! `predict`, the logits `eval_pass` hands out, the last layer representation and (with dropout
+//! 0) a training pass's logits agree bit for bit.
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Mask, Norm, NormAdj, Split};
