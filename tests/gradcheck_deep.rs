@@ -1,13 +1,20 @@
-//! Finite-difference gradient checks (f64) through whole deep models: every variant, with
-//! BatchNorm and PairNorm, dropout on (the masks replay from the same RNG state), dense and
-//! sparse features; and activation checkpointing giving the same gradients bit for bit.
+//! Finite-difference gradient checks (f64) through whole deep models: every deep architecture
+//! (`Arch::DEEP`), with BatchNorm and PairNorm, dropout on (the masks replay from the same RNG
+//! state), dense and sparse features, each GCN order forced; SGC and APPNP through the whole
+//! model as well; and activation checkpointing giving the same gradients bit for bit.
+//!
+//! Every pass is a training pass of the one stack (`Model::train_pass`) with the loss
+//! L = Σ R ⊙ logits: the analytic gradient is its backward (∂L/∂logits = R), each loss value of
+//! the finite differences a training pass whose loss callback stops before backward. BatchNorm
+//! uses the batch statistics in a training pass, so the passes are deterministic functions of
+//! the parameters (the running statistics they update are not read by training passes).
 
 use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use sparse_gcn::graph::{Direction, Features, Graph, Norm, NormAdj};
-use sparse_gcn::nn::{DeepConfig, DeepGcn, JkMode, Model, NormKind, Order, Variant};
+use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::testing::{max_rel_err, numerical_grad};
 use sparse_gcn::Par;
 
@@ -39,19 +46,19 @@ fn features(n: usize, d: usize, sparse: bool, rng: &mut ChaCha8Rng) -> Features<
     }
 }
 
-fn params(m: &mut DeepGcn<f64>) -> Vec<f64> {
+fn params(m: &mut Model<f64>) -> Vec<f64> {
     let mut v = Vec::new();
     m.visit_params(&mut |_, p| v.extend(p.value.iter().copied()));
     v
 }
 
-fn grads(m: &mut DeepGcn<f64>) -> Vec<f64> {
+fn grads(m: &mut Model<f64>) -> Vec<f64> {
     let mut v = Vec::new();
     m.visit_params(&mut |_, p| v.extend(p.grad.iter().copied()));
     v
 }
 
-fn set_params(m: &mut DeepGcn<f64>, theta: &[f64]) {
+fn set_params(m: &mut Model<f64>, theta: &[f64]) {
     let mut k = 0;
     m.visit_params(&mut |_, p| {
         for v in p.value.iter_mut() {
@@ -61,22 +68,37 @@ fn set_params(m: &mut DeepGcn<f64>, theta: &[f64]) {
     });
 }
 
-/// L = Σ R ⊙ logits of a training pass whose dropout masks come from `seed`.
+/// Every parameter's name, in visiting order.
+fn param_names(m: &mut Model<f64>) -> Vec<String> {
+    let mut v = Vec::new();
+    m.visit_named(&mut |name, t| {
+        if let sparse_gcn::nn::Named::Param(_) = t {
+            v.push(name.to_string());
+        }
+    });
+    v
+}
+
+/// L = Σ R ⊙ logits of a training pass whose dropout masks come from `seed` (no backward).
 fn loss(
-    m: &DeepGcn<f64>,
+    m: &mut Model<f64>,
     adj: &NormAdj<f64>,
     x: &Features<f64>,
     r: &Array2<f64>,
     seed: u64,
 ) -> f64 {
-    let mut m = m.clone();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (z, _) = m.forward_train(adj, x, &mut rng, Par::Seq);
-    (&z * r).sum()
+    let mut l = f64::NAN;
+    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |z, _| {
+        l = (&z * r).sum();
+        false
+    });
+    l
 }
 
+/// ∂L/∂θ of the same training pass.
 fn analytic(
-    m: &mut DeepGcn<f64>,
+    m: &mut Model<f64>,
     adj: &NormAdj<f64>,
     x: &Features<f64>,
     r: &Array2<f64>,
@@ -84,22 +106,26 @@ fn analytic(
 ) -> Vec<f64> {
     m.zero_grad();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (_, cache) = m.forward_train(adj, x, &mut rng, Par::Seq);
-    m.backward(adj, cache, r.clone(), Par::Seq);
+    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |_, mut dz| {
+        dz.assign(r);
+        true
+    });
     grads(m)
 }
 
-fn check(cfg: DeepConfig, sparse: bool) {
+/// Checks the whole model of `cfg` (in 6, out 3) against central differences; returns the
+/// parameter names (in visiting order) for callers that check which parameters were covered.
+fn check(cfg: ModelConfig, sparse: bool) -> Vec<String> {
     let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
     let n = adj.n_nodes();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let x = features(n, 6, sparse, &mut rng);
-    let cfg = DeepConfig {
+    let cfg = ModelConfig {
         in_dim: 6,
         out_dim: 3,
         ..cfg
     };
-    let mut m: DeepGcn<f64> = cfg.init(&adj, &x, &mut rng).unwrap();
+    let mut m: Model<f64> = cfg.build(&adj, &x, None, &mut rng).unwrap();
     if cfg.order != Order::Auto {
         assert!(
             m.orders().iter().all(|&o| o == cfg.order),
@@ -119,54 +145,57 @@ fn check(cfg: DeepConfig, sparse: bool) {
     let seed = 17;
     let a = analytic(&mut m, &adj, &x, &r, seed);
     let theta = params(&mut m);
+    assert_eq!(a.len(), theta.len());
+    assert!(a.iter().any(|&g| g != 0.0), "{}: no gradient", cfg.arch);
+    let mut probe = m.clone();
     let num = numerical_grad(
         |t| {
-            let mut mm = m.clone();
-            set_params(&mut mm, t);
-            loss(&mm, &adj, &x, &r, seed)
+            set_params(&mut probe, t);
+            loss(&mut probe, &adj, &x, &r, seed)
         },
         &theta,
         1e-6,
     );
     let (err, at) = max_rel_err(&a, &num);
     println!(
-        "{} norm={} layers={} order={:?} sparse={sparse}: rel err {err:.3e}",
-        cfg.variant, cfg.norm, cfg.n_layers, cfg.order
+        "{} norm={} layers={} k={} alpha={} order={:?} sparse={sparse}: rel err {err:.3e}",
+        cfg.arch, cfg.norm, cfg.n_layers, cfg.k, cfg.alpha, cfg.order
     );
     assert!(
         err < TOL,
-        "{} norm={} layers={} order={:?} sparse={sparse}: rel err {err} at {at} (analytic {}, \
-         numerical {})",
-        cfg.variant,
+        "{} norm={} layers={} k={} alpha={} order={:?} sparse={sparse}: rel err {err} at {at} \
+         (analytic {}, numerical {})",
+        cfg.arch,
         cfg.norm,
         cfg.n_layers,
+        cfg.k,
+        cfg.alpha,
         cfg.order,
         a[at],
         num[at]
     );
+    param_names(&mut m)
 }
 
 /// The pass criterion of `docs/MATH.md` §12.
 const TOL: f64 = 1e-6;
 
-fn base(variant: Variant, n_layers: usize, norm: NormKind) -> DeepConfig {
-    DeepConfig {
+fn base(arch: Arch, n_layers: usize, norm: NormKind) -> ModelConfig {
+    ModelConfig {
         hidden_dim: 4,
-        n_layers,
-        variant,
         dropout: 0.3,
         input_dropout: 0.2,
         norm,
         bias: true,
-        ..Default::default()
+        ..ModelConfig::deep(arch, n_layers)
     }
 }
 
 #[test]
 fn every_variant_matches_finite_differences() {
-    for variant in Variant::ALL {
+    for arch in Arch::DEEP {
         for sparse in [false, true] {
-            check(base(variant, 3, NormKind::None), sparse);
+            check(base(arch, 3, NormKind::None), sparse);
         }
     }
 }
@@ -175,22 +204,18 @@ fn every_variant_matches_finite_differences() {
 fn normalised_variants_match_finite_differences() {
     for norm in ["batch", "pair"] {
         let norm: NormKind = norm.parse().unwrap();
-        for variant in [
-            Variant::Plain,
-            Variant::Residual,
-            Variant::Jk(JkMode::Attention),
-        ] {
-            check(base(variant, 3, norm), false);
+        for arch in [Arch::Gcn, Arch::Residual, Arch::Jk(JkMode::Attention)] {
+            check(base(arch, 3, norm), false);
         }
     }
 }
 
 #[test]
 fn single_layer_and_no_dropout_edge_cases() {
-    check(base(Variant::Plain, 1, NormKind::None), true);
-    check(base(Variant::Gcnii, 1, NormKind::None), false);
-    check(base(Variant::Residual, 2, NormKind::None), true);
-    let mut c = base(Variant::Jk(JkMode::Concat), 2, NormKind::None);
+    check(base(Arch::Gcn, 1, NormKind::None), true);
+    check(base(Arch::Gcnii, 1, NormKind::None), false);
+    check(base(Arch::Residual, 2, NormKind::None), true);
+    let mut c = base(Arch::Jk(JkMode::Concat), 2, NormKind::None);
     c.dropout = 0.0;
     c.input_dropout = 0.0;
     check(c, false);
@@ -202,23 +227,23 @@ fn single_layer_and_no_dropout_edge_cases() {
 #[test]
 fn every_variant_matches_finite_differences_with_each_order_forced() {
     for order in [Order::AggregateFirst, Order::TransformFirst] {
-        for variant in Variant::ALL {
+        for arch in Arch::DEEP {
             for sparse in [false, true] {
                 check(
-                    DeepConfig {
+                    ModelConfig {
                         order,
-                        ..base(variant, 3, NormKind::None)
+                        ..base(arch, 3, NormKind::None)
                     },
                     sparse,
                 );
             }
-            if variant != Variant::Gcnii {
+            if arch != Arch::Gcnii {
                 for norm in ["batch", "pair"] {
                     for sparse in [false, true] {
                         check(
-                            DeepConfig {
+                            ModelConfig {
                                 order,
-                                ..base(variant, 3, norm.parse().unwrap())
+                                ..base(arch, 3, norm.parse().unwrap())
                             },
                             sparse,
                         );
@@ -227,19 +252,137 @@ fn every_variant_matches_finite_differences_with_each_order_forced() {
             }
         }
         check(
-            DeepConfig {
+            ModelConfig {
                 order,
-                ..base(Variant::Plain, 1, NormKind::None)
+                ..base(Arch::Gcn, 1, NormKind::None)
             },
             true,
         );
         check(
-            DeepConfig {
+            ModelConfig {
                 order,
-                ..base(Variant::Residual, 2, NormKind::None)
+                ..base(Arch::Residual, 2, NormKind::None)
             },
             true,
         );
+    }
+}
+
+/// SGC (logits = Â^K X W + b) through the whole model: the finite differences cover the
+/// Linear's weight and bias, its only parameters, for K = 1, 2, 3, dense and sparse X.
+#[test]
+fn sgc_matches_finite_differences() {
+    for k in [1, 2, 3] {
+        for sparse in [false, true] {
+            let names = check(
+                ModelConfig {
+                    k,
+                    ..base(Arch::Sgc, 0, NormKind::None)
+                },
+                sparse,
+            );
+            assert_eq!(names, ["1.linear.weight", "1.linear.bias"], "k {k}");
+        }
+    }
+}
+
+/// APPNP (an MLP, then K steps of Z ← (1−α)ÂZ + αH) through the whole model with dropout on
+/// (input and hidden): the finite differences cover both Linear layers' weights and biases,
+/// for K = 3 and 10, dense and sparse X, and for α = 0.1 (the paper's) and 0.5.
+#[test]
+fn appnp_matches_finite_differences() {
+    for k in [3, 10] {
+        for sparse in [false, true] {
+            for alpha in [0.1, 0.5] {
+                let names = check(
+                    ModelConfig {
+                        k,
+                        alpha,
+                        ..base(Arch::Appnp, 2, NormKind::None)
+                    },
+                    sparse,
+                );
+                assert_eq!(
+                    names,
+                    [
+                        "0.linear.weight",
+                        "0.linear.bias",
+                        "2.linear.weight",
+                        "2.linear.bias"
+                    ],
+                    "k {k} alpha {alpha}"
+                );
+            }
+        }
+    }
+}
+
+/// Â as a dense matrix.
+fn dense_adj(adj: &NormAdj<f64>) -> Array2<f64> {
+    let n = adj.n_nodes();
+    let mut a = Array2::zeros((n, n));
+    for (i, row) in adj.a().outer_iterator().enumerate() {
+        for (j, &v) in row.iter() {
+            a[[i, j]] = v;
+        }
+    }
+    a
+}
+
+/// The evaluation logits of SGC and APPNP against their definitions, densely: SGC Â^K X W + b;
+/// APPNP H = ReLU(X W₁ + b₁) W₂ + b₂, Z₀ = H, Z_{k+1} = (1−α)ÂZ_k + αH, logits Z_K.
+#[test]
+fn sgc_and_appnp_logits_match_their_definitions() {
+    let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
+    let a_hat = dense_adj(&adj);
+    let n = adj.n_nodes();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    for sparse in [false, true] {
+        let x = features(n, 6, sparse, &mut rng);
+        let xd = x.to_dense();
+        for (arch, k) in [
+            (Arch::Sgc, 1),
+            (Arch::Sgc, 2),
+            (Arch::Appnp, 3),
+            (Arch::Appnp, 10),
+        ] {
+            let cfg = ModelConfig {
+                in_dim: 6,
+                out_dim: 3,
+                k,
+                alpha: 0.2,
+                ..base(arch, 2, NormKind::None)
+            };
+            let mut m = cfg.build(&adj, &x, None, &mut rng).unwrap();
+            m.visit_params(&mut |_, p| p.value.mapv_inplace(|_| rng.random_range(-1.0..1.0)));
+            let mut ps: Vec<Array2<f64>> = Vec::new();
+            m.visit_params(&mut |_, p| ps.push(p.value.clone()));
+            let want = match arch {
+                Arch::Sgc => {
+                    let mut h = xd.clone();
+                    for _ in 0..k {
+                        h = a_hat.dot(&h);
+                    }
+                    h.dot(&ps[0]) + ps[1].row(0)
+                }
+                _ => {
+                    let h1 = (xd.dot(&ps[0]) + ps[1].row(0)).mapv(|v| v.max(0.0));
+                    let h = h1.dot(&ps[2]) + ps[3].row(0);
+                    let mut z = h.clone();
+                    for _ in 0..k {
+                        z = a_hat.dot(&z) * (1.0 - cfg.alpha) + &h * cfg.alpha;
+                    }
+                    z
+                }
+            };
+            let got = m.predict(&adj, &x, Par::Seq);
+            let dev = got
+                .iter()
+                .zip(&want)
+                .map(|(&a, &b)| (a - b).abs() / 1f64.max(b.abs()))
+                .fold(0.0, f64::max);
+            assert!(dev < 1e-12, "{arch} k={k} sparse={sparse}: {dev}");
+        }
     }
 }
 
@@ -251,41 +394,41 @@ fn checkpointing_gives_identical_gradients_and_logits() {
     let x = Features::Dense(Array2::from_shape_simple_fn((n, 5), || {
         rng.random_range(-1.0f32..1.0)
     }));
-    for variant in Variant::ALL {
+    for arch in Arch::DEEP {
         for norm in [NormKind::None, NormKind::Batch] {
-            let cfg = DeepConfig {
+            let cfg = ModelConfig {
                 in_dim: 5,
                 out_dim: 3,
                 hidden_dim: 6,
-                n_layers: 7,
-                variant,
                 norm,
-                ..Default::default()
+                ..ModelConfig::deep(arch, 7)
             };
             let mut outs = Vec::new();
             for k in [0, 1, 2, 3, 7] {
-                let c = DeepConfig {
+                let c = ModelConfig {
                     checkpoint: k,
                     ..cfg.clone()
                 };
-                let mut m: DeepGcn<f32> =
-                    c.init(&adj, &x, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+                let mut m: Model<f32> = c
+                    .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(1))
+                    .unwrap();
                 let mut drop = ChaCha8Rng::seed_from_u64(2);
-                let (z, cache) = m.forward_train(&adj, &x, &mut drop, Par::Rayon);
-                let g = z.mapv(|v| v.sin());
-                m.backward(&adj, cache, g, Par::Rayon);
+                let mut z = None;
+                m.train_pass(&adj, true, &x, &mut drop, Par::Rayon, &mut |l, mut dl| {
+                    dl.assign(&l.mapv(|v| v.sin()));
+                    z = Some(l.to_owned());
+                    true
+                });
                 let mut gr = Vec::new();
                 m.visit_params(&mut |_, p| gr.extend(p.grad.iter().copied()));
-                let snap = m.snapshot();
-                outs.push((z, gr, snap));
+                let mut snap = Vec::new();
+                m.snapshot_into(&mut snap);
+                outs.push((z.unwrap(), gr, snap));
             }
             for o in &outs[1..] {
-                assert_eq!(o.0, outs[0].0, "{variant} {norm}: logits differ");
-                assert_eq!(o.1, outs[0].1, "{variant} {norm}: gradients differ");
-                assert_eq!(
-                    o.2, outs[0].2,
-                    "{variant} {norm}: running statistics differ"
-                );
+                assert_eq!(o.0, outs[0].0, "{arch} {norm}: logits differ");
+                assert_eq!(o.1, outs[0].1, "{arch} {norm}: gradients differ");
+                assert_eq!(o.2, outs[0].2, "{arch} {norm}: running statistics differ");
             }
         }
     }
@@ -297,29 +440,37 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
     let n = adj.n_nodes();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let x = features(n, 6, true, &mut rng);
-    for variant in Variant::ALL {
-        let cfg = DeepConfig {
+    for arch in Arch::ALL {
+        let cfg = ModelConfig {
             in_dim: 6,
             out_dim: 3,
-            ..base(variant, 4, NormKind::Batch)
+            ..base(arch, 4, NormKind::Batch)
         };
-        let mut m: DeepGcn<f64> = cfg.init(&adj, &x, &mut rng).unwrap();
-        let snap = m.snapshot();
+        let mut m: Model<f64> = cfg.build(&adj, &x, None, &mut rng).unwrap();
+        let mut snap = Vec::new();
+        m.snapshot_into(&mut snap);
         let before = m.predict(&adj, &x, Par::Seq);
         // A training pass moves BatchNorm's running statistics, a fake step moves weights.
-        let (_, _) = m.forward_train(&adj, &x, &mut rng, Par::Seq);
+        m.train_pass(&adj, true, &x, &mut rng, Par::Seq, &mut |_, _| false);
         m.visit_params(&mut |_, p| p.value.mapv_inplace(|v| v + 0.1));
         assert_ne!(m.predict(&adj, &x, Par::Seq), before);
         m.restore(&snap);
-        assert_eq!(m.predict(&adj, &x, Par::Seq), before, "{variant}");
-        let reps = m.representations(&adj, &x, Par::Seq);
-        let expected = match variant {
-            Variant::Plain | Variant::Residual => 4,
+        assert_eq!(m.predict(&adj, &x, Par::Seq), before, "{arch}");
+        let mut reps = Vec::new();
+        m.visit_representations(&adj, &x, Par::Seq, &mut |l, h| {
+            assert_eq!(l, reps.len(), "{arch}");
+            reps.push(h.to_owned());
+        });
+        // Every hidden layer's output; SGC: Â^K X and the logits; APPNP: the MLP's hidden layer
+        // and the propagated logits.
+        let expected = match arch {
+            Arch::Sgc | Arch::Appnp => 2,
             _ => 4,
         };
-        assert_eq!(reps.len(), expected, "{variant}");
-        if matches!(variant, Variant::Plain | Variant::Residual) {
-            assert_eq!(reps[3], before);
+        assert_eq!(reps.len(), expected, "{arch}");
+        assert_eq!(m.n_representations(), expected, "{arch}");
+        if matches!(arch, Arch::Gcn | Arch::Residual | Arch::Sgc | Arch::Appnp) {
+            assert_eq!(reps[expected - 1], before, "{arch}");
         }
     }
 }

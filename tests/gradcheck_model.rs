@@ -1,14 +1,23 @@
-//! Finite-difference gradient checks through whole models with the real cross-entropy loss
-//! (f64, dropout off, away from ReLU kinks). The spec is `docs/MATH.md`.
+//! Finite-difference gradient checks through whole Kipf GCNs with the real cross-entropy loss
+//! (f64, away from ReLU kinks). The spec is `docs/MATH.md`.
+//!
+//! Every check runs the model's training pass (`Model::train_pass`): the analytic gradient is
+//! its backward, and each loss value of the finite differences is a training pass whose loss
+//! callback stops before backward. The checks "with dropout off" build the model with dropout
+//! 0 (before the one-stack redesign they ran an evaluation-mode forward, then backward); those
+//! in training mode replay the same masks in every pass by giving each pass a clone of one
+//! ChaCha8 state. The kink checks compute the pre-activations densely from the weights the
+//! model reports (`Model::visit_named`) instead of calling a layer of the model.
 
 use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use sparse_gcn::graph::{Direction, Features, Graph, Mask, Norm, NormAdj};
-use sparse_gcn::nn::loss::softmax_cross_entropy;
-use sparse_gcn::nn::model::input_of;
-use sparse_gcn::nn::{Gcn, GcnConfig, Mode, Order};
+use sparse_gcn::nn::loss::{
+    softmax_cross_entropy, softmax_cross_entropy_into, softmax_cross_entropy_loss,
+};
+use sparse_gcn::nn::{Model, ModelConfig, Named, Order};
 use sparse_gcn::testing::{max_rel_err, numerical_grad};
 use sparse_gcn::Par;
 
@@ -42,13 +51,19 @@ fn features(sparse: bool, rng: &mut ChaCha8Rng) -> Features<f64> {
     }
 }
 
-fn params(model: &mut Gcn<f64>) -> Vec<f64> {
+fn params(model: &mut Model<f64>) -> Vec<f64> {
     let mut v = Vec::new();
     model.visit_params(&mut |_, p| v.extend(p.value.iter()));
     v
 }
 
-fn set_params(model: &mut Gcn<f64>, theta: &[f64]) {
+fn grads(model: &mut Model<f64>) -> Vec<f64> {
+    let mut v = Vec::new();
+    model.visit_params(&mut |_, p| v.extend(p.grad.iter()));
+    v
+}
+
+fn set_params(model: &mut Model<f64>, theta: &[f64]) {
     let mut k = 0;
     model.visit_params(&mut |_, p| {
         for w in p.value.iter_mut() {
@@ -58,11 +73,66 @@ fn set_params(model: &mut Gcn<f64>, theta: &[f64]) {
     });
 }
 
+/// Each graph convolution's weight and bias, in forward order (the nodes named `gcn_conv`).
+fn convs(model: &mut Model<f64>) -> Vec<(Array2<f64>, Option<Array2<f64>>)> {
+    let mut v: Vec<(Array2<f64>, Option<Array2<f64>>)> = Vec::new();
+    model.visit_named(&mut |name, t| {
+        let Named::Param(p) = t else {
+            panic!("{name}: the Kipf GCN has no statistics")
+        };
+        match name.split('.').collect::<Vec<_>>()[..] {
+            [_, "gcn_conv", "weight"] => v.push((p.value.clone(), None)),
+            [_, "gcn_conv", "bias"] => v.last_mut().unwrap().1 = Some(p.value.clone()),
+            _ => panic!("unexpected tensor {name}"),
+        }
+    });
+    v
+}
+
+/// The masked cross-entropy of a training pass with the masks of `state` (a clone of it is
+/// consumed); with `backward`, the pass goes on into backward, adding ∂L/∂θ to the gradients.
+fn train_loss(
+    model: &mut Model<f64>,
+    adj: &NormAdj<f64>,
+    x: &Features<f64>,
+    labels: &[u32],
+    mask: &Mask,
+    state: &ChaCha8Rng,
+    backward: bool,
+) -> f64 {
+    let mut loss = f64::NAN;
+    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z, dz| {
+        if backward {
+            loss = softmax_cross_entropy_into(z, labels, mask, dz);
+        } else {
+            loss = softmax_cross_entropy_loss(z, labels, mask);
+        }
+        backward
+    });
+    loss
+}
+
+/// The logits of a training pass with the masks of `state` (no backward).
+fn train_logits(
+    model: &mut Model<f64>,
+    adj: &NormAdj<f64>,
+    x: &Features<f64>,
+    state: &ChaCha8Rng,
+) -> Array2<f64> {
+    let mut out = None;
+    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z, _| {
+        out = Some(z.to_owned());
+        false
+    });
+    out.unwrap()
+}
+
 fn check(order: Order, bias: bool, sparse: bool, layers: usize) {
     let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
+    let a_hat = dense_adj(&adj);
     let labels: Vec<u32> = (0..N as u32).map(|i| i % 3).collect();
     let mask = Mask::try_from_indices(vec![0, 2, 3, 5, 7, 9], N).unwrap();
-    let cfg = GcnConfig {
+    let cfg = ModelConfig {
         in_dim: 5,
         hidden_dim: 4,
         out_dim: 3,
@@ -71,36 +141,38 @@ fn check(order: Order, bias: bool, sparse: bool, layers: usize) {
         input_dropout: 0.0,
         bias,
         order,
+        ..ModelConfig::default()
     };
     // Draw until no hidden pre-activation lies within 1e-3 of the ReLU kink.
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let (mut model, x) = loop {
         let x = features(sparse, &mut rng);
-        let mut model = cfg.init(&adj, &x, &mut rng).unwrap();
+        let mut model = cfg.build(&adj, &x, None, &mut rng).unwrap();
         model.visit_params(&mut |_, p| {
             p.value.mapv_inplace(|_| rng.random_range(-1.0..1.0));
         });
-        let (z0, _) = model.layers[0].forward(&adj, input_of(&x), None, Par::Seq);
+        // The first layer's pre-activation ÂXW₀ (+ b₀), densely.
+        let (w0, b0) = convs(&mut model).swap_remove(0);
+        let mut z0 = a_hat.dot(&x.to_dense()).dot(&w0);
+        if let Some(b) = b0 {
+            z0 += &b.row(0);
+        }
         if layers == 1 || z0.iter().all(|v| v.abs() > 1e-3) {
             break (model, x);
         }
     };
     assert_eq!(model.orders()[0], order);
-    model.prepare(&adj, &x, Par::Seq);
-    let mut drng = ChaCha8Rng::seed_from_u64(0);
+    // Dropout 0: no mask is drawn, whatever the state.
+    let state = ChaCha8Rng::seed_from_u64(0);
     model.zero_grad();
-    let (logits, cache) = model.forward(&adj, &x, Mode::Eval, &mut drng, Par::Seq);
-    let (_, dlogits) = softmax_cross_entropy(logits.view(), &labels, &mask);
-    model.backward(&adj, cache, dlogits, Par::Seq);
-    let mut analytic = Vec::new();
-    model.visit_params(&mut |_, p| analytic.extend(p.grad.iter()));
+    train_loss(&mut model, &adj, &x, &labels, &mask, &state, true);
+    let analytic = grads(&mut model);
     let theta = params(&mut model);
     let mut probe = model.clone();
     let numerical = numerical_grad(
         |t| {
             set_params(&mut probe, t);
-            let (z, _) = probe.forward(&adj, &x, Mode::Eval, &mut drng, Par::Seq);
-            softmax_cross_entropy(z.view(), &labels, &mask).0
+            train_loss(&mut probe, &adj, &x, &labels, &mask, &state, false)
         },
         &theta,
         1e-6,
@@ -173,7 +245,7 @@ fn dense_adj(adj: &NormAdj<f64>) -> Array2<f64> {
 /// of a sparse X in storage order), then one n × c mask per hidden layer, row-major. The last
 /// entry is the logits. Also returns the hidden masks.
 fn reference_train_forward(
-    model: &Gcn<f64>,
+    model: &mut Model<f64>,
     a_hat: &Array2<f64>,
     x: &Features<f64>,
     p_in: f64,
@@ -209,11 +281,12 @@ fn reference_train_forward(
     let mut h = x_drop;
     let mut zs = Vec::new();
     let mut masks = Vec::new();
-    let n_layers = model.layers.len();
-    for (l, layer) in model.layers.iter().enumerate() {
-        let mut z = a_hat.dot(&h).dot(&layer.weight.value);
-        if let Some(b) = &layer.bias {
-            z += &b.value.row(0);
+    let layers = convs(model);
+    let n_layers = layers.len();
+    for (l, (w, bias)) in layers.iter().enumerate() {
+        let mut z = a_hat.dot(&h).dot(w);
+        if let Some(b) = bias {
+            z += &b.row(0);
         }
         if l + 1 < n_layers {
             let mut m = vec![0.0; n * z.ncols()];
@@ -236,7 +309,7 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
     let labels: Vec<u32> = (0..N as u32).map(|i| i % 3).collect();
     let mask = Mask::try_from_indices(vec![0, 2, 3, 5, 7, 9], N).unwrap();
     let (p_in, p) = (0.5, 0.5);
-    let cfg = GcnConfig {
+    let cfg = ModelConfig {
         in_dim: 5,
         hidden_dim: 4,
         out_dim: 3,
@@ -245,6 +318,7 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
         input_dropout: p_in,
         bias,
         order,
+        ..ModelConfig::default()
     };
     let what = format!("{order:?} bias={bias} sparse={sparse} layers={layers}");
     // Draw features, parameters and the mask stream until no hidden pre-activation of the
@@ -257,12 +331,12 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
         attempts += 1;
         assert!(attempts < 100, "{what}: no smooth draw");
         let x = features(sparse, &mut rng);
-        let mut model = cfg.init(&adj, &x, &mut rng).unwrap();
+        let mut model = cfg.build(&adj, &x, None, &mut rng).unwrap();
         model.visit_params(&mut |_, p| {
             p.value.mapv_inplace(|_| rng.random_range(-1.0..1.0));
         });
         let state = ChaCha8Rng::seed_from_u64(rng.random());
-        let (zs, masks) = reference_train_forward(&model, &a_hat, &x, p_in, p, &state);
+        let (zs, masks) = reference_train_forward(&mut model, &a_hat, &x, p_in, p, &state);
         let smooth = zs[..layers - 1]
             .iter()
             .all(|z| z.iter().all(|&v| v == 0.0 || v.abs() > 1e-3));
@@ -275,11 +349,11 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
         }
     };
     assert!(model.orders().iter().all(|&o| o == order), "{what}");
-    model.prepare(&adj, &x, Par::Seq);
+    assert_eq!(model.orders().len(), layers, "{what}");
 
     // The training logits are those of the dense reference with the replayed masks.
-    let (ref_z, _) = reference_train_forward(&model, &a_hat, &x, p_in, p, &state);
-    let (logits, _) = model.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
+    let (ref_z, _) = reference_train_forward(&mut model, &a_hat, &x, p_in, p, &state);
+    let logits = train_logits(&mut model, &adj, &x, &state);
     let zl = ref_z.last().unwrap();
     let dev = logits
         .iter()
@@ -298,18 +372,14 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
     );
 
     model.zero_grad();
-    let (logits, cache) = model.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
-    let (_, dlogits) = softmax_cross_entropy(logits.view(), &labels, &mask);
-    model.backward(&adj, cache, dlogits, Par::Seq);
-    let mut analytic = Vec::new();
-    model.visit_params(&mut |_, p| analytic.extend(p.grad.iter()));
+    train_loss(&mut model, &adj, &x, &labels, &mask, &state, true);
+    let analytic = grads(&mut model);
     let theta = params(&mut model);
     let mut probe = model.clone();
     let numerical = numerical_grad(
         |t| {
             set_params(&mut probe, t);
-            let (z, _) = probe.forward(&adj, &x, Mode::Train, &mut state.clone(), Par::Seq);
-            softmax_cross_entropy(z.view(), &labels, &mask).0
+            train_loss(&mut probe, &adj, &x, &labels, &mask, &state, false)
         },
         &theta,
         1e-6,

@@ -1,6 +1,8 @@
 //! The optimisers against hand-computed values (`docs/MATH.md` §7, §8), and which parameters
-//! each weight-decay group reaches in the Kipf `Gcn` and in every `DeepGcn` variant
-//! (`docs/MATH.md` §13.5, the `nn::deep` module docs).
+//! each of the 4 weight-decay groups reaches in the Kipf GCN and in every architecture of
+//! `Arch::ALL` (`docs/MATH.md` §13.5, the `nn::arch` module docs). Before the one-stack
+//! redesign the Kipf GCN had one group per layer; now layer 0 is group 0, the last layer group 2
+//! and the layers in between group 1, so Kipf's `[5e-4]` still decays the first layer only.
 //!
 //! The Adam checks do not replay the recursion: they use its closed form. With m₀ = v₀ = 0,
 //! m_t = (1−β1) Σ_{s≤t} β1^{t−s} g_s and 1 − β1^t = (1−β1) Σ_{s<t} β1^s, so the
@@ -12,7 +14,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use sparse_gcn::graph::{Direction, Features, Graph, Norm, NormAdj};
-use sparse_gcn::nn::{DeepConfig, DeepGcn, GcnConfig, JkMode, Model, NormKind, Param, Variant};
+use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, Named, NormKind, Param};
 use sparse_gcn::optim::{Adam, Optimizer, Sgd};
 use sparse_gcn::train::TrainConfig;
 use sparse_gcn::Scalar;
@@ -364,7 +366,7 @@ fn features(n: usize, d: usize) -> Features<f64> {
 }
 
 /// (group, shape) of every parameter in visiting order.
-fn groups_of<M: Model<f64>>(m: &mut M) -> Vec<(usize, (usize, usize))> {
+fn groups_of(m: &mut Model<f64>) -> Vec<(usize, (usize, usize))> {
     let mut v = Vec::new();
     m.visit_params(&mut |g, p| v.push((g, p.value.dim())));
     v
@@ -373,7 +375,7 @@ fn groups_of<M: Model<f64>>(m: &mut M) -> Vec<(usize, (usize, usize))> {
 /// Sets every parameter to a non-zero value (biases and β start at 0, which no decay moves),
 /// zeroes the gradients, runs one optimiser step as the trainer does (visiting order, group),
 /// and returns per parameter whether any of its values changed.
-fn moved_by<M: Model<f64>>(m: &mut M, opt: &mut dyn Optimizer<f64>) -> Vec<bool> {
+fn moved_by(m: &mut Model<f64>, opt: &mut dyn Optimizer<f64>) -> Vec<bool> {
     m.visit_params(&mut |_, p| {
         let mut k = 0.0;
         p.value.mapv_inplace(|_| {
@@ -402,142 +404,212 @@ fn moved_by<M: Model<f64>>(m: &mut M, opt: &mut dyn Optimizer<f64>) -> Vec<bool>
     moved
 }
 
+/// The value of the first weight of the Kipf GCN's first layer (node 0).
+fn first_weight(m: &mut Model<f64>) -> Array2<f64> {
+    let mut w = None;
+    m.visit_named(&mut |name, t| {
+        if let ("0.gcn_conv.weight", Named::Param(p)) = (name, t) {
+            w = Some(p.value.clone());
+        }
+    });
+    w.expect("node 0 is the first convolution")
+}
+
 #[test]
-fn kipf_gcn_groups_are_layers_and_default_decay_reaches_layer_one_only() {
+fn kipf_gcn_groups_are_first_hidden_last_and_default_decay_reaches_layer_one_only() {
     let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
     let x = features(7, 5);
-    for bias in [false, true] {
-        let cfg = GcnConfig {
-            in_dim: 5,
-            hidden_dim: 4,
-            out_dim: 3,
-            n_layers: 3,
-            bias,
-            ..Default::default()
-        };
-        let mut m = cfg
-            .init(&adj, &x, &mut ChaCha8Rng::seed_from_u64(1))
-            .unwrap();
-        // Mark every layer's parameters with the layer's index, then read the marks back with
-        // the groups the model reports.
-        for (l, layer) in m.layers.iter_mut().enumerate() {
-            layer.weight.value.fill(l as f64);
-            if let Some(b) = &mut layer.bias {
-                b.value.fill(l as f64 + 0.5);
+    for n_layers in [2, 3, 4] {
+        for bias in [false, true] {
+            let what = format!("{n_layers} layers, bias {bias}");
+            let cfg = ModelConfig {
+                in_dim: 5,
+                hidden_dim: 4,
+                out_dim: 3,
+                n_layers,
+                bias,
+                ..Default::default()
+            };
+            let mut m = cfg
+                .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(1))
+                .unwrap();
+            // Mark every convolution's parameters with its layer index (the convolutions are the
+            // nodes named `gcn_conv`, in forward order), then read the marks back with the
+            // groups the model reports.
+            let mut conv_of_node = std::collections::BTreeMap::new();
+            m.visit_named(&mut |name, t| {
+                let mut parts = name.split('.');
+                let node: usize = parts.next().unwrap().parse().unwrap();
+                assert_eq!(parts.next(), Some("gcn_conv"), "{what}: {name}");
+                let n = conv_of_node.len();
+                let l = *conv_of_node.entry(node).or_insert(n);
+                if let Named::Param(p) = t {
+                    let bias = parts.next() == Some("bias");
+                    p.value.fill(l as f64 + if bias { 0.5 } else { 0.0 });
+                }
+            });
+            assert_eq!(conv_of_node.len(), n_layers, "{what}");
+            let mut seen = Vec::new();
+            m.visit_params(&mut |g, p| seen.push((g, p.value[[0, 0]], p.value.dim())));
+            let mut dims = vec![5];
+            dims.extend(std::iter::repeat_n(4, n_layers - 1));
+            dims.push(3);
+            let group = |l: usize| {
+                if l == 0 {
+                    0
+                } else if l == n_layers - 1 {
+                    2
+                } else {
+                    1
+                }
+            };
+            let mut want = Vec::new();
+            for l in 0..n_layers {
+                let (din, dout) = (dims[l], dims[l + 1]);
+                want.push((group(l), l as f64, (din, dout)));
+                if bias {
+                    want.push((group(l), l as f64 + 0.5, (1, dout)));
+                }
             }
-        }
-        let mut seen = Vec::new();
-        m.visit_params(&mut |g, p| seen.push((g, p.value[[0, 0]], p.value.dim())));
-        let mut want = Vec::new();
-        for (l, (din, dout)) in [(5, 4), (4, 4), (4, 3)].into_iter().enumerate() {
-            want.push((l, l as f64, (din, dout)));
-            if bias {
-                want.push((l, l as f64 + 0.5, (1, dout)));
-            }
-        }
-        assert_eq!(seen, want, "bias {bias}");
-        assert_eq!(Model::n_groups(&m), 3);
+            assert_eq!(seen, want, "{what}");
+            assert!(
+                seen.iter().all(|&(g, _, _)| g < ModelConfig::N_GROUPS),
+                "{what}"
+            );
+            // The layer of every parameter, in visiting order.
+            let layer_of: Vec<usize> = want.iter().map(|&(_, v, _)| v as usize).collect();
 
-        // Kipf's TrainConfig (Adam, weight decay [5e-4]): with zero loss gradients only layer
-        // 1's parameters move, by about lr (Adam's first step is lr·sign(g)).
-        let tc = TrainConfig::default();
-        assert_eq!(tc.weight_decay, vec![5e-4]);
-        let mut m2 = m.clone();
-        let moved = moved_by(&mut m2, tc.optimizer::<f64>().as_mut());
-        let want_moved: Vec<bool> = want.iter().map(|&(l, _, _)| l == 0).collect();
-        assert_eq!(moved, want_moved, "bias {bias}");
-        let w = &m2.layers[0].weight.value;
-        // Values were 0.4, 0.5, … (all positive): each moved down by lr·λθ/(λθ + 1e-8).
-        for (k, &v) in w.iter().enumerate() {
-            let t0 = 0.3 + 0.1 * (k + 1) as f64;
-            let want = t0 - 0.01 * (5e-4 * t0) / (5e-4 * t0 + 1e-8);
-            assert!((v - want).abs() < 1e-14, "{v} vs {want}");
+            // Kipf's TrainConfig (Adam, weight decay [5e-4]): with zero loss gradients only
+            // layer 1's parameters move, by about lr (Adam's first step is lr·sign(g)).
+            let tc = TrainConfig::default();
+            assert_eq!(tc.weight_decay, vec![5e-4]);
+            let mut m2 = m.clone();
+            let moved = moved_by(&mut m2, tc.optimizer::<f64>().as_mut());
+            let want_moved: Vec<bool> = layer_of.iter().map(|&l| l == 0).collect();
+            assert_eq!(moved, want_moved, "{what}");
+            let w = first_weight(&mut m2);
+            // Values were 0.4, 0.5, … (all positive): each moved down by lr·λθ/(λθ + 1e-8).
+            for (k, &v) in w.iter().enumerate() {
+                let t0 = 0.3 + 0.1 * (k + 1) as f64;
+                let want = t0 - 0.01 * (5e-4 * t0) / (5e-4 * t0 + 1e-8);
+                assert!((v - want).abs() < 1e-14, "{what}: {v} vs {want}");
+            }
+            // SGD with a decay per group: each group moves exactly by its own λ; group 1 is
+            // the layers between the first and the last (none with 2 layers).
+            let mut m3 = m.clone();
+            let mut sgd = Sgd {
+                lr: 1.0,
+                weight_decay: vec![0.0, 0.5],
+            };
+            let moved = moved_by(&mut m3, &mut sgd);
+            let want_moved: Vec<bool> = layer_of
+                .iter()
+                .map(|&l| l > 0 && l + 1 < n_layers)
+                .collect();
+            assert_eq!(moved, want_moved, "{what}");
+            // A decay for each of the first three groups reaches every layer.
+            let moved = moved_by(&mut m.clone(), &mut Adam::new(0.01, vec![5e-4; 3]));
+            assert!(moved.iter().all(|&b| b), "{what}");
         }
-        // SGD with a decay per layer: each group moves exactly by its own λ.
-        let mut m3 = m.clone();
-        let mut sgd = Sgd {
-            lr: 1.0,
-            weight_decay: vec![0.0, 0.5],
-        };
-        let moved = moved_by(&mut m3, &mut sgd);
-        let want_moved: Vec<bool> = want.iter().map(|&(l, _, _)| l == 1).collect();
-        assert_eq!(moved, want_moved);
     }
 }
 
-/// The expected (group, shape) list of a DeepGcn with in 6, hidden 4, out 3, 3 layers, GCN
-/// bias on, dense features, from the `nn::deep` module docs: 0 stem / first conv / residual
-/// projection, 1 hidden convs, 2 head (last conv or Linear head) and JK attention, 3 norm γ, β.
-/// Within the model the order is: stem, projection, convs, GCNII convs, norms, JK, head.
-fn expected_deep_groups(variant: Variant, norm: NormKind) -> Vec<(usize, (usize, usize))> {
+/// The expected (group, shape) list of every architecture with in 6, hidden 4, out 3, 3 layers
+/// (SGC and APPNP have none), GCN bias on, dense features, in the stack's node order, from the
+/// `nn::arch` module docs: 0 stem (first conv, residual projection, GCNII's, SGC's and APPNP's
+/// input Linear), 1 hidden convs, 2 head (last conv or head Linear, JK attention), 3 norm γ, β.
+fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
     let (i, h, o) = (6, 4, 3);
     let mut v = Vec::new();
-    let n_hidden = match variant {
-        Variant::Plain | Variant::Residual => 2,
-        _ => 3,
-    };
-    match variant {
-        Variant::Plain | Variant::Residual => {
-            if variant == Variant::Residual {
-                v.push((0, (i, h))); // projection X·P (no bias)
-            }
+    let bn = norm == NormKind::Batch;
+    let norm_params = [(3, (1, h)), (3, (1, h))];
+    match arch {
+        Arch::Gcn => {
             v.extend([(0, (i, h)), (0, (1, h))]); // first conv
+            if bn {
+                v.extend(norm_params);
+            }
             v.extend([(1, (h, h)), (1, (1, h))]); // hidden conv
+            if bn {
+                v.extend(norm_params);
+            }
             v.extend([(2, (h, o)), (2, (1, o))]); // last conv = head
         }
-        Variant::Gcnii => {
+        Arch::Residual => {
+            v.push((0, (i, h))); // projection X·P (no bias)
+            v.extend([(0, (i, h)), (0, (1, h))]); // first conv
+            if bn {
+                v.extend(norm_params);
+            }
+            v.extend([(1, (h, h)), (1, (1, h))]); // hidden conv
+            if bn {
+                v.extend(norm_params);
+            }
+            v.extend([(2, (h, o)), (2, (1, o))]); // last conv = head
+        }
+        Arch::Gcnii => {
             v.extend([(0, (i, h)), (0, (1, h))]); // input Linear
             v.extend([(1, (h, h)); 3]); // GCNII convs (no bias)
             v.extend([(2, (h, o)), (2, (1, o))]); // head Linear
         }
-        Variant::Jk(_) => {
-            v.extend([(0, (i, h)), (0, (1, h))]);
-            v.extend([(1, (h, h)), (1, (1, h)), (1, (h, h)), (1, (1, h))]);
+        Arch::Jk(mode) => {
+            v.extend([(0, (i, h)), (0, (1, h))]); // first conv
+            if bn {
+                v.extend(norm_params);
+            }
+            for _ in 0..2 {
+                v.extend([(1, (h, h)), (1, (1, h))]); // hidden convs
+                if bn {
+                    v.extend(norm_params);
+                }
+            }
+            let width = match mode {
+                JkMode::Concat => 3 * h,
+                _ => h,
+            };
+            if mode == JkMode::Attention {
+                v.push((2, (h, 1))); // attention vector
+            }
+            v.extend([(2, (width, o)), (2, (1, o))]); // head Linear
         }
-    }
-    if variant != Variant::Gcnii && norm == NormKind::Batch {
-        for _ in 0..n_hidden {
-            v.extend([(3, (1, h)), (3, (1, h))]);
+        Arch::Sgc => {
+            v.extend([(0, (i, o)), (0, (1, o))]); // the Linear after Â^K X
         }
-    }
-    if let Variant::Jk(mode) = variant {
-        let width = match mode {
-            JkMode::Concat => 3 * h,
-            _ => h,
-        };
-        if mode == JkMode::Attention {
-            v.push((2, (h, 1))); // attention vector
+        Arch::Appnp => {
+            v.extend([(0, (i, h)), (0, (1, h))]); // first Linear
+            v.extend([(2, (h, o)), (2, (1, o))]); // second Linear (before propagation)
         }
-        v.extend([(2, (width, o)), (2, (1, o))]); // head Linear
     }
     v
 }
 
 #[test]
-fn deep_gcn_groups_follow_the_module_docs() {
+fn every_architecture_has_the_groups_of_the_module_docs() {
     let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
     let x = features(7, 6);
-    for variant in Variant::ALL {
+    for arch in Arch::ALL {
         for norm in [NormKind::None, NormKind::Batch] {
-            let cfg = DeepConfig {
+            let cfg = ModelConfig {
                 in_dim: 6,
                 hidden_dim: 4,
                 out_dim: 3,
-                n_layers: 3,
-                variant,
                 norm,
                 bias: true,
-                ..Default::default()
+                ..ModelConfig::deep(arch, 3)
             };
-            let mut m: DeepGcn<f64> = cfg
-                .init(&adj, &x, &mut ChaCha8Rng::seed_from_u64(2))
+            let mut m = cfg
+                .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(2))
                 .unwrap();
-            let want = expected_deep_groups(variant, norm);
-            assert_eq!(groups_of(&mut m), want, "{variant} {norm}");
-            assert_eq!(m.n_groups(), 4);
+            let want = expected_groups(arch, norm);
+            assert_eq!(groups_of(&mut m), want, "{arch} {norm}");
+            assert!(want.iter().all(|&(g, _)| g < ModelConfig::N_GROUPS));
+            // The groups the nodes report are those their parameters are visited with.
+            for node in m.nodes() {
+                assert!(node.group < ModelConfig::N_GROUPS, "{arch} {norm}");
+            }
             // One step with zero loss gradients and decay on group g only: exactly group g moves.
-            for g in 0..4 {
-                let mut wd = vec![0.0; 4];
+            for g in 0..ModelConfig::N_GROUPS {
+                let mut wd = vec![0.0; ModelConfig::N_GROUPS];
                 wd[g] = 0.25;
                 let moved = moved_by(
                     &mut m.clone(),
@@ -547,9 +619,9 @@ fn deep_gcn_groups_follow_the_module_docs() {
                     },
                 );
                 let expect: Vec<bool> = want.iter().map(|&(gr, _)| gr == g).collect();
-                assert_eq!(moved, expect, "{variant} {norm} SGD group {g}");
+                assert_eq!(moved, expect, "{arch} {norm} SGD group {g}");
                 let moved = moved_by(&mut m.clone(), &mut Adam::new(0.01, wd));
-                assert_eq!(moved, expect, "{variant} {norm} Adam group {g}");
+                assert_eq!(moved, expect, "{arch} {norm} Adam group {g}");
             }
             // Kipf's [5e-4] decays group 0 only; GCNII's [5e-4, 0.01, 5e-4] all but the norms.
             let moved = moved_by(
@@ -557,10 +629,21 @@ fn deep_gcn_groups_follow_the_module_docs() {
                 TrainConfig::default().optimizer::<f64>().as_mut(),
             );
             let expect: Vec<bool> = want.iter().map(|&(gr, _)| gr == 0).collect();
-            assert_eq!(moved, expect, "{variant} {norm} Kipf decay");
+            assert_eq!(moved, expect, "{arch} {norm} Kipf decay");
             let moved = moved_by(&mut m.clone(), &mut Adam::new(0.01, vec![5e-4, 0.01, 5e-4]));
             let expect: Vec<bool> = want.iter().map(|&(gr, _)| gr != 3).collect();
-            assert_eq!(moved, expect, "{variant} {norm} GCNII decay");
+            assert_eq!(moved, expect, "{arch} {norm} GCNII decay");
         }
+    }
+}
+
+#[test]
+fn weight_decay_lists_longer_than_the_groups_are_rejected() {
+    for n in 0..=ModelConfig::N_GROUPS + 1 {
+        let cfg = TrainConfig {
+            weight_decay: vec![1e-4; n],
+            ..TrainConfig::default()
+        };
+        assert_eq!(cfg.check_optim().is_ok(), n <= ModelConfig::N_GROUPS, "{n}");
     }
 }

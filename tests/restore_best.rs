@@ -1,15 +1,17 @@
 //! `StopRule::Patience` restores the best epoch's model exactly: a run stopped by patience and
 //! a second run of the same seed cut at `best_epoch + 1` epochs with `StopRule::Never` give the
 //! same logits bit for bit (the same RNG streams drive both, and the stop rule never feeds back
-//! into training). For the Kipf `Gcn` (`fit_model`) and for `DeepGcn`s with BatchNorm
-//! (`fit_deep`), whose running statistics must be restored along with the parameters.
+//! into training). For the Kipf GCN (`ModelConfig::default`) and for deep models with BatchNorm
+//! (`ModelConfig::deep`), whose running statistics must be restored along with the parameters.
+//! Both go through `fit_model`, which replaced `fit_deep` when the three model implementations
+//! became one stack.
 
 use ndarray::Array2;
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Norm, NormAdj};
-use sparse_gcn::nn::{DeepConfig, Model, NormKind, Variant};
-use sparse_gcn::train::{fit_deep, fit_model, FitOptions, RunResult, StopRule, TrainConfig};
+use sparse_gcn::nn::{Arch, Model, ModelConfig, Named, NormKind};
+use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig};
 use sparse_gcn::Par;
 
 fn data() -> (Dataset, NormAdj<f32>) {
@@ -24,8 +26,30 @@ fn data() -> (Dataset, NormAdj<f32>) {
     (d, adj)
 }
 
-fn bits(a: &Array2<f32>) -> Vec<u32> {
-    a.iter().map(|v| v.to_bits()).collect()
+fn bits<'a>(a: impl IntoIterator<Item = &'a f32>) -> Vec<u32> {
+    a.into_iter().map(|v| v.to_bits()).collect()
+}
+
+/// Every parameter value and statistics vector ([`Model::snapshot_into`]).
+fn snapshot(m: &mut Model<f32>) -> Vec<Vec<f32>> {
+    let mut s = Vec::new();
+    m.snapshot_into(&mut s);
+    s
+}
+
+/// The running statistics (BatchNorm's mean and variance), by name.
+fn stats(m: &mut Model<f32>) -> Vec<(String, Vec<f32>)> {
+    let mut v = Vec::new();
+    m.visit_named(&mut |name, t| {
+        if let Named::Stat(s) = t {
+            v.push((name.to_string(), s.to_vec()));
+        }
+    });
+    v
+}
+
+fn logits(m: &mut Model<f32>, adj: &NormAdj<f32>, d: &Dataset) -> Array2<f32> {
+    m.predict(adj, &d.features, Par::Rayon)
 }
 
 /// Everything of a history record but the timings, as bits.
@@ -62,11 +86,21 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
         ..Default::default()
     };
     let fit = |cfg: &TrainConfig| {
-        fit_model(&adj, &d.features, &d.labels, d.n_classes, &d.split, cfg, 1).unwrap()
+        fit_model(
+            &adj,
+            &d.features,
+            &d.labels,
+            d.n_classes,
+            &d.split,
+            cfg,
+            1,
+            &FitOptions::default(),
+        )
+        .unwrap()
     };
-    let (r, model) = fit(&cfg);
+    let (r, mut model) = fit(&cfg);
     check_patience_run(&r, patience, epochs, "gcn");
-    let z = model.predict(&adj, &d.features, Par::Rayon);
+    let z = logits(&mut model, &adj, &d);
 
     // The same seed, cut after the best epoch.
     let cut = TrainConfig {
@@ -74,7 +108,7 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
         stop: StopRule::Never,
         ..cfg.clone()
     };
-    let (r2, model2) = fit(&cut);
+    let (r2, mut model2) = fit(&cut);
     assert_eq!(r2.history.len(), r.best_epoch + 1);
     assert_eq!(r2.best_epoch, r.best_epoch);
     assert_eq!(
@@ -82,13 +116,13 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
         history_bits(&r)[..=r.best_epoch],
         "the two runs train alike up to the best epoch"
     );
-    let z2 = model2.predict(&adj, &d.features, Par::Rayon);
+    let z2 = logits(&mut model2, &adj, &d);
     assert_eq!(
         bits(&z),
         bits(&z2),
         "restored logits differ from the cut run's"
     );
-    assert_eq!(model.snapshot(), model2.snapshot());
+    assert_eq!(snapshot(&mut model), snapshot(&mut model2));
     assert_eq!(r.test_acc.to_bits(), r2.test_acc.to_bits());
     assert_eq!(r.test_loss.to_bits(), r2.test_loss.to_bits());
     assert_eq!(r.val_acc.to_bits(), r2.val_acc.to_bits());
@@ -99,68 +133,69 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
         stop: StopRule::Never,
         ..cfg.clone()
     };
-    let (_, model3) = fit(&full);
-    assert_ne!(
-        bits(&z),
-        bits(&model3.predict(&adj, &d.features, Par::Rayon))
-    );
+    let (_, mut model3) = fit(&full);
+    assert_ne!(bits(&z), bits(&logits(&mut model3, &adj, &d)));
 }
 
 #[test]
 fn patience_restores_the_best_deep_gcn_with_batch_norm_bitwise() {
     let (d, adj) = data();
     let (patience, epochs) = (5, 300);
-    for (variant, checkpoint) in [(Variant::Plain, 0), (Variant::Residual, 2)] {
-        let what = format!("{variant} checkpoint {checkpoint}");
-        let mc = DeepConfig {
+    for (arch, checkpoint) in [(Arch::Gcn, 0), (Arch::Residual, 2)] {
+        let what = format!("deep {arch} checkpoint {checkpoint}");
+        let mc = ModelConfig {
             hidden_dim: 16,
-            n_layers: 4,
-            variant,
             norm: NormKind::Batch,
             bias: true,
             checkpoint,
-            ..Default::default()
+            ..ModelConfig::deep(arch, 4)
         };
         let cfg = TrainConfig {
+            model: mc.clone(),
             epochs,
             lr: 0.02,
             stop: StopRule::Patience { patience },
             ..Default::default()
         };
         let fit = |cfg: &TrainConfig| {
-            fit_deep(
+            fit_model(
                 &adj,
                 &d.features,
                 &d.labels,
                 d.n_classes,
                 &d.split,
-                &mc,
                 cfg,
                 7,
                 &FitOptions::default(),
             )
             .unwrap()
         };
-        let (r, model) = fit(&cfg);
+        let (r, mut model) = fit(&cfg);
         check_patience_run(&r, patience, epochs, &what);
-        let z = model.predict(&adj, &d.features, Par::Rayon);
-        let snap = model.snapshot();
+        let z = logits(&mut model, &adj, &d);
+        let snap = snapshot(&mut model);
+        let st = stats(&mut model);
+        assert_eq!(
+            st.len(),
+            2 * (mc.n_layers - 1),
+            "{what}: BatchNorm statistics"
+        );
 
         let cut = TrainConfig {
             epochs: r.best_epoch + 1,
             stop: StopRule::Never,
             ..cfg.clone()
         };
-        let (r2, model2) = fit(&cut);
+        let (r2, mut model2) = fit(&cut);
         assert_eq!(
             history_bits(&r2)[..],
             history_bits(&r)[..=r.best_epoch],
             "{what}"
         );
-        let z2 = model2.predict(&adj, &d.features, Par::Rayon);
+        let z2 = logits(&mut model2, &adj, &d);
         assert_eq!(bits(&z), bits(&z2), "{what}: restored logits differ");
-        // Parameters and running statistics (the snapshot's tail), bit for bit.
-        let snap2 = model2.snapshot();
+        // Parameters and running statistics (all of the snapshot), bit for bit.
+        let snap2 = snapshot(&mut model2);
         assert_eq!(snap.len(), snap2.len());
         for (k, (a, b)) in snap.iter().zip(&snap2).enumerate() {
             assert_eq!(bits(a), bits(b), "{what}: snapshot entry {k}");
@@ -174,20 +209,13 @@ fn patience_restores_the_best_deep_gcn_with_batch_norm_bitwise() {
             stop: StopRule::Never,
             ..cfg.clone()
         };
-        let (_, model3) = fit(&full);
-        let snap3 = model3.snapshot();
-        let n_stats = 2 * (mc.n_layers - 1);
-        let tail = snap.len() - n_stats;
-        for k in tail..snap.len() {
-            assert_ne!(
-                bits(&snap[k]),
-                bits(&snap3[k]),
-                "{what}: running statistic {k}"
-            );
+        let (_, mut model3) = fit(&full);
+        let st3 = stats(&mut model3);
+        assert_eq!(st.len(), st3.len());
+        for ((name, a), (name3, b)) in st.iter().zip(&st3) {
+            assert_eq!(name, name3);
+            assert_ne!(bits(a), bits(b), "{what}: running statistic {name}");
         }
-        assert_ne!(
-            bits(&z),
-            bits(&model3.predict(&adj, &d.features, Par::Rayon))
-        );
+        assert_ne!(bits(&z), bits(&logits(&mut model3, &adj, &d)));
     }
 }

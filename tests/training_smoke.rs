@@ -1,13 +1,18 @@
 //! Training end to end on the synthetic citation-like graph: the loss falls, accuracy beats
 //! chance, runs replay bit for bit with any thread count, stop rules fire where scripted, and
 //! bad inputs give typed errors.
+//!
+//! `predict_equals_the_eval_forward_pass_bitwise` compared the old `Gcn::forward(.., Mode::Eval)`
+//! with `predict`; the one stack has a single evaluation pass, so the property now reads:
+//! `predict`, the logits `eval_pass` hands out, the last layer representation and (with dropout
+//! 0) a training pass's logits agree bit for bit.
 
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Mask, Norm, NormAdj, Split};
 use sparse_gcn::nn::Order;
 use sparse_gcn::par::thread_pool;
 use sparse_gcn::train::{
-    fit, fit_seeds, EarlyStopping, Observation, RunResult, StopRule, TrainConfig,
+    fit, fit_seeds, EarlyStopping, FitOptions, Observation, RunResult, StopRule, TrainConfig,
 };
 use sparse_gcn::Error;
 
@@ -78,6 +83,7 @@ fn training_is_bit_identical_across_thread_counts() {
                         &d.split,
                         &cfg,
                         &[0, 1],
+                        &FitOptions::default(),
                         &|_, _| {},
                     )
                     .unwrap()
@@ -189,28 +195,58 @@ fn bad_inputs_give_typed_errors() {
     );
 }
 
+/// `predict` is the evaluation pass: bit for bit the logits `eval_pass` hands out and the last
+/// layer representation (the Kipf GCN's last representation is its logits). And with dropout 0
+/// a training pass computes the same logits bit for bit (ported from the old API, where this
+/// compared the model's `forward(.., Mode::Eval)` with `predict`).
 #[test]
 fn predict_equals_the_eval_forward_pass_bitwise() {
-    use sparse_gcn::nn::{GcnConfig, Mode};
+    use sparse_gcn::nn::ModelConfig;
+    use sparse_gcn::train::{build_model, rng_stream};
     use sparse_gcn::Par;
     let (d, adj) = data();
+    let same = |a: &ndarray::Array2<f32>, b: &ndarray::Array2<f32>| {
+        a.dim() == b.dim() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    };
     for order in [Order::AggregateFirst, Order::TransformFirst] {
-        let cfg = GcnConfig {
-            in_dim: d.features.n_cols(),
-            out_dim: d.n_classes,
-            n_layers: 3,
-            order,
-            ..GcnConfig::default()
-        };
-        let mut rng = sparse_gcn::train::rng_stream(4, 0);
-        let mut model = cfg.init(&adj, &d.features, &mut rng).unwrap();
-        model.prepare(&adj, &d.features, Par::Rayon);
-        let (z, _) = model.forward(&adj, &d.features, Mode::Eval, &mut rng, Par::Rayon);
-        let p = model.predict(&adj, &d.features, Par::Rayon);
-        assert_eq!(z.dim(), p.dim());
-        assert!(
-            z.iter().zip(&p).all(|(a, b)| a.to_bits() == b.to_bits()),
-            "{order:?}"
-        );
+        for dropout in [0.5, 0.0] {
+            let cfg = ModelConfig {
+                n_layers: 3,
+                order,
+                dropout,
+                input_dropout: dropout,
+                ..ModelConfig::default()
+            };
+            let what = format!("{order:?} dropout {dropout}");
+            let mut model = build_model(&adj, &d.features, d.n_classes, &cfg, 4).unwrap();
+            assert!(model.orders().iter().all(|&o| o == order), "{what}");
+            let mut z = None;
+            model.eval_pass(&adj, &d.features, Par::Rayon, &mut |l| {
+                z = Some(l.to_owned())
+            });
+            let z = z.unwrap();
+            let p = model.predict(&adj, &d.features, Par::Rayon);
+            assert!(same(&z, &p), "{what}: eval_pass vs predict");
+            let mut last = None;
+            model.visit_representations(&adj, &d.features, Par::Rayon, &mut |_, h| {
+                last = Some(h.to_owned())
+            });
+            assert!(same(&last.unwrap(), &p), "{what}: last representation");
+            if dropout == 0.0 {
+                let mut t = None;
+                model.train_pass(
+                    &adj,
+                    true,
+                    &d.features,
+                    &mut rng_stream(4, 1),
+                    Par::Rayon,
+                    &mut |l, _| {
+                        t = Some(l.to_owned());
+                        false
+                    },
+                );
+                assert!(same(&t.unwrap(), &p), "{what}: training pass");
+            }
+        }
     }
 }
