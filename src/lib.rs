@@ -13,12 +13,11 @@
 //! # Quick start
 //! ```
 //! use sparse_gcn::graph::{synthetic::CitationLike, Norm, NormAdj};
-//! use sparse_gcn::train::{fit, TrainConfig};
+//! use sparse_gcn::train::{fit, TrainConfig, TrainData};
 //! let mut data = CitationLike { n_nodes: 600, ..Default::default() }.generate(7).unwrap();
 //! data.features.row_normalize();
 //! let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
-//! let run = fit(&adj, &data.features, &data.labels, data.n_classes, &data.split,
-//!               &TrainConfig::default(), 0).unwrap();
+//! let run = fit(&TrainData::of(&adj, &data), &TrainConfig::default(), 0).unwrap();
 //! assert!(run.test_acc > 2.0 / data.n_classes as f64); // far above chance (1/7)
 //! ```
 

@@ -182,7 +182,7 @@ fn every_malformed_data_file_exits_with_one_and_one_line() {
 fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
     use sparse_gcn::graph::synthetic::Preset;
     use sparse_gcn::graph::{Norm, NormAdj};
-    use sparse_gcn::train::{checkpoint, fit_model, FitOptions, StopRule, TrainConfig};
+    use sparse_gcn::train::{checkpoint, fit_model, FitOptions, StopRule, TrainConfig, TrainData};
     // A checkpoint as `train --save` wrote them before the node order was recorded, of a model
     // trained on the default data in the given order.
     let mut d = Preset::CoraLike.generate(0).unwrap();
@@ -193,17 +193,8 @@ fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
         stop: StopRule::Never,
         ..TrainConfig::default()
     };
-    let (trained, mut model) = fit_model(
-        &adj,
-        &d.features,
-        &d.labels,
-        d.n_classes,
-        &d.split,
-        &cfg,
-        0,
-        &FitOptions::default(),
-    )
-    .unwrap();
+    let (trained, mut model) =
+        fit_model(&TrainData::of(&adj, &d), &cfg, 0, &FitOptions::default()).unwrap();
     // The model carries its configuration, with the data's widths.
     assert_eq!(model.config().in_dim, d.features.n_cols());
     assert_eq!(model.config().out_dim, d.n_classes);

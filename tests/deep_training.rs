@@ -11,7 +11,9 @@ use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Norm, NormAdj};
 use sparse_gcn::nn::{Arch, JkMode, ModelConfig, NormKind};
 use sparse_gcn::train::recipe::depth_study;
-use sparse_gcn::train::{fit_model, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig};
+use sparse_gcn::train::{
+    fit_model, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig, TrainData,
+};
 use sparse_gcn::{ConfigError, Error};
 
 fn data() -> Dataset {
@@ -41,17 +43,7 @@ fn run(
         metrics_every,
         rank_sample: Some(64),
     };
-    fit_model(
-        adj,
-        &d.features,
-        &d.labels,
-        d.n_classes,
-        &d.split,
-        cfg,
-        3,
-        &opts,
-    )
-    .map(|(r, _)| r)
+    fit_model(&TrainData::of(adj, &d), cfg, 3, &opts).map(|(r, _)| r)
 }
 
 #[test]

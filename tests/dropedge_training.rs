@@ -25,7 +25,7 @@ use sparse_gcn::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_los
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::train::{
     build_model, rng_stream, train_model, DropEdgeSource, FitOptions, RunResult, StopRule,
-    TrainConfig,
+    TrainConfig, TrainData,
 };
 use sparse_gcn::{Par, Scalar};
 
@@ -168,10 +168,7 @@ fn check(
     let mut model = init();
     let r = train_model(
         &mut model,
-        adj,
-        x,
-        &d.labels,
-        &d.split,
+        &TrainData::new(adj, x, &d.labels, d.n_classes, &d.split),
         cfg,
         seed,
         &opts(d, norm),

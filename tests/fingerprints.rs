@@ -28,7 +28,7 @@ use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{self, Arch, ModelConfig, NormKind};
 use sparse_gcn::train::{
-    fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig,
+    fit_model, DropEdgeSource, FitOptions, OptimizerKind, StopRule, TrainConfig, TrainData,
 };
 use sparse_gcn::Par;
 
@@ -495,11 +495,7 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
             ..FitOptions::default()
         };
         let (run, mut model) = fit_model(
-            adj,
-            x,
-            &d.labels,
-            d.n_classes,
-            &d.split,
+            &TrainData::new(adj, x, &d.labels, d.n_classes, &d.split),
             &cfg,
             o.seed,
             &opts,

@@ -42,7 +42,7 @@ use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
 use sparse_gcn::train::{
-    build_model, fit, train_model, DropEdgeSource, FitOptions, StopRule, TrainConfig,
+    build_model, fit, train_model, DropEdgeSource, FitOptions, StopRule, TrainConfig, TrainData,
 };
 use sparse_gcn::Par;
 
@@ -197,7 +197,12 @@ fn gcn_case(order: Order, sparse: bool, input_dropout: f64) {
                 par: Par::Rayon,
                 ..Default::default()
             };
-            let r = fit(&adj, &x, &d.labels, d.n_classes, &d.split, &cfg, 7).unwrap();
+            let r = fit(
+                &TrainData::new(&adj, &x, &d.labels, d.n_classes, &d.split),
+                &cfg,
+                7,
+            )
+            .unwrap();
             assert_eq!(r.history.len(), epochs);
         };
         let what = format!("Kipf GCN {order:?}, sparse {sparse}, input dropout {input_dropout}");
@@ -336,8 +341,14 @@ fn deep_case(c: Deep, archs: &[Arch]) {
                 if let Some(mode) = c.pair_mode {
                     model = with_pair_norm(&model, mode);
                 }
-                let r =
-                    train_model(&mut model, &adj, &x, &d.labels, &d.split, &cfg, 7, &opts).unwrap();
+                let r = train_model(
+                    &mut model,
+                    &TrainData::new(&adj, &x, &d.labels, d.n_classes, &d.split),
+                    &cfg,
+                    7,
+                    &opts,
+                )
+                .unwrap();
                 assert_eq!(r.history.len(), epochs);
             };
             let what = format!("{arch}, {c:?}");
@@ -467,7 +478,14 @@ fn gcn_drop_edge_case(order: Order, sparse: bool, norm: Norm) {
                 ..Default::default()
             };
             let mut model = build_model(&adj, &x, d.n_classes, &cfg.model, 7).unwrap();
-            let r = train_model(&mut model, &adj, &x, &d.labels, &d.split, &cfg, 7, &opts).unwrap();
+            let r = train_model(
+                &mut model,
+                &TrainData::new(&adj, &x, &d.labels, d.n_classes, &d.split),
+                &cfg,
+                7,
+                &opts,
+            )
+            .unwrap();
             assert_eq!(r.history.len(), epochs);
         };
         let what = format!("Kipf GCN {order:?}, sparse {sparse}, DropEdge {norm:?}");

@@ -6,7 +6,7 @@
 
 use sparse_gcn::graph::io::{load_ogb, OgbOptions};
 use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::train::{fit_seeds, mean_std, FitOptions, TrainConfig};
+use sparse_gcn::train::{fit_seeds, mean_std, FitOptions, TrainConfig, TrainData};
 
 /// `test_acc_mean`, `test_acc_std` of
 /// `sparse-gcn train --data $SPARSE_GCN_DATA/cora --seeds 20 --json` (any `--threads`):
@@ -43,11 +43,7 @@ fn test_acc(name: &str, threads: usize) -> Option<(f64, f64)> {
     let runs = pool
         .install(|| {
             fit_seeds(
-                &adj,
-                &d.features,
-                &d.labels,
-                d.n_classes,
-                &d.split,
+                &TrainData::of(&adj, &d),
                 &cfg,
                 &seeds,
                 &FitOptions::default(),

@@ -11,7 +11,7 @@ use ndarray::Array2;
 use sparse_gcn::graph::synthetic::CitationLike;
 use sparse_gcn::graph::{Dataset, Norm, NormAdj};
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Named, NormKind};
-use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig};
+use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig, TrainData};
 use sparse_gcn::Par;
 
 fn data() -> (Dataset, NormAdj<f32>) {
@@ -86,17 +86,7 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
         ..Default::default()
     };
     let fit = |cfg: &TrainConfig| {
-        fit_model(
-            &adj,
-            &d.features,
-            &d.labels,
-            d.n_classes,
-            &d.split,
-            cfg,
-            1,
-            &FitOptions::default(),
-        )
-        .unwrap()
+        fit_model(&TrainData::of(&adj, &d), cfg, 1, &FitOptions::default()).unwrap()
     };
     let (r, mut model) = fit(&cfg);
     check_patience_run(&r, patience, epochs, "gcn");
@@ -158,17 +148,7 @@ fn patience_restores_the_best_deep_gcn_with_batch_norm_bitwise() {
             ..Default::default()
         };
         let fit = |cfg: &TrainConfig| {
-            fit_model(
-                &adj,
-                &d.features,
-                &d.labels,
-                d.n_classes,
-                &d.split,
-                cfg,
-                7,
-                &FitOptions::default(),
-            )
-            .unwrap()
+            fit_model(&TrainData::of(&adj, &d), cfg, 7, &FitOptions::default()).unwrap()
         };
         let (r, mut model) = fit(&cfg);
         check_patience_run(&r, patience, epochs, &what);

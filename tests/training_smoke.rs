@@ -13,6 +13,7 @@ use sparse_gcn::nn::Order;
 use sparse_gcn::par::thread_pool;
 use sparse_gcn::train::{
     fit, fit_seeds, EarlyStopping, FitOptions, Observation, RunResult, StopRule, TrainConfig,
+    TrainData,
 };
 use sparse_gcn::Error;
 
@@ -49,7 +50,7 @@ fn training_loss_decreases_and_beats_chance() {
         stop: StopRule::Never,
         ..Default::default()
     };
-    let r = fit(&adj, &d.features, &d.labels, d.n_classes, &d.split, &cfg, 0).unwrap();
+    let r = fit(&TrainData::of(&adj, &d), &cfg, 0).unwrap();
     assert_eq!(r.history.len(), 60);
     let first = r.history[0].train_loss;
     let last = r.history[59].train_loss;
@@ -76,11 +77,7 @@ fn training_is_bit_identical_across_thread_counts() {
             .map(|&t| {
                 thread_pool(t).unwrap().install(|| {
                     fit_seeds(
-                        &adj,
-                        &d.features,
-                        &d.labels,
-                        d.n_classes,
-                        &d.split,
+                        &TrainData::of(&adj, &d),
                         &cfg,
                         &[0, 1],
                         &FitOptions::default(),
@@ -127,7 +124,7 @@ fn patience_restores_best_weights() {
         stop: StopRule::Patience { patience: 5 },
         ..Default::default()
     };
-    let r = fit(&adj, &d.features, &d.labels, d.n_classes, &d.split, &cfg, 1).unwrap();
+    let r = fit(&TrainData::of(&adj, &d), &cfg, 1).unwrap();
     let best = r
         .history
         .iter()
@@ -149,29 +146,35 @@ fn bad_inputs_give_typed_errors() {
         valid: Mask::try_from_indices(vec![], n).unwrap(),
         ..d.split.clone()
     };
-    let e = fit(&adj, &d.features, &d.labels, d.n_classes, &empty, &cfg, 0).unwrap_err();
+    let e = fit(
+        &TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &empty),
+        &cfg,
+        0,
+    )
+    .unwrap_err();
     assert!(
         matches!(e, Error::EmptyMask { ref name } if name == "valid"),
         "{e}"
     );
     let e = fit(
-        &adj,
-        &d.features,
-        &d.labels[1..],
-        d.n_classes,
-        &d.split,
+        &TrainData::new(&adj, &d.features, &d.labels[1..], d.n_classes, &d.split),
         &cfg,
         0,
     )
     .unwrap_err();
     assert!(matches!(e, Error::Mismatch { .. }), "{e}");
-    let e = fit(&adj, &d.features, &d.labels, 2, &d.split, &cfg, 0).unwrap_err();
+    let e = fit(
+        &TrainData::new(&adj, &d.features, &d.labels, 2, &d.split),
+        &cfg,
+        0,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::LabelOutOfRange { .. }), "{e}");
     let bad = TrainConfig {
         lr: -1.0,
         ..Default::default()
     };
-    let e = fit(&adj, &d.features, &d.labels, d.n_classes, &d.split, &bad, 0).unwrap_err();
+    let e = fit(&TrainData::of(&adj, &d), &bad, 0).unwrap_err();
     assert!(matches!(e, Error::Config(_)), "{e}");
     // A learning rate large enough to overflow makes the loss non-finite: the error names it.
     let huge = TrainConfig {
@@ -179,16 +182,7 @@ fn bad_inputs_give_typed_errors() {
         stop: StopRule::Never,
         ..Default::default()
     };
-    let e = fit(
-        &adj,
-        &d.features,
-        &d.labels,
-        d.n_classes,
-        &d.split,
-        &huge,
-        0,
-    )
-    .unwrap_err();
+    let e = fit(&TrainData::of(&adj, &d), &huge, 0).unwrap_err();
     assert!(
         matches!(e, Error::NonFiniteLoss { epoch, .. } if epoch > 0),
         "{e}"

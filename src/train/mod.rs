@@ -397,18 +397,67 @@ pub struct LayerRecord {
     pub metrics: LayerMetrics,
 }
 
+/// What a training run reads: Â, the node features, the labels with their number of classes,
+/// and the train/valid/test split (PyG's `Data` object, with Â in place of `edge_index`).
+#[derive(Debug, Clone, Copy)]
+pub struct TrainData<'a, F> {
+    /// Â.
+    pub adj: &'a NormAdj<F>,
+    /// The node features.
+    pub x: &'a Features<F>,
+    /// One class per node.
+    pub labels: &'a [u32],
+    /// Number of classes (the model's output width).
+    pub n_classes: usize,
+    /// The split.
+    pub split: &'a Split,
+}
+
+impl<'a, F: Scalar> TrainData<'a, F> {
+    /// The data of a run.
+    pub fn new(
+        adj: &'a NormAdj<F>,
+        x: &'a Features<F>,
+        labels: &'a [u32],
+        n_classes: usize,
+        split: &'a Split,
+    ) -> Self {
+        TrainData {
+            adj,
+            x,
+            labels,
+            n_classes,
+            split,
+        }
+    }
+}
+
+impl<'a> TrainData<'a, f32> {
+    /// A dataset's features, labels and split, with `adj` its Â.
+    pub fn of(adj: &'a NormAdj<f32>, data: &'a crate::graph::Dataset) -> Self {
+        TrainData::new(
+            adj,
+            &data.features,
+            &data.labels,
+            data.n_classes,
+            &data.split,
+        )
+    }
+}
+
 /// Checks that the data fit together: feature rows and labels per node, a valid split, labels
 /// below `n_classes`.
 ///
 /// # Errors
 /// [`Error::Mismatch`], [`Error::EmptyMask`] (from [`Split::check`]), [`Error::LabelOutOfRange`].
-pub fn check_data<F: Scalar>(
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    n_classes: usize,
-    split: &Split,
-) -> Result<()> {
+pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
+    let TrainData {
+        adj,
+        x,
+        labels,
+        n_classes,
+        split,
+    } = *data;
     let n = adj.n_nodes();
     for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
         if got != n {
@@ -457,32 +506,14 @@ pub fn build_model<F: Scalar>(
 
 /// Trains one model with `seed` and evaluates it on the split's test nodes.
 ///
-/// The model's `in_dim`/`out_dim` are taken from `x` and `n_classes`.
+/// The model's `in_dim`/`out_dim` are taken from the features and `n_classes`.
 ///
 /// # Errors
 /// [`Error::Config`] for an invalid configuration, [`Error::EmptyMask`] for an empty split
 /// part, [`Error::Mismatch`] for inputs of the wrong size, [`Error::NonFiniteLoss`] when the
 /// training loss becomes NaN or infinite.
-pub fn fit<F: Scalar>(
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    n_classes: usize,
-    split: &Split,
-    cfg: &TrainConfig,
-    seed: u64,
-) -> Result<RunResult> {
-    fit_model(
-        adj,
-        x,
-        labels,
-        n_classes,
-        split,
-        cfg,
-        seed,
-        &FitOptions::default(),
-    )
-    .map(|(r, _)| r)
+pub fn fit<F: Scalar>(data: &TrainData<'_, F>, cfg: &TrainConfig, seed: u64) -> Result<RunResult> {
+    fit_model(data, cfg, seed, &FitOptions::default()).map(|(r, _)| r)
 }
 
 /// [`fit`] with options (DropEdge's graph, metrics), also returning the trained model (with the
@@ -490,21 +521,16 @@ pub fn fit<F: Scalar>(
 ///
 /// # Errors
 /// As [`fit`].
-#[allow(clippy::too_many_arguments)]
 pub fn fit_model<F: Scalar>(
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    n_classes: usize,
-    split: &Split,
+    data: &TrainData<'_, F>,
     cfg: &TrainConfig,
     seed: u64,
     opts: &FitOptions<'_>,
 ) -> Result<(RunResult, Model<F>)> {
-    check_data(adj, x, labels, n_classes, split)?;
+    check_data(data)?;
     cfg.check_optim()?;
-    let mut model = build_model(adj, x, n_classes, &cfg.model, seed)?;
-    let run = train_model(&mut model, adj, x, labels, split, cfg, seed, opts)?;
+    let mut model = build_model(data.adj, data.x, data.n_classes, &cfg.model, seed)?;
+    let run = train_model(&mut model, data, cfg, seed, opts)?;
     Ok((run, model))
 }
 
@@ -515,17 +541,20 @@ pub fn fit_model<F: Scalar>(
 /// # Errors
 /// [`Error::Config`] for an invalid optimiser setting or DropEdge without its graph,
 /// [`Error::NonFiniteLoss`].
-#[allow(clippy::too_many_arguments)]
 pub fn train_model<F: Scalar>(
     model: &mut Model<F>,
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    split: &Split,
+    data: &TrainData<'_, F>,
     cfg: &TrainConfig,
     seed: u64,
     opts: &FitOptions<'_>,
 ) -> Result<RunResult> {
+    let TrainData {
+        adj,
+        x,
+        labels,
+        split,
+        ..
+    } = *data;
     cfg.check_optim()?;
     let rate = model.config().drop_edge;
     let drop_edge = match (rate > 0.0, &opts.drop_edge) {
@@ -663,13 +692,8 @@ pub fn train_model<F: Scalar>(
 ///
 /// # Errors
 /// The first error of any run.
-#[allow(clippy::too_many_arguments)]
 pub fn fit_seeds<F: Scalar>(
-    adj: &NormAdj<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    n_classes: usize,
-    split: &Split,
+    data: &TrainData<'_, F>,
     cfg: &TrainConfig,
     seeds: &[u64],
     opts: &FitOptions<'_>,
@@ -678,7 +702,7 @@ pub fn fit_seeds<F: Scalar>(
     seeds
         .par_iter()
         .map(|&s| {
-            let (r, mut model) = fit_model(adj, x, labels, n_classes, split, cfg, s, opts)?;
+            let (r, mut model) = fit_model(data, cfg, s, opts)?;
             on_done(&r, &mut model);
             Ok(r)
         })

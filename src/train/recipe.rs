@@ -79,30 +79,37 @@ pub fn paper(arch: Arch, n_layers: usize) -> TrainConfig {
     match arch {
         Arch::Gcn => TrainConfig::default(),
         Arch::Residual | Arch::Jk(_) | Arch::Gcnii => depth_study(arch, n_layers),
-        Arch::Sgc => TrainConfig {
-            model: ModelConfig {
+        // (`ModelConfig::deep` gives SGC K = 2 and APPNP K = 10, α = 0.1.)
+        Arch::Sgc => recipe(
+            ModelConfig {
                 input_dropout: 0.0,
                 dropout: 0.0,
-                k: 2,
                 ..ModelConfig::deep(Arch::Sgc, 0)
             },
-            lr: 0.2,
-            weight_decay: vec![5e-5],
-            epochs: 100,
-            stop: StopRule::Never,
-            ..Default::default()
-        },
-        Arch::Appnp => TrainConfig {
-            model: ModelConfig {
-                k: 10,
-                alpha: 0.1,
-                ..ModelConfig::deep(Arch::Appnp, 2)
-            },
-            lr: 0.01,
-            weight_decay: vec![5e-3],
-            epochs: 1000,
-            stop: StopRule::Patience { patience: 100 },
-            ..Default::default()
-        },
+            (0.2, 5e-5),
+            (100, StopRule::Never),
+        ),
+        Arch::Appnp => recipe(
+            ModelConfig::deep(Arch::Appnp, 2),
+            (0.01, 5e-3),
+            (1000, StopRule::Patience { patience: 100 }),
+        ),
+    }
+}
+
+/// A recipe from the model, (learning rate, weight decay of the first layer) and (epochs, stop
+/// rule).
+fn recipe(
+    model: ModelConfig,
+    (lr, wd): (f64, f64),
+    (epochs, stop): (usize, StopRule),
+) -> TrainConfig {
+    TrainConfig {
+        model,
+        lr,
+        weight_decay: vec![wd],
+        epochs,
+        stop,
+        ..Default::default()
     }
 }

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig};
+use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig, TrainData};
 use crate::graph::reorder::{self, Reorder};
 use crate::graph::{Dataset, Direction, Graph, Norm, NormAdj};
 use crate::nn::Model;
@@ -154,18 +154,7 @@ impl Prepared {
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
         let opts = self.options(cfg, metrics_every, rank_sample);
-        let d = &self.data;
-        fit_seeds(
-            &self.adj,
-            &d.features,
-            &d.labels,
-            d.n_classes,
-            &d.split,
-            cfg,
-            seeds,
-            &opts,
-            on_done,
-        )
+        fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
     }
 
     /// Trains one model with `seed` (see [`Prepared::fit_seeds`]) and returns it with its run.
@@ -180,17 +169,12 @@ impl Prepared {
         rank_sample: Option<usize>,
     ) -> Result<(RunResult, Model<f32>)> {
         let opts = self.options(cfg, metrics_every, rank_sample);
-        let d = &self.data;
-        fit_model(
-            &self.adj,
-            &d.features,
-            &d.labels,
-            d.n_classes,
-            &d.split,
-            cfg,
-            seed,
-            &opts,
-        )
+        fit_model(&self.train_data(), cfg, seed, &opts)
+    }
+
+    /// What training reads: Â, the features, the labels and the split.
+    pub fn train_data(&self) -> TrainData<'_, f32> {
+        TrainData::of(&self.adj, &self.data)
     }
 
     /// The training options of a run with `cfg`: DropEdge's source when the model drops edges.
