@@ -15,6 +15,7 @@
 
 pub mod elementwise;
 pub mod gemm;
+pub(crate) mod raw;
 pub mod reference;
 pub mod rows;
 pub mod spmm;
