@@ -39,7 +39,8 @@
 //!
 //! The big dense buffers (triad arrays, X, the output, the gathered matrix) are allocated
 //! aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` when
-//! [`RooflineConfig::huge_pages`] is set (Linux with THP in `madvise` or `always` mode); the
+//! [`RooflineConfig::huge_pages`] is set (Linux with THP in `madvise` or `always` mode, and the
+//! crate's `hugepages` feature, on by default; without it nothing is advised); the
 //! report says whether the advice was accepted and how much anonymous memory the kernel backed
 //! with huge pages. Every input is seeded, so two runs measure the same work.
 
@@ -83,7 +84,7 @@ pub struct RooflineConfig {
     pub reorder: Reorder,
     /// Seed of the random node order, the gather indices and the matrix values.
     pub seed: u64,
-    /// Advise huge pages on the big dense buffers.
+    /// Advise huge pages on the big dense buffers (a no-op without the `hugepages` feature).
     pub huge_pages: bool,
     /// Parallelism of every kernel (the thread count is the enclosing rayon pool's).
     pub par: Par,
@@ -267,7 +268,8 @@ pub fn anon_huge_pages_kib() -> Option<u64> {
 pub struct BigBuffer(huge::Buf);
 
 impl BigBuffer {
-    /// `len` zeros; with `huge_pages`, `madvise(MADV_HUGEPAGE)` before the first touch.
+    /// `len` zeros; with `huge_pages`, `madvise(MADV_HUGEPAGE)` before the first touch (on
+    /// Linux with the `hugepages` feature; otherwise the request is ignored).
     ///
     /// # Errors
     /// [`Error::Mismatch`] when `len` f32 do not fit in the address space.
@@ -280,7 +282,8 @@ impl BigBuffer {
                 got: len,
             })
     }
-    /// Whether the huge-page advice was given and accepted.
+    /// Whether the huge-page advice was given and accepted (always false without the
+    /// `hugepages` feature or off Linux).
     pub fn huge_pages_advised(&self) -> bool {
         self.0.advised()
     }
@@ -1184,6 +1187,11 @@ mod tests {
         }
         let b = BigBuffer::zeroed(12, false).unwrap();
         assert!(!b.huge_pages_advised());
+        // Without the `hugepages` feature a request is never advised.
+        #[cfg(not(feature = "hugepages"))]
+        assert!(!BigBuffer::zeroed(2 << 20, true)
+            .unwrap()
+            .huge_pages_advised());
         assert_eq!(b.view(3, 4).unwrap().dim(), (3, 4));
         assert!(b.view(5, 4).is_err());
     }

@@ -469,7 +469,8 @@ fn prefetch_line(p: *const u8) {
 // Roofline
 
 /// The roofline's big buffers ([`Buf`](huge::Buf)): an owned, zeroed `[f32]` aligned for
-/// transparent huge pages and advised for them with `madvise(MADV_HUGEPAGE)` on request, and a
+/// transparent huge pages and advised for them with `madvise(MADV_HUGEPAGE)` on request (on
+/// Linux with the `hugepages` feature; never advised otherwise), and a
 /// prefetch of a row of one ([`prefetch_row`](huge::prefetch_row)). Safe for any arguments: the
 /// buffer's fields are private to this module, which is what its `unsafe` relies on.
 pub(crate) mod huge {
@@ -539,7 +540,7 @@ pub(crate) mod huge {
         }
     }
 
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "hugepages"))]
     fn advise_huge_pages(p: *mut u8, size: usize) -> bool {
         // SAFETY: `[p, p + size)` is one live allocation of ours starting on a page boundary
         // (`align` ≥ 4096); MADV_HUGEPAGE only changes how the kernel backs that range, never
@@ -547,7 +548,8 @@ pub(crate) mod huge {
         unsafe { libc::madvise(p.cast::<libc::c_void>(), size, libc::MADV_HUGEPAGE) == 0 }
     }
 
-    #[cfg(not(target_os = "linux"))]
+    /// Without Linux or the `hugepages` feature (libc), huge pages are never advised.
+    #[cfg(not(all(target_os = "linux", feature = "hugepages")))]
     fn advise_huge_pages(_p: *mut u8, _size: usize) -> bool {
         false
     }
