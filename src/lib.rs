@@ -20,6 +20,19 @@
 //! let run = fit(&TrainData::of(&adj, &data), &TrainConfig::default(), 0).unwrap();
 //! assert!(run.test_acc > 2.0 / data.n_classes as f64); // far above chance (1/7)
 //! ```
+//!
+//! ## Features
+//! - `cli` (default): the `sparse-gcn` binary (`src/main.rs`, `src/cli/`) and what only it
+//!   uses: clap, indicatif and serde_json. Turns on `hugepages`. The library needs none of
+//!   them: `cargo build --lib --no-default-features` builds it without.
+//! - `hugepages` (default, through `cli`): libc, for `madvise(MADV_HUGEPAGE)` on the
+//!   roofline's big buffers ([`roofline::BigBuffer`]) on Linux. Without it huge pages are
+//!   never advised ([`roofline::BigBuffer::huge_pages_advised`] is false); nothing else
+//!   changes.
+//!
+//! A library user who wants neither writes
+//! `sparse-gcn = { version = "0.1", default-features = false }` (add
+//! `features = ["hugepages"]` to keep the huge-page advice).
 
 // Library and binary code never unwraps: bad input gets a typed error (tests may unwrap).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

@@ -39,7 +39,8 @@
 //!
 //! The big dense buffers (triad arrays, X, the output, the gathered matrix) are allocated
 //! aligned to 2 MiB and advised with `madvise(MADV_HUGEPAGE)` when
-//! [`RooflineConfig::huge_pages`] is set (Linux with THP in `madvise` or `always` mode); the
+//! [`RooflineConfig::huge_pages`] is set (Linux with THP in `madvise` or `always` mode, and the
+//! crate's `hugepages` feature, on by default; without it nothing is advised); the
 //! report says whether the advice was accepted and how much anonymous memory the kernel backed
 //! with huge pages. Every input is seeded, so two runs measure the same work.
 
@@ -54,6 +55,7 @@ use serde::Serialize;
 use crate::graph::normalize::NewTrusted;
 use crate::graph::reorder::{self, Locality, Permutation, Reorder};
 use crate::graph::{Graph, Norm, NormAdj};
+use crate::kernels::raw::huge;
 use crate::kernels::{gemm, spmm, Csr, CsrView};
 use crate::{ConfigError, Error, Par, Result};
 
@@ -82,7 +84,7 @@ pub struct RooflineConfig {
     pub reorder: Reorder,
     /// Seed of the random node order, the gather indices and the matrix values.
     pub seed: u64,
-    /// Advise huge pages on the big dense buffers.
+    /// Advise huge pages on the big dense buffers (a no-op without the `hugepages` feature).
     pub huge_pages: bool,
     /// Parallelism of every kernel (the thread count is the enclosing rayon pool's).
     pub par: Par,
@@ -263,15 +265,16 @@ pub fn anon_huge_pages_kib() -> Option<u64> {
 
 /// A zero-filled f32 buffer aligned to 2 MiB (4 KiB when smaller), advised for huge pages
 /// on request.
-pub struct BigBuffer(sys::Buf);
+pub struct BigBuffer(huge::Buf);
 
 impl BigBuffer {
-    /// `len` zeros; with `huge_pages`, `madvise(MADV_HUGEPAGE)` before the first touch.
+    /// `len` zeros; with `huge_pages`, `madvise(MADV_HUGEPAGE)` before the first touch (on
+    /// Linux with the `hugepages` feature; otherwise the request is ignored).
     ///
     /// # Errors
     /// [`Error::Mismatch`] when `len` f32 do not fit in the address space.
     pub fn zeroed(len: usize, huge_pages: bool) -> Result<Self> {
-        sys::Buf::zeroed(len, huge_pages)
+        huge::Buf::zeroed(len, huge_pages)
             .map(BigBuffer)
             .ok_or_else(|| Error::Mismatch {
                 what: "benchmark buffer length (f32 elements that fit in memory)".into(),
@@ -279,7 +282,8 @@ impl BigBuffer {
                 got: len,
             })
     }
-    /// Whether the huge-page advice was given and accepted.
+    /// Whether the huge-page advice was given and accepted (always false without the
+    /// `hugepages` feature or off Linux).
     pub fn huge_pages_advised(&self) -> bool {
         self.0.advised()
     }
@@ -579,7 +583,7 @@ fn gather_rows<const D: usize, const PF: bool>(
         for p in p0..p0 + group {
             if PF {
                 if let Some(&jn) = idx.get(p + dist) {
-                    sys::prefetch_row(xs, jn as usize * D, D);
+                    huge::prefetch_row(xs, jn as usize * D, D);
                 }
             }
             let j = idx[p] as usize * D;
@@ -609,7 +613,7 @@ fn gather_rows_any(
         for p in p0..p0 + group {
             if prefetch {
                 if let Some(&jn) = idx.get(p + dist) {
-                    sys::prefetch_row(xs, jn as usize * d, d);
+                    huge::prefetch_row(xs, jn as usize * d, d);
                 }
             }
             let j = idx[p] as usize * d;
@@ -1155,123 +1159,6 @@ impl RooflineReport {
     }
 }
 
-/// The module's only `unsafe`: an aligned allocation advised for huge pages, and the
-/// prefetch hint.
-mod sys {
-    #![allow(unsafe_code)]
-
-    use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
-    use std::ptr::NonNull;
-
-    /// A transparent huge page on x86-64 Linux.
-    const HUGE_PAGE: usize = 2 << 20;
-    /// A base page.
-    const PAGE: usize = 4096;
-
-    /// An owned, zero-initialised `[f32]` aligned to [`HUGE_PAGE`] (to [`PAGE`] below that
-    /// size).
-    pub(super) struct Buf {
-        ptr: NonNull<f32>,
-        len: usize,
-        layout: Layout,
-        advised: bool,
-    }
-
-    impl Buf {
-        /// `len` zeros, advised for huge pages (before the first touch) when `huge`; `None` if
-        /// the size overflows. Aborts like `Vec` when memory runs out.
-        pub(super) fn zeroed(len: usize, huge: bool) -> Option<Buf> {
-            let bytes = len.checked_mul(4)?.max(1);
-            let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { PAGE };
-            let size = bytes.checked_next_multiple_of(align)?;
-            let layout = Layout::from_size_align(size, align).ok()?;
-            // SAFETY: `layout` has a non-zero size (≥ 1 byte, rounded up to `align`).
-            let raw = unsafe { alloc(layout) };
-            let Some(ptr) = NonNull::new(raw.cast::<f32>()) else {
-                handle_alloc_error(layout)
-            };
-            let advised = huge && advise_huge_pages(raw, size);
-            // SAFETY: `raw` is a fresh allocation of `size` writable bytes; all-zero bytes are
-            // the f32 value 0.0, so afterwards the first `len` f32 are initialised.
-            unsafe { std::ptr::write_bytes(raw, 0, size) };
-            Some(Buf {
-                ptr,
-                len,
-                layout,
-                advised,
-            })
-        }
-
-        /// Whether `madvise(MADV_HUGEPAGE)` was called and succeeded.
-        pub(super) fn advised(&self) -> bool {
-            self.advised
-        }
-
-        pub(super) fn as_slice(&self) -> &[f32] {
-            // SAFETY: `ptr` points to `len` initialised, 4-byte aligned f32 owned by `self`,
-            // borrowed shared for the lifetime of `&self`.
-            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-        }
-
-        pub(super) fn as_mut_slice(&mut self) -> &mut [f32] {
-            // SAFETY: as in `as_slice`, and `&mut self` makes this the only borrow.
-            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-        }
-    }
-
-    impl Drop for Buf {
-        fn drop(&mut self) {
-            // SAFETY: `ptr` came from `alloc(self.layout)` and is freed only here, once.
-            unsafe { dealloc(self.ptr.as_ptr().cast::<u8>(), self.layout) }
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    fn advise_huge_pages(p: *mut u8, size: usize) -> bool {
-        // SAFETY: `[p, p + size)` is one live allocation of ours starting on a page boundary
-        // (`align` ≥ 4096); MADV_HUGEPAGE only changes how the kernel backs that range, never
-        // its contents or validity.
-        unsafe { libc::madvise(p.cast::<libc::c_void>(), size, libc::MADV_HUGEPAGE) == 0 }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn advise_huge_pages(_p: *mut u8, _size: usize) -> bool {
-        false
-    }
-
-    /// Prefetches the cache lines of `xs[start..start + len]` (a hint; out-of-range parts are
-    /// clamped away).
-    #[inline(always)]
-    pub(super) fn prefetch_row(xs: &[f32], start: usize, len: usize) {
-        let end = (start + len).min(xs.len());
-        if start >= end {
-            return;
-        }
-        let row = &xs[start..end];
-        let p = row.as_ptr().cast::<u8>();
-        let bytes = row.len() * 4;
-        let mut b = 0;
-        while b < bytes {
-            line(p.wrapping_add(b));
-            b += 64;
-        }
-        line(p.wrapping_add(bytes - 1));
-    }
-
-    #[inline(always)]
-    fn line(p: *const u8) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `_mm_prefetch` needs only SSE, which every x86-64 target has; a prefetch
-        // never faults and does not change program semantics.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = p;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1300,6 +1187,11 @@ mod tests {
         }
         let b = BigBuffer::zeroed(12, false).unwrap();
         assert!(!b.huge_pages_advised());
+        // Without the `hugepages` feature a request is never advised.
+        #[cfg(not(feature = "hugepages"))]
+        assert!(!BigBuffer::zeroed(2 << 20, true)
+            .unwrap()
+            .huge_pages_advised());
         assert_eq!(b.view(3, 4).unwrap().dim(), (3, 4));
         assert!(b.view(5, 4).is_err());
     }

@@ -1,9 +1,19 @@
 //! [`Scalar`]: the floating-point types the engine runs in (f32 for training, f64 for the
-//! gradient checks), with their GEMM entry point.
+//! gradient checks), and which GEMM routine each uses ([`ScalarKind`]).
 
 use std::fmt::{Debug, Display};
 use std::iter::Sum;
 use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
+
+/// Which floating-point type a [`Scalar`] is, so that kernels can pick the routine for it
+/// (`sgemm` or `dgemm`) without a type-specific method on the trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarKind {
+    /// `f32`: matrixmultiply's `sgemm`.
+    F32,
+    /// `f64`: matrixmultiply's `dgemm`.
+    F64,
+}
 
 /// f32 or f64.
 pub trait Scalar:
@@ -28,34 +38,16 @@ pub trait Scalar:
     fn from_f64_lossy(x: f64) -> Self;
     /// Converts to f64.
     fn to_f64_lossless(self) -> f64;
-    /// Raw GEMM: `C ← α·A·B + β·C` for an `m×k` A, `k×n` B and `m×n` C given by pointers and
-    /// element strides (matrixmultiply's `sgemm` / `dgemm`). β = 0 never reads C.
-    ///
-    /// # Safety
-    /// The pointers and strides must describe live, in-bounds matrices of the given shapes,
-    /// and C must not alias A or B.
-    #[allow(unsafe_code)]
-    unsafe fn gemm_raw(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        beta: Self,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
+    /// Which GEMM routine [`kernels::gemm`](crate::kernels::gemm()) calls for this type
+    /// (matrixmultiply's `sgemm` or `dgemm`). It must name the type itself: `kernels::gemm`
+    /// checks it and panics otherwise.
+    const KIND: ScalarKind;
 }
 
 macro_rules! impl_scalar {
-    ($t:ty, $gemm:path) => {
+    ($t:ty, $kind:ident) => {
         impl Scalar for $t {
+            const KIND: ScalarKind = ScalarKind::$kind;
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
                 x as $t
@@ -64,30 +56,8 @@ macro_rules! impl_scalar {
             fn to_f64_lossless(self) -> f64 {
                 self as f64
             }
-            #[allow(unsafe_code)]
-            #[inline]
-            unsafe fn gemm_raw(
-                m: usize,
-                k: usize,
-                n: usize,
-                alpha: Self,
-                a: *const Self,
-                rsa: isize,
-                csa: isize,
-                b: *const Self,
-                rsb: isize,
-                csb: isize,
-                beta: Self,
-                c: *mut Self,
-                rsc: isize,
-                csc: isize,
-            ) {
-                // SAFETY: forwarded verbatim; the caller upholds `gemm_raw`'s contract, which is
-                // matrixmultiply's.
-                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) }
-            }
         }
     };
 }
-impl_scalar!(f32, matrixmultiply::sgemm);
-impl_scalar!(f64, matrixmultiply::dgemm);
+impl_scalar!(f32, F32);
+impl_scalar!(f64, F64);

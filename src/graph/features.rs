@@ -3,6 +3,7 @@
 use ndarray::{Array2, Axis};
 
 use super::normalize::NewTrusted;
+use crate::kernels::transpose::{transpose_with_pos, CsrArrays};
 use crate::kernels::{Csr, CsrView};
 use crate::{Error, Result, Scalar};
 
@@ -21,30 +22,12 @@ impl<F: Scalar> SparseFeatures<F> {
     pub fn new(x: Csr<F>) -> Self {
         let (rows, cols) = x.shape();
         let ip = x.indptr();
-        let off = ip.raw_storage()[0];
-        let mut t_indptr = vec![0usize; cols + 1];
-        for &j in x.indices() {
-            t_indptr[j as usize + 1] += 1;
-        }
-        for j in 0..cols {
-            t_indptr[j + 1] += t_indptr[j];
-        }
-        let mut fill = t_indptr.clone();
-        let nnz = x.nnz();
-        let mut t_indices = vec![0u32; nnz];
-        let mut t_data = vec![F::zero(); nnz];
-        let mut t_pos = vec![0usize; nnz];
-        for i in 0..rows {
-            let r = (ip.raw_storage()[i] - off)..(ip.raw_storage()[i + 1] - off);
-            for k in r {
-                let j = x.indices()[k] as usize;
-                let dst = fill[j];
-                fill[j] += 1;
-                t_indices[dst] = i as u32;
-                t_data[dst] = x.data()[k];
-                t_pos[k] = dst;
-            }
-        }
+        let (t, t_pos) = transpose_with_pos(cols, ip.raw_storage(), x.indices(), Some(x.data()));
+        let CsrArrays {
+            indptr: t_indptr,
+            indices: t_indices,
+            data: t_data,
+        } = t;
         let x_t = Csr::new_trusted_pub((cols, rows), t_indptr, t_indices, t_data);
         SparseFeatures { x, x_t, t_pos }
     }

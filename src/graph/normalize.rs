@@ -1,6 +1,7 @@
 //! Â = D̃^-1/2 (A + I) D̃^-1/2 (or D̃^-1 (A + I)) as a CSR matrix. Never dense.
 
 use super::Graph;
+use crate::kernels::transpose::{transpose_into, CsrArrays};
 use crate::kernels::{Csr, CsrView};
 use crate::Scalar;
 
@@ -178,18 +179,36 @@ impl<F: Scalar> NormAdj<F> {
         if symmetric {
             self.spare.a_t = old_t;
         } else {
-            let (mut t_indptr, mut t_indices, mut t_data) = match old_t {
+            let (indptr, mut indices, mut data) = match old_t {
                 Some(t) => t.into_raw_storage(),
                 None => (Vec::new(), Vec::new(), Vec::new()),
             };
+            // Room for `cap` entries, so that a later, bigger sample never grows the buffers.
+            let nnz = self.a.nnz();
+            indices.clear();
+            indices.reserve(cap.max(nnz));
+            data.clear();
+            data.reserve(cap.max(nnz));
+            let mut t = CsrArrays {
+                indptr,
+                indices,
+                data,
+            };
+            let ip = self.a.indptr();
             transpose_into(
-                self.a.view(),
-                &mut t_indptr,
-                &mut t_indices,
-                &mut t_data,
+                n,
+                ip.raw_storage(),
+                self.a.indices(),
+                Some(self.a.data()),
+                &mut t,
                 &mut fill,
-                cap,
+                None,
             );
+            let CsrArrays {
+                indptr: t_indptr,
+                indices: t_indices,
+                data: t_data,
+            } = t;
             self.a_t = Some(Csr::new_trusted_pub((n, n), t_indptr, t_indices, t_data));
         }
         self.spare.fill = fill;
@@ -226,49 +245,6 @@ impl<F: Scalar> NormAdj<F> {
             m.nnz() * (std::mem::size_of::<F>() + 4) + (m.rows() + 1) * std::mem::size_of::<usize>()
         };
         one(&self.a) + self.a_t.as_ref().map_or(0, one)
-    }
-}
-
-/// The CSR storage of the transpose of the square `a` (sorted rows, as
-/// `a.transpose_view().to_csr()` gives it) written into the given vectors by a counting sort
-/// over columns, with `fill` as the cursors; allocates nothing when they are big enough, and
-/// otherwise makes room for `cap` entries.
-fn transpose_into<F: Scalar>(
-    a: CsrView<'_, F>,
-    indptr: &mut Vec<usize>,
-    indices: &mut Vec<u32>,
-    data: &mut Vec<F>,
-    fill: &mut Vec<usize>,
-    cap: usize,
-) {
-    let n = a.rows();
-    let nnz = a.nnz();
-    let (a_ip, a_idx, a_data) = (a.indptr(), a.indices(), a.data());
-    let a_ip = a_ip.raw_storage();
-    indptr.clear();
-    indptr.resize(n + 1, 0);
-    for &j in a_idx {
-        indptr[j as usize + 1] += 1;
-    }
-    for j in 0..n {
-        indptr[j + 1] += indptr[j];
-    }
-    fill.clear();
-    fill.extend_from_slice(&indptr[..n]);
-    indices.clear();
-    indices.reserve(cap.max(nnz));
-    indices.resize(nnz, 0);
-    data.clear();
-    data.reserve(cap.max(nnz));
-    data.resize(nnz, F::zero());
-    for i in 0..n {
-        for k in a_ip[i]..a_ip[i + 1] {
-            let j = a_idx[k] as usize;
-            let p = fill[j];
-            indices[p] = i as u32;
-            data[p] = a_data[k];
-            fill[j] += 1;
-        }
     }
 }
 

@@ -44,6 +44,7 @@ use rand_chacha::ChaCha8Rng;
 use super::features::SparseFeatures;
 use super::normalize::NewTrusted;
 use super::{Dataset, Features, Graph, Mask, Split};
+use crate::kernels::transpose::transpose_pattern;
 use crate::kernels::Csr;
 use crate::{ConfigError, Error, Result, Scalar};
 
@@ -1145,26 +1146,6 @@ pub fn permute_graph(graph: &Graph, perm: &Permutation) -> Graph {
         directed: graph.is_directed(),
         stats: graph.stats(),
     }
-}
-
-/// The transpose of an n×n CSR pattern (rows sorted): a counting sort.
-fn transpose_pattern(n: usize, ip: &[usize], idx: &[u32]) -> (Vec<usize>, Vec<u32>) {
-    let mut tip = vec![0usize; n + 1];
-    for &j in idx {
-        tip[j as usize + 1] += 1;
-    }
-    for j in 0..n {
-        tip[j + 1] += tip[j];
-    }
-    let mut fill = tip.clone();
-    let mut tidx = vec![0u32; idx.len()];
-    for i in 0..n {
-        for &j in &idx[ip[i]..ip[i + 1]] {
-            tidx[fill[j as usize]] = i as u32;
-            fill[j as usize] += 1;
-        }
-    }
-    (tip, tidx)
 }
 
 /// Features with their rows permuted: row `r` is old row `new_to_old[r]` (sparse rows keep

@@ -1,12 +1,12 @@
 //! `gemm`: out ← α·A·B + β·out through matrixmultiply, parallel over row blocks of `out`.
 //!
-//! Besides the prefetch hint in `spmm` and the huge-page allocation in `roofline`, the crate's
-//! `unsafe` lives in this file (and in the [`Scalar::gemm_raw`] it calls).
-#![allow(unsafe_code)]
+//! This file splits `out` into row blocks; the call of matrixmultiply on one block
+//! (`sgemm` / `dgemm` by [`Scalar::KIND`]) is in `kernels::raw`, the crate's only `unsafe`
+//! code.
 
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 
-use super::shape_panic;
+use super::{raw, shape_panic};
 use crate::{Par, Scalar};
 
 /// Blocks of `out` are split in halves while they have more rows than this and more than
@@ -79,52 +79,6 @@ fn blocks<F: Scalar>(
             || blocks(alpha, a1, b, beta, o1, par),
         );
     } else {
-        block(alpha, a, b, beta, out);
-    }
-}
-
-fn block<F: Scalar>(
-    alpha: F,
-    a: ArrayView2<'_, F>,
-    b: ArrayView2<'_, F>,
-    beta: F,
-    mut out: ArrayViewMut2<'_, F>,
-) {
-    let ((m, k), n) = (a.dim(), b.ncols());
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        if beta == F::zero() {
-            out.fill(F::zero());
-        } else {
-            out.map_inplace(|o| *o *= beta);
-        }
-        return;
-    }
-    let (sa, sb, so) = (a.strides(), b.strides(), out.strides());
-    let (rsc, csc) = (so[0], so[1]);
-    // SAFETY: `a`, `b` and `out` are live ndarray views, so their pointers and element strides
-    // describe in-bounds memory of shapes m×k, k×n and m×n (all non-zero here). `out` is a
-    // unique mutable borrow, so it cannot alias `a` or `b`; the row blocks handed to parallel
-    // tasks come from `split_at`, so they are disjoint. β = 0 makes matrixmultiply overwrite
-    // `out` without reading it.
-    unsafe {
-        F::gemm_raw(
-            m,
-            k,
-            n,
-            alpha,
-            a.as_ptr(),
-            sa[0],
-            sa[1],
-            b.as_ptr(),
-            sb[0],
-            sb[1],
-            beta,
-            out.as_mut_ptr(),
-            rsc,
-            csc,
-        );
+        raw::gemm_block(alpha, a, b, beta, out);
     }
 }

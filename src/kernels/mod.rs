@@ -8,16 +8,19 @@
 //! 5. One owner of threads: rayon. matrixmultiply runs single-threaded on row blocks.
 //! 6. Work is split at data-determined points (nnz prefix sums, row counts), never by thread
 //!    count, so results are **bit-identical for any number of threads**.
-//! 7. Transposes are views: pass `x.t()` or a CSR of Âᵀ.
+//! 7. Transposes are views: pass `x.t()` or a CSR of Âᵀ. The one CSR transpose of the crate
+//!    (a counting sort) is [`transpose`](mod@transpose).
 //! 8. Every kernel has a serial oracle in [`reference`](mod@reference).
 //!
 //! [`Par`]: crate::Par
 
 pub mod elementwise;
 pub mod gemm;
+pub(crate) mod raw;
 pub mod reference;
 pub mod rows;
 pub mod spmm;
+pub mod transpose;
 
 pub use elementwise::{
     add_bias, bias_relu, bias_relu_dropout_fold, col_sum, dropout_mask, dropout_relu_backward_code,

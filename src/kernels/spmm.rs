@@ -29,15 +29,16 @@
 //! `o ← 0` (β = 0), `o ← out` (β = 1) or `o ← out·β`; then `o ← o + (α·a_ij)·x_jc` for the
 //! non-zeros `j` of the row in stored order (a separate multiply and add, never fused).
 //!
-//! The only `unsafe` here is the prefetch hint, the call of the AVX2 build after the CPU
-//! check, and the unchecked reads of `X` rows in the inner loop (after the index check).
-#![allow(unsafe_code)]
+//! This file holds the safe part: the checks, the split into tasks and the generic strided
+//! path. The serial fast-path row kernel (the AVX2 build chosen at run time, the unchecked
+//! reads of `X` rows after a per-task index check, the prefetch hint) is in `kernels::raw`,
+//! the crate's only `unsafe` code.
 
 use std::mem::size_of;
 
 use ndarray::{ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis};
 
-use super::{shape_panic, CsrView};
+use super::{raw, shape_panic, CsrView};
 use crate::{Par, Scalar};
 
 /// A task is split further while it has more than this many multiply-adds (≈ (nnz + rows)·d).
@@ -47,9 +48,6 @@ pub const SPMM_TASK_WORK: usize = 1 << 16;
 /// How far ahead the fast path prefetches, in bytes of gathered `X` rows: the row of the
 /// non-zero `max(1, PREFETCH_BYTES / (d·size_of::<F>()))` positions ahead in the CSR arrays.
 pub const PREFETCH_BYTES: usize = 4096;
-
-/// Cache line size assumed by the prefetch loop.
-const LINE: usize = 64;
 
 /// out ← α·A·X + β·out, sparse A (CSR, `u32` indices) times dense X.
 ///
@@ -108,17 +106,19 @@ pub fn spmm<F: Scalar>(
     split(alpha, &rows, x, beta, out, 0, m, d, par);
 }
 
-struct Rows<'a, F> {
-    ip: &'a [usize],
-    off: usize,
-    idx: &'a [u32],
-    val: &'a [F],
+/// The CSR arrays of `A` as the row kernels read them: row `i`'s non-zeros are
+/// `ip[i] - off..ip[i + 1] - off` in `idx` and `val`.
+pub(super) struct Rows<'a, F> {
+    pub(super) ip: &'a [usize],
+    pub(super) off: usize,
+    pub(super) idx: &'a [u32],
+    pub(super) val: &'a [F],
 }
 
 impl<F> Rows<'_, F> {
     /// The range of row `i`'s non-zeros in `idx` and `val`.
     #[inline(always)]
-    fn range(&self, i: usize) -> (usize, usize) {
+    pub(super) fn range(&self, i: usize) -> (usize, usize) {
         (self.ip[i] - self.off, self.ip[i + 1] - self.off)
     }
 }
@@ -142,7 +142,7 @@ fn split<F: Scalar>(
 ) {
     let w = work(rows.ip, lo, hi);
     if par == Par::Seq || hi - lo < 2 || w.saturating_mul(d) <= SPMM_TASK_WORK {
-        rows_kernel(alpha, rows, x, beta, out, lo);
+        raw::spmm_rows(alpha, rows, x, beta, out, lo);
         return;
     }
     // The row where (nnz + rows) crosses half of this range's work: a monotone function of r.
@@ -176,296 +176,14 @@ impl CollectMid for std::ops::Range<usize> {
     }
 }
 
-/// The serial kernel on rows `lo..lo + out.nrows()`, compiled for AVX2 when the CPU has it
-/// (checked at run time, once; the result is cached by `std`). Multiplies and adds stay
-/// separate instructions in both builds (Rust never fuses them), so both give the same bits.
-fn rows_kernel<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    beta: F,
-    out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement of
-        // a `#[target_feature(enable = "avx2")]` function.
-        unsafe { rows_kernel_avx2(alpha, rows, x, beta, out, lo) };
-        return;
-    }
-    rows_kernel_any(alpha, rows, x, beta, out, lo);
-}
-
-/// [`rows_kernel_any`] compiled with AVX2 (256-bit vectors: half the instructions of the
-/// baseline x86-64 build's 128-bit SSE2).
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn rows_kernel_avx2<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    beta: F,
-    out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    rows_kernel_any(alpha, rows, x, beta, out, lo);
-}
-
-/// The serial kernel for any CPU: the fast path when `x` is row-major contiguous (for each row
-/// of `out` that is contiguous), the generic strided path otherwise. Inlined into
-/// [`rows_kernel`] and its AVX2 build.
-#[inline(always)]
-fn rows_kernel_any<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    beta: F,
-    out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    let d = x.ncols();
-    if d == 0 || out.nrows() == 0 {
-        return;
-    }
-    let Some(xs) = x.as_slice() else {
-        rows_strided(alpha, rows, x, beta, out, lo);
-        return;
-    };
-    // Every column index of the task's non-zeros must name a row of `X`, so that
-    // `Fast::block` may read `X` without bounds checks. `CsrView` guarantees it already; this
-    // is one cheap pass over the task's indices.
-    let (p_lo, p_hi) = (rows.range(lo).0, rows.range(lo + out.nrows() - 1).1);
-    let jmax = rows.idx[p_lo..p_hi].iter().fold(0u32, |m, &j| m.max(j));
-    assert!(
-        p_lo == p_hi || (jmax as usize) < x.nrows(),
-        "spmm: column index out of range"
-    );
-    let k = Fast {
-        alpha,
-        beta,
-        idx: rows.idx,
-        val: rows.val,
-        xs,
-        d,
-        dist: prefetch_distance::<F>(d),
-    };
-    match d {
-        8 => each_row::<F, 8>(&k, rows, x, out, lo),
-        16 => each_row::<F, 16>(&k, rows, x, out, lo),
-        32 => each_row::<F, 32>(&k, rows, x, out, lo),
-        64 => each_row::<F, 64>(&k, rows, x, out, lo),
-        128 => each_row::<F, 128>(&k, rows, x, out, lo),
-        256 => each_row::<F, 256>(&k, rows, x, out, lo),
-        _ => each_row::<F, 0>(&k, rows, x, out, lo),
-    }
-}
-
 /// Non-zeros to look ahead for a gathered row of `d` elements of `F`.
 #[inline]
-fn prefetch_distance<F>(d: usize) -> usize {
+pub(super) fn prefetch_distance<F>(d: usize) -> usize {
     (PREFETCH_BYTES / (d * size_of::<F>()).max(1)).max(1)
 }
 
-/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` for the contiguous ones,
-/// [`strided_row`] for the others. No closures: everything here is inlined into
-/// [`rows_kernel`]'s builds, so the AVX2 build compiles all of it for AVX2.
-#[inline(always)]
-fn each_row<F: Scalar, const W: usize>(
-    k: &Fast<'_, F>,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    mut out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    let d = out.ncols();
-    if let Some(s) = out.as_slice_mut() {
-        for (r, o) in s.chunks_exact_mut(d).enumerate() {
-            k.row::<W>(rows.range(lo + r), o);
-        }
-    } else {
-        for (r, mut orow) in out.rows_mut().into_iter().enumerate() {
-            let (p0, p1) = rows.range(lo + r);
-            match orow.as_slice_mut() {
-                Some(o) => k.row::<W>((p0, p1), o),
-                None => strided_row(k.alpha, rows, x, k.beta, orow, p0, p1),
-            }
-        }
-    }
-}
-
-/// The fast path's operands: contiguous row-major `X` (`xs`, `d` columns).
-struct Fast<'a, F> {
-    alpha: F,
-    beta: F,
-    idx: &'a [u32],
-    val: &'a [F],
-    xs: &'a [F],
-    d: usize,
-    /// Prefetch distance in non-zeros.
-    dist: usize,
-}
-
-impl<F: Scalar> Fast<'_, F> {
-    /// One output row: column blocks of compile-time width `W = d` cut to the register file
-    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`.
-    #[inline(always)]
-    fn row<const W: usize>(&self, range: (usize, usize), o: &mut [F]) {
-        if W == 0 {
-            self.row_blocked(range, o);
-        } else if size_of::<F>() <= 4 {
-            self.blocks::<W, 64>(range, o);
-        } else {
-            self.blocks::<W, 32>(range, o);
-        }
-    }
-
-    /// A row of compile-time width `W` in blocks of `B` columns (`W <= B`, or `W` = 2, 4 or 8
-    /// times `B`).
-    #[inline(always)]
-    fn blocks<const W: usize, const B: usize>(&self, range: (usize, usize), o: &mut [F]) {
-        // Separate calls with constant offsets (not a loop): LLVM then keeps every block's
-        // accumulators in registers.
-        if W <= B {
-            self.block::<W, W>(range, 0, o);
-        } else {
-            self.block::<B, W>(range, 0, o);
-            self.block::<B, W>(range, B, o);
-            if W > 2 * B {
-                self.block::<B, W>(range, 2 * B, o);
-                self.block::<B, W>(range, 3 * B, o);
-            }
-            if W > 4 * B {
-                self.block::<B, W>(range, 4 * B, o);
-                self.block::<B, W>(range, 5 * B, o);
-                self.block::<B, W>(range, 6 * B, o);
-                self.block::<B, W>(range, 7 * B, o);
-            }
-            assert!(W <= 8 * B);
-        }
-    }
-
-    /// A row of any width d: column blocks of 64 (32 for f64), then at most one each of 32,
-    /// 16 and 8, then one block of the remaining 1–7 columns; every block has a compile-time
-    /// width.
-    #[inline(always)]
-    fn row_blocked(&self, range: (usize, usize), o: &mut [F]) {
-        let d = self.d;
-        let mut c0 = 0;
-        if size_of::<F>() <= 4 {
-            while d - c0 >= 64 {
-                self.block::<64, 0>(range, c0, o);
-                c0 += 64;
-            }
-        }
-        while d - c0 >= 32 {
-            self.block::<32, 0>(range, c0, o);
-            c0 += 32;
-        }
-        if d - c0 >= 16 {
-            self.block::<16, 0>(range, c0, o);
-            c0 += 16;
-        }
-        if d - c0 >= 8 {
-            self.block::<8, 0>(range, c0, o);
-            c0 += 8;
-        }
-        match d - c0 {
-            0 => {}
-            1 => self.block::<1, 0>(range, c0, o),
-            2 => self.block::<2, 0>(range, c0, o),
-            3 => self.block::<3, 0>(range, c0, o),
-            4 => self.block::<4, 0>(range, c0, o),
-            5 => self.block::<5, 0>(range, c0, o),
-            6 => self.block::<6, 0>(range, c0, o),
-            _ => self.block::<7, 0>(range, c0, o),
-        }
-    }
-
-    /// Columns `c0..c0 + C` of the output row `o` over the non-zeros `p0..p1`, in a C-wide
-    /// accumulator that fits the vector registers. `LD` is the row length d of `X` when known
-    /// at compile time (0: the runtime `self.d`). Only the first block of a row (`c0 = 0`)
-    /// prefetches, whole rows of `X`; later blocks find them in cache.
-    ///
-    /// Every index of `p0..p1` must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
-    #[inline(always)]
-    fn block<const C: usize, const LD: usize>(
-        &self,
-        (p0, p1): (usize, usize),
-        c0: usize,
-        o: &mut [F],
-    ) {
-        let ld = if LD == 0 { self.d } else { LD };
-        let (alpha, beta, xs) = (self.alpha, self.beta, self.xs);
-        let o = &mut o[c0..c0 + C];
-        assert!(c0 + C <= ld);
-        let mut acc = [F::zero(); C];
-        if beta == F::one() {
-            acc.copy_from_slice(o);
-        } else if beta != F::zero() {
-            for (a, &v) in acc.iter_mut().zip(o.iter()) {
-                *a = v * beta;
-            }
-        }
-        let pf_base = xs.as_ptr();
-        for (q, (&j, &v)) in self.idx[p0..p1].iter().zip(&self.val[p0..p1]).enumerate() {
-            if c0 == 0 {
-                if let Some(&jn) = self.idx.get(p0 + q + self.dist) {
-                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), ld);
-                }
-            }
-            let w = alpha * v;
-            let start = j as usize * ld + c0;
-            // SAFETY: `rows_kernel_any` checked `j < k` for every index of the task, where
-            // `k·ld = xs.len()`, and `c0 + C <= ld` is asserted above, so
-            // `start + C = j·ld + c0 + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
-            // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
-            let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
-            for c in 0..C {
-                acc[c] += w * xr[c];
-            }
-        }
-        o.copy_from_slice(&acc);
-    }
-}
-
-/// Prefetches the cache lines of `len` elements starting at `p` (a hint: `p` need not point
-/// into a live allocation).
-#[inline(always)]
-fn prefetch_elems<F>(p: *const F, len: usize) {
-    let bytes = len * size_of::<F>();
-    if bytes == 0 {
-        return;
-    }
-    let p = p.cast::<u8>();
-    let mut b = 0;
-    while b < bytes {
-        prefetch_line(p.wrapping_add(b));
-        b += LINE;
-    }
-    // The last line, when the row does not start on a line boundary.
-    prefetch_line(p.wrapping_add(bytes - 1));
-}
-
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` only requires the `sse` target feature, which every x86-64 target
-    // has. A prefetch is a hint: it never faults and has no effect on program semantics, even
-    // for an address outside any allocation.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// The generic path for any strides of `x` and `out`, in the same summation order.
-fn rows_strided<F: Scalar>(
+pub(super) fn rows_strided<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
@@ -481,7 +199,7 @@ fn rows_strided<F: Scalar>(
 
 /// One row of the generic path: `orow ← β·orow`, then `orow += (α·a_ij)·x_j` for the
 /// non-zeros `p0..p1`.
-fn strided_row<F: Scalar>(
+pub(super) fn strided_row<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,

@@ -25,6 +25,7 @@ use super::{
     Syntax, MAX_CLASSES, MAX_FEATURE_COLS,
 };
 use crate::graph::{Dataset, Direction, Features, Graph, SparseFeatures};
+use crate::kernels::transpose::transpose;
 use crate::kernels::Csr;
 use crate::{Error, Result};
 
@@ -547,7 +548,9 @@ fn read_scipy(ar: &Archive, dims: Dims) -> Result<SparseMatrix> {
         "csr" => read_compressed(ar, "", 0, rows, cols, "columns")?,
         "csc" => {
             let (ip, idx, val) = read_compressed(ar, "", 1, cols, rows, "rows")?;
-            transpose(rows, &ip, &idx, &val)
+            // The CSC arrays are the CSR of the transpose; transposing that gives the CSR.
+            let t = transpose(rows, &ip, &idx, Some(&val));
+            (t.indptr, t.indices, t.data)
         }
         "coo" => read_coo(ar, rows, cols)?,
         other => {
@@ -593,29 +596,6 @@ fn read_coo(ar: &Archive, rows: usize, cols: usize) -> Result<CsrParts> {
         *pos += 1;
     }
     Ok((indptr, indices, data))
-}
-
-/// The CSR (`n_rows` rows) of a matrix given in CSC (`indptr` over columns, row `indices`).
-fn transpose(n_rows: usize, indptr: &[usize], indices: &[u32], data: &[f32]) -> CsrParts {
-    let mut out_ptr = vec![0usize; n_rows + 1];
-    for &i in indices {
-        out_ptr[i as usize + 1] += 1;
-    }
-    for i in 0..n_rows {
-        out_ptr[i + 1] += out_ptr[i];
-    }
-    let mut next = out_ptr.clone();
-    let mut out_idx = vec![0u32; indices.len()];
-    let mut out_val = vec![0f32; indices.len()];
-    for j in 0..indptr.len().saturating_sub(1) {
-        for k in indptr[j]..indptr[j + 1] {
-            let pos = &mut next[indices[k] as usize];
-            out_idx[*pos] = j as u32;
-            out_val[*pos] = data[k];
-            *pos += 1;
-        }
-    }
-    (out_ptr, out_idx, out_val)
 }
 
 /// Sorts each row by column and merges duplicate entries (summing their values), in place.
@@ -1480,14 +1460,5 @@ mod tests {
         assert_eq!(ip, vec![0, 2, 2, 4]);
         assert_eq!(idx, vec![0, 2, 0, 1]);
         assert_eq!(val, vec![2.0, 4.0, 5.0, 4.0]);
-    }
-
-    #[test]
-    fn transpose_turns_csc_into_csr() {
-        // [[1, 0], [2, 3]] in CSC: columns (rows 0, 1), (row 1)
-        let (ip, idx, val) = transpose(2, &[0, 2, 3], &[0, 1, 1], &[1.0, 2.0, 3.0]);
-        assert_eq!(ip, vec![0, 1, 3]);
-        assert_eq!(idx, vec![0, 0, 1]);
-        assert_eq!(val, vec![1.0, 2.0, 3.0]);
     }
 }

@@ -1,0 +1,708 @@
+//! The crate's only `unsafe` code, each piece behind a safe function whose preconditions are
+//! asserted at its entry, so that no caller can make it unsound:
+//! - [`gemm_block`]: matrixmultiply's `sgemm` / `dgemm` on ndarray views (for
+//!   [`kernels::gemm`](super::gemm())), dispatched on [`Scalar::KIND`];
+//! - [`spmm_rows`]: the serial SpMM row kernel of [`kernels::spmm`](super::spmm()) — the AVX2
+//!   build chosen at run time, the unchecked reads of `X` rows in the inner loop, the prefetch
+//!   hint (the safe splitting, dispatch and generic strided path stay in
+//!   [`kernels::spmm`](mod@super::spmm));
+//! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`)
+//!   and its row prefetch.
+//!
+//! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
+//! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
+#![allow(unsafe_code)]
+
+use std::any::Any;
+use std::mem::size_of;
+
+use ndarray::{ArrayView2, ArrayViewMut2};
+
+use super::spmm::{prefetch_distance, rows_strided, strided_row, Rows};
+use crate::scalar::ScalarKind;
+use crate::Scalar;
+
+/// Cache line size assumed by the prefetch loops.
+const LINE: usize = 64;
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+/// `out ← α·A·B + β·out` in one single-threaded matrixmultiply call (`sgemm` for f32, `dgemm`
+/// for f64, chosen by [`Scalar::KIND`]). Any strides. β = 0 never reads `out`.
+///
+/// Safe for any arguments. Preconditions, asserted: `a: m×k`, `b: k×n`, `out: m×n`, and `F` is
+/// the type [`Scalar::KIND`] names. The views being live ndarray views supplies the rest of
+/// matrixmultiply's contract (in-bounds pointers and strides; `out`, a unique borrow, aliases
+/// neither `a` nor `b`).
+///
+/// # Panics
+/// If the shapes do not agree, or `F::KIND` is not `F`'s type.
+#[track_caller]
+pub(super) fn gemm_block<F: Scalar>(
+    alpha: F,
+    a: ArrayView2<'_, F>,
+    b: ArrayView2<'_, F>,
+    beta: F,
+    mut out: ArrayViewMut2<'_, F>,
+) {
+    let ((m, k), n) = (a.dim(), b.ncols());
+    assert!(
+        b.nrows() == k && out.dim() == (m, n),
+        "gemm: shapes do not agree (a: {m}×{k}, b: {}×{n}, out: {}×{})",
+        b.nrows(),
+        out.nrows(),
+        out.ncols()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if beta == F::zero() {
+            out.fill(F::zero());
+        } else {
+            out.map_inplace(|o| *o *= beta);
+        }
+        return;
+    }
+    let (sa, sb, so) = (a.strides(), b.strides(), out.strides());
+    let (rsc, csc) = (so[0], so[1]);
+    let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    match F::KIND {
+        ScalarKind::F32 => {
+            let (Some(alpha), Some(beta)) = (cast::<F, f32>(alpha), cast::<F, f32>(beta)) else {
+                kind_panic::<F>("f32")
+            };
+            // SAFETY: `F` is `f32` (the downcasts above succeeded), so the pointer casts are
+            // identities. `a`, `b` and `out` are live ndarray views, so their pointers and
+            // element strides describe in-bounds memory of shapes m×k, k×n and m×n (all
+            // non-zero here, asserted to agree above). `out` is a unique mutable borrow, so it
+            // cannot alias `a` or `b`; the row blocks handed to parallel tasks come from
+            // `split_at`, so they are disjoint. β = 0 makes matrixmultiply overwrite `out`
+            // without reading it.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    alpha,
+                    pa.cast::<f32>(),
+                    sa[0],
+                    sa[1],
+                    pb.cast::<f32>(),
+                    sb[0],
+                    sb[1],
+                    beta,
+                    pc.cast::<f32>(),
+                    rsc,
+                    csc,
+                );
+            }
+        }
+        ScalarKind::F64 => {
+            let (Some(alpha), Some(beta)) = (cast::<F, f64>(alpha), cast::<F, f64>(beta)) else {
+                kind_panic::<F>("f64")
+            };
+            // SAFETY: as for f32 above: `F` is `f64` (the downcasts succeeded), and the views
+            // supply matrixmultiply's contract.
+            unsafe {
+                matrixmultiply::dgemm(
+                    m,
+                    k,
+                    n,
+                    alpha,
+                    pa.cast::<f64>(),
+                    sa[0],
+                    sa[1],
+                    pb.cast::<f64>(),
+                    sb[0],
+                    sb[1],
+                    beta,
+                    pc.cast::<f64>(),
+                    rsc,
+                    csc,
+                );
+            }
+        }
+    }
+}
+
+/// `x` as a `T` when `F` is `T` (a type check, folded away at compile time), else `None`.
+#[inline(always)]
+fn cast<F: 'static, T: Copy + 'static>(x: F) -> Option<T> {
+    (&x as &dyn Any).downcast_ref::<T>().copied()
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn kind_panic<F>(kind: &str) -> ! {
+    panic!(
+        "gemm: Scalar::KIND of {} says {kind}, but the type is not {kind}",
+        std::any::type_name::<F>()
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// SpMM
+
+/// The serial SpMM kernel on rows `lo..lo + out.nrows()` of `out` (see
+/// [`kernels::spmm`](mod@super::spmm)), compiled for AVX2 when the CPU has it (checked at run
+/// time, once; the result is cached by `std`). Multiplies and adds stay separate instructions
+/// in both builds (Rust never fuses them), so both give the same bits.
+///
+/// Safe for any arguments. Preconditions, asserted here and in [`rows_kernel_any`] (once per
+/// task, never in the inner loop):
+/// - `out` has the columns of `x`, and rows `lo..lo + out.nrows()` exist in `rows`;
+/// - on the fast path (row-major contiguous `x`), every column index of the task's non-zeros
+///   (from row `lo`'s first to row `lo + out.nrows() - 1`'s last) names a row of `x`
+///   (`CsrView` guarantees it; one cheap pass over the task's indices). That is what the
+///   unchecked reads of `X` in [`Fast::block`] rely on; the kernel reads indices only from
+///   those non-zeros.
+pub(super) fn spmm_rows<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    assert!(
+        out.ncols() == x.ncols() && lo + out.nrows() < rows.ip.len(),
+        "spmm: rows {lo}..{} of a {}-row CSR into {}x{} from {}x{}",
+        lo + out.nrows(),
+        rows.ip.len().saturating_sub(1),
+        out.nrows(),
+        out.ncols(),
+        x.nrows(),
+        x.ncols()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement of
+        // a `#[target_feature(enable = "avx2")]` function.
+        unsafe { rows_kernel_avx2(alpha, rows, x, beta, out, lo) };
+        return;
+    }
+    rows_kernel_any(alpha, rows, x, beta, out, lo);
+}
+
+/// [`rows_kernel_any`] compiled with AVX2 (256-bit vectors: half the instructions of the
+/// baseline x86-64 build's 128-bit SSE2).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_kernel_avx2<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    rows_kernel_any(alpha, rows, x, beta, out, lo);
+}
+
+/// The serial kernel for any CPU: the fast path when `x` is row-major contiguous (for each row
+/// of `out` that is contiguous), the generic strided path otherwise. Inlined into
+/// [`spmm_rows`] and its AVX2 build.
+#[inline(always)]
+fn rows_kernel_any<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    let d = x.ncols();
+    if d == 0 || out.nrows() == 0 {
+        return;
+    }
+    let Some(xs) = x.as_slice() else {
+        rows_strided(alpha, rows, x, beta, out, lo);
+        return;
+    };
+    // Every column index of the task's non-zeros must name a row of `X`, so that
+    // `Fast::block` may read `X` without bounds checks. `CsrView` guarantees it already; this
+    // is one cheap pass over the task's indices. The kernel then reads indices only through
+    // `task`, whose arrays are exactly the checked non-zeros (its ranges are rebased to
+    // them), so whatever the row pointers say, every index it reads has been checked.
+    let (p_lo, p_hi) = (rows.range(lo).0, rows.range(lo + out.nrows() - 1).1);
+    let idx = &rows.idx[p_lo..p_hi];
+    let jmax = idx.iter().fold(0u32, |m, &j| m.max(j));
+    assert!(
+        p_lo == p_hi || (jmax as usize) < x.nrows(),
+        "spmm: column index out of range"
+    );
+    let task = Rows {
+        ip: rows.ip,
+        off: rows.ip[lo],
+        idx,
+        val: &rows.val[p_lo..p_hi],
+    };
+    let dist = prefetch_distance::<F>(d);
+    let k = Fast {
+        alpha,
+        beta,
+        idx: task.idx,
+        val: task.val,
+        pf_idx: rows.idx,
+        pf_ahead: p_lo + dist,
+        xs,
+        d,
+    };
+    let rows = &task;
+    match d {
+        8 => each_row::<F, 8>(&k, rows, x, out, lo),
+        16 => each_row::<F, 16>(&k, rows, x, out, lo),
+        32 => each_row::<F, 32>(&k, rows, x, out, lo),
+        64 => each_row::<F, 64>(&k, rows, x, out, lo),
+        128 => each_row::<F, 128>(&k, rows, x, out, lo),
+        256 => each_row::<F, 256>(&k, rows, x, out, lo),
+        _ => each_row::<F, 0>(&k, rows, x, out, lo),
+    }
+}
+
+/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` for the contiguous ones,
+/// [`strided_row`] for the others. No closures: everything here is inlined into
+/// [`spmm_rows`]'s builds, so the AVX2 build compiles all of it for AVX2.
+#[inline(always)]
+fn each_row<F: Scalar, const W: usize>(
+    k: &Fast<'_, F>,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    mut out: ArrayViewMut2<'_, F>,
+    lo: usize,
+) {
+    let d = out.ncols();
+    if let Some(s) = out.as_slice_mut() {
+        for (r, o) in s.chunks_exact_mut(d).enumerate() {
+            k.row::<W>(rows.range(lo + r), o);
+        }
+    } else {
+        for (r, mut orow) in out.rows_mut().into_iter().enumerate() {
+            let (p0, p1) = rows.range(lo + r);
+            match orow.as_slice_mut() {
+                Some(o) => k.row::<W>((p0, p1), o),
+                None => strided_row(k.alpha, rows, x, k.beta, orow, p0, p1),
+            }
+        }
+    }
+}
+
+/// The fast path's operands: contiguous row-major `X` (`xs`, `d` columns).
+struct Fast<'a, F> {
+    alpha: F,
+    beta: F,
+    idx: &'a [u32],
+    val: &'a [F],
+    xs: &'a [F],
+    d: usize,
+    /// All of `A`'s indices, for the prefetch look-ahead only (a hint: these are never used
+    /// to read `X`).
+    pf_idx: &'a [u32],
+    /// Where the look-ahead of position `p` of `idx` is in `pf_idx`, less `p`: the task's
+    /// first non-zero plus the prefetch distance in non-zeros.
+    pf_ahead: usize,
+}
+
+impl<F: Scalar> Fast<'_, F> {
+    /// One output row: column blocks of compile-time width `W = d` cut to the register file
+    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`.
+    #[inline(always)]
+    fn row<const W: usize>(&self, range: (usize, usize), o: &mut [F]) {
+        if W == 0 {
+            self.row_blocked(range, o);
+        } else if size_of::<F>() <= 4 {
+            self.blocks::<W, 64>(range, o);
+        } else {
+            self.blocks::<W, 32>(range, o);
+        }
+    }
+
+    /// A row of compile-time width `W` in blocks of `B` columns (`W <= B`, or `W` = 2, 4 or 8
+    /// times `B`).
+    #[inline(always)]
+    fn blocks<const W: usize, const B: usize>(&self, range: (usize, usize), o: &mut [F]) {
+        // Separate calls with constant offsets (not a loop): LLVM then keeps every block's
+        // accumulators in registers.
+        if W <= B {
+            self.block::<W, W>(range, 0, o);
+        } else {
+            self.block::<B, W>(range, 0, o);
+            self.block::<B, W>(range, B, o);
+            if W > 2 * B {
+                self.block::<B, W>(range, 2 * B, o);
+                self.block::<B, W>(range, 3 * B, o);
+            }
+            if W > 4 * B {
+                self.block::<B, W>(range, 4 * B, o);
+                self.block::<B, W>(range, 5 * B, o);
+                self.block::<B, W>(range, 6 * B, o);
+                self.block::<B, W>(range, 7 * B, o);
+            }
+            assert!(W <= 8 * B);
+        }
+    }
+
+    /// A row of any width d: column blocks of 64 (32 for f64), then at most one each of 32,
+    /// 16 and 8, then one block of the remaining 1–7 columns; every block has a compile-time
+    /// width.
+    #[inline(always)]
+    fn row_blocked(&self, range: (usize, usize), o: &mut [F]) {
+        let d = self.d;
+        let mut c0 = 0;
+        if size_of::<F>() <= 4 {
+            while d - c0 >= 64 {
+                self.block::<64, 0>(range, c0, o);
+                c0 += 64;
+            }
+        }
+        while d - c0 >= 32 {
+            self.block::<32, 0>(range, c0, o);
+            c0 += 32;
+        }
+        if d - c0 >= 16 {
+            self.block::<16, 0>(range, c0, o);
+            c0 += 16;
+        }
+        if d - c0 >= 8 {
+            self.block::<8, 0>(range, c0, o);
+            c0 += 8;
+        }
+        match d - c0 {
+            0 => {}
+            1 => self.block::<1, 0>(range, c0, o),
+            2 => self.block::<2, 0>(range, c0, o),
+            3 => self.block::<3, 0>(range, c0, o),
+            4 => self.block::<4, 0>(range, c0, o),
+            5 => self.block::<5, 0>(range, c0, o),
+            6 => self.block::<6, 0>(range, c0, o),
+            _ => self.block::<7, 0>(range, c0, o),
+        }
+    }
+
+    /// Columns `c0..c0 + C` of the output row `o` over the non-zeros `p0..p1`, in a C-wide
+    /// accumulator that fits the vector registers. `LD` is the row length d of `X` when known
+    /// at compile time (0: the runtime `self.d`). Only the first block of a row (`c0 = 0`)
+    /// prefetches, whole rows of `X`; later blocks find them in cache.
+    ///
+    /// Every index of `p0..p1` must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
+    #[inline(always)]
+    fn block<const C: usize, const LD: usize>(
+        &self,
+        (p0, p1): (usize, usize),
+        c0: usize,
+        o: &mut [F],
+    ) {
+        let ld = if LD == 0 { self.d } else { LD };
+        let (alpha, beta, xs) = (self.alpha, self.beta, self.xs);
+        let o = &mut o[c0..c0 + C];
+        assert!(c0 + C <= ld);
+        let mut acc = [F::zero(); C];
+        if beta == F::one() {
+            acc.copy_from_slice(o);
+        } else if beta != F::zero() {
+            for (a, &v) in acc.iter_mut().zip(o.iter()) {
+                *a = v * beta;
+            }
+        }
+        let pf_base = xs.as_ptr();
+        for (q, (&j, &v)) in self.idx[p0..p1].iter().zip(&self.val[p0..p1]).enumerate() {
+            if c0 == 0 {
+                if let Some(&jn) = self.pf_idx.get(p0 + q + self.pf_ahead) {
+                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), ld);
+                }
+            }
+            let w = alpha * v;
+            let start = j as usize * ld + c0;
+            // SAFETY: `rows_kernel_any` checked `j < k` for every index of `self.idx` (the
+            // task's non-zeros; `j` is read from it with a bounds-checked slice), where
+            // `k·ld = xs.len()`, and `c0 + C <= ld` is asserted above, so
+            // `start + C = j·ld + c0 + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
+            // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
+            let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
+            for c in 0..C {
+                acc[c] += w * xr[c];
+            }
+        }
+        o.copy_from_slice(&acc);
+    }
+}
+
+/// Prefetches the cache lines of `len` elements starting at `p` (a hint: `p` need not point
+/// into a live allocation).
+#[inline(always)]
+fn prefetch_elems<F>(p: *const F, len: usize) {
+    let bytes = len * size_of::<F>();
+    if bytes == 0 {
+        return;
+    }
+    let p = p.cast::<u8>();
+    let mut b = 0;
+    while b < bytes {
+        prefetch_line(p.wrapping_add(b));
+        b += LINE;
+    }
+    // The last line, when the row does not start on a line boundary.
+    prefetch_line(p.wrapping_add(bytes - 1));
+}
+
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` only requires the `sse` target feature, which every x86-64 target
+    // has. A prefetch is a hint: it never faults and has no effect on program semantics, even
+    // for an address outside any allocation.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roofline
+
+/// The roofline's big buffers ([`Buf`](huge::Buf)): an owned, zeroed `[f32]` aligned for
+/// transparent huge pages and advised for them with `madvise(MADV_HUGEPAGE)` on request (on
+/// Linux with the `hugepages` feature; never advised otherwise), and a
+/// prefetch of a row of one ([`prefetch_row`](huge::prefetch_row)). Safe for any arguments: the
+/// buffer's fields are private to this module, which is what its `unsafe` relies on.
+pub(crate) mod huge {
+    use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+    use std::ptr::NonNull;
+
+    /// A transparent huge page on x86-64 Linux.
+    const HUGE_PAGE: usize = 2 << 20;
+    /// A base page.
+    const PAGE: usize = 4096;
+
+    /// An owned, zero-initialised `[f32]` aligned to [`HUGE_PAGE`] (to [`PAGE`] below that
+    /// size).
+    pub(crate) struct Buf {
+        ptr: NonNull<f32>,
+        len: usize,
+        layout: Layout,
+        advised: bool,
+    }
+
+    impl Buf {
+        /// `len` zeros, advised for huge pages (before the first touch) when `huge`; `None` if
+        /// the size overflows. Aborts like `Vec` when memory runs out.
+        pub(crate) fn zeroed(len: usize, huge: bool) -> Option<Buf> {
+            let bytes = len.checked_mul(4)?.max(1);
+            let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { PAGE };
+            let size = bytes.checked_next_multiple_of(align)?;
+            let layout = Layout::from_size_align(size, align).ok()?;
+            // SAFETY: `layout` has a non-zero size (≥ 1 byte, rounded up to `align`).
+            let raw = unsafe { alloc(layout) };
+            let Some(ptr) = NonNull::new(raw.cast::<f32>()) else {
+                handle_alloc_error(layout)
+            };
+            let advised = huge && advise_huge_pages(raw, size);
+            // SAFETY: `raw` is a fresh allocation of `size` writable bytes; all-zero bytes are
+            // the f32 value 0.0, so afterwards the first `len` f32 are initialised.
+            unsafe { std::ptr::write_bytes(raw, 0, size) };
+            Some(Buf {
+                ptr,
+                len,
+                layout,
+                advised,
+            })
+        }
+
+        /// Whether `madvise(MADV_HUGEPAGE)` was called and succeeded.
+        pub(crate) fn advised(&self) -> bool {
+            self.advised
+        }
+
+        pub(crate) fn as_slice(&self) -> &[f32] {
+            // SAFETY: `ptr` points to `len` initialised, 4-byte aligned f32 owned by `self`,
+            // borrowed shared for the lifetime of `&self`.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        }
+
+        pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+            // SAFETY: as in `as_slice`, and `&mut self` makes this the only borrow.
+            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        }
+    }
+
+    impl Drop for Buf {
+        fn drop(&mut self) {
+            // SAFETY: `ptr` came from `alloc(self.layout)` and is freed only here, once.
+            unsafe { dealloc(self.ptr.as_ptr().cast::<u8>(), self.layout) }
+        }
+    }
+
+    #[cfg(all(target_os = "linux", feature = "hugepages"))]
+    fn advise_huge_pages(p: *mut u8, size: usize) -> bool {
+        // SAFETY: `[p, p + size)` is one live allocation of ours starting on a page boundary
+        // (`align` ≥ 4096); MADV_HUGEPAGE only changes how the kernel backs that range, never
+        // its contents or validity.
+        unsafe { libc::madvise(p.cast::<libc::c_void>(), size, libc::MADV_HUGEPAGE) == 0 }
+    }
+
+    /// Without Linux or the `hugepages` feature (libc), huge pages are never advised.
+    #[cfg(not(all(target_os = "linux", feature = "hugepages")))]
+    fn advise_huge_pages(_p: *mut u8, _size: usize) -> bool {
+        false
+    }
+
+    /// Prefetches the cache lines of `xs[start..start + len]` (a hint; out-of-range parts are
+    /// clamped away).
+    #[inline(always)]
+    pub(crate) fn prefetch_row(xs: &[f32], start: usize, len: usize) {
+        let end = (start + len).min(xs.len());
+        if start >= end {
+            return;
+        }
+        let row = &xs[start..end];
+        let p = row.as_ptr().cast::<u8>();
+        let bytes = row.len() * 4;
+        let mut b = 0;
+        while b < bytes {
+            super::prefetch_line(p.wrapping_add(b));
+            b += 64;
+        }
+        super::prefetch_line(p.wrapping_add(bytes - 1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{s, Array2};
+
+    use super::*;
+
+    fn naive(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>) -> Array2<f64> {
+        Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| {
+            (0..a.ncols()).map(|p| a[[i, p]] * b[[p, j]]).sum()
+        })
+    }
+
+    /// Both routines, any strides (transposed, reversed, stepped views), k = 0 and empty
+    /// outputs; β = 0 never reads `out`.
+    #[test]
+    fn gemm_block_matches_a_naive_product() {
+        let a = Array2::from_shape_fn((5, 4), |(i, j)| (i * 4 + j) as f64 * 0.5 - 3.0);
+        let b = Array2::from_shape_fn((8, 3), |(i, j)| (i + 2 * j) as f64 - 4.0);
+        let b = b.slice(s![..;2, ..;-1]);
+        let want = naive(a.view(), b);
+        let mut out = Array2::from_elem((5, 3), f64::NAN);
+        gemm_block(1.0, a.view(), b, 0.0, out.view_mut());
+        assert_eq!(out, want);
+        let mut out32 = Array2::from_elem((3, 5), f32::NAN);
+        let (a32, b32) = (a.mapv(|v| v as f32), b.mapv(|v| v as f32));
+        gemm_block(1.0, b32.t(), a32.t(), 0.0, out32.view_mut());
+        assert_eq!(out32, want.t().mapv(|v| v as f32));
+        let mut out = Array2::from_elem((5, 3), 2.0);
+        gemm_block(
+            1.0,
+            a.slice(s![.., ..0]),
+            b.slice(s![..0, ..]),
+            0.5,
+            out.view_mut(),
+        );
+        assert!(out.iter().all(|&v| v == 1.0));
+        gemm_block(
+            1.0,
+            a.slice(s![.., ..0]),
+            b.slice(s![..0, ..]),
+            0.0,
+            out.view_mut(),
+        );
+        assert!(out.iter().all(|&v| v == 0.0));
+        let mut none = Array2::<f64>::zeros((0, 3));
+        gemm_block(1.0, a.slice(s![..0, ..]), b, 0.0, none.view_mut());
+    }
+
+    #[test]
+    #[should_panic(expected = "shapes do not agree")]
+    fn gemm_block_checks_shapes() {
+        let a = Array2::<f32>::zeros((2, 3));
+        let mut out = Array2::<f32>::zeros((2, 2));
+        gemm_block(1.0, a.view(), a.view(), 0.0, out.view_mut());
+    }
+
+    fn rows<'a>(ip: &'a [usize], idx: &'a [u32], val: &'a [f32]) -> Rows<'a, f32> {
+        Rows {
+            ip,
+            off: ip[0],
+            idx,
+            val,
+        }
+    }
+
+    #[test]
+    fn spmm_rows_computes_the_rows_it_is_given() {
+        // Rows 1..3 of [[1, 0], [0, 2], [3, 4]], with an offset row pointer.
+        let (ip, idx, val) = ([5, 6, 7, 9], [0, 1, 0, 1], [1.0, 2.0, 3.0, 4.0]);
+        let x = ndarray::array![[1.0f32, 10.0], [100.0, 1000.0]];
+        let mut out = Array2::from_elem((2, 2), f32::NAN);
+        spmm_rows(
+            1.0,
+            &rows(&ip, &idx, &val),
+            x.view(),
+            0.0,
+            out.view_mut(),
+            1,
+        );
+        assert_eq!(out, ndarray::array![[200.0, 2000.0], [403.0, 4030.0]]);
+    }
+
+    #[test]
+    #[should_panic(expected = "column index out of range")]
+    fn spmm_rows_checks_the_column_indices() {
+        let (ip, idx, val) = ([0, 1], [2], [1.0]);
+        let x = Array2::<f32>::zeros((2, 8));
+        let mut out = Array2::<f32>::zeros((1, 8));
+        spmm_rows(
+            1.0,
+            &rows(&ip, &idx, &val),
+            x.view(),
+            0.0,
+            out.view_mut(),
+            0,
+        );
+    }
+
+    /// A decreasing row pointer cannot make a row's range leave the checked non-zeros: the
+    /// slice of the task's non-zeros is bounds-checked.
+    #[test]
+    #[should_panic(expected = "out of range for slice")]
+    fn spmm_rows_reads_indices_only_from_the_checked_non_zeros() {
+        let (ip, idx, val) = ([0, 3, 1], [0, 9, 0], [1.0; 3]);
+        let x = Array2::<f32>::zeros((2, 8));
+        let mut out = Array2::<f32>::zeros((2, 8));
+        spmm_rows(
+            1.0,
+            &rows(&ip, &idx, &val),
+            x.view(),
+            0.0,
+            out.view_mut(),
+            0,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "spmm: rows 1..3")]
+    fn spmm_rows_checks_the_row_range() {
+        let (ip, idx, val) = ([0, 1, 2], [0, 1], [1.0; 2]);
+        let x = Array2::<f32>::zeros((2, 8));
+        let mut out = Array2::<f32>::zeros((2, 8));
+        spmm_rows(
+            1.0,
+            &rows(&ip, &idx, &val),
+            x.view(),
+            0.0,
+            out.view_mut(),
+            1,
+        );
+    }
+}
