@@ -20,7 +20,7 @@
 //!   `SPARSE_GCN_BENCH_PRODUCTS=1` (generation 15–50 s; an epoch of the 3×256 model takes
 //!   minutes and criterion runs at least 11 of them);
 //! - `$SPARSE_GCN_OGB`: a real dataset (an OGB folder holding `raw/`, or any file
-//!   `graph::io::load` reads), named after its last path component, when the variable is set.
+//!   `data::io::load` reads), named after its last path component, when the variable is set.
 //!
 //! Models (`common::ModelShape`): `kipf-2x16` (Kipf & Welling: 2 layers, hidden 16, dropout 0.5
 //! on the input and the hidden layer, no bias, Adam lr 0.01 with weight decay 5e-4 on the first
@@ -41,8 +41,9 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::data::Dataset;
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::Order;
 use sparse_gcn::optim::Adam;
 use sparse_gcn::train::{rng_stream, train_step};

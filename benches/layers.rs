@@ -46,8 +46,9 @@ use criterion::{
 };
 use ndarray::Array2;
 use rand_chacha::ChaCha8Rng;
-use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::graph::{Features, Norm, NormAdj};
+use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::data::Features;
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::gcnii::GcniiConv;
 use sparse_gcn::nn::layer::{Bwd, Cx, Fwd};
 use sparse_gcn::nn::{GcnConv, Layer, MaskStreams, Model, ModelConfig, Node, Order, Param, Src};

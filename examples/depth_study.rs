@@ -29,13 +29,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use rayon::prelude::*;
 
+use sparse_gcn::data::io::{load, LoadOptions};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::dropedge::DropEdge;
-use sparse_gcn::graph::io::{load, LoadOptions};
-use sparse_gcn::graph::reorder::Reorder;
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Norm};
+use sparse_gcn::graph::Norm;
 use sparse_gcn::metrics::smoothing::{layer_metrics, LayerMetrics};
 use sparse_gcn::nn::{Arch, NormKind};
+use sparse_gcn::order::Reorder;
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{mean_std, median, recipe, StopRule};
 use sparse_gcn::Par;

@@ -5,8 +5,8 @@
 //! cargo run --release --example quickstart -- [--data DIR] [--seeds N] [--quick]
 //! ```
 
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
-use sparse_gcn::graph::synthetic::CitationLike;
+use sparse_gcn::data::io::{load_ogb, OgbOptions};
+use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::train::run::{Prepare, Prepared};
 use sparse_gcn::train::{mean_std, TrainConfig};
 

@@ -17,8 +17,9 @@
 use std::process::exit;
 use std::time::Instant;
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::loss::softmax_cross_entropy_into;
 use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::train::rng_stream;

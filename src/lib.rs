@@ -6,14 +6,19 @@
 //! ([`kernels::gemm()`], matrixmultiply under rayon) in either order, (ÂH)W or Â(HW), chosen per
 //! layer by a cost model that counts forward and backward work.
 //!
-//! Layers, left to right (each depends only on those to its left):
-//! [`kernels`] → [`graph`] → [`nn`] → [`optim`] → [`train`], with [`metrics`] aside.
-//! The derivations the gradient checks test are in `docs/MATH.md`.
+//! Every architecture (GCN, residual, GCNII, jumping knowledge, SGC, APPNP) runs on one stack,
+//! [`Model`], built from a [`ModelConfig`]; every layer implements [`nn::Layer`] and reaches Â
+//! only through [`Propagate`].
+//!
+//! Modules, left to right (each depends only on those to its left): [`kernels`] → [`graph`] →
+//! [`data`] and [`order`] → [`nn`] → [`optim`] → [`train`], with [`metrics`] and [`diag`]
+//! aside. `docs/ARCHITECTURE.md` has the picture; the derivations the gradient checks test are
+//! in `docs/MATH.md`.
 //!
 //! # Quick start
 //! ```
-//! use sparse_gcn::graph::{synthetic::CitationLike, Norm, NormAdj};
-//! use sparse_gcn::train::{fit, TrainConfig, TrainData};
+//! use sparse_gcn::data::synthetic::CitationLike;
+//! use sparse_gcn::{fit, Norm, NormAdj, TrainConfig, TrainData};
 //! let mut data = CitationLike { n_nodes: 600, ..Default::default() }.generate(7).unwrap();
 //! data.features.row_normalize();
 //! let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
@@ -26,8 +31,8 @@
 //!   uses: clap, indicatif and serde_json. Turns on `hugepages`. The library needs none of
 //!   them: `cargo build --lib --no-default-features` builds it without.
 //! - `hugepages` (default, through `cli`): libc, for `madvise(MADV_HUGEPAGE)` on the
-//!   roofline's big buffers ([`roofline::BigBuffer`]) on Linux. Without it huge pages are
-//!   never advised ([`roofline::BigBuffer::huge_pages_advised`] is false); nothing else
+//!   roofline's big buffers ([`diag::roofline::BigBuffer`]) on Linux. Without it huge pages are
+//!   never advised ([`diag::roofline::BigBuffer::huge_pages_advised`] is false); nothing else
 //!   changes.
 //!
 //! A library user who wants neither writes
@@ -37,19 +42,26 @@
 // Library and binary code never unwraps: bad input gets a typed error (tests may unwrap).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod data;
+pub mod diag;
 pub mod error;
 pub mod graph;
 pub mod kernels;
 pub mod metrics;
 pub mod nn;
 pub mod optim;
+pub mod order;
 pub mod par;
-pub mod roofline;
 pub mod scalar;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod train;
 
+pub use data::io::{load, LoadOptions};
+pub use data::{Dataset, Features};
 pub use error::{ConfigError, Error, Result};
+pub use graph::{Graph, Norm, NormAdj, Propagate};
+pub use nn::{Arch, Model, ModelConfig};
 pub use par::Par;
 pub use scalar::Scalar;
+pub use train::{fit, TrainConfig, TrainData};

@@ -180,7 +180,7 @@ fn every_malformed_data_file_exits_with_one_and_one_line() {
 
 #[test]
 fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
-    use sparse_gcn::graph::synthetic::Preset;
+    use sparse_gcn::data::synthetic::Preset;
     use sparse_gcn::graph::{Norm, NormAdj};
     use sparse_gcn::train::{checkpoint, fit_model, FitOptions, StopRule, TrainConfig, TrainData};
     // A checkpoint as `train --save` wrote them before the node order was recorded, of a model

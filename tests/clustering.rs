@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
-use sparse_gcn::graph::stats::DatasetStats;
-use sparse_gcn::graph::synthetic::Preset;
+use sparse_gcn::data::io::{load_ogb, OgbOptions};
+use sparse_gcn::data::stats::DatasetStats;
+use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::graph::Graph;
 
 /// Watts–Strogatz mean over every node, networkx's convention (degree < 2 counts 0), by

@@ -7,8 +7,9 @@
 //! The learning test now covers every architecture (`Arch::ALL`: SGC and APPNP too), not only
 //! the deep variants.
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::Dataset;
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::{Arch, JkMode, ModelConfig, NormKind};
 use sparse_gcn::train::recipe::depth_study;
 use sparse_gcn::train::{
@@ -43,7 +44,7 @@ fn run(
         metrics_every,
         rank_sample: Some(64),
     };
-    fit_model(&TrainData::of(adj, &d), cfg, 3, &opts).map(|(r, _)| r)
+    fit_model(&TrainData::of(adj, d), cfg, 3, &opts).map(|(r, _)| r)
 }
 
 #[test]

@@ -29,8 +29,9 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Features, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::Features;
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
 use sparse_gcn::Par;

@@ -17,9 +17,10 @@
 //! checked against fresh buffers obtained by releasing the model before every pass. The deep
 //! case now covers SGC and APPNP too.
 
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::dropedge::DropEdge;
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};

@@ -23,8 +23,9 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{self, Arch, ModelConfig, NormKind};
 use sparse_gcn::train::{

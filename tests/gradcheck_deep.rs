@@ -13,7 +13,8 @@ use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use sparse_gcn::graph::{Direction, Features, Graph, Norm, NormAdj};
+use sparse_gcn::data::Features;
+use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::testing::{max_rel_err, numerical_grad};
 use sparse_gcn::Par;

@@ -13,7 +13,8 @@ use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use sparse_gcn::graph::{Direction, Features, Graph, Mask, Norm, NormAdj};
+use sparse_gcn::data::{Features, Mask};
+use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 use sparse_gcn::nn::loss::{
     softmax_cross_entropy, softmax_cross_entropy_into, softmax_cross_entropy_loss,
 };

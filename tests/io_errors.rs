@@ -13,11 +13,11 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use sparse_gcn::graph::io::{
+use sparse_gcn::data::io::{
     load, load_edge_list, load_npz_benchmark, load_ogb, load_scipy_npz, EdgeListOptions,
     LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
 };
-use sparse_gcn::graph::Dataset;
+use sparse_gcn::data::Dataset;
 use sparse_gcn::{Error, Result};
 use support::{bad_dir, data_dir, TempDir};
 

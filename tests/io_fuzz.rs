@@ -13,11 +13,11 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use sparse_gcn::graph::io::{
+use sparse_gcn::data::io::{
     load, load_edge_list, load_npz_benchmark, load_ogb, load_scipy_npz, EdgeListOptions,
     LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
 };
-use sparse_gcn::graph::Dataset;
+use sparse_gcn::data::Dataset;
 use support::TempDir;
 
 /// A node cap far below the defaults, so that a mutated id or shape cannot make a case

@@ -37,8 +37,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Features, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
 use sparse_gcn::train::{

@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use sparse_gcn::graph::io::{
+use sparse_gcn::data::io::{
     load, load_edge_list, load_npz_benchmark, load_ogb, load_scipy_npz, EdgeListOptions,
     LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
 };
-use sparse_gcn::graph::{Dataset, Direction};
+use sparse_gcn::data::Dataset;
+use sparse_gcn::graph::Direction;
 use sparse_gcn::Error;
 
 /// A dataset folder `<tmp>/sparse-gcn-ogb-<pid>-<k>/tiny`, removed on drop.

@@ -13,7 +13,8 @@ use ndarray::{arr2, Array2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use sparse_gcn::graph::{Direction, Features, Graph, Norm, NormAdj};
+use sparse_gcn::data::Features;
+use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, Named, NormKind, Param};
 use sparse_gcn::optim::{Adam, Optimizer, Sgd};
 use sparse_gcn::train::TrainConfig;

@@ -4,7 +4,7 @@
 //! (`test_acc_mean`, `test_acc_std`), bit for bit, in rayon pools of 1 and of 2 threads.
 //! Reads `$SPARSE_GCN_DATA/{cora,citeseer}`; prints one `skipped:` line when it is unset.
 
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
+use sparse_gcn::data::io::{load_ogb, OgbOptions};
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::train::{fit_seeds, mean_std, FitOptions, TrainConfig, TrainData};
 

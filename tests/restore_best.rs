@@ -8,8 +8,9 @@
 
 use ndarray::Array2;
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Norm, NormAdj};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::Dataset;
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::{Arch, Model, ModelConfig, Named, NormKind};
 use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig, TrainData};
 use sparse_gcn::Par;

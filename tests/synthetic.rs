@@ -1,5 +1,5 @@
-//! The synthetic citation-like generator (`graph::synthetic`) and the OGB writer
-//! (`graph::write`): reproducibility, thread-count independence, exact preset counts, measured
+//! The synthetic citation-like generator (`data::synthetic`) and the OGB writer
+//! (`data::write`): reproducibility, thread-count independence, exact preset counts, measured
 //! homophily, and a write → load round trip.
 //!
 //! The `#[ignore]`d tests measure the big presets:
@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use sparse_gcn::graph::io::{load_ogb, OgbOptions};
-use sparse_gcn::graph::synthetic::{CitationLike, FeatureKind, Preset, SplitKind};
-use sparse_gcn::graph::write::write_ogb;
-use sparse_gcn::graph::{Dataset, Features};
+use sparse_gcn::data::io::{load_ogb, OgbOptions};
+use sparse_gcn::data::synthetic::{CitationLike, FeatureKind, Preset, SplitKind};
+use sparse_gcn::data::write::write_ogb;
+use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::par::thread_pool;
 
 /// A scratch folder removed on drop.

@@ -7,8 +7,9 @@
 //! `predict`, the logits `eval_pass` hands out, the last layer representation and (with dropout
 //! 0) a training pass's logits agree bit for bit.
 
-use sparse_gcn::graph::synthetic::CitationLike;
-use sparse_gcn::graph::{Dataset, Mask, Norm, NormAdj, Split};
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Mask, Split};
+use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::Order;
 use sparse_gcn::par::thread_pool;
 use sparse_gcn::train::{

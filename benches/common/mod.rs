@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `SPARSE_GCN_DATA=/dir` | `epoch` adds Cora and CiteSeer from `/dir/cora` and `/dir/citeseer` |
 //! | `SPARSE_GCN_BENCH_PRODUCTS=1` | `epoch` adds the `products-like` preset (2.4M nodes; minutes per epoch) |
-//! | `SPARSE_GCN_OGB=/path` | `epoch` adds a real dataset from `/path` (any format `graph::io::load` reads) |
+//! | `SPARSE_GCN_OGB=/path` | `epoch` adds a real dataset from `/path` (any format `data::io::load` reads) |
 #![allow(dead_code)] // each bench target uses a different subset
 
 use std::path::{Path, PathBuf};
@@ -22,11 +22,12 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sparse_gcn::graph::io::{load, LoadOptions};
-use sparse_gcn::graph::reorder::{self, Permutation, Reorder};
-use sparse_gcn::graph::synthetic::{CitationLike, Preset};
-use sparse_gcn::graph::{Dataset, Features, Graph, NormAdj, Propagate};
+use sparse_gcn::data::io::{load, LoadOptions};
+use sparse_gcn::data::synthetic::{CitationLike, Preset};
+use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::graph::{Graph, NormAdj, Propagate};
 use sparse_gcn::nn::{ModelConfig, Order};
+use sparse_gcn::order::{self, Permutation, Reorder};
 
 // ---- size table -------------------------------------------------------------------------
 
@@ -55,7 +56,7 @@ pub const LARGE_NNZ: usize = 10_000_000;
 pub const ENV_DATA: &str = "SPARSE_GCN_DATA";
 /// Environment variable that enables the `products-like` cases (`1`, `true` or `yes`).
 pub const ENV_PRODUCTS: &str = "SPARSE_GCN_BENCH_PRODUCTS";
-/// Environment variable naming a real OGB dataset folder (or any file `graph::io::load` reads).
+/// Environment variable naming a real OGB dataset folder (or any file `data::io::load` reads).
 pub const ENV_OGB: &str = "SPARSE_GCN_OGB";
 
 /// The degree distribution of a synthetic graph.
@@ -147,27 +148,27 @@ pub fn synthetic_graph(kind: Degrees) -> Dataset {
 /// but this makes the order independent of how any generator numbers its nodes.
 pub fn random_order(graph: &Graph) -> Graph {
     let perm = Permutation::random(graph.n_nodes(), PERM_SEED);
-    reorder::permute_graph(graph, &perm)
+    order::permute_graph(graph, &perm)
 }
 
 /// The order the "reordered" SpMM cases use.
 pub const REORDER: Reorder = Reorder::Community;
 
 /// **The reordered case's plug-in point**: `graph` relabelled by [`REORDER`]
-/// (`graph::reorder::order`: label-propagation communities laid out contiguously). Returns the
+/// (`graph::order::order`: label-propagation communities laid out contiguously). Returns the
 /// order's name for the benchmark id and the relabelled graph. Change [`REORDER`] to bench
 /// another order (`Degree`, `Bfs`, `Rcm`).
 pub fn reordered(graph: &Graph) -> (String, Graph) {
     let perm = timed(&format!("computing the {REORDER} order"), || {
-        reorder::order(graph, REORDER)
+        order::order(graph, REORDER)
     });
-    (REORDER.to_string(), reorder::permute_graph(graph, &perm))
+    (REORDER.to_string(), order::permute_graph(graph, &perm))
 }
 
 /// Prints how local `graph`'s node order is (mean |i − j| / n, and the fraction of non-zeros
 /// within ±1024 ids).
 pub fn print_locality(what: &str, graph: &Graph) {
-    let l = reorder::locality(graph, 1024);
+    let l = order::locality(graph, 1024);
     eprintln!(
         "{what}: mean |i-j|/n = {:.4}, fraction within ±{} = {:.3}",
         l.mean_gap, l.window, l.near_fraction
@@ -212,7 +213,7 @@ pub fn products_like() -> Option<Dataset> {
     }
 }
 
-/// Loads any dataset `graph::io::load` reads, storing features sparse below 10 % density, and
+/// Loads any dataset `data::io::load` reads, storing features sparse below 10 % density, and
 /// preprocesses it. `None`, with a note on stderr, when it cannot be read.
 pub fn load_dataset(path: &Path) -> Option<Dataset> {
     let opts = LoadOptions {

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::graph::write::write_ogb;
+use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::data::write::write_ogb;
 use sparse_gcn::{par::thread_pool, Result};
 
 use super::progress_bar;

@@ -1,6 +1,6 @@
 //! `sparse-gcn info`: a dataset's statistics.
 
-use sparse_gcn::graph::stats::DatasetStats;
+use sparse_gcn::data::stats::DatasetStats;
 use sparse_gcn::Result;
 
 use super::DataArgs;

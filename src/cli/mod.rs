@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use sparse_gcn::graph::io::{load as load_any, LoadOptions};
-use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::graph::{Dataset, Direction};
+use sparse_gcn::data::io::{load as load_any, LoadOptions};
+use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::data::Dataset;
+use sparse_gcn::graph::Direction;
 use sparse_gcn::Result;
 
 mod eval;

@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use sparse_gcn::graph::io::{load as load_any, LoadOptions};
-use sparse_gcn::graph::reorder::Reorder;
-use sparse_gcn::graph::synthetic::Preset;
-use sparse_gcn::roofline::{self, RooflineConfig};
+use sparse_gcn::data::io::{load as load_any, LoadOptions};
+use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::diag::roofline::{self, RooflineConfig};
+use sparse_gcn::order::Reorder;
 use sparse_gcn::{par::thread_pool, Result};
 
 #[derive(clap::Args)]

@@ -8,9 +8,9 @@ use std::time::Instant;
 use clap::ValueEnum;
 use serde_json::json;
 
-use sparse_gcn::graph::reorder::Reorder;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
+use sparse_gcn::order::Reorder;
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
     checkpoint, mean_std, median, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,

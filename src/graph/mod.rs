@@ -1,23 +1,15 @@
-//! Graphs: the raw adjacency [`Graph`], its normalisation [`NormAdj`], node features
-//! [`Features`], datasets, loaders and the synthetic generator.
+//! Graphs: the raw adjacency [`Graph`], its normalisation [`NormAdj`] (Â, and Âᵀ when it is not
+//! symmetric), [`Propagate`] (the only way a layer reaches Â), DropEdge's samples of Â, and node
+//! permutations.
 
-pub mod dataset;
 pub mod dropedge;
-pub mod features;
-pub mod io;
 pub mod normalize;
+pub mod permutation;
 pub mod propagate;
-pub mod reorder;
-pub mod split;
-pub mod stats;
-pub mod synthetic;
-pub mod write;
 
-pub use dataset::Dataset;
-pub use features::{Features, SparseFeatures};
 pub use normalize::{Norm, NormAdj};
+pub use permutation::Permutation;
 pub use propagate::Propagate;
-pub use split::{Mask, Split};
 
 use crate::{Error, Result};
 

@@ -1,7 +1,7 @@
 //! `transpose`: the CSR transpose (a counting sort by column), the one every transpose in the
 //! crate goes through: Âᵀ of a directed or row-normalised Â ([`NormAdj`]), Xᵀ of sparse
 //! features with each entry's position in it ([`SparseFeatures`]), the pattern transpose of a
-//! directed graph (`reorder::permute_graph`) and CSC input read as CSR (`io::npz`).
+//! directed graph (`order::permute_graph`) and CSC input read as CSR (`io::npz`).
 //!
 //! The output is exactly what `a.transpose_view().to_csr()` gives for a CSR `a` with sorted
 //! rows: row `j` of Aᵀ lists the rows `i` of A with an entry in column `j`, in ascending `i`
@@ -13,7 +13,7 @@
 //! conveniences that return fresh buffers.
 //!
 //! [`NormAdj`]: crate::graph::NormAdj
-//! [`SparseFeatures`]: crate::graph::SparseFeatures
+//! [`SparseFeatures`]: crate::data::SparseFeatures
 
 /// The storage of a CSR matrix with `u32` indices: `indptr` (rows + 1 row pointers from 0),
 /// `indices` and `data` (empty for a pattern without values).

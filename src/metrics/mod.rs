@@ -4,7 +4,7 @@ pub mod smoothing;
 
 use ndarray::ArrayView2;
 
-use crate::graph::Mask;
+use crate::data::Mask;
 use crate::Scalar;
 
 /// Fraction of the mask's nodes whose arg-max logit (first index on ties) is their label.

@@ -43,7 +43,8 @@ use super::linear::Linear;
 use super::pair_norm::{PairNorm, PairNormMode};
 use super::sgc::SgcPropagate;
 use super::stack::{Checkpointing, MaskStreams, Model, Node, Src};
-use crate::graph::{Features, Propagate};
+use crate::data::Features;
+use crate::graph::Propagate;
 use crate::{ConfigError, Scalar};
 
 /// The architecture.

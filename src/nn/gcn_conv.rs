@@ -26,7 +26,8 @@ use rand::Rng;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Value};
 use super::param::Param;
-use crate::graph::{Propagate, SparseFeatures};
+use crate::data::SparseFeatures;
+use crate::graph::Propagate;
 use crate::kernels::{add_bias, gemm};
 use crate::Scalar;
 
@@ -436,7 +437,8 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::graph::{Direction, Features, Graph, Norm, NormAdj};
+    use crate::data::Features;
+    use crate::graph::{Direction, Graph, Norm, NormAdj};
     use crate::nn::harness::{bits, citation, params, random, rng, same_for_any_thread_count};
     use crate::nn::harness::{small_adjs, zero_grads, Harness, In};
     use crate::nn::Mode;

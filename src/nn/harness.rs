@@ -13,7 +13,8 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
 use super::layer::{Layer, Req, Saved, Value};
 use super::Mode;
-use crate::graph::{Direction, Features, Graph, Norm, NormAdj, Propagate, SparseFeatures};
+use crate::data::{Features, SparseFeatures};
+use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate};
 use crate::testing::{max_rel_err, numerical_grad};
 use crate::{Par, Scalar};
 
@@ -494,7 +495,7 @@ pub(crate) fn isolated<F: Scalar>(n: usize) -> NormAdj<F> {
 
 /// Â of the 300-node synthetic citation graph, and its (sparse) features.
 pub(crate) fn citation() -> (NormAdj<f32>, Features<f32>) {
-    let data = crate::graph::synthetic::CitationLike {
+    let data = crate::data::synthetic::CitationLike {
         n_nodes: 300,
         ..Default::default()
     }

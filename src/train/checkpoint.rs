@@ -45,7 +45,8 @@
 //! # Example
 //! ```
 //! use std::collections::BTreeMap;
-//! use sparse_gcn::graph::{synthetic::CitationLike, Norm, NormAdj};
+//! use sparse_gcn::data::synthetic::CitationLike;
+//! use sparse_gcn::graph::{Norm, NormAdj};
 //! use sparse_gcn::nn::ModelConfig;
 //! use sparse_gcn::train::{build_model, checkpoint};
 //! let d = CitationLike { n_nodes: 100, ..Default::default() }.generate(1).unwrap();
@@ -72,7 +73,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rand::SeedableRng;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
-use crate::graph::{Features, Propagate};
+use crate::data::Features;
+use crate::graph::Propagate;
 use crate::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
 use crate::{Error, Result};
 

@@ -14,8 +14,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::data::{Features, Mask, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Features, Graph, Mask, Norm, NormAdj, Split};
+use crate::graph::{Graph, Norm, NormAdj};
 use crate::metrics::accuracy;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
@@ -434,7 +435,7 @@ impl<'a, F: Scalar> TrainData<'a, F> {
 
 impl<'a> TrainData<'a, f32> {
     /// A dataset's features, labels and split, with `adj` its Â.
-    pub fn of(adj: &'a NormAdj<f32>, data: &'a crate::graph::Dataset) -> Self {
+    pub fn of(adj: &'a NormAdj<f32>, data: &'a crate::data::Dataset) -> Self {
         TrainData::new(
             adj,
             &data.features,

@@ -3,7 +3,7 @@
 //! record in a checkpoint what evaluation needs to prepare the data the same way again.
 //!
 //! ```
-//! use sparse_gcn::graph::synthetic::CitationLike;
+//! use sparse_gcn::data::synthetic::CitationLike;
 //! use sparse_gcn::train::run::{Prepare, Prepared};
 //! use sparse_gcn::train::TrainConfig;
 //! let data = CitationLike { n_nodes: 500, ..Default::default() }.generate(1).unwrap();
@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig, TrainData};
-use crate::graph::reorder::{self, Reorder};
-use crate::graph::{Dataset, Direction, Graph, Norm, NormAdj};
+use crate::data::Dataset;
+use crate::graph::{Direction, Graph, Norm, NormAdj};
 use crate::nn::Model;
+use crate::order::{self, Reorder};
 use crate::Result;
 
 /// Whether to row-normalise the features (Kipf's preprocessing of bag-of-words).
@@ -44,7 +45,7 @@ crate::error::names!(RowNorm, "row normalisation", [
 /// `--row-norm auto`, `--norm sym`, the raw graph freed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepare {
-    /// Relabel the nodes once for memory locality (see [`reorder::auto_order`]).
+    /// Relabel the nodes once for memory locality (see [`order::auto_order`]).
     pub reorder: Reorder,
     /// Row-normalise the features.
     pub row_norm: RowNorm,
@@ -96,11 +97,11 @@ impl Prepared {
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
         let t = Instant::now();
         let (perm, applied) = match p.reorder {
-            Reorder::Auto => reorder::auto_order(&data.graph),
-            r => (reorder::order(&data.graph, r), r),
+            Reorder::Auto => order::auto_order(&data.graph),
+            r => (order::order(&data.graph, r), r),
         };
         if !perm.is_identity() {
-            data = reorder::apply(&data, &perm)?;
+            data = order::apply(&data, &perm)?;
         }
         drop(perm);
         let reorder_s = t.elapsed().as_secs_f64();

@@ -9,7 +9,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
-use crate::graph::{Features, Propagate, SparseFeatures};
+use crate::data::{Features, SparseFeatures};
+use crate::graph::Propagate;
 use crate::kernels::MaskRng;
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
 use crate::nn::layer::{Saved, Value};

@@ -47,7 +47,8 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Layer};
 use super::param::Param;
 use super::{Mode, ModelConfig, Order};
-use crate::graph::{Features, Propagate};
+use crate::data::Features;
+use crate::graph::Propagate;
 use crate::{Par, Scalar};
 
 /// A tensor of a model, as [`Model::visit_named`] gives it.

@@ -5,7 +5,7 @@
 //! input's gradient).
 
 use super::{Model, Src};
-use crate::graph::Features;
+use crate::data::Features;
 use crate::nn::layer::{InSlot, InputDesc, Req};
 use crate::nn::Node;
 use crate::Scalar;

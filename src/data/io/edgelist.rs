@@ -6,7 +6,8 @@ use super::{
     check_file, class_count, excerpt, file_stem, identity_features, parse_uint, random_split,
     read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
 };
-use crate::graph::{Dataset, Direction, Features, Graph};
+use crate::data::{Dataset, Features};
+use crate::graph::{Direction, Graph};
 use crate::{Error, Result};
 
 /// Options for [`load_edge_list`].
@@ -84,7 +85,7 @@ impl Default for EdgeListOptions {
 /// # Examples
 /// ```no_run
 /// use std::path::Path;
-/// use sparse_gcn::graph::io::{load_edge_list, EdgeListOptions};
+/// use sparse_gcn::data::io::{load_edge_list, EdgeListOptions};
 /// let d = load_edge_list(Path::new("karate.txt"), None, Some(Path::new("karate.labels")),
 ///                        &EdgeListOptions::default())?;
 /// assert!(d.features.is_sparse()); // the identity

@@ -16,7 +16,7 @@
 //!   files are checked against the bytes actually stored before they are read.
 //! - **Text is streamed** line by line (gzip-decompressed when the name ends in `.gz`), never
 //!   held whole in memory; lines are at most 64 MiB.
-//! - **Graphs** go through [`Graph::try_from_edges`](super::Graph::try_from_edges): undirected
+//! - **Graphs** go through [`Graph::try_from_edges`](crate::graph::Graph::try_from_edges): undirected
 //!   by default (each edge both ways; [`Direction::Directed`] keeps the direction), duplicate
 //!   edges merged into one entry of weight 1, self-loops kept. Edge weights are not kept.
 //! - **Formats without a split** (`.npz`, edge lists) get a seeded random one, see
@@ -40,7 +40,8 @@ pub use edgelist::{load_edge_list, EdgeListOptions};
 pub use npz::{load_npz_benchmark, load_scipy_npz, NpzOptions};
 pub use ogb::{load_ogb, OgbOptions};
 
-use super::{Dataset, Direction, Features, Mask, SparseFeatures, Split};
+use super::{Dataset, Features, Mask, SparseFeatures, Split};
+use crate::graph::Direction;
 use crate::kernels::Csr;
 use crate::{Error, Result};
 
@@ -165,7 +166,7 @@ impl Default for LoadOptions {
 ///
 /// # Examples
 /// ```no_run
-/// use sparse_gcn::graph::io::{load, LoadOptions};
+/// use sparse_gcn::data::io::{load, LoadOptions};
 /// let d = load("datasets/cora".as_ref(), &LoadOptions::default())?;
 /// println!("{}: {} nodes", d.name, d.graph.n_nodes());
 /// # Ok::<(), sparse_gcn::Error>(())

@@ -51,7 +51,7 @@ const REPORT_EVERY: u64 = 1 << 18;
 ///
 /// # Examples
 /// ```no_run
-/// use sparse_gcn::graph::{synthetic::Preset, write::write_ogb};
+/// use sparse_gcn::data::{synthetic::Preset, write::write_ogb};
 /// let d = Preset::ArxivLike.generate(1)?;
 /// write_ogb(&d, "A".as_ref(), &|stage, done, total| eprintln!("{stage}: {done}/{total}"))?;
 /// # Ok::<(), sparse_gcn::Error>(())

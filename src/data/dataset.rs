@@ -1,6 +1,7 @@
 //! [`Dataset`]: a graph with features, labels and a split.
 
-use super::{Features, Graph, Split};
+use super::{Features, Split};
+use crate::graph::Graph;
 use crate::{Error, Result};
 
 /// A node-classification dataset.

@@ -23,7 +23,8 @@ use super::{
     alloc_error, excerpt, parse_uint, read_features, read_labels, Line, LineReader, Syntax,
     MAX_TRUSTED_RESERVE, MAX_VALUES,
 };
-use crate::graph::{Dataset, Direction, Features, Graph, Mask, Split};
+use crate::data::{Dataset, Features, Mask, Split};
+use crate::graph::{Direction, Graph};
 use crate::{Error, Result};
 
 /// Options for [`load_ogb`].
@@ -82,7 +83,7 @@ pub struct OgbOptions {
 ///
 /// # Examples
 /// ```no_run
-/// use sparse_gcn::graph::io::{load_ogb, OgbOptions};
+/// use sparse_gcn::data::io::{load_ogb, OgbOptions};
 /// let opts = OgbOptions { sparse_features_below: Some(0.1), ..OgbOptions::default() };
 /// let cora = load_ogb("datasets/cora", &opts)?;
 /// println!("{}: {} nodes, {} edges", cora.name, cora.graph.n_nodes(), cora.graph.n_edges());

@@ -71,7 +71,7 @@ pub const CLUSTERING_SAMPLE: usize = 20_000;
 
 /// Mean local clustering coefficient over the nodes `0, stride, 2·stride, …`, and their
 /// number. O(Σ over those nodes of the degrees of their neighbours).
-fn mean_clustering(g: &super::Graph, stride: usize) -> (f64, usize) {
+fn mean_clustering(g: &crate::graph::Graph, stride: usize) -> (f64, usize) {
     let n = g.n_nodes();
     let mut mark = vec![usize::MAX; n];
     let (mut sum, mut count) = (0f64, 0usize);
@@ -107,7 +107,7 @@ impl DatasetStats {
     ///
     /// # Examples
     /// ```
-    /// use sparse_gcn::graph::{stats::DatasetStats, synthetic::CitationLike};
+    /// use sparse_gcn::data::{stats::DatasetStats, synthetic::CitationLike};
     /// let d = CitationLike { n_nodes: 400, ..Default::default() }.generate(1).unwrap();
     /// let s = DatasetStats::compute(&d);
     /// assert_eq!(s.n_nodes, 400);
@@ -195,7 +195,8 @@ impl DatasetStats {
 #[cfg(test)]
 mod tests {
     use super::{mean_clustering, DatasetStats};
-    use crate::graph::{Dataset, Direction, Features, Graph, Mask, Split};
+    use crate::data::{Dataset, Features, Mask, Split};
+    use crate::graph::{Direction, Graph};
 
     fn undirected(n: usize, edges: &[(u32, u32)]) -> Graph {
         Graph::try_from_edges(n, edges, Direction::Undirected).unwrap()

@@ -24,7 +24,8 @@ use super::{
     check_file, class_count, file_stem, identity_features, random_split, read_labels, RandomSplit,
     Syntax, MAX_CLASSES, MAX_FEATURE_COLS,
 };
-use crate::graph::{Dataset, Direction, Features, Graph, SparseFeatures};
+use crate::data::{Dataset, Features, SparseFeatures};
+use crate::graph::{Direction, Graph};
 use crate::kernels::transpose::transpose;
 use crate::kernels::Csr;
 use crate::{Error, Result};

@@ -24,7 +24,7 @@
 //!    coefficient that `sparse-gcn info` prints: 0.08 for `cora-like` and 0.14 for
 //!    `arxiv-like` (seed 0), against 0.24 for the real Cora and 0.14 for CiteSeer; about 0.04
 //!    and 0.03 without topics), and the nested
-//!    communities a locality-improving node order finds (see [`super::reorder`]).
+//!    communities a locality-improving node order finds (see [`crate::order`]).
 //!    Self-loops are discarded and duplicates merged, and candidates are drawn in rounds
 //!    until the number of *unique* undirected edges reaches the target exactly (a small
 //!    overshoot of the last round is removed uniformly at random). Every draw is O(1) (Vose
@@ -72,8 +72,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::features::SparseFeatures;
-use super::normalize::NewTrusted;
-use super::{Dataset, Direction, Features, Graph, Mask, Split};
+use super::{Dataset, Features, Mask, Split};
+use crate::graph::normalize::NewTrusted;
+use crate::graph::{Direction, Graph};
 use crate::kernels::Csr;
 use crate::{ConfigError, Error, Result};
 
@@ -317,7 +318,7 @@ impl FromStr for Preset {
     /// Parses `"cora-like"`, `"arxiv-like"` or `"products-like"`.
     ///
     /// # Errors
-    /// [`ConfigError::UnknownName`](crate::ConfigError::UnknownName) naming the known presets.
+    /// [`crate::ConfigError::UnknownName`] naming the known presets.
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         let choices: Vec<(&'static str, Preset)> =
             Preset::ALL.into_iter().map(|p| (p.name(), p)).collect();
@@ -919,7 +920,7 @@ impl CitationLike {
     ///
     /// # Examples
     /// ```
-    /// use sparse_gcn::graph::synthetic::CitationLike;
+    /// use sparse_gcn::data::synthetic::CitationLike;
     /// let d = CitationLike { n_nodes: 500, ..Default::default() }.generate(1).unwrap();
     /// assert_eq!(d.graph.n_nodes(), 500);
     /// assert_eq!(d.graph.n_edges(), 1000); // avg_degree 4

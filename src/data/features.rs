@@ -2,7 +2,7 @@
 
 use ndarray::{Array2, Axis};
 
-use super::normalize::NewTrusted;
+use crate::graph::normalize::NewTrusted;
 use crate::kernels::transpose::{transpose_with_pos, CsrArrays};
 use crate::kernels::{Csr, CsrView};
 use crate::{Error, Result, Scalar};

@@ -27,7 +27,7 @@
 //!   the gathers' misses cost.
 //!
 //! Two more columns explain the SpMM times without timing noise:
-//! - **Cache model** ([`reorder::cache_miss_model`]): per order and width d, the fraction of
+//! - **Cache model** ([`order::cache_miss_model`]): per order and width d, the fraction of
 //!   the SpMM's row gathers that miss an LRU cache of the last-level cache's size
 //!   ([`Machine::l3_bytes`], 32 MiB when the OS does not say) in rows of d floats. It is the
 //!   same on every machine, so it compares orders exactly where timings are noisy.
@@ -53,10 +53,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::graph::normalize::NewTrusted;
-use crate::graph::reorder::{self, Locality, Permutation, Reorder};
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::kernels::raw::huge;
 use crate::kernels::{gemm, spmm, Csr, CsrView};
+use crate::order::{self, Locality, Permutation, Reorder};
 use crate::{ConfigError, Error, Par, Result};
 
 /// How far ahead the prefetching gather looks, in bytes of gathered rows (as `kernels::spmm`).
@@ -803,7 +803,7 @@ pub struct DimReport {
     pub miss_model: MissModel,
 }
 
-/// [`reorder::cache_miss_model`] of each order, for a cache of [`RooflineReport::cache_bytes`]
+/// [`order::cache_miss_model`] of each order, for a cache of [`RooflineReport::cache_bytes`]
 /// holding `cache_rows` rows of d f32.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MissModel {
@@ -900,20 +900,20 @@ pub fn run(
     let n = graph.n_nodes();
     let sgemm = cfg.gemm.map(|(k, m)| sgemm(n.max(1), k, m, w, r, par));
 
-    let random_perm = reorder::order(graph, Reorder::Random(cfg.seed));
-    let g_random = reorder::permute_graph(graph, &random_perm);
+    let random_perm = order::order(graph, Reorder::Random(cfg.seed));
+    let g_random = order::permute_graph(graph, &random_perm);
     let t = Instant::now();
-    let perm = reorder::order(&g_random, cfg.reorder);
+    let perm = order::order(&g_random, cfg.reorder);
     let reorder_s = t.elapsed().as_secs_f64();
-    let g_reordered = reorder::permute_graph(&g_random, &perm);
+    let g_reordered = order::permute_graph(&g_random, &perm);
     // The class order: the reordered order stably sorted by label (labels follow the same
     // two permutations as the nodes).
     let g_class = match labels {
         Some(l) => {
-            let l = reorder::permute_slice(&perm, &reorder::permute_slice(&random_perm, l));
+            let l = order::permute_slice(&perm, &order::permute_slice(&random_perm, l));
             let mut v: Vec<u32> = (0..n as u32).collect();
             v.sort_by_key(|&r| l[r as usize]);
-            Some(reorder::permute_graph(
+            Some(order::permute_graph(
                 &g_reordered,
                 &Permutation::try_from_new_to_old(v)?,
             ))
@@ -921,9 +921,9 @@ pub fn run(
         None => None,
     };
     let window = (n / 100).max(1);
-    let locality_random = reorder::locality(&g_random, window);
-    let locality_reordered = reorder::locality(&g_reordered, window);
-    let locality_class = g_class.as_ref().map(|g| reorder::locality(g, window));
+    let locality_random = order::locality(&g_random, window);
+    let locality_reordered = order::locality(&g_reordered, window);
+    let locality_class = g_class.as_ref().map(|g| order::locality(g, window));
     let cache_bytes = machine.l3_bytes.unwrap_or(DEFAULT_L3_BYTES);
     let miss_models: Vec<MissModel> = cfg
         .dims
@@ -932,11 +932,11 @@ pub fn run(
             let cache_rows = (cache_bytes / (4 * d as u64)).max(1) as usize;
             MissModel {
                 cache_rows,
-                random: reorder::cache_miss_model(&g_random, cache_rows),
-                reordered: reorder::cache_miss_model(&g_reordered, cache_rows),
+                random: order::cache_miss_model(&g_random, cache_rows),
+                reordered: order::cache_miss_model(&g_reordered, cache_rows),
                 class_order: g_class
                     .as_ref()
-                    .map(|g| reorder::cache_miss_model(g, cache_rows)),
+                    .map(|g| order::cache_miss_model(g, cache_rows)),
             }
         })
         .collect();
@@ -1162,7 +1162,7 @@ impl RooflineReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::synthetic::CitationLike;
+    use crate::data::synthetic::CitationLike;
 
     fn tiny() -> RooflineConfig {
         RooflineConfig {

@@ -1,0 +1,14 @@
+//! Datasets: node features, labels and splits, the loaders (OGB raw layout, gnn-benchmark `.npz`,
+//! edge lists), the synthetic generator, the writer, and dataset statistics.
+
+pub mod dataset;
+pub mod features;
+pub mod io;
+pub mod split;
+pub mod stats;
+pub mod synthetic;
+pub mod write;
+
+pub use dataset::Dataset;
+pub use features::{Features, SparseFeatures};
+pub use split::{Mask, Split};

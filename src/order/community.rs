@@ -1,0 +1,389 @@
+//! Nested label-propagation communities laid out contiguously ([`community_order`]).
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use super::classic::by_degree;
+use super::Adj;
+use crate::graph::permutation::ids;
+use crate::graph::{Graph, Permutation};
+
+/// SplitMix64's finaliser: a fixed, well-mixed hash of a 64-bit word.
+#[inline]
+pub(super) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The tie-breaking priority of community `l` for node `i` in a sweep (`salt`): a pseudo-random
+/// but fixed choice among equally frequent communities, different for each node and sweep,
+/// so that no community wins every tie (with "smallest id wins", the low ids flood the graph).
+#[inline]
+pub(super) fn tie_key(l: u32, i: usize, salt: u64) -> u64 {
+    splitmix64(salt ^ (u64::from(l) << 32 | i as u64))
+}
+
+/// Parameters of [`label_propagation`] and [`community_order`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommunityConfig {
+    /// Sweeps over all nodes (fewer if no label changes in a sweep).
+    pub iterations: usize,
+    /// Seed of the order in which each sweep visits the nodes.
+    pub seed: u64,
+    /// Largest community size allowed, in nodes (size-constrained label propagation): a node
+    /// never joins a community that already has this many nodes. `None`: no limit. In
+    /// [`community_order`] it caps the finest level, and each coarser level allows
+    /// 16 times more.
+    pub max_size: Option<usize>,
+}
+
+/// [`CommunityConfig::max_size`] by default. Unconstrained label propagation can let one
+/// community flood most of a graph (on `arxiv-like` with weaker topics it ended with 58
+/// communities, one holding most nodes); small capped communities, nested level by level,
+/// avoid that.
+pub const DEFAULT_MAX_COMMUNITY: usize = 64;
+
+impl Default for CommunityConfig {
+    fn default() -> Self {
+        CommunityConfig {
+            iterations: 20,
+            seed: 0,
+            max_size: Some(DEFAULT_MAX_COMMUNITY),
+        }
+    }
+}
+
+/// Label propagation (Raghavan, Albert & Kumara 2007) on the graph structure: every node starts
+/// in its own community, then each sweep visits the nodes in a seeded random order (one order
+/// for all sweeps) and moves each to the most frequent community among its neighbours
+/// (self-loops ignored), keeping its own when that is among the most frequent and otherwise
+/// breaking the tie by a fixed hash of (community, node, sweep, seed), a reproducible stand-in
+/// for the usual random choice (always taking the smallest id lets the low ids flood the
+/// graph). With [`CommunityConfig::max_size`], full communities admit no new node. Updates
+/// are immediate (asynchronous) and serial, hence deterministic. Returns one community id per
+/// node, numbered `0..k` by first occurrence.
+///
+/// # Complexity
+/// O(iterations·(n + nnz)) time, O(n) memory besides the graph.
+pub fn label_propagation(graph: &Graph, cfg: &CommunityConfig) -> Vec<u32> {
+    let adj = Adj::new(graph);
+    let cap = cfg.max_size.unwrap_or(usize::MAX);
+    propagate(&adj, None, cap, cfg)
+}
+
+/// Label propagation on `adj` (repeated entries count as edge weights); `weight[i]` is node
+/// i's size for the cap `cap` (1 each when `None`).
+pub(super) fn propagate(
+    adj: &Adj<'_>,
+    weight: Option<&[usize]>,
+    cap: usize,
+    cfg: &CommunityConfig,
+) -> Vec<u32> {
+    let n = adj.n();
+    let mut label = ids(n);
+    let mut size = weight.map_or_else(|| vec![1usize; n], <[usize]>::to_vec);
+    let cap = cap.max(1);
+    let visit = Permutation::random(n, cfg.seed).into_new_to_old();
+    let mut count = vec![0u32; n];
+    let mut touched: Vec<u32> = Vec::new();
+    for it in 0..cfg.iterations {
+        let salt = splitmix64(cfg.seed ^ (it as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut changed = 0usize;
+        for &i in &visit {
+            let i = i as usize;
+            let own = label[i];
+            let w = weight.map_or(1, |w| w[i]);
+            touched.clear();
+            for &j in adj.row(i) {
+                if j as usize == i {
+                    continue;
+                }
+                let l = label[j as usize];
+                if count[l as usize] == 0 {
+                    touched.push(l);
+                }
+                count[l as usize] += 1;
+            }
+            // The most frequent admissible community: own, or one with room left.
+            let (mut best, mut best_c) = (own, count[own as usize]);
+            for &l in &touched {
+                let c = count[l as usize];
+                if l != own && size[l as usize] + w > cap {
+                    continue;
+                }
+                let wins = c > best_c
+                    || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
+                if wins {
+                    best = l;
+                    best_c = c;
+                }
+            }
+            for &l in &touched {
+                count[l as usize] = 0;
+            }
+            if best != own {
+                size[own as usize] -= w;
+                size[best as usize] += w;
+                label[i] = best;
+                changed += 1;
+            }
+        }
+        if changed == 0 {
+            break;
+        }
+    }
+    // Renumber 0..k by first occurrence.
+    let mut id = vec![u32::MAX; n];
+    let mut k = 0u32;
+    for l in label.iter_mut() {
+        let slot = &mut id[*l as usize];
+        if *slot == u32::MAX {
+            *slot = k;
+            k += 1;
+        }
+        *l = *slot;
+    }
+    label
+}
+
+/// The community order: nested [`label_propagation`] communities, each laid out contiguously.
+///
+/// Level 0 finds communities of nodes (at most [`CommunityConfig::max_size`] nodes each) and
+/// lays each out contiguously. Communities are placed greedily along the community graph,
+/// starting from the community of the highest-degree node: after a community, the next one is
+/// the unplaced community with the most edges to it (entered at the first node met there);
+/// when it has no unplaced neighbour, the oldest queued neighbour of an earlier community;
+/// when there is none (a new component), the highest-degree node left. Inside a community the
+/// nodes follow a breadth-first search from that entry node (members it cannot reach follow,
+/// by id). Strongly linked communities thus sit side by side (e.g. two halves of one planted
+/// block).
+///
+/// Then the same is done one level up, on the community graph (a node per community, an entry
+/// per edge between two, sizes counted in nodes, a cap 16 times larger), and the level-0
+/// blocks are placed in the order of that level's layout; and so on, up to 6 levels, until a
+/// level merges fewer than half of its nodes. Small communities (topics) thus sit inside
+/// larger ones (fields), which is what keeps most gathers of an SpMM inside the caches; it is
+/// the idea of Rabbit Order (Arai et al., IPDPS 2016) with label propagation in place of
+/// modularity merging.
+///
+/// # Complexity
+/// That of [`label_propagation`] plus O(n + nnz), per level; each level's graph is at most as
+/// large as the one below.
+///
+/// # Examples
+/// ```
+/// use sparse_gcn::graph::{Direction, Graph};
+/// use sparse_gcn::order::{{community_order, CommunityConfig}};
+/// // two triangles {0, 2, 4} and {1, 3, 5} joined by the edge 4–5
+/// let e = [(0, 2), (2, 4), (4, 0), (1, 3), (3, 5), (5, 1), (4, 5)];
+/// let g = Graph::try_from_edges(6, &e, Direction::Undirected).unwrap();
+/// let p = community_order(&g, &CommunityConfig::default());
+/// let mut first: Vec<u32> = p.new_to_old()[..3].to_vec();
+/// first.sort();
+/// assert!(first == [0, 2, 4] || first == [1, 3, 5]);
+/// ```
+pub fn community_order(graph: &Graph, cfg: &CommunityConfig) -> Permutation {
+    let adj = Adj::new(graph);
+    let n = adj.n();
+    let cap = cfg.max_size.unwrap_or(usize::MAX);
+    let out = nested_order(&adj, &vec![1usize; n], cap, cfg, 0);
+    Permutation::from_new_to_old_trusted(out)
+}
+
+/// Levels of communities of communities at most.
+pub(super) const MAX_LEVELS: usize = 6;
+
+/// The nested community order of `adj` (nodes of sizes `weight`): communities by label
+/// propagation, laid out contiguously, the communities themselves in the nested community
+/// order of the community graph (one node per community, one entry per edge between two).
+pub(super) fn nested_order(
+    adj: &Adj<'_>,
+    weight: &[usize],
+    cap: usize,
+    cfg: &CommunityConfig,
+    level: usize,
+) -> Vec<u32> {
+    let n = adj.n();
+    let comm = propagate(adj, Some(weight), cap, cfg);
+    let flat = layout_communities(adj, &comm).into_new_to_old();
+    let k = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    if level + 1 >= MAX_LEVELS || k < 2 || 2 * k > n {
+        return flat;
+    }
+    // The community graph: an entry per edge between two communities.
+    let mut ip = vec![0usize; k + 1];
+    for i in 0..n {
+        for &j in adj.row(i) {
+            if comm[j as usize] != comm[i] {
+                ip[comm[i] as usize + 1] += 1;
+            }
+        }
+    }
+    for c in 0..k {
+        ip[c + 1] += ip[c];
+    }
+    let mut fill = ip.clone();
+    let mut idx = vec![0u32; ip[k]];
+    for i in 0..n {
+        let ci = comm[i] as usize;
+        for &j in adj.row(i) {
+            let cj = comm[j as usize];
+            if cj as usize != ci {
+                idx[fill[ci]] = cj;
+                fill[ci] += 1;
+            }
+        }
+    }
+    let mut csize = vec![0usize; k];
+    for (i, &c) in comm.iter().enumerate() {
+        csize[c as usize] += weight[i];
+    }
+    let cadj = Adj {
+        ip: Cow::Owned(ip),
+        idx: Cow::Owned(idx),
+    };
+    let corder = nested_order(
+        &cadj,
+        &csize,
+        cap.saturating_mul(LEVEL_GROWTH),
+        cfg,
+        level + 1,
+    );
+    // Each community's block of `flat`, in the communities' order.
+    let mut start = vec![0usize; k + 1];
+    for &v in &flat {
+        start[comm[v as usize] as usize + 1] += 1;
+    }
+    for c in 0..k {
+        start[c + 1] += start[c];
+    }
+    let mut pos = vec![0usize; k];
+    let mut seen = vec![false; k];
+    for (r, &v) in flat.iter().enumerate() {
+        let c = comm[v as usize] as usize;
+        if !seen[c] {
+            seen[c] = true;
+            pos[c] = r;
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for &c in &corder {
+        let c = c as usize;
+        let len = start[c + 1] - start[c];
+        out.extend_from_slice(&flat[pos[c]..pos[c] + len]);
+    }
+    out
+}
+
+/// Growth of the community size cap from one level to the next.
+pub(super) const LEVEL_GROWTH: usize = 16;
+
+/// Lays out the communities `comm` (ids `0..k`) contiguously, see [`community_order`].
+pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
+    let n = adj.n();
+    let k = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    // Members of each community, by id (counting sort).
+    let mut mstart = vec![0usize; k + 1];
+    for &c in comm {
+        mstart[c as usize + 1] += 1;
+    }
+    for c in 0..k {
+        mstart[c + 1] += mstart[c];
+    }
+    let mut members = vec![0u32; n];
+    let mut fill = mstart.clone();
+    for (i, &c) in comm.iter().enumerate() {
+        members[fill[c as usize]] = i as u32;
+        fill[c as usize] += 1;
+    }
+    // `fill[c]` now scans community c's members for ones the search did not reach.
+    fill.truncate(k);
+    fill.copy_from_slice(&mstart[..k]);
+
+    let mut placed = vec![false; n];
+    let mut done = vec![false; k];
+    let mut frontier: VecDeque<u32> = VecDeque::new();
+    let seeds = by_degree(adj, true);
+    let mut next_seed = 0usize;
+    let mut out: Vec<u32> = Vec::with_capacity(n);
+    // Edges from the current community to each unplaced one, and the first node met there.
+    let mut links = vec![0u32; k];
+    let mut met = vec![0u32; k];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut next: Option<u32> = None;
+    loop {
+        // The entry node of the next community: in the unplaced community most connected to
+        // the last one, else the oldest queued neighbour of any placed community, else the
+        // highest-degree node left.
+        let mut entry = next.take();
+        while entry.is_none() {
+            let Some(v) = frontier.pop_front() else { break };
+            if !done[comm[v as usize] as usize] {
+                entry = Some(v);
+            }
+        }
+        if entry.is_none() {
+            while next_seed < n && done[comm[seeds[next_seed] as usize] as usize] {
+                next_seed += 1;
+            }
+            entry = seeds.get(next_seed).copied();
+        }
+        let Some(entry) = entry else { break };
+        let c = comm[entry as usize];
+        done[c as usize] = true;
+        placed[entry as usize] = true;
+        out.push(entry);
+        let mut head = out.len() - 1;
+        loop {
+            while head < out.len() {
+                let u = out[head] as usize;
+                head += 1;
+                for &v in adj.row(u) {
+                    let vu = v as usize;
+                    if placed[vu] {
+                        continue;
+                    }
+                    let cv = comm[vu];
+                    if cv == c {
+                        placed[vu] = true;
+                        out.push(v);
+                    } else if !done[cv as usize] {
+                        frontier.push_back(v);
+                        if links[cv as usize] == 0 {
+                            touched.push(cv);
+                            met[cv as usize] = v;
+                        }
+                        links[cv as usize] += 1;
+                    }
+                }
+            }
+            // Members the search did not reach (a community need not be connected).
+            let end = mstart[c as usize + 1];
+            let f = &mut fill[c as usize];
+            while *f < end && placed[members[*f] as usize] {
+                *f += 1;
+            }
+            if *f == end {
+                break;
+            }
+            let m = members[*f];
+            placed[m as usize] = true;
+            out.push(m);
+        }
+        // The most connected unplaced neighbour community (the first met on ties).
+        let mut best: Option<u32> = None;
+        for &cv in &touched {
+            if best.is_none_or(|b| links[cv as usize] > links[b as usize]) {
+                best = Some(cv);
+            }
+        }
+        next = best.map(|b| met[b as usize]);
+        for &cv in &touched {
+            links[cv as usize] = 0;
+        }
+        touched.clear();
+    }
+    Permutation::from_new_to_old_trusted(out)
+}

@@ -1,0 +1,329 @@
+//! Node reorderings: relabel a graph's nodes so that neighbours get nearby ids.
+//!
+//! # Why
+//! SpMM (`kernels::spmm`) gathers the rows of X named by Â's column indices. In a random node
+//! order almost every gather misses the caches and the TLB (`../shared/LIMITS.md` §3); if the
+//! neighbours of the rows processed together have nearby ids, their X rows are reused from
+//! the caches instead. A relabelling changes nothing mathematically: a GCN on P·Â·Pᵀ with P·X
+//! computes P times the original outputs (up to the floating-point summation order inside each
+//! row, see [`permute_graph`]).
+//!
+//! # Orders ([`Reorder`], computed by [`order`])
+//! | name | order | cost |
+//! |---|---|---|
+//! | `none` | the identity | O(n) |
+//! | `random` | a seeded uniformly random permutation (the worst case, for benchmarks) | O(n) |
+//! | `degree` | by descending degree (ties by id): hubs first, packed together | O(n) |
+//! | `bfs` | breadth-first from the highest-degree node of each component | O(n + nnz) |
+//! | `rcm` | reverse Cuthill–McKee from a pseudo-peripheral node of each component | O(n + nnz·log) |
+//! | `community` | nested label-propagation communities laid out contiguously ([`community_order`]) | O(levels·iterations·nnz) |
+//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s |
+//!
+//! Every order reads the graph structure only (the functions take no labels or features) and
+//! is deterministic: the same graph gives the same permutation on every machine and for any
+//! thread count. A directed graph is ordered by its symmetrised pattern A + Aᵀ.
+//!
+//! # Applying and undoing
+//! [`apply`] permutes a [`Dataset`] once: graph, features (dense or sparse), labels and split
+//! masks. Per-node outputs computed on the reordered dataset (logits, embeddings) come back
+//! in the caller's order with [`unpermute_rows`] and [`unpermute_slice`].
+//!
+//! # Layout
+//! The simple orders are in `classic.rs`, the label-propagation communities in `community.rs`,
+//! the cache model and the locality statistics in `cache.rs`; [`Permutation`] and its
+//! application to a graph live in [`crate::graph::permutation`].
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::data::{Dataset, Features, Mask, SparseFeatures, Split};
+use crate::graph::normalize::NewTrusted;
+use crate::graph::permutation::len_check;
+use crate::graph::Graph;
+use crate::kernels::Csr;
+use crate::{ConfigError, Error, Result, Scalar};
+
+mod cache;
+mod classic;
+mod community;
+#[cfg(test)]
+mod tests;
+
+pub use crate::graph::permutation::{
+    permute_graph, permute_rows, permute_slice, unpermute_rows, unpermute_slice, Permutation,
+};
+pub use cache::{
+    cache_miss_model, cache_miss_model_permuted, locality, Locality, CACHE_MODEL_WAYS,
+};
+use classic::{bfs_order, by_degree, rcm_order};
+pub use community::{community_order, label_propagation, CommunityConfig, DEFAULT_MAX_COMMUNITY};
+
+/// Which node order to use (see the [module docs](self) for each).
+///
+/// Parsed from and displayed as `none`, `random` (seed 0) or `random:SEED`, `degree`, `rcm`,
+/// `bfs`, `community`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reorder {
+    /// Keep the given order.
+    #[default]
+    None,
+    /// A uniformly random permutation with this seed.
+    Random(u64),
+    /// Descending degree.
+    Degree,
+    /// Reverse Cuthill–McKee.
+    Rcm,
+    /// Breadth-first search.
+    Bfs,
+    /// Label-propagation communities, contiguous ([`CommunityConfig::default`]).
+    Community,
+    /// [`Reorder::Community`] where it pays, [`Reorder::None`] elsewhere ([`auto_order`]).
+    Auto,
+}
+
+impl Reorder {
+    /// The accepted names, for help texts and error messages.
+    pub const NAMES: &'static str = "none, random, random:SEED, degree, rcm, bfs, community, auto";
+}
+
+impl fmt::Display for Reorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reorder::None => f.write_str("none"),
+            Reorder::Random(0) => f.write_str("random"),
+            Reorder::Random(s) => write!(f, "random:{s}"),
+            Reorder::Degree => f.write_str("degree"),
+            Reorder::Rcm => f.write_str("rcm"),
+            Reorder::Bfs => f.write_str("bfs"),
+            Reorder::Community => f.write_str("community"),
+            Reorder::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl FromStr for Reorder {
+    type Err = ConfigError;
+
+    /// Parses one of [`Reorder::NAMES`].
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownName`] for anything else.
+    fn from_str(s: &str) -> std::result::Result<Self, ConfigError> {
+        if let Some(seed) = s.strip_prefix("random:").and_then(|v| v.parse().ok()) {
+            return Ok(Reorder::Random(seed));
+        }
+        crate::error::parse_name(
+            "node order",
+            s,
+            &[
+                ("none", Reorder::None),
+                ("random", Reorder::Random(0)),
+                ("random:SEED", Reorder::Random(0)),
+                ("degree", Reorder::Degree),
+                ("rcm", Reorder::Rcm),
+                ("bfs", Reorder::Bfs),
+                ("community", Reorder::Community),
+                ("auto", Reorder::Auto),
+            ],
+        )
+    }
+}
+
+/// The permutation `how` gives for `graph` (structure only: no labels, no features).
+///
+/// # Complexity
+/// See the table in the [module docs](self).
+///
+/// # Examples
+/// ```
+/// use sparse_gcn::graph::{Direction, Graph};
+/// use sparse_gcn::order::{{order, Reorder}};
+/// // a star around node 3
+/// let g = Graph::try_from_edges(4, &[(3, 0), (3, 1), (3, 2)], Direction::Undirected).unwrap();
+/// assert_eq!(order(&g, Reorder::Degree).new_to_old(), &[3, 0, 1, 2]);
+/// assert!(order(&g, Reorder::None).is_identity());
+/// ```
+pub fn order(graph: &Graph, how: Reorder) -> Permutation {
+    let n = graph.n_nodes();
+    match how {
+        Reorder::None => Permutation::identity(n),
+        Reorder::Random(seed) => Permutation::random(n, seed),
+        Reorder::Degree => Permutation::from_new_to_old_trusted(by_degree(&Adj::new(graph), true)),
+        Reorder::Bfs => bfs_order(graph),
+        Reorder::Rcm => rcm_order(graph),
+        Reorder::Community => community_order(graph, &CommunityConfig::default()),
+        Reorder::Auto => auto_order(graph).0,
+    }
+}
+
+/// Rows of X in the cache [`auto_order`] models: 32 MiB (a server L3) of rows of 128 f32.
+pub const AUTO_CACHE_ROWS: usize = (32 << 20) / (128 * 4);
+
+/// The relative drop in modelled misses for which [`auto_order`] takes the community order.
+pub const AUTO_MIN_GAIN: f64 = 0.1;
+
+/// [`Reorder::Auto`]: the community order if it pays, else the identity; also says which.
+///
+/// A graph of at most [`AUTO_CACHE_ROWS`] nodes keeps its order: X's rows fit in the cache
+/// whatever the order (at d ≤ 128). A larger one gets [`community_order`] when that cuts the
+/// [`cache_miss_model`] of the SpMM's gathers (a cache of [`AUTO_CACHE_ROWS`] rows) by at least
+/// [`AUTO_MIN_GAIN`] of the given order's; a graph without communities, or one already in a
+/// good order (as a crawl or a previous reordering may leave it), keeps its order.
+///
+/// # Complexity
+/// O(1) for small graphs; otherwise that of [`community_order`] plus two cache models,
+/// O((nnz + n)·[`CACHE_MODEL_WAYS`]).
+pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
+    let n = graph.n_nodes();
+    if n <= AUTO_CACHE_ROWS {
+        return (Permutation::identity(n), Reorder::None);
+    }
+    let p = community_order(graph, &CommunityConfig::default());
+    let given = cache_miss_model(graph, AUTO_CACHE_ROWS);
+    let community = cache_miss_model_permuted(graph, &p, AUTO_CACHE_ROWS);
+    if community <= (1.0 - AUTO_MIN_GAIN) * given {
+        (p, Reorder::Community)
+    } else {
+        (Permutation::identity(n), Reorder::None)
+    }
+}
+
+/// The symmetric neighbour structure the orders walk: the graph's own CSR when undirected
+/// (its pattern is symmetric by construction), A + Aᵀ (possibly with repeated entries) when
+/// directed. Self-loops are skipped by the users.
+struct Adj<'a> {
+    ip: Cow<'a, [usize]>,
+    idx: Cow<'a, [u32]>,
+}
+
+impl<'a> Adj<'a> {
+    fn new(graph: &'a Graph) -> Self {
+        if !graph.is_directed() {
+            return Adj {
+                ip: Cow::Borrowed(graph.indptr()),
+                idx: Cow::Borrowed(graph.indices()),
+            };
+        }
+        let n = graph.n_nodes();
+        let (ip0, idx0) = (graph.indptr(), graph.indices());
+        let mut ip = vec![0usize; n + 1];
+        for i in 0..n {
+            ip[i + 1] += ip0[i + 1] - ip0[i];
+            for &j in &idx0[ip0[i]..ip0[i + 1]] {
+                ip[j as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            ip[i + 1] += ip[i];
+        }
+        let mut fill = ip.clone();
+        let mut idx = vec![0u32; ip[n]];
+        for i in 0..n {
+            for &j in &idx0[ip0[i]..ip0[i + 1]] {
+                idx[fill[i]] = j;
+                fill[i] += 1;
+                idx[fill[j as usize]] = i as u32;
+                fill[j as usize] += 1;
+            }
+        }
+        Adj {
+            ip: Cow::Owned(ip),
+            idx: Cow::Owned(idx),
+        }
+    }
+    fn n(&self) -> usize {
+        self.ip.len() - 1
+    }
+    #[inline]
+    fn row(&self, i: usize) -> &[u32] {
+        &self.idx[self.ip[i]..self.ip[i + 1]]
+    }
+    #[inline]
+    fn degree(&self, i: usize) -> usize {
+        self.ip[i + 1] - self.ip[i]
+    }
+}
+
+/// Features with their rows permuted: row `r` is old row `new_to_old[r]` (sparse rows keep
+/// their column order; Xᵀ is recomputed).
+///
+/// # Panics
+/// If `perm.len() != features.n_rows()`.
+///
+/// # Complexity
+/// O(n + nnz) (dense: O(n·in_dim)).
+#[track_caller]
+pub fn permute_features<F: Scalar>(features: &Features<F>, perm: &Permutation) -> Features<F> {
+    len_check("permute_features", features.n_rows(), perm.len());
+    match features {
+        Features::Dense(x) => Features::Dense(permute_rows(perm, x.view())),
+        Features::Sparse(s) => {
+            let x = s.x();
+            let ip = x.indptr();
+            let ip = ip.raw_storage();
+            let off = ip[0];
+            let q = perm.new_to_old();
+            let mut indptr = Vec::with_capacity(q.len() + 1);
+            indptr.push(0usize);
+            let mut indices = Vec::with_capacity(x.nnz());
+            let mut data = Vec::with_capacity(x.nnz());
+            for &o in q {
+                let r = (ip[o as usize] - off)..(ip[o as usize + 1] - off);
+                indices.extend_from_slice(&x.indices()[r.clone()]);
+                data.extend_from_slice(&x.data()[r]);
+                indptr.push(indices.len());
+            }
+            Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                x.shape(),
+                indptr,
+                indices,
+                data,
+            )))
+        }
+    }
+}
+
+/// A mask in the new order.
+fn permute_mask(mask: &Mask, perm: &Permutation) -> Mask {
+    let p = perm.old_to_new();
+    let mut b = vec![false; mask.n_nodes()];
+    for &i in mask.indices() {
+        b[p[i as usize] as usize] = true;
+    }
+    Mask::from_bool(&b)
+}
+
+/// The dataset relabelled by `perm`: graph, features, labels and split masks (name and class
+/// count unchanged). Train on the result, then bring per-node outputs back with
+/// [`unpermute_rows`]; accuracies over a mask are the same in either order.
+///
+/// # Errors
+/// [`Error::Mismatch`] if `perm.len()` is not the dataset's node count.
+///
+/// # Complexity
+/// O(n + nnz + feature entries).
+pub fn apply(dataset: &Dataset, perm: &Permutation) -> Result<Dataset> {
+    let n = dataset.graph.n_nodes();
+    if perm.len() != n {
+        return Err(Error::Mismatch {
+            what: "permutation length vs nodes".into(),
+            expected: n,
+            got: perm.len(),
+        });
+    }
+    let s = &dataset.split;
+    Dataset::try_new(
+        dataset.name.clone(),
+        permute_graph(&dataset.graph, perm),
+        permute_features(&dataset.features, perm),
+        permute_slice(perm, &dataset.labels),
+        dataset.n_classes,
+        Split {
+            name: s.name.clone(),
+            train: permute_mask(&s.train, perm),
+            valid: permute_mask(&s.valid, perm),
+            test: permute_mask(&s.test, perm),
+        },
+    )
+}
