@@ -30,7 +30,7 @@
 
 use rand::Rng;
 
-use super::{Direction, Graph, Norm, NormAdj};
+use super::{AdjScratch, Direction, Graph, Norm, NormAdj};
 use crate::{ConfigError, Error, Result, Scalar};
 
 /// DropEdge with drop probability `p`: each [`DropEdge::sample`] keeps every edge with
@@ -80,7 +80,7 @@ impl DropEdge {
     /// # Examples
     /// ```
     /// use rand::SeedableRng;
-    /// use sparse_gcn::graph::{dropedge::DropEdge, Direction, Graph, Norm, NormAdj};
+    /// use sparse_gcn::graph::{dropedge::DropEdge, AdjScratch, Direction, Graph, Norm, NormAdj};
     /// let g = Graph::try_from_edges(4, &[(0, 1), (1, 2), (2, 3)], Direction::Undirected).unwrap();
     /// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     /// let adj = DropEdge::new(0.5).unwrap().sample::<f32, _>(&g, Norm::Symmetric, &mut rng);
@@ -95,7 +95,7 @@ impl DropEdge {
         rng: &mut R,
     ) -> NormAdj<F> {
         let mut out = NormAdj::empty(norm);
-        self.sample_into(graph, norm, rng, &mut out);
+        self.sample_into(graph, norm, rng, &mut out, &mut AdjScratch::default());
         out
     }
 
@@ -118,14 +118,15 @@ impl DropEdge {
     /// # Examples
     /// ```
     /// use rand::SeedableRng;
-    /// use sparse_gcn::graph::{dropedge::DropEdge, Direction, Graph, Norm, NormAdj};
+    /// use sparse_gcn::graph::{dropedge::DropEdge, AdjScratch, Direction, Graph, Norm, NormAdj};
     /// let g = Graph::try_from_edges(4, &[(0, 1), (1, 2), (2, 3)], Direction::Undirected).unwrap();
     /// let de = DropEdge::new(0.5).unwrap();
     /// let (mut r1, mut r2) = (rand_chacha::ChaCha8Rng::seed_from_u64(0),
     ///                         rand_chacha::ChaCha8Rng::seed_from_u64(0));
     /// let mut out = NormAdj::<f32>::new(&g, Norm::Symmetric); // buffers big enough
+    /// let mut scratch = AdjScratch::default();
     /// for _ in 0..3 {
-    ///     de.sample_into(&g, Norm::Symmetric, &mut r1, &mut out);
+    ///     de.sample_into(&g, Norm::Symmetric, &mut r1, &mut out, &mut scratch);
     ///     let fresh = de.sample::<f32, _>(&g, Norm::Symmetric, &mut r2);
     ///     assert_eq!(out.a(), fresh.a());
     /// }
@@ -136,17 +137,17 @@ impl DropEdge {
         norm: Norm,
         rng: &mut R,
         out: &mut NormAdj<F>,
+        scratch: &mut AdjScratch<F>,
     ) {
         let key = rng.next_u64();
         let threshold = keep_threshold(self.p);
         if graph.is_directed() {
-            out.assign_filtered(graph, norm, |u, v| keeps(key, u, v, threshold));
+            out.assign_filtered(graph, norm, |u, v| keeps(key, u, v, threshold), scratch);
         } else {
             // An undirected edge is decided once, from its lower endpoint (as `kept_subgraph`
             // lists it), for both of its entries.
-            out.assign_filtered(graph, norm, |u, v| {
-                keeps(key, u.min(v), u.max(v), threshold)
-            });
+            let keep = |u: u32, v: u32| keeps(key, u.min(v), u.max(v), threshold);
+            out.assign_filtered(graph, norm, keep, scratch);
         }
     }
 
@@ -313,6 +314,7 @@ mod tests {
     /// subgraph), with one `out` reused across graphs of several sizes, directions, rates
     /// and normalisations; the RNG streams stay in step.
     fn check_sample_into_matches<F: Scalar>(out: &mut NormAdj<F>, seed: u64) {
+        let mut scratch = AdjScratch::default();
         let sizes = [(1, 0), (7, 3), (60, 150), (200, 30), (300, 2000), (45, 400)];
         for (case, &(n, m)) in sizes.iter().enumerate() {
             for dir in [Direction::Undirected, Direction::Directed] {
@@ -325,7 +327,7 @@ mod tests {
                         let mut r_fresh = r_old.clone();
                         for _ in 0..2 {
                             let old = NormAdj::<F>::new(&de.sample_graph(&g, &mut r_old), norm);
-                            de.sample_into(&g, norm, &mut r_new, out);
+                            de.sample_into(&g, norm, &mut r_new, out, &mut scratch);
                             let what = format!("n {n}, m {m}, {dir:?}, p {p}, {norm:?}");
                             assert_eq!(bits(out), bits(&old), "{what}");
                             assert_eq!(
@@ -361,12 +363,13 @@ mod tests {
         let mut out = NormAdj::<f64>::new(&g, Norm::Symmetric);
         let cap = out.a().indices().len();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        DropEdge { p: 1.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out);
+        let mut scratch = AdjScratch::default();
+        DropEdge { p: 1.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out, &mut scratch);
         // only self-loops left, each Â′_ii = 1
         assert_eq!(out.nnz(), 5);
         assert!(out.a().data().iter().all(|&v| v == 1.0));
         assert!(cap >= out.nnz());
-        DropEdge { p: 0.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out);
+        DropEdge { p: 0.0 }.sample_into(&g, Norm::Symmetric, &mut rng, &mut out, &mut scratch);
         assert_eq!(bits(&out), bits(&NormAdj::<f64>::new(&g, Norm::Symmetric)));
     }
 
@@ -392,9 +395,10 @@ mod tests {
                 &graph_with_loops(n + 10, m + 50, Direction::Directed, seed + 1),
                 Norm::Row,
             );
+            let mut scratch = AdjScratch::default();
             for _ in 0..3 {
                 let old = NormAdj::<f32>::new(&de.sample_graph(&g, &mut r_old), norm);
-                de.sample_into(&g, norm, &mut r_new, &mut out);
+                de.sample_into(&g, norm, &mut r_new, &mut out, &mut scratch);
                 proptest::prop_assert_eq!(bits(&out), bits(&old));
             }
         }

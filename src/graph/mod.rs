@@ -7,7 +7,7 @@ pub mod normalize;
 pub mod permutation;
 pub mod propagate;
 
-pub use normalize::{Norm, NormAdj};
+pub use normalize::{AdjScratch, Norm, NormAdj};
 pub use permutation::Permutation;
 pub use propagate::Propagate;
 

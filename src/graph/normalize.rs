@@ -28,23 +28,22 @@ pub struct NormAdj<F> {
     a: Csr<F>,
     a_t: Option<Csr<F>>,
     norm: Norm,
-    /// Buffers kept for [`NormAdj::assign_filtered`] (DropEdge's Â′ rewritten in place).
-    spare: Spare<F>,
 }
 
 /// What [`NormAdj::assign_filtered`] reuses from one call to the next besides Â's and Âᵀ's
 /// storage: D̃^-1/2, the fill cursors of the transpose (whose storage also stands in for Â's
-/// row pointer while Â is rebuilt), and Âᵀ's storage while Â is symmetric.
+/// row pointer while Â is rebuilt), and Âᵀ's storage while Â is symmetric. Owned by whoever
+/// rewrites an Â repeatedly (DropEdge's samples in the trainer), never by Â itself.
 #[derive(Debug, Clone)]
-struct Spare<F> {
+pub struct AdjScratch<F> {
     inv_sqrt: Vec<F>,
     fill: Vec<usize>,
     a_t: Option<Csr<F>>,
 }
 
-impl<F> Default for Spare<F> {
+impl<F> Default for AdjScratch<F> {
     fn default() -> Self {
-        Spare {
+        AdjScratch {
             inv_sqrt: Vec::new(),
             fill: Vec::new(),
             a_t: None,
@@ -74,9 +73,7 @@ impl<F: Scalar> NormAdj<F> {
     /// ```
     pub fn new(graph: &Graph, norm: Norm) -> Self {
         let mut adj = NormAdj::empty(norm);
-        adj.assign_filtered(graph, norm, |_, _| true);
-        // The scratch of `assign_filtered` is for DropEdge's repeated calls only.
-        adj.spare = Spare::default();
+        adj.assign_filtered(graph, norm, |_, _| true, &mut AdjScratch::default());
         adj
     }
 
@@ -87,7 +84,6 @@ impl<F: Scalar> NormAdj<F> {
             a: Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new()),
             a_t: None,
             norm,
-            spare: Spare::default(),
         }
     }
 
@@ -102,17 +98,19 @@ impl<F: Scalar> NormAdj<F> {
     /// O(n + nnz(graph)) time. Rewrites Â's (and Âᵀ's) storage in place and keeps its
     /// capacity (Âᵀ's too when a symmetric Â does not need it): allocates nothing once the
     /// buffers have held n nodes and nnz(graph) + n entries, e.g. when `self` is
-    /// `NormAdj::new(graph, ..)` or has already held a sample of `graph`.
+    /// `NormAdj::new(graph, ..)` or has already held a sample of `graph`, and `spare` has been
+    /// used for an earlier call on `graph`.
     pub fn assign_filtered(
         &mut self,
         graph: &Graph,
         norm: Norm,
         mut keep: impl FnMut(u32, u32) -> bool,
+        spare: &mut AdjScratch<F>,
     ) {
         let n = graph.n_nodes();
         // Â's storage, taken out of `self.a`; the fill cursors' buffer stands in for its row
         // pointer in the meantime (a 0 × 0 CSR needs one entry, kept from call to call).
-        let mut stand_in = std::mem::take(&mut self.spare.fill);
+        let mut stand_in = std::mem::take(&mut spare.fill);
         stand_in.clear();
         stand_in.push(0);
         let stand_in = Csr::new_trusted_pub((0, 0), stand_in, Vec::new(), Vec::new());
@@ -151,7 +149,7 @@ impl<F: Scalar> NormAdj<F> {
         data.reserve(cap);
         match norm {
             Norm::Symmetric => {
-                let inv_sqrt = &mut self.spare.inv_sqrt;
+                let inv_sqrt = &mut spare.inv_sqrt;
                 inv_sqrt.clear();
                 inv_sqrt.extend(indptr.windows(2).map(|w| {
                     let d = w[1] - w[0];
@@ -175,9 +173,9 @@ impl<F: Scalar> NormAdj<F> {
         let (mut fill, _, _) = std::mem::replace(&mut self.a, a).into_raw_storage();
         let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
         // Âᵀ's storage: the stored transpose, or the one kept aside.
-        let old_t = self.a_t.take().or_else(|| self.spare.a_t.take());
+        let old_t = self.a_t.take().or_else(|| spare.a_t.take());
         if symmetric {
-            self.spare.a_t = old_t;
+            spare.a_t = old_t;
         } else {
             let (indptr, mut indices, mut data) = match old_t {
                 Some(t) => t.into_raw_storage(),
@@ -211,7 +209,7 @@ impl<F: Scalar> NormAdj<F> {
             } = t;
             self.a_t = Some(Csr::new_trusted_pub((n, n), t_indptr, t_indices, t_data));
         }
-        self.spare.fill = fill;
+        spare.fill = fill;
         self.norm = norm;
     }
 

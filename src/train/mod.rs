@@ -586,6 +586,7 @@ pub fn train_model<F: Scalar>(
     let mut opt = cfg.optimizer();
     // DropEdge: one Â′ rewritten every epoch (no allocation after the first).
     let mut sampled = drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm));
+    let mut sample_scratch = crate::graph::AdjScratch::default();
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
@@ -606,7 +607,7 @@ pub fn train_model<F: Scalar>(
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
         if let (Some((d, src)), Some(s)) = (&drop_edge, sampled.as_mut()) {
-            d.sample_into(src.graph, src.norm, &mut edge_rng, s);
+            d.sample_into(src.graph, src.norm, &mut edge_rng, s, &mut sample_scratch);
         }
         let (train_loss, train_acc) = train_step(
             model,
