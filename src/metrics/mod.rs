@@ -13,7 +13,7 @@ use crate::Scalar;
 /// # Examples
 /// ```
 /// use ndarray::array;
-/// use sparse_gcn::{graph::Mask, metrics::accuracy};
+/// use sparse_gcn::{data::Mask, metrics::accuracy};
 /// let z = array![[0.1f32, 0.9], [0.8, 0.2], [0.3, 0.7]];
 /// let m = Mask::try_from_indices(vec![0, 1, 2], 3).unwrap();
 /// assert_eq!(accuracy(z.view(), &[1, 1, 1], &m), 2.0 / 3.0);

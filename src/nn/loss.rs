@@ -16,7 +16,7 @@ use crate::Scalar;
 /// # Examples
 /// ```
 /// use ndarray::array;
-/// use sparse_gcn::{graph::Mask, nn::loss::softmax_cross_entropy};
+/// use sparse_gcn::{data::Mask, nn::loss::softmax_cross_entropy};
 /// let z = array![[0.0f64, 0.0], [1000.0, 0.0]];
 /// let mask = Mask::try_from_indices(vec![0, 1], 2).unwrap();
 /// let (loss, grad) = softmax_cross_entropy(z.view(), &[0, 0], &mask);
