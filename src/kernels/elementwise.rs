@@ -242,10 +242,6 @@ pub trait MaskRng: rand::Rng {
 impl MaskRng for ChaCha8Rng {
     #[track_caller]
     fn fill_dropout_mask<F: Scalar>(&mut self, p: f64, mask: &mut [F], par: Par) {
-        if par == Par::Seq || mask.len() <= MASK_CHUNK {
-            dropout_mask(self, p, mask);
-            return;
-        }
         assert!(
             (0.0..1.0).contains(&p),
             "dropout_mask: p = {p} not in [0, 1)"
@@ -253,13 +249,17 @@ impl MaskRng for ChaCha8Rng {
         let w0 = self.get_word_pos();
         let len = mask.len();
         let rng: &ChaCha8Rng = self;
-        mask.par_chunks_mut(MASK_CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                let mut r = rng.clone();
-                r.set_word_pos(w0 + (c * MASK_CHUNK) as u128);
-                dropout_mask(&mut r, p, chunk);
-            });
+        // Chunk c starts at word w₀ + c·MASK_CHUNK, whichever thread draws it (one chunk for a
+        // short mask: the serial draw itself).
+        let chunk = |(c, chunk): (usize, &mut [F])| {
+            let mut r = rng.clone();
+            r.set_word_pos(w0 + (c * MASK_CHUNK) as u128);
+            dropout_mask(&mut r, p, chunk);
+        };
+        match par {
+            Par::Seq => mask.chunks_mut(MASK_CHUNK).enumerate().for_each(chunk),
+            Par::Rayon => mask.par_chunks_mut(MASK_CHUNK).enumerate().for_each(chunk),
+        }
         self.set_word_pos(w0 + len.next_multiple_of(2) as u128);
     }
 }
@@ -312,19 +312,29 @@ mod tests {
         use super::{MaskRng, MASK_CHUNK};
         use crate::Par;
         use rand::Rng;
-        for skip in [0usize, 1, 3] {
-            for len in [MASK_CHUNK + 1, 3 * MASK_CHUNK, 3 * MASK_CHUNK + 7] {
-                let mut a = ChaCha8Rng::seed_from_u64(9);
-                let mut b = a.clone();
-                for _ in 0..skip {
-                    a.next_u32();
-                    b.next_u32();
+        for par in [Par::Seq, Par::Rayon] {
+            for skip in [0usize, 1, 3] {
+                for len in [
+                    0,
+                    1,
+                    7,
+                    MASK_CHUNK,
+                    MASK_CHUNK + 1,
+                    3 * MASK_CHUNK,
+                    3 * MASK_CHUNK + 7,
+                ] {
+                    let mut a = ChaCha8Rng::seed_from_u64(9);
+                    let mut b = a.clone();
+                    for _ in 0..skip {
+                        a.next_u32();
+                        b.next_u32();
+                    }
+                    let (mut ma, mut mb) = (vec![0f32; len], vec![0f32; len]);
+                    dropout_mask(&mut a, 0.3, &mut ma);
+                    b.fill_dropout_mask(0.3, &mut mb, par);
+                    assert_eq!(ma, mb, "{par:?}, skip {skip}, len {len}");
+                    assert_eq!(a.next_u64(), b.next_u64(), "stream position after the mask");
                 }
-                let (mut ma, mut mb) = (vec![0f32; len], vec![0f32; len]);
-                dropout_mask(&mut a, 0.3, &mut ma);
-                b.fill_dropout_mask(0.3, &mut mb, Par::Rayon);
-                assert_eq!(ma, mb, "skip {skip}, len {len}");
-                assert_eq!(a.next_u64(), b.next_u64(), "stream position after the mask");
             }
         }
     }
