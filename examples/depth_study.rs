@@ -364,7 +364,7 @@ fn run_job(
     let rank = (args.rank_sample > 0).then_some((args.rank_sample, job.seed));
     let mut layers = Vec::new();
     model.visit_representations(adj, features, Par::Rayon, &mut |_, h| {
-        layers.push(layer_metrics(adj, h, rank));
+        layers.push(layer_metrics(adj, h, rank, Par::Rayon));
     });
     let last_hidden = match job.variant {
         // The last representation is the logits (a graph convolution's output).

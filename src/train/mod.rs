@@ -596,7 +596,7 @@ pub fn train_model<F: Scalar>(
     let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
     let record = |model: &mut Model<F>, epoch: usize, out: &mut Vec<LayerRecord>| {
         model.visit_representations(adj, x, par, &mut |layer, h| {
-            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)));
+            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)), par);
             out.push(LayerRecord {
                 epoch,
                 layer,

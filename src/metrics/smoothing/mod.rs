@@ -39,7 +39,7 @@ use serde::Serialize;
 pub use self::rank::numerical_rank;
 use crate::graph::NormAdj;
 use crate::kernels::shape_panic;
-use crate::Scalar;
+use crate::{Par, Scalar};
 
 /// Rows per block of the parallel reductions. Fixed, so the blocks, and the order in which
 /// their partial sums are added, depend only on n.
@@ -94,6 +94,7 @@ pub struct LayerMetrics {
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::array;
 /// use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 /// use sparse_gcn::metrics::smoothing::dirichlet_energy;
@@ -101,11 +102,11 @@ pub struct LayerMetrics {
 /// let g = Graph::try_from_edges(2, &[(0, 1)], Direction::Undirected).unwrap();
 /// let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
 /// let h = array![[1.0], [-1.0]];                       // ½·2·‖(1 − (−1))/√2‖²/2 = 1
-/// assert!((dirichlet_energy(&adj, h.view()) - 1.0).abs() < 1e-15);
-/// assert!(dirichlet_energy(&adj, array![[3.0], [3.0]].view()).abs() < 1e-14);
+/// assert!((dirichlet_energy(&adj, h.view(), Par::Rayon) - 1.0).abs() < 1e-15);
+/// assert!(dirichlet_energy(&adj, array![[3.0], [3.0]].view(), Par::Rayon).abs() < 1e-14);
 /// ```
 #[track_caller]
-pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f64 {
+pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: Par) -> f64 {
     let n = check_rows("dirichlet_energy", adj, h);
     if n == 0 {
         return 0.0;
@@ -115,7 +116,7 @@ pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f6
     let ip = ip.raw_storage();
     let off = ip[0];
     let (idx, val) = (a.indices(), a.data());
-    let total = block_sums(n, |rows| {
+    let total = block_sums(n, par, |rows| {
         let mut acc = 0.0f64;
         for i in rows {
             let hi = h.row(i);
@@ -163,6 +164,7 @@ pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f6
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::array;
 /// use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 /// use sparse_gcn::metrics::smoothing::mad_neighbors;
@@ -171,15 +173,15 @@ pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f6
 /// let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
 /// let h = array![[1.0, 0.0], [0.0, 2.0], [0.0, 2.0]];
 /// // D̄ = (1, 1, 0): node 2 has no neighbour at non-zero distance
-/// assert_eq!(mad_neighbors(&adj, h.view()), 1.0);
+/// assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
 /// ```
 #[track_caller]
-pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f64 {
+pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: Par) -> f64 {
     let n = check_rows("mad_neighbors", adj, h);
     if n == 0 {
         return 0.0;
     }
-    let inv = inv_norms(h);
+    let inv = inv_norms(h, par);
     let eps = F::epsilon().to_f64_lossless();
     let zero = MAD_ZERO_ULPS * eps * eps;
     let a = adj.a();
@@ -187,30 +189,28 @@ pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f64 {
     let ip = ip.raw_storage();
     let off = ip[0];
     let idx = a.indices();
-    let parts: Vec<(f64, usize)> = blocks(n)
-        .map(|rows| {
-            let (mut sum, mut count) = (0.0f64, 0usize);
-            for i in rows {
-                let (mut s, mut c) = (0.0f64, 0usize);
-                for &j in &idx[ip[i] - off..ip[i + 1] - off] {
-                    let j = j as usize;
-                    if j == i {
-                        continue;
-                    }
-                    let d = cos_dist(h.row(i), inv[i], h.row(j), inv[j]);
-                    if d > zero {
-                        s += d;
-                        c += 1;
-                    }
+    let parts: Vec<(f64, usize)> = map_blocks(n, par, |rows| {
+        let (mut sum, mut count) = (0.0f64, 0usize);
+        for i in rows {
+            let (mut s, mut c) = (0.0f64, 0usize);
+            for &j in &idx[ip[i] - off..ip[i + 1] - off] {
+                let j = j as usize;
+                if j == i {
+                    continue;
                 }
-                if c > 0 {
-                    sum += s / c as f64;
-                    count += 1;
+                let d = cos_dist(h.row(i), inv[i], h.row(j), inv[j]);
+                if d > zero {
+                    s += d;
+                    c += 1;
                 }
             }
-            (sum, count)
-        })
-        .collect();
+            if c > 0 {
+                sum += s / c as f64;
+                count += 1;
+            }
+        }
+        (sum, count)
+    });
     let (sum, count) = parts
         .iter()
         .fold((0.0, 0), |(s, c), &(bs, bc)| (s + bs, c + bc));
@@ -223,7 +223,7 @@ pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f64 {
 
 /// Global MAD: the mean cosine distance over **all** ordered pairs i ≠ j,
 ///
-///   MAD_global = 1/(n(n−1))·Σ_{i≠j} (1 − cos(h_i, h_j)) = 1 − mean_cosine(H),
+///   MAD_global = 1/(n(n−1))·Σ_{i≠j} (1 − cos(h_i, h_j)) = 1 − mean_cosine(H, Par::Rayon),
 ///
 /// computed exactly in O(n·d) from the sum of the unit rows. Unlike the paper's MAD (and
 /// [`mad_neighbors`]), pairs at distance 0 are counted: the "non-zero only" rule needs every
@@ -238,16 +238,17 @@ pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> f64 {
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::array;
 /// use sparse_gcn::metrics::smoothing::mad_global;
-/// assert_eq!(mad_global(array![[1.0, 0.0], [0.0, 3.0]].view()), 1.0);  // orthogonal
-/// assert!(mad_global(array![[1.0, 2.0], [2.0, 4.0]].view()).abs() < 1e-15); // parallel
+/// assert_eq!(mad_global(array![[1.0, 0.0], [0.0, 3.0]].view(), Par::Rayon), 1.0);  // orthogonal
+/// assert!(mad_global(array![[1.0, 2.0], [2.0, 4.0]].view(), Par::Rayon).abs() < 1e-15); // parallel
 /// ```
-pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>) -> f64 {
+pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
     if h.nrows() < 2 {
         return 0.0;
     }
-    1.0 - mean_cosine(h)
+    1.0 - mean_cosine(h, par)
 }
 
 /// Mean pairwise cosine similarity over all ordered pairs i ≠ j, exactly:
@@ -264,38 +265,37 @@ pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>) -> f64 {
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::array;
 /// use sparse_gcn::metrics::smoothing::mean_cosine;
 /// // cos = (1, 0, 0) for pairs (0,1), (0,2), (1,2): mean over 6 ordered pairs = 1/3
 /// let h = array![[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]];
-/// assert!((mean_cosine(h.view()) - 1.0 / 3.0).abs() < 1e-15);
+/// assert!((mean_cosine(h.view(), Par::Rayon) - 1.0 / 3.0).abs() < 1e-15);
 /// ```
-pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>) -> f64 {
+pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
     let (n, d) = h.dim();
     if n < 2 {
         return 0.0;
     }
-    let parts: Vec<(Vec<f64>, f64)> = blocks(n)
-        .map(|rows| {
-            let mut s = vec![0.0f64; d];
-            let mut q = 0.0f64;
-            for i in rows {
-                let hi = h.row(i);
-                let nrm2 = dot64(hi, hi);
-                if nrm2 > 0.0 {
-                    let r = 1.0 / nrm2.sqrt();
-                    let mut uu = 0.0;
-                    for (sk, &x) in s.iter_mut().zip(hi.iter()) {
-                        let u = x.to_f64_lossless() * r;
-                        *sk += u;
-                        uu += u * u;
-                    }
-                    q += uu;
+    let parts: Vec<(Vec<f64>, f64)> = map_blocks(n, par, |rows| {
+        let mut s = vec![0.0f64; d];
+        let mut q = 0.0f64;
+        for i in rows {
+            let hi = h.row(i);
+            let nrm2 = dot64(hi, hi);
+            if nrm2 > 0.0 {
+                let r = 1.0 / nrm2.sqrt();
+                let mut uu = 0.0;
+                for (sk, &x) in s.iter_mut().zip(hi.iter()) {
+                    let u = x.to_f64_lossless() * r;
+                    *sk += u;
+                    uu += u * u;
                 }
+                q += uu;
             }
-            (s, q)
-        })
-        .collect();
+        }
+        (s, q)
+    });
     let mut s = vec![0.0f64; d];
     let mut q = 0.0f64;
     for (bs, bq) in &parts {
@@ -323,13 +323,14 @@ pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>) -> f64 {
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::Array2;
 /// use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 /// use sparse_gcn::metrics::smoothing::layer_metrics;
 /// let g = Graph::try_from_edges(3, &[(0, 1), (1, 2)], Direction::Undirected).unwrap();
 /// let adj = NormAdj::<f32>::new(&g, Norm::Symmetric);
 /// let h = Array2::<f32>::ones((3, 4)); // fully collapsed
-/// let m = layer_metrics(&adj, h.view(), Some((3, 0)));
+/// let m = layer_metrics(&adj, h.view(), Some((3, 0)), Par::Rayon);
 /// assert!(m.mad_global.abs() < 1e-7 && m.mad_neighbors == 0.0);
 /// assert!((m.mean_cosine - 1.0).abs() < 1e-7);
 /// assert_eq!(m.rank, Some(1));
@@ -339,16 +340,23 @@ pub fn layer_metrics<F: Scalar>(
     adj: &NormAdj<F>,
     h: ArrayView2<'_, F>,
     rank_sample: Option<(usize, u64)>,
+    par: Par,
 ) -> LayerMetrics {
     check_rows("layer_metrics", adj, h);
-    let mean_cos = mean_cosine(h);
+    let mean_cos = mean_cosine(h, par);
     LayerMetrics {
-        dirichlet: dirichlet_energy(adj, h),
+        dirichlet: dirichlet_energy(adj, h, par),
         mad_global: if h.nrows() < 2 { 0.0 } else { 1.0 - mean_cos },
-        mad_neighbors: mad_neighbors(adj, h),
+        mad_neighbors: mad_neighbors(adj, h, par),
         mean_cosine: mean_cos,
         rank: rank_sample.map(|(s, seed)| {
-            numerical_rank(h, s, RANK_REL_TOL, &mut ChaCha8Rng::seed_from_u64(seed))
+            numerical_rank(
+                h,
+                s,
+                RANK_REL_TOL,
+                &mut ChaCha8Rng::seed_from_u64(seed),
+                par,
+            )
         }),
     }
 }
@@ -367,13 +375,16 @@ pub fn per_layer<F: Scalar>(
     adj: &NormAdj<F>,
     hs: &[ArrayView2<'_, F>],
     rank_sample: Option<(usize, u64)>,
+    par: Par,
 ) -> Vec<LayerMetrics> {
     for h in hs {
         check_rows("per_layer", adj, *h);
     }
-    hs.par_iter()
-        .map(|h| layer_metrics(adj, *h, rank_sample))
-        .collect()
+    let one = |h: &ArrayView2<'_, F>| layer_metrics(adj, *h, rank_sample, par);
+    match par {
+        Par::Seq => hs.iter().map(one).collect(),
+        Par::Rayon => hs.par_iter().map(one).collect(),
+    }
 }
 
 /// Checks `h.nrows() == adj.n_nodes()` and returns n.
@@ -386,17 +397,21 @@ fn check_rows<F: Scalar>(what: &str, adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> 
     n
 }
 
-/// The fixed row blocks of 0..n, as a rayon iterator.
-fn blocks(n: usize) -> impl IndexedParallelIterator<Item = Range<usize>> {
-    (0..n.div_ceil(BLOCK_ROWS))
-        .into_par_iter()
-        .map(move |b| b * BLOCK_ROWS..((b + 1) * BLOCK_ROWS).min(n))
+/// Σ over the fixed row blocks of 0..n of `f(block)`, added in block order (the same for any
+/// thread count, [`Par::Seq`] included).
+fn block_sums(n: usize, par: Par, f: impl Fn(Range<usize>) -> f64 + Sync + Send) -> f64 {
+    map_blocks(n, par, f).iter().sum()
 }
 
-/// Σ over the blocks of 0..n of `f(block)`, added in block order (thread-count independent).
-fn block_sums(n: usize, f: impl Fn(Range<usize>) -> f64 + Sync + Send) -> f64 {
-    let parts: Vec<f64> = blocks(n).map(f).collect();
-    parts.iter().sum()
+/// `f(block)` for each fixed row block of 0..n, in block order (in parallel under
+/// [`Par::Rayon`]).
+fn map_blocks<T: Send>(n: usize, par: Par, f: impl Fn(Range<usize>) -> T + Sync + Send) -> Vec<T> {
+    let block = |b: usize| f(b * BLOCK_ROWS..((b + 1) * BLOCK_ROWS).min(n));
+    let blocks = 0..n.div_ceil(BLOCK_ROWS);
+    match par {
+        Par::Seq => blocks.map(block).collect(),
+        Par::Rayon => blocks.into_par_iter().map(block).collect(),
+    }
 }
 
 /// ⟨a, b⟩ in f64.
@@ -410,19 +425,20 @@ fn dot64<F: Scalar>(a: ArrayView1<'_, F>, b: ArrayView1<'_, F>) -> f64 {
 }
 
 /// 1/‖h_i‖ per row, 0 for a zero row.
-fn inv_norms<F: Scalar>(h: ArrayView2<'_, F>) -> Vec<f64> {
-    (0..h.nrows())
-        .into_par_iter()
-        .map(|i| {
-            let r = h.row(i);
-            let n2 = dot64(r, r);
-            if n2 > 0.0 {
-                1.0 / n2.sqrt()
-            } else {
-                0.0
-            }
-        })
-        .collect()
+fn inv_norms<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> Vec<f64> {
+    let inv = |i: usize| {
+        let r = h.row(i);
+        let n2 = dot64(r, r);
+        if n2 > 0.0 {
+            1.0 / n2.sqrt()
+        } else {
+            0.0
+        }
+    };
+    match par {
+        Par::Seq => (0..h.nrows()).map(inv).collect(),
+        Par::Rayon => (0..h.nrows()).into_par_iter().map(inv).collect(),
+    }
 }
 
 /// Cosine distance 1 − ⟨u_i, u_j⟩ as ½‖u_i − u_j‖², given the inverse norms (0 for a zero

@@ -33,19 +33,21 @@ const JACOBI_MAX_SWEEPS: usize = 60;
 ///
 /// # Examples
 /// ```
+/// use sparse_gcn::Par;
 /// use ndarray::array;
 /// use rand::SeedableRng;
 /// use sparse_gcn::metrics::smoothing::numerical_rank;
 /// // row 3 = row 0 + row 2, row 1 = 2·row 0
 /// let h = array![[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 0.0], [1.0, 3.0, 3.0]];
 /// let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-/// assert_eq!(numerical_rank(h.view(), 100, 1e-6, &mut rng), 2);
+/// assert_eq!(numerical_rank(h.view(), 100, 1e-6, &mut rng, Par::Rayon), 2);
 /// ```
 pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
     h: ArrayView2<'_, F>,
     sample: usize,
     rel_tol: f64,
     rng: &mut R,
+    par: Par,
 ) -> usize {
     let (n, d) = h.dim();
     let s = sample.min(n);
@@ -63,11 +65,11 @@ pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
     let m = s.min(d);
     let mut g = Array2::<f64>::zeros((m, m));
     if s < d {
-        gemm(1.0, x.view(), x.t(), 0.0, g.view_mut(), Par::Rayon);
+        gemm(1.0, x.view(), x.t(), 0.0, g.view_mut(), par);
     } else {
-        gemm(1.0, x.t(), x.view(), 0.0, g.view_mut(), Par::Rayon);
+        gemm(1.0, x.t(), x.view(), 0.0, g.view_mut(), par);
     }
-    let lambda = jacobi_eigenvalues(g.into_raw_vec_and_offset().0, m);
+    let lambda = jacobi_eigenvalues(g.into_raw_vec_and_offset().0, m, par);
     let sigma: Vec<f64> = lambda.iter().map(|&l| l.max(0.0).sqrt()).collect();
     let smax = sigma.iter().copied().fold(0.0f64, f64::max);
     if smax <= 0.0 {
@@ -88,7 +90,7 @@ pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
 /// A rotation is skipped when |a_pq| ≤ ε·‖A‖_F; iteration stops when a sweep rotates nothing,
 /// when the off-diagonal norm is ≤ ε·‖A‖_F, or after [`JACOBI_MAX_SWEEPS`] sweeps. What is
 /// left off the diagonal then has Frobenius norm ≤ m·ε·‖A‖_F, which bounds the eigenvalue error.
-pub(super) fn jacobi_eigenvalues(mut a: Vec<f64>, m: usize) -> Vec<f64> {
+pub(super) fn jacobi_eigenvalues(mut a: Vec<f64>, m: usize, par: Par) -> Vec<f64> {
     debug_assert_eq!(a.len(), m * m);
     let diag = |a: &[f64]| (0..m).map(|i| a[i * m + i]).collect::<Vec<f64>>();
     let frob = a.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -154,13 +156,17 @@ pub(super) fn jacobi_eigenvalues(mut a: Vec<f64>, m: usize) -> Vec<f64> {
                 }
             }
             // A ← AJ: in every row, entries p, q ← (c·a_p − s·a_q, s·a_p + c·a_q)
-            a.par_chunks_mut(m).with_min_len(64).for_each(|row| {
+            let rotate = |row: &mut [f64]| {
                 for &(p, q, c, s) in &rot {
                     let (xp, xq) = (row[p], row[q]);
                     row[p] = c * xp - s * xq;
                     row[q] = s * xp + c * xq;
                 }
-            });
+            };
+            match par {
+                Par::Seq => a.chunks_mut(m).for_each(rotate),
+                Par::Rayon => a.par_chunks_mut(m).with_min_len(64).for_each(rotate),
+            }
             for &(p, q, _, _) in &rot {
                 a[p * m + q] = 0.0;
                 a[q * m + p] = 0.0;

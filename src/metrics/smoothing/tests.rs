@@ -113,7 +113,7 @@ fn dirichlet_pairwise_oracle(g: &Graph, h: &Array2<f64>) -> f64 {
 /// Eigenvalues via Jacobi, sorted descending (test helper).
 fn sorted_eigs(a: &Array2<f64>) -> Vec<f64> {
     let m = a.nrows();
-    let mut e = jacobi_eigenvalues(a.iter().copied().collect(), m);
+    let mut e = jacobi_eigenvalues(a.iter().copied().collect(), m, Par::Rayon);
     e.sort_by(|x, y| y.total_cmp(x));
     e
 }
@@ -152,14 +152,14 @@ fn dirichlet_matches_trace_and_pairwise_identity() {
         let g = random_graph(n, 2 * n, &mut rng);
         let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
         let h = random_h(n, 1 + trial % 5, &mut rng);
-        let e = dirichlet_energy(&adj, h.view());
+        let e = dirichlet_energy(&adj, h.view(), Par::Rayon);
         assert!(close(e, dirichlet_oracle(&adj, &h), 1e-12));
         assert!(close(e, dirichlet_pairwise_oracle(&g, &h), 1e-12));
         assert!(e >= 0.0);
         // row-normalised Â: still the trace formula
         let adj_r = NormAdj::<f64>::new(&g, Norm::Row);
         assert!(close(
-            dirichlet_energy(&adj_r, h.view()),
+            dirichlet_energy(&adj_r, h.view(), Par::Rayon),
             dirichlet_oracle(&adj_r, &h),
             1e-12
         ));
@@ -177,10 +177,10 @@ fn dirichlet_of_sqrt_degree_signal_is_zero() {
         let deg = (g.degree(i) + usize::from(!has_loop)) as f64;
         deg.sqrt() * c[k]
     });
-    assert!(dirichlet_energy(&adj, h.view()).abs() < 1e-13);
+    assert!(dirichlet_energy(&adj, h.view(), Par::Rayon).abs() < 1e-13);
     // whereas the constant signal is not in the null space (unless regular)
     let ones = Array2::<f64>::ones((12, 3));
-    assert!(dirichlet_energy(&adj, ones.view()) > 1e-3);
+    assert!(dirichlet_energy(&adj, ones.view(), Par::Rayon) > 1e-3);
 }
 
 #[test]
@@ -189,12 +189,12 @@ fn dirichlet_never_increases_under_propagation() {
     let g = random_graph(40, 80, &mut rng);
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let mut h = random_h(40, 4, &mut rng);
-    let mut prev = dirichlet_energy(&adj, h.view());
+    let mut prev = dirichlet_energy(&adj, h.view(), Par::Rayon);
     for _ in 0..30 {
         let mut next = Array2::<f64>::zeros(h.dim());
         spmm(1.0, adj.a(), h.view(), 0.0, next.view_mut(), Par::Seq);
         h = next;
-        let e = dirichlet_energy(&adj, h.view());
+        let e = dirichlet_energy(&adj, h.view(), Par::Rayon);
         assert!(e <= prev + 1e-14, "{e} > {prev}");
         prev = e;
     }
@@ -205,7 +205,7 @@ fn dirichlet_never_increases_under_propagation() {
 fn dirichlet_panics_on_row_mismatch() {
     let g = Graph::try_from_edges(3, &[(0, 1)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    dirichlet_energy(&adj, Array2::<f64>::zeros((4, 2)).view());
+    dirichlet_energy(&adj, Array2::<f64>::zeros((4, 2)).view(), Par::Rayon);
 }
 
 // ---- cosine metrics ----
@@ -226,10 +226,18 @@ fn cosine_metrics_match_brute_force() {
         }
         let g = random_graph(n, 2 * n, &mut rng);
         let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-        assert!(close(mean_cosine(h.view()), mean_cosine_oracle(&h), 1e-12));
-        assert!(close(mad_global(h.view()), mad_global_oracle(&h), 1e-12));
         assert!(close(
-            mad_neighbors(&adj, h.view()),
+            mean_cosine(h.view(), Par::Rayon),
+            mean_cosine_oracle(&h),
+            1e-12
+        ));
+        assert!(close(
+            mad_global(h.view(), Par::Rayon),
+            mad_global_oracle(&h),
+            1e-12
+        ));
+        assert!(close(
+            mad_neighbors(&adj, h.view(), Par::Rayon),
             mad_neighbors_oracle(&adj, &h),
             1e-12
         ));
@@ -246,12 +254,12 @@ fn mad_neighbors_directed_graph_matches_brute_force() {
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let h = random_h(10, 3, &mut rng);
     assert!(close(
-        mad_neighbors(&adj, h.view()),
+        mad_neighbors(&adj, h.view(), Par::Rayon),
         mad_neighbors_oracle(&adj, &h),
         1e-12
     ));
     assert!(close(
-        dirichlet_energy(&adj, h.view()),
+        dirichlet_energy(&adj, h.view(), Par::Rayon),
         dirichlet_oracle(&adj, &h),
         1e-12
     ));
@@ -263,9 +271,9 @@ fn identical_rows_are_fully_smooth() {
         Graph::try_from_edges(5, &[(0, 1), (1, 2), (2, 3), (3, 4)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f32>::new(&g, Norm::Symmetric);
     let h = Array2::from_shape_fn((5, 3), |(_, k)| [0.3f32, -1.7, 0.01][k]);
-    assert_eq!(mad_neighbors(&adj, h.view()), 0.0); // exact: identical unit rows
-    assert!(mad_global(h.view()).abs() < 1e-14);
-    assert!((mean_cosine(h.view()) - 1.0).abs() < 1e-14);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 0.0); // exact: identical unit rows
+    assert!(mad_global(h.view(), Par::Rayon).abs() < 1e-14);
+    assert!((mean_cosine(h.view(), Par::Rayon) - 1.0).abs() < 1e-14);
 }
 
 #[test]
@@ -275,22 +283,22 @@ fn parallel_rows_are_at_zero_distance() {
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let r = [0.3, -1.1, 2.7, 1e-3];
     let h = Array2::from_shape_fn((3, 4), |(i, k)| [1.0, 3.0, 0.1][i] * r[k]);
-    assert_eq!(mad_neighbors(&adj, h.view()), 0.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 0.0);
 }
 
 #[test]
 fn zero_rows_have_cosine_zero() {
     // a zero row: cosine 0, distance 1, with every row (itself included)
     let h = array![[1.0f64, 0.0], [0.0, 0.0]];
-    assert_eq!(mean_cosine(h.view()), 0.0);
-    assert_eq!(mad_global(h.view()), 1.0);
+    assert_eq!(mean_cosine(h.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_global(h.view(), Par::Rayon), 1.0);
     let g = Graph::try_from_edges(2, &[(0, 1)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    assert_eq!(mad_neighbors(&adj, h.view()), 1.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
     let z = Array2::<f64>::zeros((2, 2));
-    assert_eq!(mean_cosine(z.view()), 0.0);
-    assert_eq!(mad_neighbors(&adj, z.view()), 1.0);
-    assert_eq!(dirichlet_energy(&adj, z.view()), 0.0);
+    assert_eq!(mean_cosine(z.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_neighbors(&adj, z.view(), Par::Rayon), 1.0);
+    assert_eq!(dirichlet_energy(&adj, z.view(), Par::Rayon), 0.0);
 }
 
 #[test]
@@ -301,23 +309,26 @@ fn mad_neighbors_counts_only_nonzero_distances() {
     let h = array![[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 5.0], [1.0, 1.0]];
     // D̄_0 = (1 + 1)/2 (the zero to leaf 1 not counted), D̄_1 = 0 (not counted),
     // D̄_2 = D̄_3 = 1, node 4 isolated (not counted): MAD = 3/3
-    assert_eq!(mad_neighbors(&adj, h.view()), 1.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
     assert!(close(mad_neighbors_oracle(&adj, &h), 1.0, 1e-12));
 }
 
 #[test]
 fn small_and_empty_inputs() {
     let one = array![[1.0f64, 2.0]];
-    assert_eq!(mean_cosine(one.view()), 0.0);
-    assert_eq!(mad_global(one.view()), 0.0);
+    assert_eq!(mean_cosine(one.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_global(one.view(), Par::Rayon), 0.0);
     let empty = Array2::<f64>::zeros((0, 3));
-    assert_eq!(mean_cosine(empty.view()), 0.0);
+    assert_eq!(mean_cosine(empty.view(), Par::Rayon), 0.0);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    assert_eq!(numerical_rank(empty.view(), 10, 1e-6, &mut rng), 0);
+    assert_eq!(
+        numerical_rank(empty.view(), 10, 1e-6, &mut rng, Par::Rayon),
+        0
+    );
     let g = Graph::try_from_edges(0, &[], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    assert_eq!(dirichlet_energy(&adj, empty.view()), 0.0);
-    assert_eq!(mad_neighbors(&adj, empty.view()), 0.0);
+    assert_eq!(dirichlet_energy(&adj, empty.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_neighbors(&adj, empty.view(), Par::Rayon), 0.0);
 }
 
 #[test]
@@ -330,8 +341,8 @@ fn f32_input_agrees_with_f64() {
     let a32 = NormAdj::<f32>::new(&g, Norm::Symmetric);
     let a64 = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let (m32, m64) = (
-        layer_metrics(&a32, h32.view(), None),
-        layer_metrics(&a64, h64.view(), None),
+        layer_metrics(&a32, h32.view(), None, Par::Rayon),
+        layer_metrics(&a64, h64.view(), None, Par::Rayon),
     );
     assert!(close(m32.dirichlet, m64.dirichlet, 1e-6));
     assert!(close(m32.mad_neighbors, m64.mad_neighbors, 1e-12));
@@ -346,14 +357,18 @@ fn large_inputs_span_several_blocks() {
     let g = random_graph(n, 3 * n, &mut rng);
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let h = random_h(n, 3, &mut rng).mapv(|x| x + 0.5);
-    assert!(close(mean_cosine(h.view()), mean_cosine_oracle(&h), 1e-10));
     assert!(close(
-        dirichlet_energy(&adj, h.view()),
+        mean_cosine(h.view(), Par::Rayon),
+        mean_cosine_oracle(&h),
+        1e-10
+    ));
+    assert!(close(
+        dirichlet_energy(&adj, h.view(), Par::Rayon),
         dirichlet_pairwise_oracle(&g, &h),
         1e-10
     ));
     assert!(close(
-        mad_neighbors(&adj, h.view()),
+        mad_neighbors(&adj, h.view(), Par::Rayon),
         mad_neighbors_oracle(&adj, &h),
         1e-10
     ));
@@ -410,7 +425,10 @@ fn numerical_rank_d512_timing() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let h = low_rank(2000, 512, 100, &mut rng).mapv(|x| x as f32);
     let t = std::time::Instant::now();
-    assert_eq!(numerical_rank(h.view(), 1000, RANK_REL_TOL, &mut rng), 100);
+    assert_eq!(
+        numerical_rank(h.view(), 1000, RANK_REL_TOL, &mut rng, Par::Rayon),
+        100
+    );
     eprintln!("numerical_rank 1000×512: {:?}", t.elapsed());
 }
 
@@ -427,18 +445,30 @@ fn numerical_rank_of_known_rank_matrices() {
         // all rows (d×d Gram), a sample bigger than d, and a sample smaller than d (s×s Gram)
         for s in [n, 2 * d, d - 1] {
             let want = r.min(s);
-            let got = numerical_rank(h.view(), s, 1e-6, &mut rng);
+            let got = numerical_rank(h.view(), s, 1e-6, &mut rng, Par::Rayon);
             assert_eq!(got, want, "n={n} d={d} r={r} s={s}");
         }
         // in f32, at the layer tolerance
         let h32 = h.mapv(|x| x as f32);
-        assert_eq!(numerical_rank(h32.view(), n, RANK_REL_TOL, &mut rng), r);
+        assert_eq!(
+            numerical_rank(h32.view(), n, RANK_REL_TOL, &mut rng, Par::Rayon),
+            r
+        );
     }
     // full rank and zero
     let h = random_h(100, 12, &mut rng);
-    assert_eq!(numerical_rank(h.view(), 100, 1e-6, &mut rng), 12);
     assert_eq!(
-        numerical_rank(Array2::<f64>::zeros((5, 4)).view(), 5, 1e-6, &mut rng),
+        numerical_rank(h.view(), 100, 1e-6, &mut rng, Par::Rayon),
+        12
+    );
+    assert_eq!(
+        numerical_rank(
+            Array2::<f64>::zeros((5, 4)).view(),
+            5,
+            1e-6,
+            &mut rng,
+            Par::Rayon
+        ),
         0
     );
 }
@@ -448,9 +478,9 @@ fn numerical_rank_counts_singular_values_above_tolerance() {
     // diagonal singular values 1, 1e-3, 1e-5: rank depends on rel_tol
     let h = array![[1.0f64, 0.0, 0.0], [0.0, 1e-3, 0.0], [0.0, 0.0, 1e-5]];
     let mut rng = ChaCha8Rng::seed_from_u64(0);
-    assert_eq!(numerical_rank(h.view(), 3, 1e-6, &mut rng), 3);
-    assert_eq!(numerical_rank(h.view(), 3, 1e-4, &mut rng), 2);
-    assert_eq!(numerical_rank(h.view(), 3, 1e-2, &mut rng), 1);
+    assert_eq!(numerical_rank(h.view(), 3, 1e-6, &mut rng, Par::Rayon), 3);
+    assert_eq!(numerical_rank(h.view(), 3, 1e-4, &mut rng, Par::Rayon), 2);
+    assert_eq!(numerical_rank(h.view(), 3, 1e-2, &mut rng, Par::Rayon), 1);
 }
 
 #[test]
@@ -459,10 +489,26 @@ fn numerical_rank_sample_is_reproducible() {
     // #distinct directions drawn, which depends on the sample
     let h = Array2::from_shape_fn((64, 16), |(i, k)| f64::from(u8::from(i % 16 == k)));
     let ranks: Vec<usize> = (0..20)
-        .map(|seed| numerical_rank(h.view(), 8, 1e-6, &mut ChaCha8Rng::seed_from_u64(seed)))
+        .map(|seed| {
+            numerical_rank(
+                h.view(),
+                8,
+                1e-6,
+                &mut ChaCha8Rng::seed_from_u64(seed),
+                Par::Rayon,
+            )
+        })
         .collect();
     let again: Vec<usize> = (0..20)
-        .map(|seed| numerical_rank(h.view(), 8, 1e-6, &mut ChaCha8Rng::seed_from_u64(seed)))
+        .map(|seed| {
+            numerical_rank(
+                h.view(),
+                8,
+                1e-6,
+                &mut ChaCha8Rng::seed_from_u64(seed),
+                Par::Rayon,
+            )
+        })
         .collect();
     assert_eq!(ranks, again);
     assert!(ranks.iter().all(|&r| (1..=8).contains(&r)));
@@ -482,20 +528,24 @@ fn per_layer_equals_layer_metrics_for_any_thread_count() {
     let views: Vec<ArrayView2<'_, f32>> = hs.iter().map(|h| h.view()).collect();
     let serial: Vec<LayerMetrics> = views
         .iter()
-        .map(|h| layer_metrics(&adj, *h, Some((200, 3))))
+        .map(|h| layer_metrics(&adj, *h, Some((200, 3)), Par::Rayon))
         .collect();
     for threads in [1, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        let par = pool.install(|| per_layer(&adj, &views, Some((200, 3))));
+        let par = pool.install(|| per_layer(&adj, &views, Some((200, 3)), Par::Rayon));
         assert_eq!(par, serial, "threads = {threads}");
     }
     for (m, h) in serial.iter().zip(&hs) {
         let h64 = h.mapv(f64::from);
         assert!(close(m.mad_global, 1.0 - m.mean_cosine, 0.0));
-        assert!(close(m.mean_cosine, mean_cosine(h64.view()), 1e-12));
+        assert!(close(
+            m.mean_cosine,
+            mean_cosine(h64.view(), Par::Rayon),
+            1e-12
+        ));
         assert_eq!(m.rank, Some(h.ncols()));
     }
     assert!(serial.iter().all(|m| m.dirichlet > 0.0));
