@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench kernels                       # both groups (about 6–8 min)
 //! cargo bench --bench kernels -- spmm               # one group
+//! SPARSE_GCN_DATA=../shared/datasets cargo bench --bench kernels -- spmm_real   # real graphs
 //! cargo bench --bench kernels -- 'spmm/powerlaw'    # a filter on the ids
 //! ```
 //!
@@ -89,6 +90,45 @@ fn bench_spmm(c: &mut Criterion) {
                     })
                 });
             }
+        }
+    }
+    group.finish();
+}
+
+/// `spmm_real`: out ← Â·X on the real structure-only graphs of `$SPARSE_GCN_DATA`
+/// (`cit_hepph`, a citation graph of 34,546 nodes, and `cnr_2000`, a web graph of 325,557
+/// nodes), in their given node order, d ∈ {16, 64, 128, 256}, under rayon. Skipped (a note on
+/// stderr) when the variable is unset.
+///
+/// Ids: `<graph>,d=<d>,par=rayon`.
+fn bench_spmm_real(c: &mut Criterion) {
+    let Some(root) = common::data_root() else {
+        eprintln!("skipping spmm_real: {} is not set", common::ENV_DATA);
+        return;
+    };
+    let mut group = c.benchmark_group("spmm_real");
+    common::slow(&mut group);
+    for name in ["cit_hepph", "cnr_2000"] {
+        let Some(data) = common::load_dataset(&root.join(name)) else {
+            continue;
+        };
+        let adj = NormAdj::<f32>::new(&data.graph, Norm::Symmetric);
+        drop(data);
+        let (n, nnz) = (adj.n_nodes(), adj.nnz());
+        eprintln!("spmm_real {name}: n = {n}, nnz(Â) = {nnz}");
+        for d in SPMM_WIDTHS {
+            let x = common::dense(n, d, SEED + d as u64);
+            let mut out = Array2::<f32>::zeros((n, d));
+            group.throughput(Throughput::Elements((nnz * d) as u64));
+            group.bench_function(
+                BenchmarkId::from_parameter(format!("{name},d={d},par=rayon")),
+                |b| {
+                    b.iter(|| {
+                        spmm(1.0, adj.a(), x.view(), 0.0, out.view_mut(), Par::Rayon);
+                        black_box(&out);
+                    })
+                },
+            );
         }
     }
     group.finish();
@@ -223,6 +263,6 @@ fn bench_gemm(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::config();
-    targets = bench_spmm, bench_gemm
+    targets = bench_spmm, bench_spmm_real, bench_gemm
 }
 criterion_main!(benches);

@@ -1,16 +1,24 @@
 //! Depth study: accuracy and oversmoothing of deep GCN variants, depth × variant × seed.
 //!
 //! ```text
-//! cargo run --release --example depth_study -- [--data DIR] [--depths 2,4,8,16,32,64]
-//!     [--variants plain,residual,gcnii,jk-cat,jk-max] [--seeds 5] [--out OUT] [--quick]
+//! cargo run --release --example depth_study                 # the short study, minutes
+//! cargo run --release --example depth_study -- --full       # the full grid, hours
+//! cargo run --release --example depth_study -- [--data DIR] [--depths 2,8,32]
+//!     [--variants plain,residual,gcnii,jk-cat] [--seeds 2] [--out OUT] [--quick]
 //! ```
 //!
-//! Without `--data` it runs on the built-in synthetic citation-like graph. Every variant
-//! trains with its paper's recipe (`sparse_gcn::train::recipe`); flags override any field for
-//! every variant. `--drop-edge paper,0` runs each variant with its recipe's DropEdge rate and
-//! again without. Runs go in parallel (rayon) behind a progress bar.
+//! With no flags it runs the short study: depths 2, 8 and 32, the variants plain, residual,
+//! GCNII and JK-cat, 2 seeds, at most 200 epochs with patience 50 — a few minutes on two cores,
+//! and enough to see plain GCN collapse with depth while the others hold. `--full` is the full
+//! grid: depths 2 to 64, five variants, 5 seeds, each recipe's own epochs and patience. A grid
+//! given with `--depths` or `--variants` trains with the recipes' epochs and patience too;
+//! `--epochs` and `--patience` override any of them. Without `--data` it runs on the built-in synthetic
+//! citation-like graph. Every variant trains with its paper's recipe
+//! (`sparse_gcn::train::recipe`); flags override any field for every variant.
+//! `--drop-edge paper,0` runs each variant with its recipe's DropEdge rate and again without.
+//! Runs go in parallel (rayon) behind a progress bar.
 //!
-//! Writes to OUT (default `depth_study_out`):
+//! Writes to OUT (default `./depth-study/`, printed at the end):
 //! - `depth_study.csv`: one row per variant, depth, DropEdge rate and seed: accuracies, best
 //!   epoch, median epoch time, and the last hidden layer's metrics;
 //! - `layers.csv`: every layer's metrics (Dirichlet energy, MAD global and over neighbours, mean
@@ -65,24 +73,25 @@ struct Args {
     /// Seed of the synthetic graph.
     #[arg(long, default_value_t = 0)]
     data_seed: u64,
-    /// Depths (graph convolutions), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32,64")]
+    /// Depths (graph convolutions), comma-separated [default: 2,8,32; --full: 2,4,8,16,32,64].
+    #[arg(long, value_delimiter = ',')]
     depths: Vec<usize>,
-    /// Variants: plain, residual, gcnii, jk-cat, jk-max, jk-att.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "plain,residual,gcnii,jk-cat,jk-max"
-    )]
+    /// Variants: plain, residual, gcnii, jk-cat, jk-max, jk-att [default: plain, residual,
+    /// gcnii, jk-cat; --full: and jk-max].
+    #[arg(long, value_delimiter = ',')]
     variants: Vec<String>,
-    /// Seeds per configuration (0, 1, …).
-    #[arg(long, default_value_t = 5)]
-    seeds: u64,
+    /// Seeds per configuration (0, 1, …) [default: 2; --full: 5].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    seeds: Option<u64>,
+    /// The full grid (hours here): depths 2 to 64, five variants, 5 seeds, each recipe's own
+    /// epochs and patience. Without it: the short study (minutes).
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
     /// DropEdge rates, comma-separated; `paper` is each recipe's own rate.
     #[arg(long, value_delimiter = ',', default_value = "paper")]
     drop_edge: Vec<String>,
     /// Output folder.
-    #[arg(long, default_value = "depth_study_out")]
+    #[arg(long, default_value = "depth-study")]
     out: PathBuf,
     /// CI mode: a 1000-node synthetic graph, depths 2,4,8, 2 seeds, 60 epochs.
     #[arg(long)]
@@ -141,6 +150,9 @@ struct Outcome {
     val_acc: f64,
     best_epoch: usize,
     epochs_run: usize,
+    /// The run's epoch cap: a run with `epochs_run == max_epochs` was stopped by the cap, not
+    /// by its patience.
+    max_epochs: usize,
     epoch_ms: f64,
     layers: Vec<LayerMetrics>,
     /// Index in `layers` of the last hidden layer.
@@ -157,13 +169,35 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let t_start = Instant::now();
     let mut args = Args::parse();
+    // The short study's epoch cap and patience apply to its own grid only: a grid asked for
+    // with --depths or --variants trains with the recipes' epochs, as --full does.
+    let short = !args.full && !args.quick && args.depths.is_empty() && args.variants.is_empty();
+    let (depths, variants, seeds): (&[usize], &str, u64) = if args.full {
+        (
+            &[2, 4, 8, 16, 32, 64],
+            "plain,residual,gcnii,jk-cat,jk-max",
+            5,
+        )
+    } else if args.quick {
+        (&[2, 4, 8], "plain,residual,gcnii,jk-cat,jk-max", 2)
+    } else {
+        (&[2, 8, 32], "plain,residual,gcnii,jk-cat", 2)
+    };
+    if args.depths.is_empty() {
+        args.depths = depths.to_vec();
+    }
+    if args.variants.is_empty() {
+        args.variants = variants.split(',').map(String::from).collect();
+    }
+    let seeds = *args.seeds.get_or_insert(seeds);
     if args.quick {
         args.nodes = Some(args.nodes.unwrap_or(1000));
-        args.depths = vec![2, 4, 8];
-        args.seeds = 2;
         args.epochs = Some(args.epochs.unwrap_or(60));
         args.patience = Some(args.patience.unwrap_or(30));
         args.rank_sample = args.rank_sample.min(256);
+    } else if short {
+        args.epochs = Some(args.epochs.unwrap_or(200));
+        args.patience = Some(args.patience.unwrap_or(50));
     }
     if let Some(t) = args.threads {
         rayon::ThreadPoolBuilder::new()
@@ -214,7 +248,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             for p in rates {
-                for seed in 0..args.seeds {
+                for seed in 0..seeds {
                     jobs.push(Job {
                         variant,
                         depth,
@@ -297,8 +331,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "MAD (global)",
         |m| m.mad_global,
     )?;
+    for svg in [
+        "accuracy_vs_depth.svg",
+        "dirichlet_vs_layer.svg",
+        "mad_vs_layer.svg",
+    ] {
+        check_tick_labels(&args.out.join(svg))?;
+    }
     println!("{summary}");
-    println!("wrote {}", args.out.display());
+    let shown = fs::canonicalize(&args.out).unwrap_or_else(|_| args.out.clone());
+    println!(
+        "wrote depth_study.csv, layers.csv, summary.md and 3 plots to {}",
+        shown.display()
+    );
     Ok(())
 }
 
@@ -377,6 +422,7 @@ fn run_job(
         val_acc: run.val_acc,
         best_epoch: run.best_epoch,
         epochs_run: run.history.len(),
+        max_epochs: r.epochs,
         // Warm-up epochs are left out, unless the run is too short to have any others.
         epoch_ms: median(
             run.history
@@ -537,7 +583,7 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
     let _ = writeln!(
         s,
         "- seeds: {}; checkpoint segment: {}; wall time {:.0} s; peak RSS (VmHWM) {}\n",
-        args.seeds,
+        args.seeds.unwrap_or(0),
         args.checkpoint,
         wall,
         peak_rss().map_or("unknown".into(), |b| format!(
@@ -563,7 +609,7 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
         let _ = writeln!(s, "## {title}\n");
         let _ = write!(s, "| variant |");
         for d in &depths {
-            let _ = write!(s, " {d} |");
+            let _ = write!(s, " depth {d} |");
         }
         let _ = write!(s, "\n|---|");
         for _ in &depths {
@@ -571,7 +617,7 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
         }
         s.push('\n');
     };
-    let table = |s: &mut String, title: &str, cell: &dyn Fn(&Group<'_>) -> String| {
+    let table = |s: &mut String, title: &str, what: &str, cell: &dyn Fn(&Group<'_>) -> String| {
         header(s, title);
         for &(v, de) in &rows {
             let _ = write!(s, "| {} |", label(v, de));
@@ -581,15 +627,36 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
             }
             s.push('\n');
         }
-        s.push('\n');
+        let _ = writeln!(s, "\n{what}\n");
     };
-    table(&mut s, "Test accuracy, mean ± std over seeds", &|g| {
-        let (m, sd) = stat(g, |o| o.test_acc);
-        format!("{:.3} ± {:.3}", m, sd)
-    });
+    let capped = groups
+        .iter()
+        .any(|g| g.runs.iter().any(|o| o.epochs_run >= o.max_epochs));
+    table(
+        &mut s,
+        "Test accuracy, mean ± std over seeds",
+        &format!(
+            "The test accuracy of each run's best-validation weights. A variant that holds its \
+             accuracy as depth grows resists oversmoothing; plain GCN's collapse towards \
+             chance is the phenomenon.{}",
+            if capped {
+                " † marks a cell where at least one run reached the epoch cap before its \
+                 patience ran out (it might have improved with more epochs)."
+            } else {
+                " Every run stopped on its patience, none at the epoch cap."
+            }
+        ),
+        &|g| {
+            let (m, sd) = stat(g, |o| o.test_acc);
+            let cap = g.runs.iter().any(|o| o.epochs_run >= o.max_epochs);
+            format!("{:.3} ± {:.3}{}", m, sd, if cap { " †" } else { "" })
+        },
+    );
     table(
         &mut s,
         "Dirichlet energy of the last hidden layer (mean over seeds)",
+        "How much the last hidden layer's rows still differ across edges (MATH.md): values \
+         near 0 mean neighbouring nodes have become indistinguishable (oversmoothed).",
         &|g| {
             let (m, _) = stat(g, |o| {
                 o.layers
@@ -602,6 +669,9 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
     table(
         &mut s,
         "Dirichlet energy, layer 2 ÷ last layer (mean over seeds)",
+        "How many times the energy shrinks from the second layer to the last: 1 for a \
+         2-layer model, large when depth smooths the representation away, inf when the last \
+         layer's energy is exactly 0.",
         &|g| {
             let (m, _) = stat(g, |o| {
                 let e2 = o.layers.get(1).map_or(f64::NAN, |m| m.dirichlet);
@@ -611,22 +681,39 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
             format!("{m:.3e}")
         },
     );
-    table(&mut s, "MAD (global) of the last hidden layer", &|g| {
-        let (m, _) = stat(g, |o| {
-            o.layers
-                .get(o.last_hidden)
-                .map_or(f64::NAN, |m| m.mad_global)
-        });
-        format!("{m:.3}")
-    });
-    table(&mut s, "Median epoch time, ms", &|g| {
-        let (m, _) = stat(g, |o| o.epoch_ms);
-        format!("{m:.1}")
-    });
-    table(&mut s, "Best epoch (mean)", &|g| {
-        let (m, _) = stat(g, |o| o.best_epoch as f64);
-        format!("{m:.0}")
-    });
+    table(
+        &mut s,
+        "MAD (global) of the last hidden layer",
+        "Mean average cosine distance between all pairs of rows (Chen et al. 2020): 0 when every \
+         node has the same direction.",
+        &|g| {
+            let (m, _) = stat(g, |o| {
+                o.layers
+                    .get(o.last_hidden)
+                    .map_or(f64::NAN, |m| m.mad_global)
+            });
+            format!("{m:.3}")
+        },
+    );
+    table(
+        &mut s,
+        "Median epoch time, ms",
+        "Wall time of one epoch (training step and evaluation), warm-up epochs left out; runs \
+         share the cores, so these are upper bounds.",
+        &|g| {
+            let (m, _) = stat(g, |o| o.epoch_ms);
+            format!("{m:.1}")
+        },
+    );
+    table(
+        &mut s,
+        "Best epoch (mean)",
+        "The epoch (counting from 0) whose weights were evaluated: the lowest validation loss.",
+        &|g| {
+            let (m, _) = stat(g, |o| o.best_epoch as f64);
+            format!("{m:.0}")
+        },
+    );
     s
 }
 
@@ -651,36 +738,106 @@ fn series_keys(groups: &[Group<'_>]) -> Vec<(Variant, f64)> {
     keys
 }
 
+/// Canvas of every plot, pixels.
+const CANVAS: (u32, u32) = (800, 520);
+
+/// A linear axis over `range` whose ticks are exactly `ticks`: the depths run (on log₂ depth),
+/// the decades (on log₁₀ of a metric), the layers. Plotting the logarithm on a linear axis
+/// keeps every tick where it is asked for and every label short.
+#[derive(Clone)]
+struct Ticks {
+    range: std::ops::Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Ticks {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let t = (v - self.range.start) / (self.range.end - self.range.start);
+        limit.0 + (t * f64::from(limit.1 - limit.0)).round() as i32
+    }
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, _: H) -> Vec<f64> {
+        self.ticks.clone()
+    }
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// `1e-14`, `1e2`: the label of the decade 10^e (e = log₁₀ of the value).
+fn decade_label(e: f64) -> String {
+    format!("1e{}", e.round() as i64)
+}
+
+/// The decades from 10^a to 10^b, every k-th one when there are more than 8.
+fn decades(a: i32, b: i32) -> Vec<f64> {
+    let step = ((b - a) as usize).div_ceil(8).max(1);
+    (a..=b).step_by(step).map(f64::from).collect()
+}
+
 fn plot_accuracy(path: &Path, groups: &[Group<'_>]) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
+    let root = SVGBackend::new(path, CANVAS).into_drawing_area();
     root.fill(&WHITE)?;
-    let max_depth = groups.iter().map(|g| g.depth).max().unwrap_or(2).max(2) as f64;
+    // The x axis is log₂(depth), with a tick at each depth run and nowhere else.
+    let mut depths: Vec<usize> = groups.iter().map(|g| g.depth).collect();
+    depths.sort_unstable();
+    depths.dedup();
+    let xs: Vec<f64> = depths.iter().map(|&d| (d as f64).log2()).collect();
+    let (x0, x1) = (
+        xs.first().copied().unwrap_or(1.0) - 0.5,
+        xs.last().copied().unwrap_or(1.0) + 0.5,
+    );
     let mut chart = ChartBuilder::on(&root)
         .caption("Test accuracy vs depth", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
+        .margin(16)
+        .x_label_area_size(45)
         .y_label_area_size(55)
-        .build_cartesian_2d((1f64..max_depth * 1.2).log_scale(), 0f64..1f64)?;
+        .build_cartesian_2d(
+            Ticks {
+                range: x0..x1,
+                ticks: xs,
+            },
+            Ticks {
+                range: 0.0..1.0,
+                ticks: (0..=10).map(|k| f64::from(k) / 10.0).collect(),
+            },
+        )?;
     chart
         .configure_mesh()
-        .x_desc("graph convolutions (log scale)")
-        .y_desc("test accuracy (mean over seeds)")
+        .x_desc("graph convolutions (log₂ scale)")
+        .y_desc("test accuracy (mean ± std over seeds)")
+        .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round() as u64))
+        .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()?;
     for (k, (v, de)) in series_keys(groups).into_iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
-        let mut pts: Vec<(f64, f64)> = groups
+        let mut pts: Vec<(f64, f64, f64)> = groups
             .iter()
             .filter(|g| g.variant == v && g.drop_edge == de)
-            .map(|g| (g.depth as f64, stat(g, |o| o.test_acc).0))
+            .map(|g| {
+                let (m, sd) = stat(g, |o| o.test_acc);
+                ((g.depth as f64).log2(), m, sd)
+            })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1)),
+                color.stroke_width(2),
+            ))?
             .label(label(v, de))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
-        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+        chart.draw_series(pts.iter().map(|p| {
+            let (lo, hi) = ((p.1 - p.2).max(0.0), (p.1 + p.2).min(1.0));
+            ErrorBar::new_vertical(p.0, lo, p.1, hi, color.stroke_width(1), 8)
+        }))?;
+        chart.draw_series(
+            pts.iter()
+                .map(|p| Circle::new((p.0, p.1), 3, color.filled())),
+        )?;
     }
     chart
         .configure_series_labels()
@@ -708,6 +865,7 @@ fn plot_layers(
             continue;
         };
         let n_layers = g.runs.iter().map(|o| o.layers.len()).min().unwrap_or(0);
+        // A log scale cannot show 0: such layers (exactly smoothed) are left out of the line.
         let pts: Vec<(f64, f64)> = (0..n_layers)
             .map(|l| {
                 let vals: Vec<f64> = g.runs.iter().map(|o| metric(&o.layers[l])).collect();
@@ -723,31 +881,52 @@ fn plot_layers(
         .collect();
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = all.iter().copied().fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
-        (lo / 2.0, hi * 2.0)
+    // log₁₀ of the range, snapped out to whole decades: every line lies between two labelled
+    // ticks.
+    let (a, b) = if lo.is_finite() && hi > 0.0 {
+        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        (a, if b > a { b } else { a + 1 })
     } else {
-        (1e-6, 1.0)
+        (-6, 0)
     };
-    let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
+    let root = SVGBackend::new(path, CANVAS).into_drawing_area();
     root.fill(&WHITE)?;
+    let layer_ticks: Vec<f64> = std::iter::once(1usize)
+        .chain((1..).map(|k| 1usize << k).take_while(|&l| l <= depth))
+        .map(|l| l as f64)
+        .collect();
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("{what} per layer, depth {depth}"),
             ("sans-serif", 22),
         )
-        .margin(12)
-        .x_label_area_size(40)
+        .margin(16)
+        .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.5f64..depth as f64 + 0.5, (lo..hi).log_scale())?;
+        .build_cartesian_2d(
+            Ticks {
+                range: 0.5..depth as f64 + 0.5,
+                ticks: layer_ticks,
+            },
+            Ticks {
+                range: f64::from(a)..f64::from(b),
+                ticks: decades(a, b),
+            },
+        )?;
     chart
         .configure_mesh()
         .x_desc("layer")
         .y_desc(format!("{what} (log scale, mean over seeds)"))
+        .x_label_formatter(&|x| format!("{}", x.round() as u64))
+        .y_label_formatter(&|y| decade_label(*y))
         .draw()?;
     for (k, (name, pts)) in series.into_iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                pts.into_iter().map(|(l, v)| (l, v.log10())),
+                color.stroke_width(2),
+            ))?
             .label(name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
@@ -760,5 +939,50 @@ fn plot_layers(
         .position(SeriesLabelPosition::LowerLeft)
         .draw()?;
     root.present()?;
+    Ok(())
+}
+
+/// Significant digits of a number as written (`0.0012` → 2, `1.0000000000000002e-14` → 17).
+fn significant_digits(s: &str) -> usize {
+    let mantissa = s.split(['e', 'E']).next().unwrap_or("");
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let trimmed = digits.trim_start_matches('0');
+    if mantissa.contains('.') {
+        trimmed.len()
+    } else {
+        trimmed.trim_end_matches('0').len().max(1)
+    }
+}
+
+/// Checks a written plot: every numeric text (tick labels) has at most 6 significant digits,
+/// and every text starts inside the canvas.
+fn check_tick_labels(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let svg = fs::read_to_string(path)?;
+    for piece in svg.split("<text").skip(1) {
+        let attr = |name: &str| -> Option<f64> {
+            let at = piece.find(&format!(" {name}=\""))? + name.len() + 3;
+            piece[at..].split('"').next()?.parse().ok()
+        };
+        let body = piece
+            .split_once('>')
+            .and_then(|(_, rest)| rest.split_once("</text>"))
+            .map_or("", |(t, _)| t.trim());
+        if let (Some(x), Some(y)) = (attr("x"), attr("y")) {
+            if !(0.0..=CANVAS.0 as f64).contains(&x) || !(0.0..=CANVAS.1 as f64).contains(&y) {
+                return Err(format!(
+                    "{}: label {body:?} at ({x}, {y}) is off the canvas",
+                    path.display()
+                )
+                .into());
+            }
+        }
+        if body.parse::<f64>().is_ok() && significant_digits(body) > 6 {
+            return Err(format!(
+                "{}: tick label {body:?} has more than 6 significant digits",
+                path.display()
+            )
+            .into());
+        }
+    }
     Ok(())
 }

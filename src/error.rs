@@ -48,13 +48,13 @@ pub enum Error {
         got: usize,
     },
     /// A value that must be finite is not.
-    #[error("{what}: non-finite value {value} at row {row}, column {col}")]
+    #[error("{what}: non-finite value {value} at row {}, column {} (counting from 1)", .row + 1, .col + 1)]
     NonFiniteValue {
         /// Which input.
         what: String,
-        /// 0-based row.
+        /// 0-based row (the message counts from 1, as editors do).
         row: usize,
-        /// 0-based column.
+        /// 0-based column (the message counts from 1).
         col: usize,
         /// The value.
         value: f64,
@@ -70,10 +70,25 @@ pub enum Error {
         n_classes: usize,
     },
     /// A mask or split that selects no node.
-    #[error("the {name} mask is empty")]
+    #[error(
+        "the {name} part of split {split} is empty (train/valid/test sizes {sizes:?}); training \
+         needs nodes in every part"
+    )]
     EmptyMask {
         /// The mask's name (`train`, `valid`, `test`).
         name: String,
+        /// The split's name.
+        split: String,
+        /// The sizes of its train, valid and test parts.
+        sizes: [usize; 3],
+    },
+    /// A dataset that cannot be trained on as it is: what is missing and how to give it.
+    #[error("{dataset}: {msg}")]
+    NotTrainable {
+        /// The dataset's name.
+        dataset: String,
+        /// What is missing (labels, classes, features) and how to supply it.
+        msg: String,
     },
     /// Something is missing from a dataset folder.
     #[error("{path}: {msg}")]

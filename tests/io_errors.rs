@@ -28,9 +28,11 @@ enum Run {
     Ogb(&'static str),
     /// As the edge list of [`load_edge_list`] (with `n_nodes` declared or not).
     Edges(Option<usize>),
-    /// As the feature file of a valid edge list.
+    /// As the feature file of a valid edge list of 6 declared nodes (a feature or label file
+    /// would fix the node count otherwise).
     EdgeFeatures,
-    /// As the label file of a valid edge list (with `n_classes` declared or not).
+    /// As the label file of a valid edge list of 6 declared nodes (with `n_classes` declared
+    /// or not).
     EdgeLabels(Option<usize>),
     /// [`load_npz_benchmark`].
     Benchmark,
@@ -92,10 +94,17 @@ fn run(case: &Case, tmp: &TempDir) -> Result<Dataset> {
             };
             load_edge_list(&fixture, None, None, &o)
         }
-        Run::EdgeFeatures => load_edge_list(valid_edges(), Some(&fixture), None, &edge_opts()),
+        Run::EdgeFeatures => {
+            let o = EdgeListOptions {
+                n_nodes: Some(6),
+                ..edge_opts()
+            };
+            load_edge_list(valid_edges(), Some(&fixture), None, &o)
+        }
         Run::EdgeLabels(n_classes) => {
             let o = EdgeListOptions {
                 n_classes,
+                n_nodes: Some(6),
                 ..edge_opts()
             };
             load_edge_list(valid_edges(), None, Some(&fixture), &o)
@@ -148,12 +157,12 @@ fn cases() -> Vec<Case> {
         case!("ogb_feat_non_numeric.csv", Ogb("raw/node-feat"), Error::Parse { line: 3, .. }, ["node-feat.csv:3", "\"x1\""]),
         case!("ogb_feat_too_few_rows.csv", Ogb("raw/node-feat"), Error::Mismatch { expected: 6, got: 3, .. }, ["node-feat.csv", "feature rows"]),
         case!("ogb_labels_missing_row.csv", Ogb("raw/node-label"), Error::Mismatch { expected: 6, got: 5, .. }, ["node-label.csv", "label rows"]),
-        case!("ogb_labels_nan.csv", Ogb("raw/node-label"), Error::Parse { line: 3, .. }, ["node-label.csv:3", "nan"]),
+        case!("ogb_labels_nan.csv", Ogb("raw/node-label"), Error::Dataset { .. }, ["node 2", "valid part", "no label"]),
         case!("ogb_labels_negative.csv", Ogb("raw/node-label"), Error::Parse { line: 3, .. }, ["node-label.csv:3", "negative label \"-2\""]),
         case!("ogb_labels_float.csv", Ogb("raw/node-label"), Error::Parse { line: 4, .. }, ["node-label.csv:4", "\"1.5\""]),
         case!("ogb_split_out_of_range.csv", Ogb("split/public/test"), Error::Parse { line: 3, .. }, ["test.csv:3", "node id 3000 out of range"]),
         case!("ogb_split_overlap.csv", Ogb("split/public/valid"), Error::Dataset { msg, .. } if msg.contains("node 1"), ["public", "node 1 is in split part train and part valid"]),
-        case!("ogb_split_empty.csv", Ogb("split/public/valid"), Error::EmptyMask { name } if name == "valid", ["valid mask is empty"]),
+        case!("ogb_split_empty.csv", Ogb("split/public/valid"), Error::EmptyMask { name, .. } if name == "valid", ["valid part of split", "is empty"]),
         case!("ogb_num_nodes_absurd.csv", Ogb("raw/num-node-list"), Error::Dataset { .. }, ["num-node-list.csv", "1000000000000 nodes"]),
         case!("ogb_num_nodes_non_numeric.csv", Ogb("raw/num-node-list"), Error::Parse { line: 1, .. }, ["num-node-list.csv:1", "\"six\""]),
         case!("ogb_num_nodes_zero.csv", Ogb("raw/num-node-list"), Error::Dataset { .. }, ["num-node-list.csv", "empty graph"]),
@@ -177,7 +186,7 @@ fn cases() -> Vec<Case> {
         case!("el_feat_extra_rows.txt", EdgeFeatures, Error::Mismatch { expected: 6, got: 7, .. }, ["el_feat_extra_rows.txt", "feature rows vs nodes"]),
         case!("el_labels_out_of_range.txt", EdgeLabels(Some(3)), Error::LabelOutOfRange { node: 3, label: 7, n_classes: 3 }, ["label 7 of node 3"]),
         case!("el_labels_missing.txt", EdgeLabels(None), Error::Mismatch { expected: 6, got: 4, .. }, ["el_labels_missing.txt", "label rows vs nodes"]),
-        case!("el_labels_negative.txt", EdgeLabels(None), Error::Parse { line: 4, .. }, ["el_labels_negative.txt:4", "negative label \"-1\""]),
+        case!("el_labels_negative.txt", EdgeLabels(None), Error::Parse { line: 4, .. }, ["el_labels_negative.txt:4", "negative label \"-2\"", "-1 or NaN for none"]),
         case!("el_labels_two_fields.txt", EdgeLabels(None), Error::Parse { line: 1, .. }, ["el_labels_two_fields.txt:1", "expected one label"]),
         case!("unknown_format.xyz", Load, Error::Dataset { .. }, ["unknown_format.xyz", "unrecognised format"]),
         // ---- gnn-benchmark .npz ------------------------------------------------------------

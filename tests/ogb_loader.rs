@@ -398,7 +398,7 @@ fn bad_labels_are_parse_errors() {
     let fx = Fixture::valid(false);
     for (bad, line) in [
         ("0\n1\n-2\n1\n0\n2\n", 3),
-        ("0\n1\nnan\n1\n0\n2\n", 3),
+        ("0\n1\n2\n1\n0\nx\n", 6),
         ("0\n1\n2\n1.5\n0\n2\n", 4),
         ("0\n1\n2\n1,1\n0\n2\n", 4),
     ] {
@@ -489,19 +489,70 @@ fn empty_split_file_is_an_empty_mask() {
     fx.put("split/public/valid", "", true);
     let err = fx.load_err("valid");
     assert!(
-        matches!(err, Error::EmptyMask { ref name } if name == "valid"),
+        matches!(err, Error::EmptyMask { ref name, .. } if name == "valid"),
         "{err}"
     );
 }
 
 #[test]
-fn missing_file_is_an_io_error() {
+fn unlabelled_split_nodes_are_named_and_unlabelled_others_allowed() {
+    // -1 and NaN (OGB's convention) mark nodes without a class.
+    let fx = Fixture::valid(false);
+    let d = fx.load().unwrap();
+    let in_split: Vec<bool> = (0..6)
+        .map(|i| {
+            [&d.split.train, &d.split.valid, &d.split.test]
+                .iter()
+                .any(|m| m.to_bool()[i])
+        })
+        .collect();
+    let mut labels: Vec<String> = d.labels.iter().map(|l| l.to_string()).collect();
+    if let Some(free) = in_split.iter().position(|&s| !s) {
+        labels[free] = "NaN".into();
+        fx.put("raw/node-label", &(labels.join("\n") + "\n"), false);
+        let e = fx.load().unwrap();
+        assert_eq!(e.labels[free], sparse_gcn::data::UNLABELLED);
+        assert_eq!(e.n_classes, d.n_classes);
+    }
+    let node = in_split.iter().position(|&s| s).unwrap();
+    labels[node] = "-1".into();
+    fx.put("raw/node-label", &(labels.join("\n") + "\n"), false);
+    let err = fx.load().unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Dataset { .. }), "{err}");
+    assert!(
+        msg.contains(&format!("node {node} ")) && msg.contains("no label"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn structure_only_folders_load_without_features_and_labels() {
     let fx = Fixture::valid(true);
     fx.remove("raw/node-label");
-    let err = fx.load_err("node-label.csv");
+    fx.remove("raw/node-feat");
+    let d = fx.load().unwrap();
+    assert_eq!(
+        (d.graph.n_nodes(), d.features.n_cols(), d.n_classes),
+        (6, 0, 0)
+    );
+    assert!(d.labels.iter().all(|&l| l == sparse_gcn::data::UNLABELLED));
+    let err = d.check_trainable().unwrap_err();
+    assert!(err.to_string().contains("no labels"), "{err}");
+    // without split/ either: the empty split
+    fs::remove_dir_all(fx.dir.join("split")).unwrap();
+    let d = fx.load().unwrap();
+    assert_eq!(d.split.name, "none");
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let fx = Fixture::valid(true);
+    fx.remove("raw/num-node-list");
+    let err = fx.load_err("num-node-list.csv");
     assert!(
         matches!(&err, Error::Io { path, source }
-            if path.ends_with("raw/node-label.csv.gz") && source.kind() == std::io::ErrorKind::NotFound),
+            if path.ends_with("raw/num-node-list.csv.gz") && source.kind() == std::io::ErrorKind::NotFound),
         "{err}"
     );
     let fx = Fixture::valid(false);
@@ -738,11 +789,14 @@ fn real_scipy_files_load() {
     assert!(!e.features.is_sparse());
     assert_eq!(e.features.to_dense(), reference_features());
     assert_eq!(e.labels, d.labels);
-    // adjacency only: identity features, one class
+    // adjacency only: no features, no labels, no split (structure only; training says so)
     let f = load_scipy_npz(npz_file("scipy_adj_csr.npz"), None, None, &npz_opts()).unwrap();
-    assert!(f.features.is_sparse());
-    assert_eq!((f.features.n_cols(), f.features.nnz()), (6, 6));
-    assert_eq!((f.labels, f.n_classes), (vec![0; 6], 1));
+    assert_eq!((f.features.n_rows(), f.features.n_cols()), (6, 0));
+    assert_eq!(f.labels, vec![sparse_gcn::data::UNLABELLED; 6]);
+    assert_eq!(f.n_classes, 0);
+    assert!(f.split.train.is_empty() && f.split.valid.is_empty() && f.split.test.is_empty());
+    let e = f.check_trainable().unwrap_err();
+    assert!(e.to_string().contains("no labels"), "{e}");
 }
 
 #[test]
@@ -810,10 +864,16 @@ fn planetoid_split_by_default() {
     };
     let other = load_edge_list(&edges, None, Some(&labels), &o).unwrap();
     assert_ne!(other.split, d.split);
-    // too small for Planetoid: an empty part
+    // too small for Planetoid: an empty part, named with the options that set the sizes
     let tiny = tmp.put("tiny.txt", support::EDGE_LIST.as_bytes());
-    let err = load_edge_list(&tiny, None, None, &EdgeListOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::EmptyMask { .. }), "{err}");
+    let tiny_labels = tmp.put("tiny.labels", support::EDGE_LABELS.as_bytes());
+    let err =
+        load_edge_list(&tiny, None, Some(&tiny_labels), &EdgeListOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Dataset { .. }), "{err}");
+    assert!(err.to_string().contains("--train-per-class"), "{err}");
+    // without labels there is nothing to split
+    let bare = load_edge_list(&tiny, None, None, &EdgeListOptions::default()).unwrap();
+    assert_eq!(bare.split.name, "none");
 }
 
 #[test]
@@ -827,9 +887,13 @@ fn load_detects_every_format() {
     check_tiny(&load(&fx.dir, &lo).unwrap());
     // gnn-benchmark and scipy .npz
     check_reference_graph(&load(&npz_file("tiny_benchmark.npz"), &lo).unwrap());
-    let s = load(&npz_file("scipy_adj_coo.npz"), &lo).unwrap();
+    let labelled = LoadOptions {
+        labels: Some(npz_file("labels.npy")),
+        ..lo.clone()
+    };
+    let s = load(&npz_file("scipy_adj_coo.npz"), &labelled).unwrap();
     check_reference_graph(&s);
-    assert_eq!(s.n_classes, 1);
+    assert_eq!((s.n_classes, s.features.n_cols()), (3, 0));
     // scipy .npz with features and labels
     let with = LoadOptions {
         features: Some(npz_file("feat_dense.npy")),

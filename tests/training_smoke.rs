@@ -154,7 +154,7 @@ fn bad_inputs_give_typed_errors() {
     )
     .unwrap_err();
     assert!(
-        matches!(e, Error::EmptyMask { ref name } if name == "valid"),
+        matches!(e, Error::EmptyMask { ref name, .. } if name == "valid"),
         "{e}"
     );
     let e = fit(

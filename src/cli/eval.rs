@@ -1,13 +1,14 @@
 //! `sparse-gcn eval`: a checkpoint of any model on a dataset, prepared as training prepared it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::json;
 
 use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::softmax_cross_entropy_loss;
-use sparse_gcn::train::checkpoint;
+use sparse_gcn::nn::Model;
+use sparse_gcn::train::checkpoint::{self, Checkpoint};
 use sparse_gcn::train::run::{Prepare, Prepared};
 use sparse_gcn::{par::thread_pool, Par, Result, Scalar};
 
@@ -17,7 +18,7 @@ use super::DataArgs;
 pub(crate) struct EvalArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
-    checkpoint: PathBuf,
+    pub(crate) checkpoint: PathBuf,
     #[command(flatten)]
     data: DataArgs,
     /// Worker threads (0: one per CPU).
@@ -28,19 +29,35 @@ pub(crate) struct EvalArgs {
     json: bool,
 }
 
+/// A checkpoint with the data it was trained on, prepared as training prepared it, and its
+/// model built.
+pub(crate) struct Loaded {
+    pub(crate) ck: Checkpoint,
+    pub(crate) p: Prepared,
+    pub(crate) model: Model<f32>,
+}
+
+/// Loads `ck_path` and the data (`data`, or without `--data` the source the checkpoint
+/// records), and builds the model.
+pub(crate) fn load_model(ck_path: &Path, data: &DataArgs) -> Result<Loaded> {
+    let ck = checkpoint::load(ck_path)?;
+    let mut data_args = data.or_recorded(ck_path, &ck.extra)?;
+    data_args.directed |= ck.extra.get("directed").is_some_and(|v| v == "true");
+    // The node order, feature normalisation and Â of training: each SpMM row sums its
+    // neighbours in the node order, so only the same order reproduces the trained model's
+    // logits (and accuracies) bit for bit.
+    let prepare = Prepare::from_extra(&ck.extra)?;
+    let p = Prepared::new(data_args.load()?, &prepare)?;
+    let model = ck.build(&p.adj, &p.data.features)?;
+    Ok(Loaded { ck, p, model })
+}
+
 pub(crate) fn run(a: EvalArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
-        let ck = checkpoint::load(&a.checkpoint)?;
-        let mut data_args = a.data.clone();
-        data_args.directed |= ck.extra.get("directed").is_some_and(|v| v == "true");
-        // The node order, feature normalisation and Â of training: each SpMM row sums its
-        // neighbours in the node order, so only the same order reproduces the trained model's
-        // logits (and accuracies) bit for bit.
-        let prepare = Prepare::from_extra(&ck.extra)?;
-        let p = Prepared::new(data_args.load()?, &prepare)?;
+        let Loaded { ck, p, mut model } = load_model(&a.checkpoint, &a.data)?;
         let d = &p.data;
-        let mut model = ck.build(&p.adj, &d.features)?;
+        d.check_trainable()?;
         let t0 = Instant::now();
         let logits = model.predict(&p.adj, &d.features, Par::Rayon);
         let infer_ms = t0.elapsed().as_secs_f64() * 1e3;

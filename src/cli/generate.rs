@@ -1,13 +1,13 @@
 //! `sparse-gcn generate`: a synthetic citation-like graph in the OGB raw layout.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::json;
 
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::write::write_ogb;
-use sparse_gcn::{par::thread_pool, Result};
+use sparse_gcn::{par::thread_pool, Error, Result};
 
 use super::progress_bar;
 
@@ -15,13 +15,18 @@ use super::progress_bar;
 pub(crate) struct GenerateArgs {
     /// cora-like, arxiv-like or products-like.
     #[arg(long, default_value = "cora-like")]
-    preset: String,
+    preset: Preset,
     /// Generator seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Output folder (created; its raw/ and split/ files are replaced atomically).
+    /// Output folder: created, or empty (see --force).
     #[arg(long)]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
+    /// Write into a non-empty --out folder: its raw/ and split/ files are replaced, and any
+    /// other split folder under split/ is removed (a dataset folder holds one generated
+    /// dataset).
+    #[arg(long)]
+    pub(crate) force: bool,
     /// Worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -30,8 +35,34 @@ pub(crate) struct GenerateArgs {
     json: bool,
 }
 
+/// A usage error (exit 2) unless `out` is missing, an empty folder, or `force` is given.
+pub(crate) fn check_out(out: &Path, force: bool) -> std::result::Result<(), String> {
+    if out.exists() && !out.is_dir() {
+        return Err(format!("--out {}: is a file, not a folder", out.display()));
+    }
+    let non_empty = std::fs::read_dir(out).is_ok_and(|mut r| r.next().is_some());
+    if non_empty && !force {
+        return Err(format!(
+            "--out {}: the folder is not empty; choose a new folder or add --force to replace \
+             the dataset in it",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn run(a: GenerateArgs) -> Result<()> {
-    let preset: Preset = a.preset.parse()?;
+    let preset = a.preset;
+    if a.force {
+        // Another generator's split folders would make the folder ambiguous to the loaders.
+        let split = a.out.join("split");
+        if split.is_dir() {
+            std::fs::remove_dir_all(&split).map_err(|source| Error::Io {
+                path: split.clone(),
+                source,
+            })?;
+        }
+    }
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
         let bar = progress_bar(0, "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}");

@@ -18,7 +18,6 @@ pub(crate) fn run(a: InfoArgs) -> Result<()> {
     let d = a.data.load()?;
     let s = DatasetStats::compute(&d);
     let kind = if s.directed { "directed" } else { "undirected" };
-    let storage = if s.features_sparse { "sparse" } else { "dense" };
     println!("dataset            {}", s.name);
     println!("nodes              {}", s.n_nodes);
     println!("edges              {} ({kind})", s.n_edges);
@@ -30,7 +29,10 @@ pub(crate) fn run(a: InfoArgs) -> Result<()> {
         "degree             min {} / median {} / p99 {} / max {} (mean {:.2})",
         s.degree_min, s.degree_median, s.degree_p99, s.degree_max, s.degree_mean
     );
-    println!("edge homophily     {:.4}", s.edge_homophily);
+    match s.edge_homophily {
+        Some(h) => println!("edge homophily     {h:.4}"),
+        None => println!("edge homophily     none (no edge between two labelled nodes)"),
+    }
     let over = if s.clustering_nodes == s.n_nodes {
         "every node".to_string()
     } else {
@@ -40,11 +42,32 @@ pub(crate) fn run(a: InfoArgs) -> Result<()> {
         "clustering         {:.4} (mean local coefficient, {over})",
         s.clustering
     );
-    println!(
-        "features           {} columns, {} stored ({storage})",
-        s.in_dim, s.feature_nnz
-    );
-    println!("classes            {} {:?}", s.n_classes, s.class_counts);
+    if s.labelled_nodes == 0 {
+        println!("classes            none (no labels: structure only)");
+    } else {
+        let unlabelled = s.n_nodes - s.labelled_nodes;
+        println!(
+            "classes            {} {:?}{}",
+            s.n_classes,
+            s.class_counts,
+            if unlabelled > 0 {
+                format!(" ({unlabelled} nodes unlabelled)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if s.in_dim == 0 {
+        println!(
+            "features           none (train with --features identity|degree|constant|random:D)"
+        );
+    } else {
+        let storage = if s.features_sparse { "sparse" } else { "dense" };
+        println!(
+            "features           {} columns, {} stored ({storage})",
+            s.in_dim, s.feature_nnz
+        );
+    }
     println!(
         "split {:<12} train {} / valid {} / test {}",
         s.split, s.n_train, s.n_valid, s.n_test

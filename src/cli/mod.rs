@@ -1,22 +1,30 @@
 //! The `sparse-gcn` command line: one file per subcommand, sharing the data options and the
 //! progress bar defined here.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use sparse_gcn::data::io::{load as load_any, LoadOptions};
+use ndarray::{Array2, ArrayView2};
+use sparse_gcn::data::io::{load as load_any, LoadOptions, RandomSplit, SplitRule};
+use sparse_gcn::data::node_features::NodeFeatures;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::Direction;
-use sparse_gcn::Result;
 
+use sparse_gcn::train::run::Prepared;
+use sparse_gcn::{Error, Result};
+
+mod args;
+mod embed;
 mod eval;
 mod generate;
 mod info;
+mod predict;
 mod roofline;
 mod train;
 
@@ -40,6 +48,11 @@ enum Cmd {
     Info(info::InfoArgs),
     /// Evaluate a checkpoint written by `train --save` on a dataset.
     Eval(eval::EvalArgs),
+    /// Write a checkpoint's class probabilities for every node (`.csv` with the predicted
+    /// class, or `.npy`).
+    Predict(predict::PredictArgs),
+    /// Write one layer's output for every node as an N × width `.npy` array.
+    Embed(embed::EmbedArgs),
     /// Generate a synthetic citation-like graph and write it in the OGB raw layout.
     Generate(generate::GenerateArgs),
     /// Measure this machine's memory bounds (stream triad, random row gather), sgemm, and the
@@ -51,10 +64,23 @@ enum Cmd {
 /// 2 usage error (clap's).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Checks of combinations and of output paths: usage errors (exit 2) before any file is read.
+    let usage = match &cli.cmd {
+        Cmd::Train(a) => a.check(),
+        Cmd::Generate(a) => generate::check_out(&a.out, a.force),
+        _ => Ok(()),
+    };
+    if let Err(msg) = usage {
+        Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, msg)
+            .exit();
+    }
     let res = match cli.cmd {
         Cmd::Train(a) => train::run(*a),
         Cmd::Info(a) => info::run(a),
         Cmd::Eval(a) => eval::run(a),
+        Cmd::Predict(a) => predict::run(a),
+        Cmd::Embed(a) => embed::run(a),
         Cmd::Generate(a) => generate::run(a),
         Cmd::Roofline(a) => roofline::run(a),
     };
@@ -77,7 +103,7 @@ pub(crate) struct DataArgs {
     pub(crate) data: Option<PathBuf>,
     /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
     #[arg(long, default_value = "cora-like")]
-    pub(crate) preset: String,
+    pub(crate) preset: Preset,
     /// Seed of the synthetic preset.
     #[arg(long, default_value_t = 0)]
     pub(crate) data_seed: u64,
@@ -87,19 +113,185 @@ pub(crate) struct DataArgs {
     /// Keep edge direction instead of symmetrising.
     #[arg(long)]
     pub(crate) directed: bool,
-    /// Feature file for an edge list (one row per node) or a scipy `.npz` adjacency.
+    /// Node features: `identity` (one-hot node id), `degree` (one-hot degree, PyG's
+    /// OneHotDegree), `constant` (one column of ones) or `random:D` (D seeded uniform
+    /// columns), built from the graph and replacing any the data has; or a feature file for
+    /// an edge list (one row per node) or a scipy `.npz` adjacency.
     #[arg(long)]
-    pub(crate) features: Option<PathBuf>,
-    /// Label file for an edge list or a scipy `.npz` adjacency (one class id per node).
+    pub(crate) features: Option<FeatureArg>,
+    /// Label file for an edge list or a scipy `.npz` adjacency (one class id per node; -1 or
+    /// NaN for an unlabelled node).
     #[arg(long)]
     pub(crate) labels: Option<PathBuf>,
+    /// Nodes of an edge list (ids 0 to N−1); without it, the rows of --labels or --features,
+    /// else the largest id + 1.
+    #[arg(long, value_parser = args::count)]
+    pub(crate) num_nodes: Option<usize>,
+    /// The random split of an edge list or `.npz` (they carry none), Planetoid style: this many
+    /// training nodes per class, then up to 500 validation and 1000 test nodes [default: 20].
+    #[arg(long, value_parser = args::count, conflicts_with = "split_sizes")]
+    pub(crate) train_per_class: Option<usize>,
+    /// The random split of an edge list or `.npz` as fractions of the labelled nodes:
+    /// TRAIN,VALID,TEST (e.g. 0.6,0.2,0.2).
+    #[arg(long, value_parser = args::fractions)]
+    pub(crate) split_sizes: Option<[f64; 3]>,
 }
 
+/// `--features`: built from the graph, or a file.
+#[derive(Clone, Debug)]
+pub(crate) enum FeatureArg {
+    Built(NodeFeatures),
+    File(PathBuf),
+}
+
+impl std::str::FromStr for FeatureArg {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.starts_with("random:") {
+            return s.parse().map(FeatureArg::Built).map_err(|e| e.to_string());
+        }
+        Ok(match s.parse() {
+            Ok(k) => FeatureArg::Built(k),
+            Err(_) => FeatureArg::File(PathBuf::from(s)),
+        })
+    }
+}
+
+impl FeatureArg {
+    fn file(&self) -> Option<&PathBuf> {
+        match self {
+            FeatureArg::File(p) => Some(p),
+            FeatureArg::Built(_) => None,
+        }
+    }
+}
+
+/// Checkpoint metadata keys of the data source (`train --save` writes them, `eval`, `predict`
+/// and `embed` read them when `--data` is not given).
+const SOURCE_KEYS: [&str; 4] = ["data", "preset", "features_file", "labels_file"];
+
 impl DataArgs {
+    /// Records where the data came from in a checkpoint's metadata.
+    pub(crate) fn record(&self, extra: &mut BTreeMap<String, String>) {
+        let path = |p: &PathBuf| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        };
+        match &self.data {
+            Some(p) => {
+                extra.insert("data".into(), path(p));
+            }
+            None => {
+                extra.insert("preset".into(), self.preset.name().into());
+                extra.insert("data_seed".into(), self.data_seed.to_string());
+            }
+        }
+        if let Some(s) = &self.split {
+            extra.insert("split".into(), s.clone());
+        }
+        match &self.features {
+            Some(FeatureArg::File(f)) => {
+                extra.insert("features_file".into(), path(f));
+            }
+            Some(FeatureArg::Built(k)) => {
+                extra.insert("features_built".into(), k.to_string());
+            }
+            None => {}
+        }
+        if let Some(n) = self.num_nodes {
+            extra.insert("num_nodes".into(), n.to_string());
+        }
+        if let Some(k) = self.train_per_class {
+            extra.insert("train_per_class".into(), k.to_string());
+        }
+        if let Some([a, b, c]) = self.split_sizes {
+            extra.insert("split_sizes".into(), format!("{a},{b},{c}"));
+        }
+        if let Some(l) = &self.labels {
+            extra.insert("labels_file".into(), path(l));
+        }
+    }
+
+    /// Without `--data`, the data source a checkpoint records (its folder or file, or its
+    /// synthetic preset and seed); a recorded path that is gone is an error saying so.
+    pub(crate) fn or_recorded(&self, ck: &Path, extra: &BTreeMap<String, String>) -> Result<Self> {
+        if self.data.is_some() || !SOURCE_KEYS.iter().any(|k| extra.contains_key(*k)) {
+            return Ok(self.clone());
+        }
+        let mut d = self.clone();
+        let existing = |key: &str| -> Result<Option<PathBuf>> {
+            match extra.get(key) {
+                None => Ok(None),
+                Some(p) if Path::new(p).exists() => Ok(Some(PathBuf::from(p))),
+                Some(p) => Err(Error::Dataset {
+                    path: ck.to_path_buf(),
+                    msg: format!(
+                        "the model was trained on {p}, which does not exist here; give --data"
+                    ),
+                }),
+            }
+        };
+        d.data = existing("data")?;
+        if let Some(f) = existing("features_file")? {
+            d.features = Some(FeatureArg::File(f));
+        }
+        if let Some(k) = extra.get("features_built") {
+            d.features = Some(FeatureArg::Built(k.parse()?));
+        }
+        let number = |key: &str| -> Result<Option<usize>> {
+            extra
+                .get(key)
+                .map(|s| {
+                    s.parse().map_err(|_| Error::Dataset {
+                        path: ck.to_path_buf(),
+                        msg: format!("{key} {s:?} is not a number"),
+                    })
+                })
+                .transpose()
+        };
+        d.num_nodes = number("num_nodes")?.or(d.num_nodes);
+        d.train_per_class = number("train_per_class")?.or(d.train_per_class);
+        if let Some(s) = extra.get("split_sizes") {
+            d.split_sizes = Some(args::fractions(s).map_err(|msg| Error::Dataset {
+                path: ck.to_path_buf(),
+                msg: format!("split_sizes {s:?}: {msg}"),
+            })?);
+        }
+        d.labels = existing("labels_file")?.or(d.labels);
+        if let Some(s) = extra.get("split") {
+            d.split = Some(s.clone());
+        }
+        if let Some(p) = extra.get("preset") {
+            d.preset = p.parse()?;
+        }
+        if let Some(s) = extra.get("data_seed") {
+            d.data_seed = s.parse().map_err(|_| Error::Dataset {
+                path: ck.to_path_buf(),
+                msg: format!("data_seed {s:?} is not a number"),
+            })?;
+        }
+        Ok(d)
+    }
+
     /// Loads the dataset (or generates the preset).
     pub(crate) fn load(&self) -> Result<Dataset> {
-        match &self.data {
+        let mut d = match &self.data {
             Some(path) => {
+                let mut random_split = RandomSplit::default();
+                if let Some(k) = self.train_per_class {
+                    if let SplitRule::PerClass {
+                        ref mut train_per_class,
+                        ..
+                    } = random_split.rule
+                    {
+                        *train_per_class = k;
+                    }
+                }
+                if let Some([train, valid, test]) = self.split_sizes {
+                    random_split.rule = SplitRule::Fractions { train, valid, test };
+                }
                 let opts = LoadOptions {
                     split: self.split.clone(),
                     direction: if self.directed {
@@ -108,14 +300,20 @@ impl DataArgs {
                         Direction::Undirected
                     },
                     sparse_features_below: Some(0.1),
-                    features: self.features.clone(),
+                    features: self.features.as_ref().and_then(FeatureArg::file).cloned(),
                     labels: self.labels.clone(),
+                    n_nodes: self.num_nodes,
+                    random_split,
                     ..LoadOptions::default()
                 };
-                load_any(path, &opts)
+                load_any(path, &opts)?
             }
-            None => self.preset.parse::<Preset>()?.generate(self.data_seed),
+            None => self.preset.generate(self.data_seed)?,
+        };
+        if let Some(FeatureArg::Built(k)) = self.features {
+            d.features = k.build(&d.graph, self.data_seed)?;
         }
+        Ok(d)
     }
 }
 
@@ -130,4 +328,18 @@ pub(crate) fn progress_bar(len: u64, template: &str) -> ProgressBar {
     );
     b.enable_steady_tick(std::time::Duration::from_millis(200));
     b
+}
+
+/// Rows of `a` back in the input's node order.
+pub(crate) fn input_order(p: &Prepared, a: ArrayView2<'_, f32>) -> Array2<f32> {
+    match &p.perm {
+        None => a.to_owned(),
+        Some(perm) => {
+            let mut out = Array2::zeros(a.dim());
+            for (old, &new) in perm.old_to_new().iter().enumerate() {
+                out.row_mut(old).assign(&a.row(new as usize));
+            }
+            out
+        }
+    }
 }

@@ -12,7 +12,7 @@ use sparse_gcn::{par::thread_pool, Result};
 pub(crate) struct RooflineArgs {
     /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
     #[arg(long, default_value = "arxiv-like")]
-    preset: String,
+    preset: Preset,
     /// Seed of the synthetic preset.
     #[arg(long, default_value_t = 0)]
     data_seed: u64,
@@ -59,7 +59,7 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
     pool.install(|| {
         let data = match &a.data {
             Some(path) => load_any(path, &LoadOptions::default())?,
-            None => a.preset.parse::<Preset>()?.generate(a.data_seed)?,
+            None => a.preset.generate(a.data_seed)?,
         };
         let cfg = RooflineConfig {
             dims: a.dims.clone(),

@@ -17,7 +17,7 @@ use sparse_gcn::train::{
 };
 use sparse_gcn::{par::thread_pool, Result};
 
-use super::{progress_bar, DataArgs};
+use super::{args, progress_bar, DataArgs};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum RecipeArg {
@@ -90,31 +90,33 @@ pub(crate) struct TrainArgs {
     #[arg(long, value_enum, default_value_t = RecipeArg::Default)]
     recipe: RecipeArg,
     /// Number of graph convolutions [default: 2; gcnii's paper recipe: 64].
-    #[arg(long)]
+    #[arg(long, value_parser = args::count)]
     layers: Option<usize>,
     /// Hidden width [default: 16].
-    #[arg(long)]
+    #[arg(long, value_parser = args::count)]
     hidden: Option<usize>,
     /// Dropout on the input and between layers [default: 0.5].
-    #[arg(long)]
+    #[arg(long, value_parser = args::rate)]
     dropout: Option<f64>,
     /// Learning rate [default: 0.01].
-    #[arg(long)]
+    #[arg(long, value_parser = args::positive)]
     lr: Option<f64>,
     /// L2 weight decay [default: 5e-4].
-    #[arg(long)]
+    #[arg(long, value_parser = args::non_negative)]
     weight_decay: Option<f64>,
     /// Which layers get weight decay [default: first].
     #[arg(long, value_enum)]
     weight_decay_scope: Option<WdScope>,
     /// Maximum number of epochs [default: 200].
-    #[arg(long)]
+    #[arg(long, value_parser = args::count)]
     epochs: Option<usize>,
-    /// Early-stopping rule [default: kipf].
+    /// Early-stopping rule [default: kipf for Kipf's 2-layer gcn, patience (100 epochs, best
+    /// weights restored) for every other model or depth].
     #[arg(long, value_enum)]
     stop: Option<StopArg>,
-    /// Window (kipf) or patience (patience) of the stop rule [default: 10].
-    #[arg(long)]
+    /// Window (kipf) or patience (patience) of the stop rule [default: 10; 100 for patience as
+    /// the default of deep or non-Kipf models].
+    #[arg(long, value_parser = args::count)]
     patience: Option<usize>,
     /// Evaluation order of Â·H·W in the graph convolutions.
     #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
@@ -130,20 +132,20 @@ pub(crate) struct TrainArgs {
     #[arg(long)]
     norm_layer: Option<NormKind>,
     /// DropEdge rate of the training passes (0: off).
-    #[arg(long)]
+    #[arg(long, value_parser = args::rate)]
     drop_edge: Option<f64>,
     /// Activation checkpointing: keep every K-th hidden block's input and recompute the others
     /// in backward (0: off).
     #[arg(long)]
     checkpoint_every: Option<usize>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
-    #[arg(long)]
+    #[arg(long, value_parser = args::unit)]
     alpha: Option<f64>,
     /// GCNII's λ [default: 0.5].
-    #[arg(long)]
+    #[arg(long, value_parser = args::positive)]
     lambda: Option<f64>,
     /// Propagation steps of SGC [default: 2] and APPNP [default: 10].
-    #[arg(long)]
+    #[arg(long, value_parser = args::count)]
     k: Option<usize>,
     /// Give every graph convolution a bias (Kipf & Welling's model has none; PyG's GCNConv has
     /// one).
@@ -155,7 +157,7 @@ pub(crate) struct TrainArgs {
     #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
     row_norm: RowNormArg,
     /// Number of seeds (0, 1, …, N−1), trained in parallel.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = args::count)]
     seeds: usize,
     /// Worker threads (0: one per CPU).
     #[arg(long, default_value_t = 0)]
@@ -168,8 +170,12 @@ pub(crate) struct TrainArgs {
     json: bool,
     /// Save the model trained with the first seed as a safetensors checkpoint at this path
     /// (written atomically: an existing file is replaced only by a complete new one).
-    #[arg(long)]
+    #[arg(long, value_parser = args::writable_file)]
     save: Option<PathBuf>,
+    /// Write the per-epoch history of every seed to this CSV file (seed, epoch (1-based),
+    /// train loss and accuracy, validation loss and accuracy, train-step and epoch wall ms).
+    #[arg(long, value_parser = args::csv)]
+    history: Option<PathBuf>,
     /// Relabel the nodes once after loading, for memory locality: auto, none, random[:SEED],
     /// degree, rcm, bfs or community (label propagation on the graph structure only). `auto`
     /// takes the community order for graphs of more than 65,536 nodes when it cuts the
@@ -258,6 +264,12 @@ impl TrainArgs {
         if let Some(e) = self.epochs {
             cfg.epochs = e;
         }
+        // Kipf's rule belongs to Kipf's 2-layer recipe; any other model trained with the CLI's
+        // defaults waits 100 epochs without a lower validation loss and keeps the best weights.
+        let kipf_recipe = cfg.model.arch == Arch::Gcn && cfg.model.n_layers == 2;
+        if matches!(self.recipe, RecipeArg::Default) && !kipf_recipe {
+            cfg.stop = StopRule::Patience { patience: 100 };
+        }
         cfg.stop = match (self.stop, self.patience, cfg.stop) {
             (Some(StopArg::Kipf), p, _) => StopRule::Kipf {
                 window: p.unwrap_or(10),
@@ -279,6 +291,30 @@ impl TrainArgs {
     }
 }
 
+impl TrainArgs {
+    /// The checks clap's value parsers cannot make alone (a combination of flags), before any
+    /// file is read: a usage error naming the flags.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        let cfg = self.config();
+        let m = &cfg.model;
+        if m.arch == Arch::Residual && m.n_layers < 2 {
+            return Err(format!(
+                "--layers {}: --model residual needs at least 2 layers",
+                m.n_layers
+            ));
+        }
+        let placeholder = ModelConfig {
+            in_dim: 1,
+            out_dim: 2,
+            ..m.clone()
+        };
+        placeholder
+            .check()
+            .and_then(|()| cfg.check_optim())
+            .map_err(|e| format!("the options do not fit together: {e}"))
+    }
+}
+
 pub(crate) fn run(a: TrainArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     let threads = pool.current_num_threads();
@@ -289,6 +325,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let cfg = a.config();
     let t_load = Instant::now();
     let data = a.data.load()?;
+    data.check_trainable()?;
     let prepare = Prepare {
         reorder: a.reorder,
         row_norm: match a.row_norm {
@@ -329,7 +366,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         (Reorder::Auto, r) => println!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
         (r, _) => println!("reordered the nodes ({r}) in {reorder_s:.2} s"),
     }
-    let seeds: Vec<u64> = (0..a.seeds.max(1) as u64).collect();
+    let seeds: Vec<u64> = (0..a.seeds as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
         "{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}",
@@ -339,6 +376,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let on_done = |r: &RunResult, model: &mut Model<f32>| {
         if let (Some(path), true) = (&a.save, r.seed == seeds[0]) {
             let mut extra = p.extra();
+            a.data.record(&mut extra);
             extra.insert("seed".to_string(), r.seed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
             if let Err(e) = checkpoint::save(path, model, &extra) {
@@ -361,14 +399,17 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let train_s = t_train.elapsed().as_secs_f64();
     for r in &runs {
         println!(
-            "seed {}: epochs {} (evaluated epoch {}), val {:.4}, test {:.4}, train step {:.3} ms",
+            "seed {}: {}; val {:.4}, test {:.4}, train step {}",
             r.seed,
-            r.history.len(),
-            r.best_epoch,
+            stop_text(cfg.stop, cfg.epochs, r),
             r.val_acc,
             r.test_acc,
-            r.train_ms_median(a.warmup)
+            ms_text(r.train_ms_median(a.warmup), r.history.len(), a.warmup)
         );
+    }
+    if let Some(path) = &a.history {
+        checkpoint::write_file_atomic(path, history_csv(&runs).as_bytes())?;
+        println!("wrote the per-epoch history to {}", path.display());
     }
     let tests: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
     let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
@@ -384,16 +425,16 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         .collect();
     let concurrent = threads.min(seeds.len());
     println!(
-        "{}: test accuracy {:.2} ± {:.2} % over {} seeds (val {:.2} %); train step median {:.3} ms \
-         ({} threads, {} runs at a time); total {:.2} s",
+        "{}: test accuracy {:.2} ± {:.2} % over {} (val {:.2} %); train step median {} ({}, {} at \
+         a time); total {:.2} s",
         cfg.model.arch,
         100.0 * tm,
         100.0 * ts,
-        seeds.len(),
+        plural(seeds.len(), "seed"),
         100.0 * vm,
-        median(step_ms.clone()),
-        threads,
-        concurrent,
+        ms_text(median(step_ms.clone()), step_ms.len(), 0),
+        plural(threads, "thread"),
+        plural(concurrent, "run"),
         train_s
     );
     if a.json {
@@ -426,6 +467,10 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "test_accs": tests,
             "test_losses": runs.iter().map(|r| r.test_loss).collect::<Vec<_>>(),
             "epochs_run": runs.iter().map(|r| r.history.len()).collect::<Vec<_>>(),
+            "stop": stop_json(cfg.stop),
+            "stopped_early": runs.iter().map(|r| r.history.len() < cfg.epochs).collect::<Vec<_>>(),
+            "kept_epoch": runs.iter().map(|r| r.best_epoch + 1).collect::<Vec<_>>(),
+            "max_epochs": cfg.epochs,
             "epoch_ms_median": median(step_ms),
             "epoch_with_eval_ms_median": median(epoch_ms),
             "warmup_epochs": a.warmup,
@@ -439,4 +484,85 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         println!("{j}");
     }
     Ok(())
+}
+
+/// `1 seed`, `2 seeds`.
+pub(crate) fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// A median time in ms, or why there is none (every epoch fell in the warm-up).
+fn ms_text(ms: f64, epochs: usize, warmup: usize) -> String {
+    if ms.is_finite() {
+        format!("{ms:.3} ms")
+    } else {
+        format!(
+            "not timed (no epoch after the warm-up: {} run, --warmup {warmup})",
+            plural(epochs, "epoch")
+        )
+    }
+}
+
+/// The stop rule as JSON: `{"rule": "kipf", "window": 10}`, as the flags spell it.
+fn stop_json(rule: StopRule) -> serde_json::Value {
+    match rule {
+        StopRule::Never => json!({ "rule": "never" }),
+        StopRule::Kipf { window } => json!({ "rule": "kipf", "window": window }),
+        StopRule::Patience { patience } => json!({ "rule": "patience", "patience": patience }),
+    }
+}
+
+/// Which rule ended a run, after which epoch (1-based), and whose weights it kept.
+pub(crate) fn stop_text(rule: StopRule, max_epochs: usize, r: &RunResult) -> String {
+    let ran = r.history.len();
+    let kept = r.best_epoch + 1;
+    let early = ran < max_epochs;
+    match rule {
+        StopRule::Never => format!(
+            "ran all {} (--stop never), kept the last",
+            plural(ran, "epoch")
+        ),
+        StopRule::Kipf { window } if early => format!(
+            "stopped by --stop kipf (window {window}) after epoch {ran} of {max_epochs}, kept \
+             that epoch's weights"
+        ),
+        StopRule::Kipf { window } => format!(
+            "ran all {} (--stop kipf, window {window}, did not fire), kept the last",
+            plural(ran, "epoch")
+        ),
+        StopRule::Patience { patience } if early => format!(
+            "stopped by --stop patience ({patience}) after epoch {ran} of {max_epochs}, kept \
+             epoch {kept} (lowest validation loss)"
+        ),
+        StopRule::Patience { patience } => format!(
+            "reached the epoch cap {max_epochs} (--stop patience {patience} not exhausted; \
+             raise --epochs), kept epoch {kept} (lowest validation loss)"
+        ),
+    }
+}
+
+/// The per-epoch history of every run as CSV, epochs 1-based.
+fn history_csv(runs: &[RunResult]) -> String {
+    let mut s =
+        String::from("seed,epoch,train_loss,train_acc,val_loss,val_acc,train_ms,epoch_ms\n");
+    for r in runs {
+        for e in &r.history {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{:.4},{:.4}\n",
+                r.seed,
+                e.epoch + 1,
+                e.train_loss,
+                e.train_acc,
+                e.val_loss,
+                e.val_acc,
+                e.train_ms,
+                e.epoch_ms
+            ));
+        }
+    }
+    s
 }

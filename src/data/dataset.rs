@@ -4,6 +4,9 @@ use super::{Features, Split};
 use crate::graph::Graph;
 use crate::{Error, Result};
 
+/// The label of a node without a class (read from OGB's `-1` or `NaN`).
+pub const UNLABELLED: u32 = u32::MAX;
+
 /// A node-classification dataset.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -13,7 +16,8 @@ pub struct Dataset {
     pub graph: Graph,
     /// Node features (n_nodes rows).
     pub features: Features<f32>,
-    /// One class id per node.
+    /// One class id per node, or [`UNLABELLED`] (OGB's -1 or NaN: a node outside every split
+    /// part whose class is unknown).
     pub labels: Vec<u32>,
     /// Number of classes (max label + 1 unless declared).
     pub n_classes: usize,
@@ -47,7 +51,10 @@ impl Dataset {
     }
 
     /// Checks that every part agrees with the graph: feature and label rows, finite features,
-    /// labels in range, a non-empty, non-overlapping split.
+    /// labels in range (or [`UNLABELLED`]), a non-overlapping split; when any node is labelled,
+    /// a split without an empty part whose nodes are all labelled.
+    /// A structure-only dataset (no features, no labels, an empty split) is valid; training
+    /// checks what it needs ([`crate::train::check_data`]).
     ///
     /// # Errors
     /// The first [`Error`] found.
@@ -71,7 +78,7 @@ impl Dataset {
             .labels
             .iter()
             .enumerate()
-            .find(|(_, &l)| l as usize >= self.n_classes)
+            .find(|(_, &l)| l != UNLABELLED && l as usize >= self.n_classes)
         {
             return Err(Error::LabelOutOfRange {
                 node,
@@ -89,6 +96,79 @@ impl Dataset {
                 });
             }
         }
-        self.split.check()
+        if self.labels.iter().any(|&l| l != UNLABELLED) {
+            // A labelled dataset: a split with every part non-empty, and every split node
+            // with its class. (A structure-only dataset may carry a split for a task whose
+            // labels are not there, or none; training says what is missing.)
+            self.split.check()?;
+            check_split_labelled(&self.split, &self.labels)
+        } else {
+            self.split.check_disjoint()
+        }
     }
+}
+
+impl Dataset {
+    /// Checks what training and evaluation need beyond [`Dataset::validate`]: labels of at
+    /// least two classes, node features, a train, validation and test part that are not
+    /// empty, and a class for every split node. Each error says what is missing and how to
+    /// give it.
+    ///
+    /// # Errors
+    /// [`Error::NotTrainable`] or [`Error::EmptyMask`].
+    pub fn check_trainable(&self) -> Result<()> {
+        let not = |msg: String| {
+            Err(Error::NotTrainable {
+                dataset: self.name.clone(),
+                msg,
+            })
+        };
+        let labelled = self.labels.iter().filter(|&&l| l != UNLABELLED).count();
+        if labelled == 0 {
+            return not(
+                "the dataset has no labels: training needs a class per node (for an edge list or \
+                 a scipy .npz, give a label file with --labels FILE; an OGB folder needs \
+                 raw/node-label.csv.gz)"
+                    .into(),
+            );
+        }
+        if self.n_classes < 2 {
+            return not(format!(
+                "the labels have {} class: a classifier needs at least 2 (check the label file)",
+                self.n_classes
+            ));
+        }
+        if self.features.n_cols() == 0 {
+            return not(
+                "the dataset has no node features: give some with --features identity, degree, \
+                 constant or random:D (or a feature file for an edge list)"
+                    .into(),
+            );
+        }
+        self.split.check()?;
+        check_split_labelled(&self.split, &self.labels)
+    }
+}
+
+/// Every split node has a label: an [`Error::Dataset`] naming the first that has none.
+pub(crate) fn check_split_labelled(split: &crate::data::Split, labels: &[u32]) -> Result<()> {
+    for (part, m) in [
+        ("train", &split.train),
+        ("valid", &split.valid),
+        ("test", &split.test),
+    ] {
+        if let Some(&i) = m
+            .indices()
+            .iter()
+            .find(|&&i| labels.get(i as usize) == Some(&UNLABELLED))
+        {
+            return Err(Error::Dataset {
+                path: split.name.clone().into(),
+                msg: format!(
+                    "node {i} is in the {part} part of the split but has no label (-1 or NaN)"
+                ),
+            });
+        }
+    }
+    Ok(())
 }

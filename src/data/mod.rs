@@ -4,11 +4,13 @@
 pub mod dataset;
 pub mod features;
 pub mod io;
+pub mod node_features;
+pub mod npy;
 pub mod split;
 pub mod stats;
 pub mod synthetic;
 pub mod write;
 
-pub use dataset::Dataset;
+pub use dataset::{Dataset, UNLABELLED};
 pub use features::{Features, SparseFeatures};
 pub use split::{Mask, Split};

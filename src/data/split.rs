@@ -76,7 +76,7 @@ pub struct Split {
 }
 
 impl Split {
-    /// Checks that no part is empty and the parts do not overlap.
+    /// Checks that no part is empty and the parts do not overlap (what training needs).
     ///
     /// # Errors
     /// [`Error::EmptyMask`] or [`Error::Dataset`] naming the overlap.
@@ -87,9 +87,32 @@ impl Split {
             ("test", &self.test),
         ] {
             if m.is_empty() {
-                return Err(Error::EmptyMask { name: name.into() });
+                return Err(Error::EmptyMask {
+                    name: name.into(),
+                    split: self.name.clone(),
+                    sizes: [self.train.len(), self.valid.len(), self.test.len()],
+                });
             }
         }
+        self.check_disjoint()
+    }
+
+    /// The split of a dataset without one (a structure-only graph): every part empty.
+    pub fn none(n_nodes: usize) -> Split {
+        let empty = Mask::from_bool(&vec![false; n_nodes]);
+        Split {
+            name: "none".into(),
+            train: empty.clone(),
+            valid: empty.clone(),
+            test: empty,
+        }
+    }
+
+    /// Checks that the parts do not overlap (empty parts allowed).
+    ///
+    /// # Errors
+    /// [`Error::Dataset`] naming the overlap.
+    pub fn check_disjoint(&self) -> Result<()> {
         let n = self.train.n_nodes();
         let mut seen = vec![0u8; n];
         for (k, m) in [&self.train, &self.valid, &self.test]

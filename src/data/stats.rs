@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::Dataset;
+use super::{Dataset, UNLABELLED};
 
 /// Summary statistics of a dataset, computed in O(n + nnz) except
 /// [`DatasetStats::clustering`].
@@ -34,8 +34,11 @@ pub struct DatasetStats {
     pub degree_max: usize,
     /// Mean degree.
     pub degree_mean: f64,
-    /// Fraction of edges (self-loops excluded) whose endpoints share a label.
-    pub edge_homophily: f64,
+    /// Fraction of edges (self-loops excluded, and edges with an unlabelled endpoint) whose
+    /// endpoints share a label; `None` without such edges (a structure-only graph).
+    pub edge_homophily: Option<f64>,
+    /// Nodes with a label.
+    pub labelled_nodes: usize,
     /// Mean local clustering coefficient (Watts–Strogatz; a node with fewer than two
     /// neighbours counts 0, as in networkx's `average_clustering`), over the stored neighbour
     /// lists (out-neighbours for a directed graph), self-loops excluded. Averaged over
@@ -112,7 +115,7 @@ impl DatasetStats {
     /// let s = DatasetStats::compute(&d);
     /// assert_eq!(s.n_nodes, 400);
     /// assert_eq!(s.class_counts.iter().sum::<usize>(), 400);
-    /// assert!(s.edge_homophily > 0.5); // the generator's classes are homophilous
+    /// assert!(s.edge_homophily.unwrap() > 0.5); // the generator's classes are homophilous
     /// assert!(s.clustering > 0.02 && s.clustering_nodes == 400); // its topics close triangles
     /// ```
     pub fn compute(d: &Dataset) -> Self {
@@ -125,9 +128,11 @@ impl DatasetStats {
         for i in 0..n {
             for &j in g.neighbors(i) {
                 let j = j as usize;
-                if j != i {
+                let (li, lj) = (d.labels.get(i), d.labels.get(j));
+                let unlabelled = |l: Option<&u32>| l.is_none_or(|&l| l == UNLABELLED);
+                if j != i && !unlabelled(li) && !unlabelled(lj) {
                     total += 1;
-                    same += usize::from(d.labels.get(i) == d.labels.get(j));
+                    same += usize::from(li == lj);
                 }
             }
         }
@@ -172,11 +177,8 @@ impl DatasetStats {
             degree_p99: at(0.99),
             degree_max: degrees.last().copied().unwrap_or(0),
             degree_mean,
-            edge_homophily: if total == 0 {
-                0.0
-            } else {
-                same as f64 / total as f64
-            },
+            edge_homophily: (total > 0).then(|| same as f64 / total as f64),
+            labelled_nodes: d.labels.iter().filter(|&&l| l != UNLABELLED).count(),
             clustering,
             clustering_nodes,
             in_dim: d.features.n_cols(),

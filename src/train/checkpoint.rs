@@ -286,6 +286,16 @@ fn temp_path(path: &Path) -> Result<PathBuf> {
     Ok(path.with_file_name(tmp))
 }
 
+/// Writes `bytes` to `path` atomically (a temporary file next to it, synced, then renamed): an
+/// existing file is replaced only by the complete new one, and a failed write leaves it as it
+/// was. Used for checkpoints and for the CLI's outputs (predictions, embeddings, histories).
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, bytes, &mut |w, b| w.write_all(b))
+}
+
 fn write_atomic(path: &Path, bytes: &[u8], write: &mut WriteHook<'_>) -> Result<()> {
     let tmp = temp_path(path)?;
     let mut file = OpenOptions::new()

@@ -469,11 +469,22 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
             });
         }
     }
+    if n_classes < 2 || x.n_cols() == 0 {
+        return Err(Error::NotTrainable {
+            dataset: "the training data".into(),
+            msg: format!(
+                "{n_classes} classes and {} feature columns: training needs at least 2 classes \
+                 and 1 feature column",
+                x.n_cols()
+            ),
+        });
+    }
     split.check()?;
+    crate::data::dataset::check_split_labelled(split, labels)?;
     if let Some((node, &l)) = labels
         .iter()
         .enumerate()
-        .find(|(_, &l)| l as usize >= n_classes)
+        .find(|(_, &l)| l != crate::data::UNLABELLED && l as usize >= n_classes)
     {
         return Err(Error::LabelOutOfRange {
             node,

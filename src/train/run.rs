@@ -87,6 +87,9 @@ pub struct Prepared {
     pub directed: bool,
     /// Seconds spent choosing and applying the node order.
     pub reorder_s: f64,
+    /// The node order applied (`None`: the given order): row `r` of [`Prepared::data`] is the
+    /// input's node `perm.new_to_old()[r]`.
+    pub perm: Option<crate::graph::Permutation>,
 }
 
 impl Prepared {
@@ -100,10 +103,12 @@ impl Prepared {
             Reorder::Auto => order::auto_order(&data.graph),
             r => (order::order(&data.graph, r), r),
         };
-        if !perm.is_identity() {
+        let perm = if perm.is_identity() {
+            None
+        } else {
             data = order::apply(&data, &perm)?;
-        }
-        drop(perm);
+            Some(perm)
+        };
         let reorder_s = t.elapsed().as_secs_f64();
         let row_normalized = match p.row_norm {
             RowNorm::Auto => data.features.is_non_negative(),
@@ -131,6 +136,7 @@ impl Prepared {
                 ..*p
             },
             reorder_asked: p.reorder,
+            perm,
             row_normalized,
             n_nodes,
             n_edges,

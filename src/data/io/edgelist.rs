@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use super::{
-    check_file, class_count, excerpt, file_stem, identity_features, parse_uint, random_split,
+    check_file, class_count, excerpt, file_stem, no_features, parse_uint, random_split,
     read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
 };
-use crate::data::{Dataset, Features};
+use crate::data::{Dataset, Features, UNLABELLED};
 use crate::graph::{Direction, Graph};
 use crate::{Error, Result};
 
@@ -53,16 +53,22 @@ impl Default for EdgeListOptions {
 /// error. Undirected by default (see [`EdgeListOptions::direction`]); duplicate edges are
 /// merged and self-loops kept.
 ///
-/// **Nodes**: `n_nodes` is [`EdgeListOptions::n_nodes`] if given, else the largest id + 1.
+/// **Nodes**: `n_nodes` is [`EdgeListOptions::n_nodes`] if given, else the rows of the label
+/// (or feature) file, else the largest id + 1.
 ///
 /// **Features** (`features`): one row per node, in node order, each with the same number of
 /// numbers (separated as the edges); comments and blank lines skipped. Stored dense (or sparse,
-/// see [`EdgeListOptions::sparse_features_below`]). Without a file, each node gets its one-hot
-/// id: the n × n identity, stored **sparse** (never dense).
+/// see [`EdgeListOptions::sparse_features_below`]). Without a file the features have width 0
+/// (training asks for some: the CLI's `--features identity|degree|constant|random:D`).
 ///
-/// **Labels** (`labels`): one non-negative integer class id per line, in node order (line k,
-/// counting only lines with data, is node k − 1); comments and blank lines skipped. Without a
-/// file, every label is 0 and there is 1 class.
+/// **Labels** (`labels`): one class id per line, in node order (line k, counting only lines
+/// with data, is node k − 1), or `-1` / `NaN` for an unlabelled node; comments and blank lines
+/// skipped. Without a file every node is [`UNLABELLED`] and there are 0 classes (training says
+/// that it needs labels).
+///
+/// A label or feature file fixes the node count when [`EdgeListOptions::n_nodes`] is not
+/// given: an edge id beyond it is an [`Error::Parse`] naming the edge file, its line and the
+/// id.
 ///
 /// **Split**: drawn at random as [`EdgeListOptions::split`] says (Planetoid's 20 per class,
 /// 500, 1000 by default). The dataset is named after the edge file, without extensions.
@@ -119,9 +125,31 @@ pub fn load_edge_list(
         }
     }
     check_file(path)?;
-    let (edge_list, max_id) = read_edge_list(path, opts.n_nodes, max_nodes)?;
-    let n = match (opts.n_nodes, max_id) {
-        (Some(n), _) => n,
+    // The node count: given, else fixed by the label or feature file (one row per node), so
+    // that a stray id in the edges is an error naming its line instead of a bigger graph.
+    let counted = match (opts.n_nodes, labels, features) {
+        (Some(_), _, _) | (None, None, None) => None,
+        (None, Some(p), _) | (None, None, Some(p)) => {
+            Some((LineReader::open(p, Syntax::Free)?.count_rest()?, p))
+        }
+    };
+    let bound = match (opts.n_nodes, counted) {
+        (Some(n), _) => Some((
+            n,
+            "EdgeListOptions::n_nodes (the CLI's --num-nodes)".to_string(),
+        )),
+        (None, Some((n, p))) => Some((
+            n,
+            format!(
+                "{} has {n} rows, one per node; or give --num-nodes",
+                p.display()
+            ),
+        )),
+        (None, None) => None,
+    };
+    let (edge_list, max_id) = read_edge_list(path, bound.as_ref(), max_nodes)?;
+    let n = match (bound.as_ref(), max_id) {
+        (Some(&(n, _)), _) => n,
         (None, Some(m)) => m as usize + 1,
         (None, None) => 0,
     };
@@ -133,7 +161,7 @@ pub fn load_edge_list(
     }
     let labels = match labels {
         Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
-        None => vec![0; n],
+        None => vec![UNLABELLED; n],
     };
     let n_classes = class_count(&labels, opts.n_classes);
     let features = match features {
@@ -144,7 +172,7 @@ pub fn load_edge_list(
                 None => f,
             }
         }
-        None => identity_features(n)?,
+        None => no_features(n),
     };
     let graph = Graph::try_from_edges(n, &edge_list, opts.direction)?;
     drop(edge_list);
@@ -159,7 +187,7 @@ type Edges = Vec<(u32, u32)>;
 /// largest id (`None` without edges).
 fn read_edge_list(
     path: &Path,
-    n_nodes: Option<usize>,
+    n_nodes: Option<&(usize, String)>,
     max_nodes: usize,
 ) -> Result<(Edges, Option<u32>)> {
     let mut edges = Vec::new();
@@ -181,9 +209,10 @@ fn read_edge_list(
         let mut id = |field: &str| -> Result<u32> {
             let v = parse_uint(&line, field, "node id")?;
             match n_nodes {
-                Some(n) if v >= n as u64 => {
+                Some((n, why)) if v >= *n as u64 => {
                     return Err(line.err(format!(
-                        "node id {v} out of range for {n} nodes (EdgeListOptions::n_nodes)"
+                        "node id {v} out of range for {n} nodes (ids 0 to {}: {why})",
+                        n.saturating_sub(1)
                     )))
                 }
                 None if v >= max_nodes as u64 => {
@@ -257,11 +286,11 @@ mod tests {
         let d = load_edge_list(&e.0, None, None, &o).unwrap();
         assert_eq!(d.graph.n_nodes(), 6);
         assert!(d.graph.is_directed());
-        assert!(d.features.is_sparse(), "identity features are sparse");
-        assert_eq!((d.features.n_rows(), d.features.n_cols()), (6, 6));
-        assert_eq!(d.features.nnz(), 6);
-        assert_eq!(d.labels, vec![0; 6]);
-        assert_eq!(d.n_classes, 1);
+        assert_eq!((d.features.n_rows(), d.features.n_cols()), (6, 0));
+        assert_eq!(d.labels, vec![UNLABELLED; 6]);
+        assert_eq!(d.n_classes, 0);
+        assert_eq!(d.split.name, "none");
+        assert!(d.check_trainable().is_err());
     }
 
     #[test]

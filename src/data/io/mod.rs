@@ -133,6 +133,8 @@ pub struct LoadOptions {
     pub features: Option<PathBuf>,
     /// A label file, as [`LoadOptions::features`].
     pub labels: Option<PathBuf>,
+    /// The node count of an edge list (see [`EdgeListOptions::n_nodes`]).
+    pub n_nodes: Option<usize>,
 }
 
 impl Default for LoadOptions {
@@ -145,6 +147,7 @@ impl Default for LoadOptions {
             max_nodes: EdgeListOptions::default().max_nodes,
             features: None,
             labels: None,
+            n_nodes: None,
         }
     }
 }
@@ -157,7 +160,8 @@ impl Default for LoadOptions {
 ///   [`LoadOptions::labels`];
 /// - a file named `*.txt`, `*.csv`, `*.tsv`, `*.edges` or `*.el` (each optionally followed by
 ///   `.gz`) → [`load_edge_list`] with [`LoadOptions::features`] and [`LoadOptions::labels`]
-///   (`n_nodes` is then the largest id + 1 and the class count the largest label + 1).
+///   (`n_nodes` is [`LoadOptions::n_nodes`], else the label or feature rows, else the largest
+///   id + 1; the class count the largest label + 1).
 ///
 /// # Errors
 /// [`Error::Io`] if `path` does not exist; [`Error::Dataset`] for a folder without `raw/`, an
@@ -227,7 +231,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
         }
         "txt" | "csv" | "tsv" | "edges" | "el" => {
             let eo = EdgeListOptions {
-                n_nodes: None,
+                n_nodes: opts.n_nodes,
                 n_classes: None,
                 direction: opts.direction,
                 split: opts.random_split,
@@ -284,8 +288,18 @@ fn alloc_error(path: &Path, what: &str, e: std::collections::TryReserveError) ->
     }
 }
 
+/// The features of a dataset without any: n rows of width 0 (training asks for `--features`).
+pub(crate) fn no_features(n: usize) -> Features<f32> {
+    Features::Sparse(SparseFeatures::new(Csr::new(
+        (n, 0),
+        vec![0; n + 1],
+        vec![],
+        vec![],
+    )))
+}
+
 /// The n × n identity as sparse features (one-hot node ids; never dense).
-fn identity_features(n: usize) -> Result<Features<f32>> {
+pub(crate) fn identity_features(n: usize) -> Result<Features<f32>> {
     let indptr: Vec<usize> = (0..=n).collect();
     let indices: Vec<u32> = (0..n)
         .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
@@ -300,6 +314,10 @@ fn identity_features(n: usize) -> Result<Features<f32>> {
 
 /// Draws a seeded random split of `labels.len()` nodes (see [`RandomSplit`]); `path` names the
 /// dataset in errors.
+///
+/// Only labelled nodes are drawn ([`UNLABELLED`](crate::data::UNLABELLED) ones are in no part);
+/// without any label the split is [`Split::none`]. A part left empty is an
+/// [`Error::Dataset`] naming the sizes and the options that set them.
 fn random_split(path: &Path, labels: &[u32], n_classes: usize, rs: &RandomSplit) -> Result<Split> {
     let n = labels.len();
     let mut rng = ChaCha8Rng::seed_from_u64(rs.seed);
@@ -307,6 +325,12 @@ fn random_split(path: &Path, labels: &[u32], n_classes: usize, rs: &RandomSplit)
     for i in (1..n).rev() {
         order.swap(i, rng.random_range(0..=i));
     }
+    // The same shuffle with or without unlabelled nodes (they are dropped after it).
+    order.retain(|&i| labels[i as usize] != crate::data::UNLABELLED);
+    if order.is_empty() {
+        return Ok(Split::none(n));
+    }
+    let n_labelled = order.len();
     let (train, valid, test) = match rs.rule {
         SplitRule::PerClass {
             train_per_class,
@@ -342,6 +366,7 @@ fn random_split(path: &Path, labels: &[u32], n_classes: usize, rs: &RandomSplit)
                     ),
                 });
             }
+            let n = n_labelled;
             let count = |f: f64| ((f * n as f64).round() as usize).min(n);
             let n_train = count(train);
             let n_valid = count(valid).min(n - n_train);
@@ -353,6 +378,35 @@ fn random_split(path: &Path, labels: &[u32], n_classes: usize, rs: &RandomSplit)
             )
         }
     };
+    let sizes = [train.len(), valid.len(), test.len()];
+    if let Some(k) = sizes.iter().position(|&s| s == 0) {
+        let rule = match rs.rule {
+            SplitRule::PerClass {
+                train_per_class,
+                n_valid,
+                n_test,
+            } => format!(
+                "{train_per_class} training nodes per class × {n_classes} classes, then up to \
+                 {n_valid} validation and {n_test} test nodes"
+            ),
+            SplitRule::Fractions { train, valid, test } => {
+                format!("fractions {train}/{valid}/{test}")
+            }
+        };
+        return Err(Error::Dataset {
+            path: path.to_path_buf(),
+            msg: format!(
+                "a random split of {n_labelled} labelled nodes with {rule} leaves the {} part \
+                 empty (train/valid/test {}/{}/{}); set smaller sizes with --train-per-class N \
+                 or --split-sizes TRAIN,VALID,TEST (fractions of the labelled nodes) \
+                 (RandomSplit::rule in the library)",
+                ["train", "valid", "test"][k],
+                sizes[0],
+                sizes[1],
+                sizes[2]
+            ),
+        });
+    }
     Ok(Split {
         name: "random".into(),
         train: Mask::try_from_indices(train, n)?,
@@ -361,9 +415,15 @@ fn random_split(path: &Path, labels: &[u32], n_classes: usize, rs: &RandomSplit)
     })
 }
 
-/// The class count: `declared`, or the largest label + 1 (at least 1).
+/// The class count: `declared`, or the largest label + 1 (0 without labelled nodes).
 fn class_count(labels: &[u32], declared: Option<usize>) -> usize {
-    declared.unwrap_or_else(|| labels.iter().max().map_or(1, |&m| m as usize + 1))
+    declared.unwrap_or_else(|| {
+        labels
+            .iter()
+            .filter(|&&l| l != crate::data::UNLABELLED)
+            .max()
+            .map_or(0, |&m| m as usize + 1)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,14 +487,6 @@ impl<'a> Line<'a> {
             Fields::Comma(self.text.split(','))
         } else {
             Fields::Space(self.text.split_ascii_whitespace())
-        }
-    }
-    /// The only field of a line that must hold one (`what` names it in the error).
-    fn single_field(&self, what: &str) -> Result<&'a str> {
-        let mut f = self.fields();
-        match (f.next(), f.next()) {
-            (Some(x), None) => Ok(x),
-            _ => Err(self.err(format!("expected one {what}, got {}", excerpt(self.text)))),
         }
     }
 }
@@ -531,6 +583,30 @@ fn excerpt(s: &str) -> String {
     }
 }
 
+/// Parses a label: `Some(class)`, or `None` for `-1` / `NaN` (unlabelled).
+fn parse_label(line: &Line<'_>, field: &str) -> Result<Option<u64>> {
+    let s = field.trim();
+    if s.eq_ignore_ascii_case("nan") || s == "-1" {
+        return Ok(None);
+    }
+    if let Ok(v) = s.parse::<u64>() {
+        return Ok(Some(v));
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_nan() => Ok(None),
+        Ok(-1.0) => Ok(None),
+        Ok(v) if v >= 0.0 && v.fract() == 0.0 && v < 9.0e15 => Ok(Some(v as u64)),
+        _ => parse_uint(line, s, "label").map(Some).map_err(|e| match e {
+            Error::Parse { path, line, msg } => Error::Parse {
+                path,
+                line,
+                msg: format!("{msg} (a label is a class id >= 0, or -1 or NaN for none)"),
+            },
+            e => e,
+        }),
+    }
+}
+
 /// Parses a non-negative integer field; `what` names it in messages ("node id", "label", …).
 fn parse_uint(line: &Line<'_>, field: &str, what: &str) -> Result<u64> {
     let s = field.trim();
@@ -538,10 +614,7 @@ fn parse_uint(line: &Line<'_>, field: &str, what: &str) -> Result<u64> {
         return Err(line.err(format!("empty {what}")));
     }
     s.parse::<u64>().map_err(|e| {
-        if s.trim_start_matches(['-', '+']).eq_ignore_ascii_case("nan") {
-            line.err(format!("{what} is {s} (unlabeled nodes are not supported)"))
-        } else if s
-            .strip_prefix('-')
+        if s.strip_prefix('-')
             .is_some_and(|rest| rest.parse::<f64>().is_ok())
         {
             line.err(format!("negative {what} {}", excerpt(s)))
@@ -648,8 +721,11 @@ fn read_features(
     })
 }
 
-/// Reads `n_nodes` lines of one non-negative integer label each. With `n_classes` declared,
-/// a label ≥ it is an [`Error::LabelOutOfRange`]; otherwise a label ≥ [`MAX_CLASSES`] is.
+/// Reads `n_nodes` lines of one label each: a non-negative integer (`3`, or `3.0` as OGB's
+/// float label files write it), or `-1` / `NaN` for an unlabelled node
+/// ([`UNLABELLED`](crate::data::UNLABELLED)). With `n_classes` declared, a label ≥ it is an
+/// [`Error::LabelOutOfRange`]; otherwise a label ≥ [`MAX_CLASSES`] is. Several fields on a
+/// line (multi-label data) are an [`Error::Parse`] saying so.
 fn read_labels(
     path: &Path,
     syntax: Syntax,
@@ -672,7 +748,21 @@ fn read_labels(
         if labels.len() == n_nodes {
             return Err(mismatch(n_nodes + 1 + r.count_rest()?));
         }
-        let v = parse_uint(&line, line.single_field("label")?, "label")?;
+        let mut fields = line.fields();
+        let field = match (fields.next(), fields.next()) {
+            (Some(x), None) => x,
+            _ => {
+                return Err(line.err(format!(
+                    "expected one label per line, got {}: multi-label data (several classes \
+                     per node) is not supported",
+                    excerpt(line.text)
+                )))
+            }
+        };
+        let Some(v) = parse_label(&line, field)? else {
+            labels.push(crate::data::UNLABELLED);
+            continue;
+        };
         if v >= limit as u64 {
             return Err(Error::LabelOutOfRange {
                 node: labels.len(),
@@ -832,10 +922,23 @@ mod tests {
             ),
             "{err}"
         );
-        let t = Tmp::new("labels.csv", b"0\nnan\n");
+        // OGB's unlabelled nodes: -1 and NaN (any case), and float class ids as OGB writes them.
+        let t = Tmp::new("labels.csv", b"0\nnan\n-1\nNaN\n3.0\n-1.0\n");
+        let got = read_labels(&t.0, Syntax::Ogb, 6, "nodes", None).unwrap();
+        let u = crate::data::UNLABELLED;
+        assert_eq!(got, vec![0, u, u, u, 3, u]);
+        assert_eq!(class_count(&got, None), 4, "unlabelled nodes are no class");
+        assert_eq!(class_count(&[u, u], None), 0);
+        for bad in ["-2", "1.5", "-0.5", "x"] {
+            let t = Tmp::new("labels.csv", format!("0\n{bad}\n").as_bytes());
+            let err = read_labels(&t.0, Syntax::Ogb, 2, "nodes", None).unwrap_err();
+            assert!(matches!(err, Error::Parse { line: 2, .. }), "{bad}: {err}");
+            assert!(err.to_string().contains("-1 or NaN"), "{err}");
+        }
+        let t = Tmp::new("labels.csv", b"0,1\n1\n");
         let err = read_labels(&t.0, Syntax::Ogb, 2, "nodes", None).unwrap_err();
-        assert!(matches!(err, Error::Parse { line: 2, .. }), "{err}");
-        assert!(err.to_string().contains("nan"), "{err}");
+        assert!(matches!(err, Error::Parse { line: 1, .. }), "{err}");
+        assert!(err.to_string().contains("multi-label"), "{err}");
     }
 
     #[test]
@@ -887,9 +990,32 @@ mod tests {
             random_split(p, &labels, 3, &bad),
             Err(Error::Dataset { .. })
         ));
-        // a tiny graph under Planetoid leaves nothing to validate on
-        let s = random_split(p, &[0, 0, 0], 1, &RandomSplit::default()).unwrap();
-        assert!(matches!(s.check(), Err(Error::EmptyMask { .. })));
+        // a tiny graph under Planetoid leaves nothing to validate on: the error says why and
+        // which options set the sizes
+        let e = random_split(p, &[0, 0, 0], 1, &RandomSplit::default()).unwrap_err();
+        let msg = e.to_string();
+        for w in [
+            "3 labelled nodes",
+            "valid part",
+            "--train-per-class",
+            "--split-sizes",
+        ] {
+            assert!(msg.contains(w), "{w}: {msg}");
+        }
+        // unlabelled nodes are in no part; the shuffle is the same with them
+        let u = crate::data::UNLABELLED;
+        let mut some: Vec<u32> = labels.clone();
+        for i in (0..100).step_by(10) {
+            some[i] = u;
+        }
+        let s = random_split(p, &some, 3, &fr).unwrap();
+        assert_eq!((s.train.len(), s.valid.len(), s.test.len()), (54, 18, 18));
+        for m in [&s.train, &s.valid, &s.test] {
+            assert!(m.indices().iter().all(|&i| some[i as usize] != u));
+        }
+        let none = random_split(p, &[u; 5], 0, &fr).unwrap();
+        assert_eq!(none.name, "none");
+        assert!(none.train.is_empty() && none.valid.is_empty() && none.test.is_empty());
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::{
     alloc_error, excerpt, parse_uint, read_features, read_labels, Line, LineReader, Syntax,
     MAX_TRUSTED_RESERVE, MAX_VALUES,
 };
-use crate::data::{Dataset, Features, Mask, Split};
+use crate::data::{Dataset, Features, Mask, Split, UNLABELLED};
 use crate::graph::{Direction, Graph};
 use crate::{Error, Result};
 
@@ -45,12 +45,17 @@ pub struct OgbOptions {
 ///
 /// ```text
 /// DIR/raw/edge.csv.gz          one edge per line "src,dst" (0-based ids), no header
-/// DIR/raw/node-feat.csv.gz     N lines of F comma-separated numbers
-/// DIR/raw/node-label.csv.gz    N lines, one integer class id each
+/// DIR/raw/node-feat.csv.gz     N lines of F comma-separated numbers (optional)
+/// DIR/raw/node-label.csv.gz    N lines, one class id each, -1 or NaN if none (optional)
 /// DIR/raw/num-node-list.csv.gz one line: N
 /// DIR/raw/num-edge-list.csv.gz one line: the number of lines of edge.csv.gz
 /// DIR/split/<name>/{train,valid,test}.csv.gz   one node id per line
 /// ```
+///
+/// A **structure-only** folder (no `node-feat`, no `node-label`, maybe no `split/`: the real
+/// graphs `cit_hepph` and `cnr_2000`) loads with features of width 0, every node
+/// [`UNLABELLED`] and, without `split/`, [`Split::none`]: enough for statistics, orderings and
+/// benchmarks; training asks for features and labels ([`crate::train::check_data`]).
 ///
 /// Every file may also be stored uncompressed as `.csv`; the `.csv.gz` wins when both exist.
 /// Files are streamed line by line (never whole into memory). Whitespace around fields is
@@ -109,28 +114,28 @@ pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
         });
     }
     // Labels first: the cheapest file that confirms N before anything of size N is allocated.
-    let labels = read_labels(
-        &find_file(&raw, "node-label")?,
-        Syntax::Ogb,
-        n_nodes,
-        "num-node-list",
-        None,
-    )?;
+    // A structure-only folder has neither labels nor features (nor, maybe, a split).
+    let labels = match optional_file(&raw, "node-label")? {
+        Some(path) => read_labels(&path, Syntax::Ogb, n_nodes, "num-node-list", None)?,
+        None => vec![UNLABELLED; n_nodes],
+    };
     let n_classes = super::class_count(&labels, None);
-    let x = read_features(
-        &find_file(&raw, "node-feat")?,
-        Syntax::Ogb,
-        n_nodes,
-        "num-node-list",
-    )?;
-    let mut features = Features::Dense(x);
+    let mut features = match optional_file(&raw, "node-feat")? {
+        Some(path) => Features::Dense(read_features(&path, Syntax::Ogb, n_nodes, "num-node-list")?),
+        None => super::no_features(n_nodes),
+    };
     if let Some(t) = opts.sparse_features_below {
         features = features.into_sparse_if(t);
     }
     let edges = read_edges(&find_file(&raw, "edge")?, n_nodes, n_edges)?;
     let graph = Graph::try_from_edges(n_nodes, &edges, opts.direction)?;
     drop(edges);
-    let split = read_split(&dir.join("split"), opts.split.as_deref(), n_nodes)?;
+    let split_dir = dir.join("split");
+    let split = if split_dir.exists() || n_classes > 0 {
+        read_split(&split_dir, opts.split.as_deref(), n_nodes)?
+    } else {
+        Split::none(n_nodes)
+    };
 
     Dataset::try_new(dataset_name(dir), graph, features, labels, n_classes, split)
 }
@@ -170,6 +175,15 @@ fn find_file(dir: &Path, stem: &str) -> Result<PathBuf> {
         return Err(Error::io(path, e));
     }
     Ok(path)
+}
+
+/// As [`find_file`], `None` when neither file exists.
+fn optional_file(dir: &Path, stem: &str) -> Result<Option<PathBuf>> {
+    if dir.join(format!("{stem}.csv.gz")).exists() || dir.join(format!("{stem}.csv")).exists() {
+        find_file(dir, stem).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 /// Parses a node id field and checks it against `n_nodes`.

@@ -151,6 +151,23 @@ impl RooflineReport {
                 class
             );
         }
+        s.push_str(LEGEND);
         s
     }
 }
+
+/// What each figure of the table is, printed under it.
+const LEGEND: &str = "\
+reading the table:
+  triad     the stream triad a[i] = b[i] + s*c[i] over arrays far larger than the caches: the
+            rate at which this machine streams memory sequentially (its bandwidth ceiling).
+  gather    the rate of reading d-wide rows at uniformly random indices, each row from memory:
+            the bound for an SpMM whose neighbour rows are never in cache.
+  SpMM GB/s bytes the SpMM must move once (nnz × (4d + 8) for the gathered rows and the
+            indices and values, plus the row pointers and the n × d output), per second.
+  %gath     SpMM GB/s as a percentage of the gather bound, %tri of the triad. Above 100 % is
+            not an error: in a good node order many gathered rows are still in cache from a
+            nearby row's gathers (reuse), so fewer bytes come from memory than are counted.
+  in-cache  the same SpMM with every gather from the first rows of X (always in cache): the
+            floor no node order can beat; the reordered SpMM's distance to it is what is left.
+";

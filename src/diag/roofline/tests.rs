@@ -145,6 +145,17 @@ fn tiny_run_reports_everything() {
     let json = serde_json::to_string(&rep).unwrap();
     assert!(json.contains("\"frac_gather\""));
     assert!(rep.table().contains("speedup"));
+    // The table says what each bound is and why a kernel can pass the gather bound.
+    for w in [
+        "reading the table",
+        "triad",
+        "gather",
+        "cache",
+        "Above 100 %",
+        "in-cache",
+    ] {
+        assert!(rep.table().contains(w), "{w}");
+    }
     for r in &rep.dims {
         let m = &r.miss_model;
         assert_eq!(

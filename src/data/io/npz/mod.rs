@@ -142,11 +142,11 @@ pub fn load_npz_benchmark(path: impl AsRef<Path>, opts: &NpzOptions) -> Result<D
 /// features and labels:
 /// - `features`: a `save_npz` file (any of the three formats, n × F, stored sparse), or a `.npy`
 ///   file holding a dense 2-D float or integer array (n × F, stored dense unless
-///   [`NpzOptions::sparse_features_below`] says otherwise). Without one, the sparse n × n
-///   identity.
+///   [`NpzOptions::sparse_features_below`] says otherwise). Without one, width 0 (as an edge
+///   list without features).
 /// - `labels`: a `.npy` file holding a 1-D integer array of n class ids, or any other name: a
 ///   text file of one class id per line (as for [`load_edge_list`](super::load_edge_list)).
-///   Without one, every label is 0 and there is 1 class.
+///   Without one, every node is unlabelled and there are 0 classes (training says so).
 ///
 /// Without a `format` entry, an `indptr` of `shape[0] + 1` entries is read as CSR, one of
 /// `shape[1] + 1` entries as CSC, and `row` / `col` arrays as COO. Adjacency values, the split
@@ -171,7 +171,7 @@ pub fn load_scipy_npz(
     let edges = adjacency_edges(path, &adj, "data")?;
     drop(adj);
     let features = match features {
-        None => identity_features(n)?,
+        None => super::no_features(n),
         Some(p) if is_npy(p) => {
             let x = read_dense(ArrayReader::from_npy_file(p)?, n)?;
             dense_features(x, opts.sparse_features_below)
@@ -182,7 +182,7 @@ pub fn load_scipy_npz(
         }
     };
     let labels = match labels {
-        None => vec![0; n],
+        None => vec![crate::data::UNLABELLED; n],
         Some(p) if is_npy(p) => {
             read_label_array(ArrayReader::from_npy_file(p)?, n, opts.n_classes)?
         }

@@ -1,0 +1,84 @@
+//! `sparse-gcn predict`: a checkpoint's class probabilities for every node, in the input's
+//! node order (whatever order training applied).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use ndarray::{Array2, ArrayView2};
+
+use sparse_gcn::data::npy::npy_f32;
+use sparse_gcn::train::checkpoint::write_file_atomic;
+use sparse_gcn::{par::thread_pool, Par, Result};
+
+use super::eval::{load_model, Loaded};
+use super::{args, input_order, DataArgs};
+
+#[derive(clap::Args)]
+pub(crate) struct PredictArgs {
+    /// The checkpoint (safetensors) written by `train --save`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Output: `.csv` (node, predicted class, one probability column per class, with a header
+    /// line) or `.npy` (the N × classes probabilities, f32).
+    #[arg(long, value_parser = args::csv_or_npy)]
+    out: PathBuf,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+/// Row-wise softmax, in f64 then rounded.
+fn softmax(logits: ArrayView2<'_, f32>) -> Array2<f32> {
+    let mut out = Array2::zeros(logits.dim());
+    for (row, mut o) in logits.rows().into_iter().zip(out.rows_mut()) {
+        let m = row
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+        let z: f64 = row.iter().map(|&v| (f64::from(v) - m).exp()).sum();
+        for (o, &v) in o.iter_mut().zip(row) {
+            *o = ((f64::from(v) - m).exp() / z) as f32;
+        }
+    }
+    out
+}
+
+pub(crate) fn run(a: PredictArgs) -> Result<()> {
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let Loaded { p, mut model, .. } = load_model(&a.checkpoint, &a.data)?;
+        let logits = model.predict(&p.adj, &p.data.features, Par::Rayon);
+        let probs = softmax(input_order(&p, logits.view()).view());
+        let bytes = if a
+            .out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
+            npy_f32(probs.view())
+        } else {
+            let mut s = String::from("node,predicted");
+            for c in 0..probs.ncols() {
+                let _ = write!(s, ",p_{c}");
+            }
+            s.push('\n');
+            for (node, row) in probs.rows().into_iter().enumerate() {
+                let best = sparse_gcn::metrics::argmax(row.iter().copied());
+                let _ = write!(s, "{node},{best}");
+                for v in row {
+                    let _ = write!(s, ",{v}");
+                }
+                s.push('\n');
+            }
+            s.into_bytes()
+        };
+        write_file_atomic(&a.out, &bytes)?;
+        println!(
+            "wrote the class probabilities of {} nodes ({} classes) to {}",
+            probs.nrows(),
+            probs.ncols(),
+            a.out.display()
+        );
+        Ok(())
+    })
+}
