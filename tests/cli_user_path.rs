@@ -786,3 +786,29 @@ fn every_model_predicts_embeds_and_writes_its_history() {
         assert_eq!(npy_shape(&e).0, 2708, "{model}");
     }
 }
+
+/// Rows and columns in messages count from 1, as editors show lines.
+#[test]
+fn a_nan_feature_is_reported_at_its_1_based_row_and_column() {
+    let d = scratch("nan-feature");
+    let (edges, labels) = small_graph(&d);
+    let mut rows: Vec<String> = (0..12).map(|i| format!("{i} 1 0")).collect();
+    rows[2] = "2 NaN 0".into();
+    let f = write(&d.join("f.txt"), &(rows.join("\n") + "\n"));
+    let out = run(&[
+        "info",
+        "--data",
+        &edges,
+        "--labels",
+        &labels,
+        "--features",
+        &f,
+        "--split-sizes",
+        "0.5,0.25,0.25",
+    ]);
+    expect(
+        &out,
+        1,
+        &["f.txt", "NaN", "row 3, column 2 (counting from 1)"],
+    );
+}
