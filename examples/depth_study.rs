@@ -565,8 +565,12 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
     let _ = writeln!(s, "# Depth study\n");
     let _ = writeln!(
         s,
-        "- command: `cargo run --release --example depth_study -- {}`",
-        cmd.join(" ")
+        "- command: `cargo run --release --example depth_study{}`",
+        if cmd.is_empty() {
+            String::new()
+        } else {
+            format!(" -- {}", cmd.join(" "))
+        }
     );
     let _ = writeln!(
         s,
