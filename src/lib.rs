@@ -44,6 +44,7 @@
 
 pub mod data;
 pub mod diag;
+pub mod dist;
 pub mod error;
 pub mod graph;
 pub mod kernels;
