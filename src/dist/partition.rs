@@ -195,6 +195,9 @@ mod tests {
                 assert!(w[0] <= w[1]);
                 assert!(w[0] % 8 == 0 || w[0] == 100, "{:?}", p.bounds());
             }
+            let stats = p.stats(&ip, &ix);
+            assert_eq!(stats.iter().map(|s| s.nnz).sum::<usize>(), ip[100]);
+            assert_eq!(stats.iter().map(|s| s.owned_rows).sum::<usize>(), 100);
             // Each rank's non-zeros are within one chunk's worth (8 rows × 3) of the share.
             let share = ip[100] as f64 / ranks as f64;
             for r in 0..ranks {
