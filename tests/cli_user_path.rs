@@ -558,7 +558,8 @@ fn unlabelled_nodes_outside_the_split_train_and_inside_it_are_named() {
 #[test]
 fn cora_with_unlabelled_nodes_trains_and_a_split_node_without_label_is_named() {
     let Some(data) = data_dir() else { return };
-    let cora = data.join("cora");
+    // Absolute: the links below resolve from the scratch folder (CI gives a relative path).
+    let cora = std::fs::canonicalize(data.join("cora")).unwrap();
     let d = scratch("cora-unlabelled");
     std::fs::create_dir_all(d.join("raw")).unwrap();
     for f in [
