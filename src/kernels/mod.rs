@@ -15,6 +15,7 @@
 //! [`Par`]: crate::Par
 
 pub mod elementwise;
+pub mod exact;
 pub mod gemm;
 pub(crate) mod raw;
 pub mod reference;
