@@ -420,6 +420,14 @@ fn stop_rules_are_reported_and_deep_models_default_to_patience() {
 fn messages_have_no_nan_and_use_plurals_and_flag_spellings() {
     let out = run(&["train", "--epochs", "3", "--json"]);
     expect(&out, 0, &["not timed", "--warmup 5", "over 1 seed ("]);
+    // The seed's line and the summary both say why, with the run's own counts.
+    let t = text(&out);
+    assert_eq!(
+        t.matches("(no epoch after the warm-up: 3 epochs run, --warmup 5)")
+            .count(),
+        2,
+        "{t}"
+    );
     let human: String = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.starts_with('{'))

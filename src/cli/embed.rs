@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use sparse_gcn::data::npy::npy_f32;
+use sparse_gcn::data::write::npy_f32;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Error, Par, Result};
 

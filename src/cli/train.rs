@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use serde_json::json;
 
 use sparse_gcn::graph::Norm;
-use sparse_gcn::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
+use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
@@ -199,19 +199,7 @@ impl TrainArgs {
                     .unwrap_or(if arch == Arch::Gcnii { 64 } else { 2 });
                 recipe::paper(arch, depth)
             }
-            RecipeArg::Default => TrainConfig {
-                model: ModelConfig {
-                    arch,
-                    k: if arch == Arch::Appnp { 10 } else { 2 },
-                    mask_streams: if arch == Arch::Gcn {
-                        MaskStreams::Shared
-                    } else {
-                        MaskStreams::PerLayer
-                    },
-                    ..ModelConfig::default()
-                },
-                ..TrainConfig::default()
-            },
+            RecipeArg::Default => recipe::default(arch, self.layers.unwrap_or(2)),
         };
         let m = &mut cfg.model;
         if let Some(l) = self.layers {
@@ -263,12 +251,6 @@ impl TrainArgs {
         }
         if let Some(e) = self.epochs {
             cfg.epochs = e;
-        }
-        // Kipf's rule belongs to Kipf's 2-layer recipe; any other model trained with the CLI's
-        // defaults waits 100 epochs without a lower validation loss and keeps the best weights.
-        let kipf_recipe = cfg.model.arch == Arch::Gcn && cfg.model.n_layers == 2;
-        if matches!(self.recipe, RecipeArg::Default) && !kipf_recipe {
-            cfg.stop = StopRule::Patience { patience: 100 };
         }
         cfg.stop = match (self.stop, self.patience, cfg.stop) {
             (Some(StopArg::Kipf), p, _) => StopRule::Kipf {
@@ -423,6 +405,8 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         .iter()
         .flat_map(|r| r.history.iter().skip(a.warmup).map(|e| e.epoch_ms))
         .collect();
+    let step_median = median(step_ms);
+    let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
     let concurrent = threads.min(seeds.len());
     println!(
         "{}: test accuracy {:.2} ± {:.2} % over {} (val {:.2} %); train step median {} ({}, {} at \
@@ -432,7 +416,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         100.0 * ts,
         plural(seeds.len(), "seed"),
         100.0 * vm,
-        ms_text(median(step_ms.clone()), step_ms.len(), 0),
+        ms_text(step_median, longest, a.warmup),
         plural(threads, "thread"),
         plural(concurrent, "run"),
         train_s
@@ -471,7 +455,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "stopped_early": runs.iter().map(|r| r.history.len() < cfg.epochs).collect::<Vec<_>>(),
             "kept_epoch": runs.iter().map(|r| r.best_epoch + 1).collect::<Vec<_>>(),
             "max_epochs": cfg.epochs,
-            "epoch_ms_median": median(step_ms),
+            "epoch_ms_median": step_median,
             "epoch_with_eval_ms_median": median(epoch_ms),
             "warmup_epochs": a.warmup,
             "row_norm": p.row_normalized,

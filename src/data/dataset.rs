@@ -112,46 +112,63 @@ impl Dataset {
     /// Checks what training and evaluation need beyond [`Dataset::validate`]: labels of at
     /// least two classes, node features, a train, validation and test part that are not
     /// empty, and a class for every split node. Each error says what is missing and how to
-    /// give it.
+    /// give it. [`crate::train::check_data`] applies the same rules to any training data.
     ///
     /// # Errors
-    /// [`Error::NotTrainable`] or [`Error::EmptyMask`].
+    /// [`Error::NotTrainable`], [`Error::EmptyMask`], or [`Error::Dataset`] naming a split node
+    /// without a label.
     pub fn check_trainable(&self) -> Result<()> {
-        let not = |msg: String| {
-            Err(Error::NotTrainable {
-                dataset: self.name.clone(),
-                msg,
-            })
-        };
-        let labelled = self.labels.iter().filter(|&&l| l != UNLABELLED).count();
-        if labelled == 0 {
-            return not(
-                "the dataset has no labels: training needs a class per node (for an edge list or \
-                 a scipy .npz, give a label file with --labels FILE; an OGB folder needs \
-                 raw/node-label.csv.gz)"
-                    .into(),
-            );
-        }
-        if self.n_classes < 2 {
-            return not(format!(
-                "the labels have {} class: a classifier needs at least 2 (check the label file)",
-                self.n_classes
-            ));
-        }
-        if self.features.n_cols() == 0 {
-            return not(
-                "the dataset has no node features: give some with --features identity, degree, \
-                 constant or random:D (or a feature file for an edge list)"
-                    .into(),
-            );
-        }
-        self.split.check()?;
-        check_split_labelled(&self.split, &self.labels)
+        check_trainable(
+            &self.name,
+            self.features.n_cols(),
+            &self.labels,
+            self.n_classes,
+            &self.split,
+        )
     }
 }
 
+/// The rules of [`Dataset::check_trainable`], on the parts of a dataset named `dataset`.
+pub(crate) fn check_trainable(
+    dataset: &str,
+    n_features: usize,
+    labels: &[u32],
+    n_classes: usize,
+    split: &Split,
+) -> Result<()> {
+    let not = |msg: String| {
+        Err(Error::NotTrainable {
+            dataset: dataset.to_string(),
+            msg,
+        })
+    };
+    if labels.iter().all(|&l| l == UNLABELLED) {
+        return not(
+            "the dataset has no labels: training needs a class per node (for an edge list or a \
+             scipy .npz, give a label file with --labels FILE; an OGB folder needs \
+             raw/node-label.csv.gz)"
+                .into(),
+        );
+    }
+    if n_classes < 2 {
+        return not(format!(
+            "the labels have {n_classes} class: a classifier needs at least 2 (check the label \
+             file)"
+        ));
+    }
+    if n_features == 0 {
+        return not(
+            "the dataset has no node features: give some with --features identity, degree, \
+             constant or random:D (or a feature file for an edge list)"
+                .into(),
+        );
+    }
+    split.check()?;
+    check_split_labelled(split, labels)
+}
+
 /// Every split node has a label: an [`Error::Dataset`] naming the first that has none.
-pub(crate) fn check_split_labelled(split: &crate::data::Split, labels: &[u32]) -> Result<()> {
+pub(crate) fn check_split_labelled(split: &Split, labels: &[u32]) -> Result<()> {
     for (part, m) in [
         ("train", &split.train),
         ("valid", &split.valid),

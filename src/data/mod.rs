@@ -5,7 +5,6 @@ pub mod dataset;
 pub mod features;
 pub mod io;
 pub mod node_features;
-pub mod npy;
 pub mod split;
 pub mod stats;
 pub mod synthetic;

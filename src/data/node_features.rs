@@ -44,14 +44,7 @@ impl NodeFeatures {
             NodeFeatures::Identity => identity_features(n)?,
             NodeFeatures::Degree => {
                 let indices: Vec<u32> = (0..n)
-                    .map(|i| {
-                        let d = graph
-                            .neighbors(i)
-                            .iter()
-                            .filter(|&&j| j as usize != i)
-                            .count();
-                        d.min(MAX_DEGREE) as u32
-                    })
+                    .map(|i| graph.degree_excluding_self(i).min(MAX_DEGREE) as u32)
                     .collect();
                 let x = Csr::new(
                     (n, MAX_DEGREE + 1),

@@ -81,7 +81,7 @@ fn mean_clustering(g: &crate::graph::Graph, stride: usize) -> (f64, usize) {
     for i in (0..n).step_by(stride.max(1)) {
         count += 1;
         let nb = g.neighbors(i);
-        let k = nb.iter().filter(|&&j| j as usize != i).count();
+        let k = g.degree_excluding_self(i);
         if k < 2 {
             continue;
         }
@@ -121,9 +121,7 @@ impl DatasetStats {
     pub fn compute(d: &Dataset) -> Self {
         let g = &d.graph;
         let n = g.n_nodes();
-        let mut degrees: Vec<usize> = (0..n)
-            .map(|i| g.neighbors(i).iter().filter(|&&j| j as usize != i).count())
-            .collect();
+        let mut degrees: Vec<usize> = (0..n).map(|i| g.degree_excluding_self(i)).collect();
         let (mut same, mut total) = (0usize, 0usize);
         for i in 0..n {
             for &j in g.neighbors(i) {

@@ -1,5 +1,7 @@
 //! Writers: a [`Dataset`] in the OGB node-property-prediction raw layout ([`write_ogb`]), the
-//! inverse of [`super::io::load_ogb`], so other tools (OGB, PyG, pandas) read the very same graph.
+//! inverse of [`super::io::load_ogb`], so other tools (OGB, PyG, pandas) read the very same graph;
+//! and an `f32` matrix as a NumPy `.npy` ([`npy_f32`]), which the `.npz` loaders' reader reads
+//! back.
 //!
 //! ```text
 //! DIR/raw/edge.csv.gz          "src,dst" per line: each undirected edge once with src < dst
@@ -15,11 +17,33 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use ndarray::ArrayView2;
+
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
 use super::{Dataset, Features, Mask};
 use crate::{Error, Result};
+
+/// The bytes of a `.npy` file (format version 1.0) holding `a`: dtype `<f4`, C order, shape
+/// `(rows, cols)`, as `numpy.load` reads it.
+pub fn npy_f32(a: ArrayView2<'_, f32>) -> Vec<u8> {
+    let (rows, cols) = a.dim();
+    let mut header =
+        format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    // Magic (6) + version (2) + header length (2) + header + '\n', padded to 64 bytes.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + 4 * rows * cols);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in a.iter() {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
 
 /// Text buffered before each write to the compressor.
 const CHUNK: usize = 1 << 20;

@@ -182,6 +182,11 @@ impl Graph {
     pub fn degree(&self, i: usize) -> usize {
         self.indptr[i + 1] - self.indptr[i]
     }
+    /// Number of neighbours of `i` other than `i` itself (the degree without a self-loop).
+    pub fn degree_excluding_self(&self, i: usize) -> usize {
+        let nb = self.neighbors(i);
+        nb.len() - usize::from(nb.binary_search(&(i as u32)).is_ok())
+    }
     /// Row pointer of the CSR pattern (`n_nodes + 1` entries).
     pub fn indptr(&self) -> &[usize] {
         &self.indptr

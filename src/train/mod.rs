@@ -446,11 +446,14 @@ impl<'a> TrainData<'a, f32> {
     }
 }
 
-/// Checks that the data fit together: feature rows and labels per node, a valid split, labels
-/// below `n_classes`.
+/// Checks that the data fit together: feature rows and labels per node, what
+/// [`Dataset::check_trainable`](crate::data::Dataset::check_trainable) asks (two classes,
+/// features, a split without an empty part whose nodes are labelled), labels below
+/// `n_classes`.
 ///
 /// # Errors
-/// [`Error::Mismatch`], [`Error::EmptyMask`] (from [`Split::check`]), [`Error::LabelOutOfRange`].
+/// [`Error::Mismatch`], [`Error::NotTrainable`], [`Error::EmptyMask`] (from [`Split::check`]),
+/// [`Error::Dataset`] (an unlabelled split node), [`Error::LabelOutOfRange`].
 pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
     let TrainData {
         adj,
@@ -469,18 +472,13 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
             });
         }
     }
-    if n_classes < 2 || x.n_cols() == 0 {
-        return Err(Error::NotTrainable {
-            dataset: "the training data".into(),
-            msg: format!(
-                "{n_classes} classes and {} feature columns: training needs at least 2 classes \
-                 and 1 feature column",
-                x.n_cols()
-            ),
-        });
-    }
-    split.check()?;
-    crate::data::dataset::check_split_labelled(split, labels)?;
+    crate::data::dataset::check_trainable(
+        "the training data",
+        x.n_cols(),
+        labels,
+        n_classes,
+        split,
+    )?;
     if let Some((node, &l)) = labels
         .iter()
         .enumerate()

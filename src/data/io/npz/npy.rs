@@ -473,6 +473,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_writer_s_files_read_back() {
+        // data::write::npy_f32 (the CLI's predict and embed) through this reader: same header
+        // checks, shape and values, and a 64-byte aligned header as numpy writes it.
+        let a = ndarray::array![[1.0f32, 2.0, 3.0], [4.0, -0.5, f32::MIN_POSITIVE]];
+        let b = crate::data::write::npy_f32(a.view());
+        let hlen = usize::from(u16::from_le_bytes([b[8], b[9]]));
+        assert_eq!((10 + hlen) % 64, 0);
+        assert_eq!(b[10 + hlen - 1], b'\n');
+        let path = Path::new("written.npy");
+        let r = ArrayReader::new(path, "x".into(), Box::new(&b[..]), b.len() as u64, None).unwrap();
+        assert_eq!(r.header.shape, vec![2, 3]);
+        assert!(!r.header.fortran);
+        let v = r.floats(|_, x| Ok(x as f32)).unwrap();
+        assert_eq!(v, a.iter().copied().collect::<Vec<_>>());
+        let empty = crate::data::write::npy_f32(ndarray::Array2::<f32>::zeros((0, 4)).view());
+        let r = ArrayReader::new(
+            path,
+            "x".into(),
+            Box::new(&empty[..]),
+            empty.len() as u64,
+            None,
+        );
+        assert_eq!(r.unwrap().header.shape, vec![0, 4]);
+    }
+
+    #[test]
     fn dtypes_parse() {
         let d = DType::parse("<i4").unwrap();
         assert_eq!((d.kind, d.size, d.big_endian), (Kind::Int, 4, false));
