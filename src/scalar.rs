@@ -42,12 +42,17 @@ pub trait Scalar:
     /// (matrixmultiply's `sgemm` or `dgemm`). It must name the type itself: `kernels::gemm`
     /// checks it and panics otherwise.
     const KIND: ScalarKind;
+    /// The exact accumulator of sums of this type's values
+    /// ([`kernels::exact`](crate::kernels::exact)): the 10-digit format for `f32`, the 68-digit
+    /// one for `f64`.
+    type Exact: crate::kernels::exact::Accumulator;
 }
 
 macro_rules! impl_scalar {
-    ($t:ty, $kind:ident) => {
+    ($t:ty, $kind:ident, $exact:ty) => {
         impl Scalar for $t {
             const KIND: ScalarKind = ScalarKind::$kind;
+            type Exact = $exact;
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
                 x as $t
@@ -59,5 +64,5 @@ macro_rules! impl_scalar {
         }
     };
 }
-impl_scalar!(f32, F32);
-impl_scalar!(f64, F64);
+impl_scalar!(f32, F32, crate::kernels::exact::ExactSum32);
+impl_scalar!(f64, F64, crate::kernels::exact::ExactSum);

@@ -229,6 +229,11 @@ fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
         .as_f64()
         .expect("eval --json has test_loss");
     assert_eq!(acc.to_bits(), trained.test_acc.to_bits());
-    assert_eq!(loss.to_bits(), trained.test_loss.to_bits());
+    assert_eq!(
+        loss.to_bits(),
+        trained.test_loss.to_bits(),
+        "{loss} vs {}",
+        trained.test_loss
+    );
     std::fs::remove_file(&ck).ok();
 }

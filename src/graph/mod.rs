@@ -6,6 +6,7 @@ pub mod dropedge;
 pub mod normalize;
 pub mod permutation;
 pub mod propagate;
+pub mod reduce;
 
 pub use normalize::{AdjScratch, Norm, NormAdj};
 pub use permutation::Permutation;

@@ -1,5 +1,8 @@
 //! Â = D̃^-1/2 (A + I) D̃^-1/2 (or D̃^-1 (A + I)) as a CSR matrix. Never dense.
 
+use std::sync::Mutex;
+
+use super::reduce::ReduceScratch;
 use super::Graph;
 use crate::kernels::transpose::{transpose_into, CsrArrays};
 use crate::kernels::{Csr, CsrView};
@@ -23,11 +26,26 @@ pub enum Norm {
 /// ever zero (the safe deg^-1/2). Degrees are row sums (in-degrees in PyG's convention for a
 /// directed graph). Âᵀ is stored separately only when Â is not symmetric (a directed graph, or
 /// [`Norm::Row`]); otherwise [`NormAdj::a_t`] returns Â itself.
-#[derive(Debug, Clone)]
-pub struct NormAdj<F> {
+///
+/// It also owns the working memory of its sums across nodes ([`ReduceScratch`]), reused by
+/// every call (a clone starts with none).
+#[derive(Debug)]
+pub struct NormAdj<F: Scalar> {
     a: Csr<F>,
     a_t: Option<Csr<F>>,
     norm: Norm,
+    reduce: Mutex<ReduceScratch<F>>,
+}
+
+impl<F: Scalar> Clone for NormAdj<F> {
+    fn clone(&self) -> Self {
+        NormAdj {
+            a: self.a.clone(),
+            a_t: self.a_t.clone(),
+            norm: self.norm,
+            reduce: Mutex::default(),
+        }
+    }
 }
 
 /// What [`NormAdj::assign_filtered`] reuses from one call to the next besides Â's and Âᵀ's
@@ -84,7 +102,13 @@ impl<F: Scalar> NormAdj<F> {
             a: Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new()),
             a_t: None,
             norm,
+            reduce: Mutex::default(),
         }
+    }
+
+    /// The working memory of the sums across nodes (see [`Propagate`](super::Propagate)).
+    pub(crate) fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>> {
+        &self.reduce
     }
 
     /// Overwrites `self` with the normalisation of the subgraph of `graph` that keeps every

@@ -10,10 +10,13 @@
 //! Every method follows the kernels' conventions (`crate::kernels`): β = 0 overwrites `out`
 //! without reading it, and results are bit-identical for any thread count.
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use ndarray::{ArrayView2, ArrayViewMut1, ArrayViewMut2};
 
+use super::reduce::{self, ReduceScratch};
 use super::NormAdj;
-use crate::kernels::{self, col_sum, gemm, spmm, Csr, CsrView};
+use crate::kernels::{self, spmm, Csr, CsrView};
 use crate::{Par, Scalar};
 
 /// Â as the layers see it: products with Â and Âᵀ, and sums across nodes.
@@ -70,7 +73,24 @@ pub trait Propagate<F: Scalar>: Sync {
     /// width (for the cost model).
     fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize;
 
-    /// out ← α·Hᵀ·G + β·out, summed over every node (a weight gradient).
+    /// Rows per chunk of the reduction grid: [`grid_rows`](kernels::rows::grid_rows) of
+    /// [`Propagate::n_nodes`]. Every sum across nodes is formed from partials over these chunks
+    /// of this process's rows (which start on the grid), combined exactly.
+    fn grid_rows(&self) -> usize {
+        kernels::rows::grid_rows(self.n_nodes())
+    }
+
+    /// Adds `words` element-wise across processes, in place, as integers: the exchange of
+    /// exact partial sums ([`Accumulator::to_words`](kernels::exact::Accumulator::to_words)).
+    /// Locally there is one process: nothing to do.
+    fn sum_words(&self, _words: &mut [i64]) {}
+
+    /// The reused working memory of the sums across nodes (never locked by
+    /// [`Propagate::sum_words`]).
+    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>>;
+
+    /// out ← α·Hᵀ·G + β·out, summed over every node (a weight gradient): a GEMM per grid chunk,
+    /// the chunks' partials combined exactly (the [`reduce`] module).
     ///
     /// # Shapes
     /// `h`: n × a, `g`: n × c, `out`: a × c.
@@ -83,10 +103,13 @@ pub trait Propagate<F: Scalar>: Sync {
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
-        gemm(alpha, h.t(), g, beta, out, par);
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        let mut s = lock(self.reduce_scratch());
+        reduce::t_matmul(self.grid_rows(), alpha, h, g, beta, out, par, &mut s, &sum);
     }
 
-    /// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ, summed over every node.
+    /// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ (sorted column indices), summed
+    /// over every node as [`Propagate::t_matmul`] is.
     ///
     /// # Shapes
     /// `x_t`: a × n, `g`: n × c, `out`: a × c.
@@ -98,37 +121,43 @@ pub trait Propagate<F: Scalar>: Sync {
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
-        spmm(F::one(), x_t, g, beta, out, par);
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        let mut s = lock(self.reduce_scratch());
+        reduce::t_matmul_sparse(self.grid_rows(), x_t, g, beta, out, par, &mut s, &sum);
     }
 
-    /// out ← Gᵀ·1 + β·out: the column sums of G over every node (a bias gradient), in row order.
-    fn col_sum(&self, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut1<'_, F>) {
-        col_sum(g, beta, out);
+    /// out ← Gᵀ·1 + β·out: the column sums of G over every node (a bias gradient), per grid
+    /// chunk in row order, the chunks combined exactly.
+    fn col_sum(&self, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut1<'_, F>, par: Par) {
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        let mut s = lock(self.reduce_scratch());
+        reduce::col_sum(self.grid_rows(), g, beta, out, par, &mut s, &sum);
     }
 
     /// `total` ← Σ over every row i < [`Propagate::n_rows`] of what `f(i, acc)` adds into
-    /// `acc` (`total.len()` values), in f64, over chunks of
-    /// [`chunk_rows`](kernels::rows::chunk_rows)`(d)` rows (`parts`, at least
-    /// [`parts_len`](kernels::rows::parts_len) long, holds the chunks' partial sums); see
-    /// [`kernels::rows::sum_rows_into`]. Statistics of BatchNorm and PairNorm, and every other
-    /// f64 sum across nodes.
+    /// `acc` (`total.len()` values), in f64: rows folded in order per grid chunk
+    /// ([`kernels::rows::chunk_sums`]; `parts`, at least
+    /// [`parts_len`](kernels::rows::parts_len)`(n_rows, total.len())` long, holds the chunks'
+    /// partials), the chunks combined exactly and rounded once. Statistics of BatchNorm and
+    /// PairNorm, and every other f64 sum across nodes.
     fn sum_rows(
         &self,
-        d: usize,
         parts: &mut [f64],
         total: &mut [f64],
         f: &(dyn Fn(usize, &mut [f64]) + Sync),
         par: Par,
     ) {
-        kernels::rows::sum_rows_into(self.n_rows(), d, parts, total, f, par);
+        let len = total.len();
+        let chunks = kernels::rows::chunk_sums(self.n_rows(), self.grid_rows(), parts, len, f, par);
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        let mut s = lock(self.reduce_scratch());
+        reduce::combine_f64(parts, chunks, total, &mut s, &sum);
     }
 
     /// `out` ← the column means of `x` over every node, in f64 (a sum through
     /// [`Propagate::sum_rows`] divided by [`Propagate::n_nodes`]); `parts` as there.
     fn col_means(&self, x: ArrayView2<'_, F>, parts: &mut [f64], out: &mut [f64], par: Par) {
-        let d = x.ncols();
         self.sum_rows(
-            d,
             parts,
             out,
             &|i, acc| {
@@ -142,9 +171,23 @@ pub trait Propagate<F: Scalar>: Sync {
         out.iter_mut().for_each(|v| *v /= nf);
     }
 
-    /// Sums of f64 values across processes, in place (the loss and accuracy counts). Locally
-    /// there is one process: nothing to do.
-    fn sum_across(&self, _values: &mut [f64]) {}
+    /// Sums counts across processes, in place (mask sizes, correct predictions).
+    fn sum_counts(&self, counts: &mut [u64]) {
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        reduce::counts(counts, &mut lock(self.reduce_scratch()), &sum);
+    }
+
+    /// The exact sum of a partial `acc` (this process's terms) over every process, rounded
+    /// once (the loss).
+    fn sum_exact(&self, acc: &F::Exact) -> f64 {
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        reduce::across(acc, &mut lock(self.reduce_scratch()), &sum)
+    }
+}
+
+/// The scratch of a `Propagate`, also after a panic elsewhere (it holds no invariant).
+fn lock<F: Scalar>(m: &Mutex<ReduceScratch<F>>) -> MutexGuard<'_, ReduceScratch<F>> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<F: Scalar> Propagate<F> for NormAdj<F> {
@@ -154,6 +197,10 @@ impl<F: Scalar> Propagate<F> for NormAdj<F> {
 
     fn nnz(&self) -> usize {
         NormAdj::nnz(self)
+    }
+
+    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>> {
+        NormAdj::reduce_scratch(self)
     }
 
     fn a_times(

@@ -1,35 +1,54 @@
-//! Exact sums ([`ExactSum`]): a Kulisch-style fixed-point accumulator wide enough for every
-//! `f64`, so that a sum of any values in any order and any grouping rounds once, to the same
-//! bits. A distributed run combines per-chunk partials with it, so that its reductions do not
-//! depend on the number of ranks (reproducible-BLAS libraries do the same).
+//! Exact sums: Kulisch-style fixed-point accumulators ([`Exact`]), so that a sum of any values in
+//! any order and any grouping gives the same bits. The reductions across nodes form per-chunk
+//! partials and combine them with these, so that they do not depend on the number of threads or
+//! ranks (reproducible-BLAS libraries do the same).
 //!
-//! Every finite `f64` is an integer multiple of 2⁻¹⁰⁷⁴ below 2¹⁰²⁴. The accumulator holds that
-//! integer in [`DIGITS`] signed 64-bit digits of 32 bits each (bit 0 of digit 0 is 2⁻¹⁰⁷⁴), the
-//! upper half of each digit taking carries, which are propagated every 2³⁰ additions and when
-//! the sum is read. Merging two accumulators adds their digits, so partial sums formed anywhere
-//! combine exactly. Reading rounds to nearest, ties to even, once. NaN, or +∞ and −∞ together,
-//! give NaN; one infinite sign gives that infinity.
+//! `Exact<N, LOW>` holds an integer multiple of 2^−LOW in `N` signed 64-bit digits of 32 bits
+//! each (bit 0 of digit 0 is 2^−LOW), the upper half of each digit taking carries, which are
+//! propagated every [`NORMALIZE_EVERY`] additions and when the sum is read or exchanged. Two
+//! formats:
+//! - [`ExactSum`] = `Exact<68, 1074>`: every finite `f64` (multiples of 2⁻¹⁰⁷⁴ below 2¹⁰²⁴:
+//!   2098 bits of magnitude, 78 of headroom);
+//! - [`ExactSum32`] = `Exact<10, 149>`: every finite `f32` (multiples of 2⁻¹⁴⁹ below 2¹²⁸: 277
+//!   bits of magnitude, 43 of headroom), eight times smaller, for sums of `f32` partials.
+//!
+//! A value outside a format (finer than its grain, or at or above 2^(32·(N−1)−LOW)) is not
+//! exact in it: its bits below the grain are dropped (toward zero) and a value too large counts
+//! as an infinity of its sign; neither happens for the values of the format's type.
+//!
+//! Merging two accumulators adds their digits, so partial sums formed anywhere combine exactly;
+//! [`Accumulator::to_words`] / [`Accumulator::from_words`] carry a partial between processes as
+//! `i64` words that are combined by integer addition (an `MPI_SUM`), which is associative.
+//! Reading rounds the exact sum to the nearest `f64`, ties to even, once. NaN, or +∞ and −∞
+//! together, give NaN; one infinite sign gives that infinity.
 
-/// Digits of 32 bits: 2098 bits of magnitude, 64 of headroom for carries and counts.
+/// Digits of [`ExactSum`].
 pub const DIGITS: usize = 68;
 
-/// Additions between carry propagations (each adds less than 2³² to a digit's upper half).
-const NORMALIZE_EVERY: u32 = 1 << 30;
+/// Additions between carry propagations (each adds less than 2³² to a digit's upper half, so a
+/// digit stays far inside `i64` between them).
+pub const NORMALIZE_EVERY: u32 = 1 << 20;
 
-/// An exact sum of `f64` values (see the [module docs](self)).
+/// An exact sum of every `f64` (see the [module docs](self)).
+pub type ExactSum = Exact<DIGITS, 1074>;
+
+/// An exact sum of every `f32` (see the [module docs](self)).
+pub type ExactSum32 = Exact<10, 149>;
+
+/// An exact sum of multiples of 2^−LOW in `N` digits (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExactSum {
-    digits: [i64; DIGITS],
+pub struct Exact<const N: usize, const LOW: usize> {
+    digits: [i64; N],
     pending: u32,
     pos_inf: bool,
     neg_inf: bool,
     nan: bool,
 }
 
-impl Default for ExactSum {
+impl<const N: usize, const LOW: usize> Default for Exact<N, LOW> {
     fn default() -> Self {
-        ExactSum {
-            digits: [0; DIGITS],
+        Exact {
+            digits: [0; N],
             pending: 0,
             pos_inf: false,
             neg_inf: false,
@@ -38,30 +57,35 @@ impl Default for ExactSum {
     }
 }
 
-impl ExactSum {
+/// 2^e as an `f64`, for −1074 ≤ e ≤ 1023.
+fn pow2(e: i64) -> f64 {
+    if e >= -1022 {
+        f64::from_bits(((e + 1023) as u64) << 52)
+    } else {
+        f64::from_bits(1u64 << (e + 1074))
+    }
+}
+
+impl<const N: usize, const LOW: usize> Exact<N, LOW> {
     /// An empty sum (0).
     pub fn new() -> Self {
-        ExactSum::default()
+        Exact::default()
     }
 
-    /// Adds `v` exactly.
+    /// Adds `v` exactly (for a value of the format, see the [module docs](self)).
     pub fn add(&mut self, v: f64) {
         if v.is_nan() {
             self.nan = true;
             return;
         }
         if v.is_infinite() {
-            if v > 0.0 {
-                self.pos_inf = true;
-            } else {
-                self.neg_inf = true;
-            }
+            self.add_infinity(v > 0.0);
             return;
         }
         let bits = v.to_bits();
         let exp = ((bits >> 52) & 0x7ff) as usize;
         let frac = bits & ((1u64 << 52) - 1);
-        let (m, pos) = if exp == 0 {
+        let (mut m, mut pos) = if exp == 0 {
             (frac, 0)
         } else {
             (frac | (1 << 52), exp - 1)
@@ -69,10 +93,28 @@ impl ExactSum {
         if m == 0 {
             return;
         }
-        // v = ±m · 2^(pos − 1074): m shifted to bit `pos` spans at most three digits.
+        let negative = bits >> 63 == 1;
+        // v = ±m · 2^(pos − 1074); in this format's grain, ±m · 2^(pos − off) with
+        // off = 1074 − LOW. Trailing zeros of m absorb what lies below the grain.
+        let off = 1074 - LOW;
+        if pos < off {
+            let shift = off - pos;
+            m = if shift >= 64 { 0 } else { m >> shift };
+            pos = off;
+            if m == 0 {
+                return;
+            }
+        }
+        let pos = pos - off;
+        let top = pos + 63 - m.leading_zeros() as usize;
+        if top >= 32 * (N - 1) {
+            self.add_infinity(!negative);
+            return;
+        }
+        // m shifted to bit `pos` spans at most three digits.
         let (k, s) = (pos / 32, pos % 32);
         let x = u128::from(m) << s;
-        let sign = if bits >> 63 == 1 { -1 } else { 1 };
+        let sign = if negative { -1 } else { 1 };
         for (i, part) in [(x & 0xffff_ffff), ((x >> 32) & 0xffff_ffff), (x >> 64)]
             .into_iter()
             .enumerate()
@@ -87,6 +129,14 @@ impl ExactSum {
         }
     }
 
+    fn add_infinity(&mut self, positive: bool) {
+        if positive {
+            self.pos_inf = true;
+        } else {
+            self.neg_inf = true;
+        }
+    }
+
     /// Adds every value of `vs`.
     pub fn add_all(&mut self, vs: impl IntoIterator<Item = f64>) {
         for v in vs {
@@ -95,7 +145,7 @@ impl ExactSum {
     }
 
     /// Adds another sum exactly (a partial formed elsewhere: a chunk, a rank).
-    pub fn merge(&mut self, other: &ExactSum) {
+    pub fn merge(&mut self, other: &Self) {
         self.normalize();
         let mut o = other.clone();
         o.normalize();
@@ -110,7 +160,7 @@ impl ExactSum {
 
     /// Propagates carries: every digit but the last in 0..2³² (the last holds the sign).
     fn normalize(&mut self) {
-        for i in 0..DIGITS - 1 {
+        for i in 0..N - 1 {
             let carry = self.digits[i] >> 32;
             self.digits[i] -= carry << 32;
             self.digits[i + 1] += carry;
@@ -118,18 +168,18 @@ impl ExactSum {
         self.pending = 0;
     }
 
-    /// The digits, for exchanging a partial sum (with [`ExactSum::from_digits`]).
-    pub fn digits(&self) -> [i64; DIGITS] {
+    /// The digits, for exchanging a partial sum (with [`Exact::from_digits`]).
+    pub fn digits(&self) -> [i64; N] {
         let mut c = self.clone();
         c.normalize();
         c.digits
     }
 
-    /// A sum from the [digits](ExactSum::digits) of another (a partial received from a rank).
-    pub fn from_digits(digits: [i64; DIGITS]) -> Self {
-        ExactSum {
+    /// A sum from the [digits](Exact::digits) of another (a partial received from a rank).
+    pub fn from_digits(digits: [i64; N]) -> Self {
+        Exact {
             digits,
-            ..ExactSum::default()
+            ..Exact::default()
         }
     }
 
@@ -146,7 +196,7 @@ impl ExactSum {
         }
         let mut c = self.clone();
         c.normalize();
-        let negative = c.digits[DIGITS - 1] < 0;
+        let negative = c.digits[N - 1] < 0;
         // The magnitude as 32-bit digits: negate every digit of a negative sum and propagate
         // the carries again, so every digit lies in 0..2³².
         let mut d = c.digits;
@@ -154,22 +204,23 @@ impl ExactSum {
             for x in d.iter_mut() {
                 *x = -*x;
             }
-            for i in 0..DIGITS - 1 {
+            for i in 0..N - 1 {
                 let carry = d[i] >> 32;
                 d[i] -= carry << 32;
                 d[i + 1] += carry;
             }
         }
-        let mag: [u32; DIGITS] = d.map(|x| x as u32);
-        let Some(top_digit) = (0..DIGITS).rev().find(|&i| mag[i] != 0) else {
+        let mag: [u32; N] = d.map(|x| x as u32);
+        let Some(top_digit) = (0..N).rev().find(|&i| mag[i] != 0) else {
             return 0.0;
         };
         let t = top_digit * 32 + 31 - mag[top_digit].leading_zeros() as usize;
         let bit = |p: usize| (mag[p / 32] >> (p % 32)) & 1 == 1;
+        let low = LOW as i64;
         let magnitude = if t < 53 {
-            // Exactly representable: an integer below 2⁵³ times 2⁻¹⁰⁷⁴.
+            // Exactly representable: an integer below 2⁵³ times 2^−LOW.
             let int = u64::from(mag[0]) | (u64::from(mag[1]) << 32);
-            int as f64 * f64::from_bits(1)
+            int as f64 * pow2(-low)
         } else {
             // The 53 bits from t down, then round half to even on the rest.
             let mut m = 0u64;
@@ -186,10 +237,13 @@ impl ExactSum {
                     t += 1;
                 }
             }
-            // Leading bit at 2^(t − 1074): the biased exponent is t − 1074 + 1023.
-            let biased = t as i64 - 1074 + 1023;
+            // Leading bit at 2^(t − LOW): the biased exponent is t − LOW + 1023.
+            let biased = t as i64 - low + 1023;
             if biased >= 0x7ff {
                 f64::INFINITY
+            } else if biased <= 0 {
+                // Only for LOW > 1074 (not a format above): keep it finite and deterministic.
+                (m as f64) * pow2(t as i64 - 52 - low)
             } else {
                 f64::from_bits(((biased as u64) << 52) | (m & ((1 << 52) - 1)))
             }
@@ -198,6 +252,65 @@ impl ExactSum {
             -magnitude
         } else {
             magnitude
+        }
+    }
+}
+
+/// An exact sum that can be exchanged as `i64` words: what the reductions across nodes need of
+/// [`Exact`], for whichever format the scalar type uses
+/// ([`Scalar::Exact`](crate::Scalar::Exact)).
+pub trait Accumulator: Default + Clone + Send + Sync + std::fmt::Debug {
+    /// Words of [`Accumulator::to_words`].
+    const WORDS: usize;
+    /// Adds `v` exactly.
+    fn add(&mut self, v: f64);
+    /// Adds another partial exactly.
+    fn merge(&mut self, other: &Self);
+    /// The sum, rounded once to the nearest `f64`.
+    fn value(&self) -> f64;
+    /// The partial as [`Accumulator::WORDS`] words: the normalised digits, then the counts of
+    /// +∞, −∞ and NaN seen. Words of several partials added as integers (in any order) are the
+    /// words of their exact sum.
+    fn to_words(&self, out: &mut [i64]);
+    /// The partial whose words (or the integer sum of several partials' words) are `words`.
+    fn from_words(words: &[i64]) -> Self;
+}
+
+impl<const N: usize, const LOW: usize> Accumulator for Exact<N, LOW> {
+    const WORDS: usize = N + 3;
+
+    fn add(&mut self, v: f64) {
+        Exact::add(self, v);
+    }
+
+    fn merge(&mut self, other: &Self) {
+        Exact::merge(self, other);
+    }
+
+    fn value(&self) -> f64 {
+        Exact::value(self)
+    }
+
+    #[track_caller]
+    fn to_words(&self, out: &mut [i64]) {
+        assert_eq!(out.len(), N + 3, "Accumulator::to_words: words");
+        out[..N].copy_from_slice(&self.digits());
+        out[N] = i64::from(self.pos_inf);
+        out[N + 1] = i64::from(self.neg_inf);
+        out[N + 2] = i64::from(self.nan);
+    }
+
+    #[track_caller]
+    fn from_words(words: &[i64]) -> Self {
+        assert_eq!(words.len(), N + 3, "Accumulator::from_words: words");
+        let mut digits = [0; N];
+        digits.copy_from_slice(&words[..N]);
+        Exact {
+            digits,
+            pending: 0,
+            pos_inf: words[N] != 0,
+            neg_inf: words[N + 1] != 0,
+            nan: words[N + 2] != 0,
         }
     }
 }
@@ -286,5 +399,104 @@ mod tests {
         let mut b = ExactSum::from_digits(a.digits());
         b.add(-7.0e200);
         assert_eq!(b.value(), exact_sum([1.5, -2.0e-300]));
+    }
+
+    #[test]
+    fn the_f32_format_agrees_with_the_f64_one_on_f32_values() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for case in 0..200 {
+            let n = rng.random_range(1..300);
+            let xs: Vec<f64> = (0..n)
+                .map(|_| {
+                    let bits: u32 = rng.random();
+                    let v = f32::from_bits(bits);
+                    if v.is_finite() {
+                        f64::from(v)
+                    } else {
+                        f64::from(rng.random::<f32>() - 0.5)
+                    }
+                })
+                .collect();
+            let mut s = ExactSum32::new();
+            s.add_all(xs.iter().copied());
+            assert_eq!(
+                s.value().to_bits(),
+                exact_sum(xs.iter().copied()).to_bits(),
+                "case {case}"
+            );
+        }
+        // The extremes of f32: the smallest subnormal, and the largest finite value twice.
+        let tiny = f64::from(f32::from_bits(1));
+        let mut s = ExactSum32::new();
+        s.add_all([tiny, tiny, 1.0, -1.0]);
+        assert_eq!(s.value(), 2.0 * tiny);
+        let big = f64::from(f32::MAX);
+        let mut s = ExactSum32::new();
+        s.add_all([big, big, -big]);
+        assert_eq!(s.value(), big);
+        // Outside the format: below its grain dropped, beyond its range an infinity.
+        let mut s = ExactSum32::new();
+        s.add_all([1.0, 1e-300]);
+        assert_eq!(s.value(), 1.0);
+        s.add(-1e300);
+        assert_eq!(s.value(), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn carries_are_propagated_every_normalize_every_additions() {
+        // Each addition puts 2³² − 1 into digit 1's lower half (v = (2³² − 1)·2^(32 − 1074)), so
+        // without carries a digit would grow past 2⁵¹ here.
+        let v = (u32::MAX as f64) * pow2(32 - 1074);
+        let mut s = ExactSum::new();
+        for _ in 0..NORMALIZE_EVERY {
+            s.add(v);
+        }
+        assert_eq!(s.pending, 0);
+        assert!(s.digits[..DIGITS - 1]
+            .iter()
+            .all(|&d| (0..1 << 32).contains(&d)));
+        assert_eq!(s.value(), v * f64::from(NORMALIZE_EVERY));
+        s.add(v);
+        assert_eq!(s.pending, 1);
+    }
+
+    #[test]
+    fn words_of_partials_add_as_integers() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let xs: Vec<f64> = (0..500)
+            .map(|_| (rng.random::<f64>() - 0.5) * 2f64.powi(rng.random_range(-60..60)))
+            .collect();
+        let mut words = vec![0i64; ExactSum::WORDS];
+        let mut w = vec![0i64; ExactSum::WORDS];
+        for part in xs.chunks(77) {
+            let mut s = ExactSum::new();
+            s.add_all(part.iter().copied());
+            s.to_words(&mut w);
+            words.iter_mut().zip(&w).for_each(|(a, b)| *a += b);
+        }
+        let total = <ExactSum as Accumulator>::from_words(&words);
+        assert_eq!(
+            total.value().to_bits(),
+            exact_sum(xs.iter().copied()).to_bits()
+        );
+        // The special values travel too.
+        let mut s = ExactSum32::new();
+        s.add(f64::INFINITY);
+        let mut w = vec![0i64; ExactSum32::WORDS];
+        s.to_words(&mut w);
+        let mut t = ExactSum32::new();
+        t.add(f64::NEG_INFINITY);
+        let mut w2 = vec![0i64; ExactSum32::WORDS];
+        t.to_words(&mut w2);
+        assert_eq!(
+            <ExactSum32 as Accumulator>::from_words(&w).value(),
+            f64::INFINITY
+        );
+        w.iter_mut().zip(&w2).for_each(|(a, b)| *a += b);
+        assert!(<ExactSum32 as Accumulator>::from_words(&w).value().is_nan());
+        let mut n = ExactSum32::new();
+        n.add(f64::NAN);
+        n.to_words(&mut w);
+        assert!(<ExactSum32 as Accumulator>::from_words(&w).value().is_nan());
     }
 }

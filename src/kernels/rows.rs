@@ -1,11 +1,8 @@
-//! Deterministic row loops: element-wise work over the rows of an n × d array, and f64 sums over
-//! rows, split into chunks whose size depends on the width only (never on the thread count), so
-//! results are bit-identical for any number of threads, [`Par::Seq`] included.
-//!
-//! The sums fold the rows of a chunk in order and add the chunks' partial sums in chunk order.
-//! They are the local form of a reduction across nodes; layers reach them through
-//! [`Propagate::sum_rows`](crate::graph::Propagate::sum_rows), which a row-partitioned backend
-//! overrides.
+//! Deterministic row loops: element-wise work over the rows of an n × d array, split into chunks
+//! whose size depends on the width only (never on the thread count), so results are
+//! bit-identical for any number of threads, [`Par::Seq`] included; and the per-chunk partial
+//! sums over rows on the reduction grid ([`grid_rows`], [`chunk_sums`]), which
+//! [`Propagate`](crate::graph::Propagate) combines exactly into sums across nodes.
 
 use std::ops::Range;
 
@@ -22,38 +19,47 @@ pub fn chunk_rows(d: usize) -> usize {
     (CHUNK_ELEMS / d.max(1)).max(1)
 }
 
-/// Length of the `parts` buffer of [`sum_rows_into`] for n rows of width d and sums of `len`
-/// values.
-pub fn parts_len(n: usize, d: usize, len: usize) -> usize {
-    n.div_ceil(chunk_rows(d)) * len
+/// Rows per chunk of the reduction grid of a graph of `n` nodes: a power of two from 64 to
+/// 1024, about n/64 (so small graphs still have dozens of chunks). It depends on the node count
+/// only: never on the thread count or the number of ranks. A row-partitioned run cuts its
+/// ranges on this grid, and every sum across nodes is formed from the chunks' partials combined
+/// exactly, so it is the same for any number of threads and ranks.
+pub fn grid_rows(n: usize) -> usize {
+    n.div_ceil(64).next_power_of_two().clamp(64, 1024)
 }
 
-/// `total` (`len` values) ← Σ over rows i < n of what `f(i, acc)` adds into `acc`, in f64, with
-/// the chunks' partial sums in `parts` (at least [`parts_len`]`(n, d, len)` long). Rows are folded
-/// in order inside a chunk of [`chunk_rows`]`(d)` rows, and the chunks' partial sums are added in
-/// order. Allocates nothing.
+/// Length of the `parts` buffer of [`chunk_sums`] for n rows of a graph of n or more nodes and
+/// sums of `len` values (the grid of n rows is never coarser than the graph's).
+pub fn parts_len(n: usize, len: usize) -> usize {
+    n.div_ceil(grid_rows(n)) * len
+}
+
+/// `parts[c·len .. (c+1)·len]` ← Σ over the rows i of chunk c (rows `c·grid .. (c+1)·grid` of
+/// n) of what `f(i, acc)` adds into `acc`, in f64, rows folded in order; chunks in parallel
+/// under [`Par::Rayon`]. Returns the number of chunks. Allocates nothing. The chunks' partials
+/// are combined exactly by the caller
+/// ([`Propagate::sum_rows`](crate::graph::Propagate::sum_rows)).
 ///
 /// # Panics
-/// If `parts` is too short.
+/// If `parts` is shorter than `n.div_ceil(grid) · len`, or `grid` is 0.
 #[track_caller]
-pub fn sum_rows_into(
+pub fn chunk_sums(
     n: usize,
-    d: usize,
+    grid: usize,
     parts: &mut [f64],
-    total: &mut [f64],
+    len: usize,
     f: &(dyn Fn(usize, &mut [f64]) + Sync),
     par: Par,
-) {
-    let len = total.len();
-    total.fill(0.0);
+) -> usize {
+    assert!(grid > 0, "chunk_sums: grid of 0 rows");
+    let chunks = n.div_ceil(grid);
     if len == 0 {
-        return;
+        return chunks;
     }
-    let step = chunk_rows(d);
-    let parts = &mut parts[..parts_len(n, d, len)];
+    let parts = &mut parts[..chunks * len];
     parts.fill(0.0);
     let chunk = |(c, acc): (usize, &mut [f64])| {
-        let rows: Range<usize> = c * step..((c + 1) * step).min(n);
+        let rows: Range<usize> = c * grid..((c + 1) * grid).min(n);
         for i in rows {
             f(i, acc);
         }
@@ -62,11 +68,7 @@ pub fn sum_rows_into(
         Par::Seq => parts.chunks_mut(len).enumerate().for_each(chunk),
         Par::Rayon => parts.par_chunks_mut(len).enumerate().for_each(chunk),
     }
-    for p in parts.chunks_exact(len) {
-        for (t, &v) in total.iter_mut().zip(p) {
-            *t += v;
-        }
-    }
+    chunks
 }
 
 /// Calls `f(i, out_i)` for every row i of `out`, over row chunks (in parallel under
@@ -161,28 +163,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sums_are_independent_of_par_and_fold_chunks_in_order() {
-        let n = 3 * chunk_rows(4) + 5;
+    fn the_grid_depends_on_the_node_count_only() {
+        assert_eq!(grid_rows(0), 64);
+        assert_eq!(grid_rows(2708), 64);
+        assert_eq!(grid_rows(64 * 64 + 1), 128);
+        assert_eq!(grid_rows(169_343), 1024);
+        assert_eq!(grid_rows(usize::MAX / 2), 1024);
+        // parts_len never undercounts a graph with more nodes than rows held.
+        for (n, big) in [(100, 5000), (3000, 200_000), (70_000, 70_000)] {
+            assert!(parts_len(n, 3) >= n.div_ceil(grid_rows(big)) * 3);
+        }
+        assert_eq!(parts_len(2708, 2), 43 * 2);
+    }
+
+    #[test]
+    fn chunk_sums_fold_the_rows_of_each_chunk_in_order_for_any_par() {
+        let n = 3 * 64 + 5;
         let f = |i: usize, acc: &mut [f64]| {
             acc[0] += 1.0 / (i as f64 + 1.0);
             acc[1] += (i as f64).sin();
         };
-        let mut p = vec![0.0; parts_len(n, 4, 2)];
-        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
-        sum_rows_into(n, 4, &mut p, &mut a, &f, Par::Seq);
-        sum_rows_into(n, 4, &mut p, &mut b, &f, Par::Rayon);
-        assert_eq!(a, b);
-        // The reference: rows folded per chunk, chunks added in order.
-        let step = chunk_rows(4);
-        let mut want = [0.0f64; 2];
-        for c in 0..n.div_ceil(step) {
+        let mut p = vec![f64::NAN; 8 + parts_len(n, 2)];
+        let mut q = p.clone();
+        assert_eq!(chunk_sums(n, 64, &mut p, 2, &f, Par::Seq), 4);
+        assert_eq!(chunk_sums(n, 64, &mut q, 2, &f, Par::Rayon), 4);
+        assert_eq!(p[..8], q[..8]);
+        for c in 0..4 {
             let mut part = [0.0f64; 2];
-            for i in c * step..((c + 1) * step).min(n) {
+            for i in c * 64..((c + 1) * 64).min(n) {
                 f(i, &mut part);
             }
-            want[0] += part[0];
-            want[1] += part[1];
+            assert_eq!(p[2 * c..2 * c + 2], part);
         }
-        assert_eq!(a, want);
+        assert!(p[8].is_nan(), "beyond the chunks is left alone");
     }
 }

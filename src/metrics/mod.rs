@@ -5,6 +5,7 @@ pub mod smoothing;
 use ndarray::ArrayView2;
 
 use crate::data::Mask;
+use crate::graph::Propagate;
 use crate::Scalar;
 
 /// Fraction of the mask's nodes whose arg-max logit (first index on ties) is their label.
@@ -28,6 +29,28 @@ pub fn accuracy<F: Scalar>(logits: ArrayView2<'_, F>, labels: &[u32], mask: &Mas
         .filter(|&&i| argmax(logits.row(i as usize).iter().copied()) == labels[i as usize] as usize)
         .count();
     correct as f64 / mask.len() as f64
+}
+
+/// [`accuracy`] over every process of a row-partitioned run: `logits`, `labels` and `mask` are
+/// this process's rows, and the counts are summed across processes (through `across`). Locally
+/// it is [`accuracy`].
+pub fn accuracy_across<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    across: &dyn Propagate<F>,
+) -> f64 {
+    let correct = mask
+        .indices()
+        .iter()
+        .filter(|&&i| argmax(logits.row(i as usize).iter().copied()) == labels[i as usize] as usize)
+        .count();
+    let mut counts = [correct as u64, mask.len() as u64];
+    across.sum_counts(&mut counts);
+    if counts[1] == 0 {
+        return 0.0;
+    }
+    counts[0] as f64 / counts[1] as f64
 }
 
 /// Index of the largest value (first on ties; NaN never wins).

@@ -67,7 +67,7 @@ impl<F: Scalar> BatchNorm<F> {
 
     /// f64 scratch: the partial sums of 2d values, then 6 vectors of d.
     fn scratch_f64(n: usize, d: usize) -> usize {
-        parts_len(n, d, 2 * d) + 6 * d
+        parts_len(n, 2 * d) + 6 * d
     }
 }
 
@@ -109,7 +109,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         let par = cx.par;
         let x_hat = view_mut(saved.take_f(n * d), (n, d));
         let inv_std = saved.take_f64(d);
-        let parts = scratch.take_f64(parts_len(n, d, 2 * d));
+        let parts = scratch.take_f64(parts_len(n, 2 * d));
         let mean = scratch.take_f64(d);
         let var = scratch.take_f64(d);
         let gamma = scratch.take_f64(d);
@@ -122,7 +122,6 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
             cx.adj.col_means(x, parts, mean, par);
             let m: &[f64] = mean;
             cx.adj.sum_rows(
-                d,
                 parts,
                 var,
                 &|i, acc| {
@@ -178,11 +177,10 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         let par = cx.par;
         let x_hat = view(saved.take_f(n * d), (n, d));
         let inv_std = saved.take_f64(d);
-        let parts = scratch.take_f64(parts_len(n, d, 2 * d));
+        let parts = scratch.take_f64(parts_len(n, 2 * d));
         let sums = scratch.take_f64(2 * d);
         let gs = scratch.take_f64(d);
         cx.adj.sum_rows(
-            d,
             parts,
             sums,
             &|i, acc| {

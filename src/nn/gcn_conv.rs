@@ -375,7 +375,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         assert!(grad.len() >= n * dout, "GcnConv::backward: G shape");
         let g = view(grad, (n, dout));
         if let Some(b) = &mut self.bias {
-            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0));
+            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0), cx.par);
         }
         match self.order {
             Order::AggregateFirst => {

@@ -138,7 +138,7 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
 
     fn scratch(&self, n: usize) -> Req {
         match self.mode {
-            JkMode::Attention => Req::f(n * self.n_layers + self.dim),
+            JkMode::Attention => Req::f(n * self.n_layers),
             _ => Req::default(),
         }
     }
@@ -251,7 +251,6 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
             JkMode::Attention => {
                 let alpha = view(saved.take_f(n * l_count), (n, l_count));
                 let mut delta = view_mut(scratch.take_f(n * l_count), (n, l_count));
-                let da = scratch.take_f(d);
                 let hs = |l: usize| -> ArrayView2<'_, F> { ins.get(l).dense() };
                 // δ starts as c, then becomes α ⊙ (c − Σ_m α_·m c_·m) row by row.
                 for l in 0..l_count {
@@ -272,11 +271,8 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                     panic!("JumpingKnowledge (att): the attention vector is missing")
                 };
                 let a = value.column(0);
-                let mut da = ndarray::ArrayViewMut1::from(da);
-                da.fill(F::zero());
-                // da = Σ_i Σ_l δ_il h_il is a sum over nodes, folded here in row order on one
-                // thread (the distributed backend will form it through `Propagate`). Every
-                // input of JK is a hidden layer's output, so every one needs its gradient.
+                // Every input of JK is a hidden layer's output, so every one needs its
+                // gradient.
                 for l in 0..l_count {
                     let Some(mut dh) = din.get(l) else {
                         panic!("JumpingKnowledge (att): input {l} needs its gradient")
@@ -284,16 +280,24 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                     dh.fill(F::zero());
                     Zip::from(dh.rows_mut())
                         .and(g.rows())
-                        .and(hs(l).rows())
                         .and(alpha.column(l))
                         .and(delta.column(l))
-                        .for_each(|mut o, gr, hr, &w, &dl| {
+                        .for_each(|mut o, gr, &w, &dl| {
                             o.scaled_add(w, &gr);
                             o.scaled_add(dl, &a);
-                            da.scaled_add(dl, &hr);
                         });
                 }
-                grad.column_mut(0).zip_mut_with(&da, |gr, &v| *gr += v);
+                // da = Σ_l H_lᵀ·δ_·l: a sum over nodes per layer, through `Propagate`.
+                for l in 0..l_count {
+                    cx.adj.t_matmul(
+                        F::one(),
+                        hs(l),
+                        delta.slice(s![.., l..l + 1]),
+                        F::one(),
+                        grad.view_mut(),
+                        cx.par,
+                    );
+                }
             }
         }
     }

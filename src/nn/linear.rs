@@ -79,7 +79,7 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         let (ins, grad) = (io.ins, io.grad);
         let (g, mut din) = grad.separate();
         if let Some(b) = &mut self.bias {
-            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0));
+            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0), cx.par);
         }
         ins.get(0)
             .t_times_acc(cx.adj, g, self.weight.grad.view_mut(), cx.par);

@@ -3,6 +3,8 @@
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 use crate::data::Mask;
+use crate::graph::Propagate;
+use crate::kernels::exact::Accumulator;
 use crate::Scalar;
 
 /// L = (1/|M|) Σ_{i∈M} [logsumexp(z_i) − z_{i,y_i}], averaged over the mask's nodes only, and
@@ -30,7 +32,7 @@ pub fn softmax_cross_entropy<F: Scalar>(
     mask: &Mask,
 ) -> (F, Array2<F>) {
     let mut grad = Array2::<F>::zeros(logits.dim());
-    let loss = masked_ce(logits, labels, mask, Some(grad.view_mut()));
+    let loss = masked_ce(logits, labels, mask, Some(grad.view_mut()), None);
     (loss, grad)
 }
 
@@ -52,7 +54,34 @@ pub fn softmax_cross_entropy_into<F: Scalar>(
         "softmax_cross_entropy_into: grad vs logits"
     );
     grad.fill(F::zero());
-    masked_ce(logits, labels, mask, Some(grad))
+    masked_ce(logits, labels, mask, Some(grad), None)
+}
+
+/// [`softmax_cross_entropy_into`] over every process of a row-partitioned run: `logits`,
+/// `labels` and `mask` are this process's rows, |M| is the mask's size over every process, and
+/// the loss sums every process's terms (through `across`). With the local
+/// [`Propagate`] it is [`softmax_cross_entropy_into`], bit for bit.
+///
+/// # Panics
+/// As [`softmax_cross_entropy_into`], the mask being empty over every process.
+#[track_caller]
+pub fn softmax_cross_entropy_across<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    grad: Option<ArrayViewMut2<'_, F>>,
+    across: &dyn Propagate<F>,
+) -> F {
+    let mut grad = grad;
+    if let Some(g) = grad.as_mut() {
+        assert_eq!(
+            g.dim(),
+            logits.dim(),
+            "softmax_cross_entropy_across: grad vs logits"
+        );
+        g.fill(F::zero());
+    }
+    masked_ce(logits, labels, mask, grad, Some(across))
 }
 
 /// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.
@@ -65,26 +94,32 @@ pub fn softmax_cross_entropy_loss<F: Scalar>(
     labels: &[u32],
     mask: &Mask,
 ) -> F {
-    masked_ce(logits, labels, mask, None)
+    masked_ce(logits, labels, mask, None, None)
 }
 
-/// The loss, and the gradient rows of the mask's nodes written into a zeroed `grad`.
+/// The loss, and the gradient rows of the mask's nodes written into a zeroed `grad`. The terms
+/// are summed exactly (in any order, over every process with `across`) and rounded once.
 #[track_caller]
 fn masked_ce<F: Scalar>(
     logits: ArrayView2<'_, F>,
     labels: &[u32],
     mask: &Mask,
     mut grad: Option<ArrayViewMut2<'_, F>>,
+    across: Option<&dyn Propagate<F>>,
 ) -> F {
-    assert!(!mask.is_empty(), "softmax_cross_entropy: empty mask");
+    let mut count = [mask.len() as u64];
+    if let Some(p) = across {
+        p.sum_counts(&mut count);
+    }
+    assert!(count[0] > 0, "softmax_cross_entropy: empty mask");
     assert_eq!(
         labels.len(),
         logits.nrows(),
         "softmax_cross_entropy: labels vs rows"
     );
     let c = logits.ncols();
-    let inv_m = F::one() / F::from_usize(mask.len()).unwrap_or_else(F::one);
-    let mut total = F::zero();
+    let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
+    let mut total = F::Exact::default();
     for &i in mask.indices() {
         let i = i as usize;
         let y = labels[i] as usize;
@@ -96,7 +131,7 @@ fn masked_ce<F: Scalar>(
         let max = z.iter().copied().fold(F::neg_infinity(), F::max);
         let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
         let lse = max + sum.ln();
-        total += lse - z[y];
+        total.add((lse - z[y]).to_f64_lossless());
         if let Some(grad) = grad.as_mut() {
             let mut g = grad.row_mut(i);
             for k in 0..c {
@@ -105,5 +140,9 @@ fn masked_ce<F: Scalar>(
             g[y] -= inv_m;
         }
     }
-    total * inv_m
+    let total = match across {
+        Some(p) => p.sum_exact(&total),
+        None => total.value(),
+    };
+    F::from_f64_lossy(total) * inv_m
 }

@@ -120,7 +120,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
     fn scratch(&self, n: usize) -> Req {
         let d = self.dim;
         Req {
-            f64: parts_len(n, d, d + 1) + 2 * (d + 1),
+            f64: parts_len(n, d + 1) + 2 * (d + 1),
             ..Req::default()
         }
     }
@@ -138,7 +138,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let (s, par) = (self.scale, cx.par);
         let mut z = view_mut(saved.take_f(n * d), (n, d));
         let inv_r = saved.take_f64(n.max(1));
-        let parts = scratch.take_f64(parts_len(n, d, d + 1));
+        let parts = scratch.take_f64(parts_len(n, d + 1));
         let mu = scratch.take_f64(d);
         let tot = scratch.take_f64(1);
         cx.adj.col_means(x, parts, mu, par);
@@ -158,8 +158,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
                         .sum::<f64>()
                 };
                 if self.mode == PairNormMode::Pn {
-                    cx.adj
-                        .sum_rows(d, parts, tot, &|i, acc| acc[0] += sq(i), par);
+                    cx.adj.sum_rows(parts, tot, &|i, acc| acc[0] += sq(i), par);
                     inv_r[0] = inv_row_norm(tot[0] / n.max(1) as f64);
                 } else {
                     map_rows_into(d, &mut inv_r[..n], par, |i| inv_row_norm(sq(i)));
@@ -196,7 +195,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let (s, par) = (self.scale, cx.par);
         let z = view(saved.take_f(n * d), (n, d));
         let inv_r = saved.take_f64(n.max(1));
-        let parts = scratch.take_f64(parts_len(n, d, d + 1));
+        let parts = scratch.take_f64(parts_len(n, d + 1));
         let sums = scratch.take_f64(d + 1);
         let bar = scratch.take_f64(d + 1);
         let Some(mut dx) = din.get(0) else {
@@ -207,7 +206,6 @@ impl<F: Scalar> Layer<F> for PairNorm {
             PairNormMode::Pn => {
                 // Column sums of G and ⟨G, C⟩ in one pass.
                 cx.adj.sum_rows(
-                    d,
                     parts,
                     sums,
                     &|i, acc| {

@@ -17,9 +17,9 @@ use serde::Serialize;
 use crate::data::{Features, Mask, Split};
 use crate::graph::dropedge::DropEdge;
 use crate::graph::{Graph, Norm, NormAdj};
-use crate::metrics::accuracy;
+use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
-use crate::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
+use crate::nn::loss::softmax_cross_entropy_across;
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::{ConfigError, Error, Par, Result, Scalar};
@@ -345,8 +345,9 @@ pub fn train_step<F: Scalar>(
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
     let mut loss = |logits: ArrayView2<'_, F>, dlogits: ArrayViewMut2<'_, F>| {
-        let loss = softmax_cross_entropy_into(logits, labels, train, dlogits).to_f64_lossless();
-        out = (loss, accuracy(logits, labels, train));
+        let loss = softmax_cross_entropy_across(logits, labels, train, Some(dlogits), adj)
+            .to_f64_lossless();
+        out = (loss, accuracy_across(logits, labels, train, adj));
         loss.is_finite()
     };
     model.train_pass(adj, base_adj, x, rng, par, &mut loss);
@@ -401,7 +402,7 @@ pub struct LayerRecord {
 /// What a training run reads: Â, the node features, the labels with their number of classes,
 /// and the train/valid/test split (PyG's `Data` object, with Â in place of `edge_index`).
 #[derive(Debug, Clone, Copy)]
-pub struct TrainData<'a, F> {
+pub struct TrainData<'a, F: Scalar> {
     /// Â.
     pub adj: &'a NormAdj<F>,
     /// The node features.
@@ -639,8 +640,9 @@ pub fn train_model<F: Scalar>(
         // Evaluation.
         let (mut val_loss, mut val_acc) = (f64::NAN, 0.0);
         model.eval_pass(adj, x, par, &mut |logits| {
-            val_loss = softmax_cross_entropy_loss(logits, labels, &split.valid).to_f64_lossless();
-            val_acc = accuracy(logits, labels, &split.valid);
+            val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, adj)
+                .to_f64_lossless();
+            val_acc = accuracy_across(logits, labels, &split.valid, adj);
         });
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
@@ -679,9 +681,10 @@ pub fn train_model<F: Scalar>(
     }
     let (mut val_acc, mut test_acc, mut test_loss) = (0.0, 0.0, f64::NAN);
     model.eval_pass(adj, x, par, &mut |logits| {
-        test_loss = softmax_cross_entropy_loss(logits, labels, &split.test).to_f64_lossless();
-        val_acc = accuracy(logits, labels, &split.valid);
-        test_acc = accuracy(logits, labels, &split.test);
+        test_loss =
+            softmax_cross_entropy_across(logits, labels, &split.test, None, adj).to_f64_lossless();
+        val_acc = accuracy_across(logits, labels, &split.valid, adj);
+        test_acc = accuracy_across(logits, labels, &split.test, adj);
     });
     model.release();
     Ok(RunResult {

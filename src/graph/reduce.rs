@@ -1,0 +1,538 @@
+//! The sums across nodes of [`Propagate`](super::Propagate)'s default methods: partials over the
+//! chunks of the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), formed in the
+//! working type (a GEMM over the chunk's rows, column sums in row order, f64 row folds),
+//! combined exactly ([`kernels::exact`](crate::kernels::exact)) in this process, exchanged as
+//! integer words with the other processes (`sum_words`), and rounded once.
+//!
+//! A chunk's partial depends only on its rows, and exact combination neither on the order nor
+//! on the grouping of the partials, so a sum is the same bits for any number of threads and of
+//! ranks as long as every rank's rows start on the grid — which is what a row partition
+//! guarantees ([`dist::partition`](crate::dist::partition)). The local run (one rank) is that
+//! run with P = 1.
+//!
+//! Working memory ([`ReduceScratch`]: the accumulators of one result, 13 words each for `f32`,
+//! and one chunk's partial) is owned by the [`Propagate`](super::Propagate) implementation and
+//! reused by every call, so an epoch allocates nothing.
+
+use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
+use rayon::prelude::*;
+
+use crate::kernels::exact::{Accumulator, ExactSum};
+use crate::kernels::{gemm, CsrView};
+use crate::{Par, Scalar};
+
+/// Elements per task when adding a partial into its accumulators.
+const ADD_TASK: usize = 2048;
+
+/// The reused working memory of the sums across nodes.
+#[derive(Debug)]
+pub struct ReduceScratch<F: Scalar> {
+    accs: Vec<F::Exact>,
+    accs64: Vec<ExactSum>,
+    part: Vec<F>,
+    words: Vec<i64>,
+    cursor: Vec<usize>,
+}
+
+impl<F: Scalar> Default for ReduceScratch<F> {
+    fn default() -> Self {
+        ReduceScratch {
+            accs: Vec::new(),
+            accs64: Vec::new(),
+            part: Vec::new(),
+            words: Vec::new(),
+            cursor: Vec::new(),
+        }
+    }
+}
+
+/// `v` cleared and refilled with `len` copies of `x` (no allocation once it has held `len`).
+fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
+    v.clear();
+    v.resize(len, x);
+    v
+}
+
+/// Adds `part[k]` into `accs[k]`, in parallel over blocks under [`Par::Rayon`].
+fn add_part<A: Accumulator, F: Scalar>(accs: &mut [A], part: &[F], par: Par) {
+    let add = |(a, p): (&mut [A], &[F])| {
+        for (acc, &v) in a.iter_mut().zip(p) {
+            if v != F::zero() {
+                acc.add(v.to_f64_lossless());
+            }
+        }
+    };
+    match par {
+        Par::Seq => accs
+            .chunks_mut(ADD_TASK)
+            .zip(part.chunks(ADD_TASK))
+            .for_each(add),
+        Par::Rayon => accs
+            .par_chunks_mut(ADD_TASK)
+            .zip(part.par_chunks(ADD_TASK))
+            .for_each(add),
+    }
+}
+
+/// The exact sums of `accs` across processes (through `sum_words`), rounded once: `emit(k, v)`
+/// for each.
+fn finish<A: Accumulator>(
+    accs: &[A],
+    words: &mut Vec<i64>,
+    sum_words: &dyn Fn(&mut [i64]),
+    mut emit: impl FnMut(usize, f64),
+) {
+    let w = A::WORDS;
+    let words = refill(words, accs.len() * w, 0);
+    for (a, out) in accs.iter().zip(words.chunks_exact_mut(w)) {
+        a.to_words(out);
+    }
+    sum_words(words);
+    for (k, ws) in words.chunks_exact(w).enumerate() {
+        emit(k, A::from_words(ws).value());
+    }
+}
+
+/// out ← α·s + β·out for an exact sum s (β = 0 overwrites).
+fn axpby<F: Scalar>(alpha: F, s: f64, beta: F, out: &mut F) {
+    let v = alpha * F::from_f64_lossy(s);
+    *out = if beta == F::zero() {
+        v
+    } else {
+        v + beta * *out
+    };
+}
+
+/// out ← α·Hᵀ·G + β·out over the `grid`-row chunks of H's and G's rows.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub(crate) fn t_matmul<F: Scalar>(
+    grid: usize,
+    alpha: F,
+    h: ArrayView2<'_, F>,
+    g: ArrayView2<'_, F>,
+    beta: F,
+    mut out: ArrayViewMut2<'_, F>,
+    par: Par,
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) {
+    let (n, a) = h.dim();
+    let c = g.ncols();
+    assert_eq!(
+        g.nrows(),
+        n,
+        "t_matmul: h is {n} × {a}, g has {} rows",
+        g.nrows()
+    );
+    assert_eq!(out.dim(), (a, c), "t_matmul: out vs {a} × {c}");
+    let ReduceScratch {
+        accs, part, words, ..
+    } = scratch;
+    let accs = refill(accs, a * c, F::Exact::default());
+    let part = refill(part, a * c, F::zero());
+    for start in (0..n).step_by(grid.max(1)) {
+        let rows = start..(start + grid).min(n);
+        let Ok(pv) = ArrayViewMut2::from_shape((a, c), &mut part[..]) else {
+            unreachable!("t_matmul: a partial of {a} × {c}")
+        };
+        gemm(
+            F::one(),
+            h.slice(s![rows.clone(), ..]).t(),
+            g.slice(s![rows, ..]),
+            F::zero(),
+            pv,
+            par,
+        );
+        add_part(accs, part, par);
+    }
+    finish(accs, words, sum_words, |k, v| {
+        axpby(alpha, v, beta, &mut out[[k / c.max(1), k % c.max(1)]])
+    });
+}
+
+/// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ (column indices sorted in each
+/// row), over the `grid`-row chunks of G's rows (X's columns).
+#[track_caller]
+pub(crate) fn t_matmul_sparse<F: Scalar>(
+    grid: usize,
+    x_t: CsrView<'_, F>,
+    g: ArrayView2<'_, F>,
+    beta: F,
+    mut out: ArrayViewMut2<'_, F>,
+    par: Par,
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) {
+    let (a, n) = (x_t.rows(), x_t.cols());
+    let c = g.ncols();
+    assert_eq!(
+        g.nrows(),
+        n,
+        "t_matmul_sparse: xᵀ is {a} × {n}, g has {} rows",
+        g.nrows()
+    );
+    assert_eq!(out.dim(), (a, c), "t_matmul_sparse: out vs {a} × {c}");
+    let indptr = x_t.indptr();
+    let indptr = indptr.raw_storage();
+    let (indices, data) = (x_t.indices(), x_t.data());
+    let ReduceScratch {
+        accs,
+        part,
+        words,
+        cursor,
+        ..
+    } = scratch;
+    cursor.clear();
+    cursor.extend_from_slice(&indptr[..a]);
+    let accs = refill(accs, a * c, F::Exact::default());
+    let part = refill(part, a * c, F::zero());
+    let c1 = c.max(1);
+    for start in (0..n).step_by(grid.max(1)) {
+        let end = (start + grid).min(n);
+        let fill = |(f, (prow, cur)): (usize, (&mut [F], &mut usize))| {
+            prow.fill(F::zero());
+            let stop = indptr[f + 1];
+            while *cur < stop && (indices[*cur] as usize) < end {
+                let (j, x) = (indices[*cur] as usize, data[*cur]);
+                for (p, &gv) in prow.iter_mut().zip(g.row(j)) {
+                    *p += x * gv;
+                }
+                *cur += 1;
+            }
+        };
+        match par {
+            Par::Seq => part
+                .chunks_mut(c1)
+                .zip(cursor.iter_mut())
+                .enumerate()
+                .for_each(fill),
+            Par::Rayon => part
+                .par_chunks_mut(c1)
+                .zip(cursor.par_iter_mut())
+                .enumerate()
+                .for_each(fill),
+        }
+        add_part(accs, part, par);
+    }
+    finish(accs, words, sum_words, |k, v| {
+        axpby(F::one(), v, beta, &mut out[[k / c1, k % c1]])
+    });
+}
+
+/// out ← Gᵀ·1 + β·out: column sums over the `grid`-row chunks of G, each folded in row order.
+#[track_caller]
+pub(crate) fn col_sum<F: Scalar>(
+    grid: usize,
+    g: ArrayView2<'_, F>,
+    beta: F,
+    mut out: ArrayViewMut1<'_, F>,
+    par: Par,
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) {
+    let (n, c) = g.dim();
+    assert_eq!(
+        out.len(),
+        c,
+        "col_sum: out has {} of {c} columns",
+        out.len()
+    );
+    let grid = grid.max(1);
+    let chunks = n.div_ceil(grid);
+    let ReduceScratch {
+        accs, part, words, ..
+    } = scratch;
+    let parts = refill(part, chunks * c, F::zero());
+    let fold = |(k, p): (usize, &mut [F])| {
+        for i in k * grid..((k + 1) * grid).min(n) {
+            for (s, &v) in p.iter_mut().zip(g.row(i)) {
+                *s += v;
+            }
+        }
+    };
+    if c > 0 {
+        match par {
+            Par::Seq => parts.chunks_mut(c).enumerate().for_each(fold),
+            Par::Rayon => parts.par_chunks_mut(c).enumerate().for_each(fold),
+        }
+    }
+    let accs = refill(accs, c, F::Exact::default());
+    for p in parts.chunks_exact(c.max(1)).take(chunks) {
+        add_part(accs, p, Par::Seq);
+    }
+    finish(accs, words, sum_words, |k, v| {
+        axpby(F::one(), v, beta, &mut out[k])
+    });
+}
+
+/// `total` ← the exact sums over chunks of the chunks' f64 partials `parts` (`len` values per
+/// chunk, `chunks` of them) and across processes, rounded once.
+pub(crate) fn combine_f64<F: Scalar>(
+    parts: &[f64],
+    chunks: usize,
+    total: &mut [f64],
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) {
+    let len = total.len();
+    let ReduceScratch { accs64, words, .. } = scratch;
+    let accs = refill(accs64, len, ExactSum::default());
+    if len > 0 {
+        for p in parts.chunks_exact(len).take(chunks) {
+            for (a, &v) in accs.iter_mut().zip(p) {
+                if v != 0.0 {
+                    a.add(v);
+                }
+            }
+        }
+    }
+    finish(accs, words, sum_words, |k, v| total[k] = v);
+}
+
+/// The exact sum of `acc` over every process (through `sum_words`), rounded once.
+pub(crate) fn across<F: Scalar>(
+    acc: &F::Exact,
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) -> f64 {
+    let mut v = 0.0;
+    finish(
+        std::slice::from_ref(acc),
+        &mut scratch.words,
+        sum_words,
+        |_, s| v = s,
+    );
+    v
+}
+
+/// `counts` summed over every process (through `sum_words`), in place.
+pub(crate) fn counts<F: Scalar>(
+    counts: &mut [u64],
+    scratch: &mut ReduceScratch<F>,
+    sum_words: &dyn Fn(&mut [i64]),
+) {
+    let w = refill(&mut scratch.words, counts.len(), 0);
+    for (x, &c) in w.iter_mut().zip(counts.iter()) {
+        *x = i64::try_from(c).unwrap_or(i64::MAX);
+    }
+    sum_words(w);
+    for (c, &x) in counts.iter_mut().zip(w.iter()) {
+        *c = u64::try_from(x).unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use ndarray::{Array1, Array2};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::kernels::Csr;
+
+    const GRID: usize = 64;
+    /// Rank bounds on the 64-row grid of 500 rows (a rank of 0 rows included).
+    const BOUNDS: [usize; 5] = [0, 128, 128, 320, 500];
+
+    fn random(n: usize, d: usize, seed: u64) -> Array2<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Array2::from_shape_fn((n, d), |_| rng.random::<f32>() * 2.0 - 1.0)
+    }
+
+    /// Runs `f(rows, sum_words)` once per rank of [`BOUNDS`] as a distributed run does: a
+    /// first pass gathers every rank's words, a second gives each rank their integer sum.
+    /// Returns every rank's output of the second pass.
+    fn distributed<T>(f: impl Fn(std::ops::Range<usize>, &dyn Fn(&mut [i64])) -> T) -> Vec<T> {
+        let total: RefCell<Vec<i64>> = RefCell::new(Vec::new());
+        for r in 0..BOUNDS.len() - 1 {
+            f(BOUNDS[r]..BOUNDS[r + 1], &|w: &mut [i64]| {
+                let mut t = total.borrow_mut();
+                if t.is_empty() {
+                    t.resize(w.len(), 0);
+                }
+                t.iter_mut().zip(w.iter()).for_each(|(a, b)| *a += b);
+            });
+        }
+        let total = total.into_inner();
+        (0..BOUNDS.len() - 1)
+            .map(|r| {
+                f(BOUNDS[r]..BOUNDS[r + 1], &|w: &mut [i64]| {
+                    w.copy_from_slice(&total)
+                })
+            })
+            .collect()
+    }
+
+    fn local(_: &mut [i64]) {}
+
+    #[test]
+    fn weight_gradients_are_the_same_bits_for_any_partition_and_near_the_plain_product() {
+        let (h, g) = (random(500, 7, 1), random(500, 5, 2));
+        let mut s = ReduceScratch::<f32>::default();
+        let mut whole = Array2::<f32>::from_elem((7, 5), 3.0);
+        let prior = whole.clone();
+        t_matmul(
+            GRID,
+            0.5,
+            h.view(),
+            g.view(),
+            2.0,
+            whole.view_mut(),
+            Par::Rayon,
+            &mut s,
+            &local,
+        );
+        for out in distributed(|rows, sum| {
+            let mut out = prior.clone();
+            let mut s = ReduceScratch::<f32>::default();
+            let (hr, gr) = (h.slice(s![rows.clone(), ..]), g.slice(s![rows, ..]));
+            t_matmul(
+                GRID,
+                0.5,
+                hr,
+                gr,
+                2.0,
+                out.view_mut(),
+                Par::Seq,
+                &mut s,
+                sum,
+            );
+            out
+        }) {
+            assert_eq!(out, whole);
+        }
+        let plain = h.t().dot(&g) * 0.5 + &prior * 2.0;
+        assert!(
+            (&whole - &plain).iter().all(|d| d.abs() < 1e-4),
+            "{whole} vs {plain}"
+        );
+        // β = 0 overwrites NaN.
+        let mut fresh = Array2::<f32>::from_elem((7, 5), f32::NAN);
+        t_matmul(
+            GRID,
+            0.5,
+            h.view(),
+            g.view(),
+            0.0,
+            fresh.view_mut(),
+            Par::Seq,
+            &mut s,
+            &local,
+        );
+        assert_eq!(fresh + &prior * 2.0, whole);
+    }
+
+    #[test]
+    fn sparse_weight_gradients_and_bias_gradients_do_not_depend_on_the_partition() {
+        let g = random(500, 3, 3);
+        // Xᵀ of a sparse 500 × 6 X, column indices sorted per row.
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let x = Array2::from_shape_fn((500, 6), |_| {
+            if rng.random::<f32>() < 0.2 {
+                rng.random::<f32>()
+            } else {
+                0.0
+            }
+        });
+        let x_t: Csr<f32> = Csr::csr_from_dense(x.t(), 0.0);
+        let mut s = ReduceScratch::<f32>::default();
+        let mut whole = Array2::<f32>::zeros((6, 3));
+        t_matmul_sparse(
+            GRID,
+            x_t.view(),
+            g.view(),
+            0.0,
+            whole.view_mut(),
+            Par::Rayon,
+            &mut s,
+            &local,
+        );
+        let plain = x.t().dot(&g);
+        assert!((&whole - &plain).iter().all(|d| d.abs() < 1e-4));
+        let mut sums = Array1::<f32>::from_elem(3, 1.0);
+        col_sum(
+            GRID,
+            g.view(),
+            1.0,
+            sums.view_mut(),
+            Par::Rayon,
+            &mut s,
+            &local,
+        );
+        let plain = g.sum_axis(ndarray::Axis(0)) + 1.0;
+        assert!((&sums - &plain).iter().all(|d| d.abs() < 1e-4));
+        for out in distributed(|rows, sum| {
+            let mut s = ReduceScratch::<f32>::default();
+            // This rank's rows of X: the columns of Xᵀ in its range, renumbered from 0.
+            let xr = x.slice(s![rows.clone(), ..]).t().to_owned();
+            let xr: Csr<f32> = Csr::csr_from_dense(xr.view(), 0.0);
+            let gr = g.slice(s![rows, ..]);
+            let mut out = Array2::<f32>::zeros((6, 3));
+            t_matmul_sparse(
+                GRID,
+                xr.view(),
+                gr,
+                0.0,
+                out.view_mut(),
+                Par::Seq,
+                &mut s,
+                sum,
+            );
+            out
+        }) {
+            assert_eq!(out, whole);
+        }
+        for cs in distributed(|rows, sum| {
+            let mut s = ReduceScratch::<f32>::default();
+            let mut cs = Array1::<f32>::from_elem(3, 1.0);
+            col_sum(
+                GRID,
+                g.slice(s![rows, ..]),
+                1.0,
+                cs.view_mut(),
+                Par::Seq,
+                &mut s,
+                sum,
+            );
+            cs
+        }) {
+            assert_eq!(cs, sums);
+        }
+    }
+
+    #[test]
+    fn f64_chunk_partials_combine_exactly_across_ranks() {
+        // Partials whose float sum depends on the order: 1e16, 1, -1e16, 1 per chunk group.
+        let parts = [1e16, 1.0, 1.0, 2.0, -1e16, 3.0, 1.0, -4.0];
+        let mut total = [0.0; 2];
+        let mut s = ReduceScratch::<f32>::default();
+        combine_f64(&parts, 4, &mut total, &mut s, &local);
+        assert_eq!(total, [2.0, 2.0]);
+        // Split into two ranks' partials (chunks 0–1 and 2–3), exchanged as words.
+        let words = RefCell::new(Vec::new());
+        let w0 = RefCell::new(Vec::new());
+        combine_f64(&parts[..4], 2, &mut [0.0; 2], &mut s, &|w: &mut [i64]| {
+            *w0.borrow_mut() = w.to_vec()
+        });
+        combine_f64(&parts[4..], 2, &mut [0.0; 2], &mut s, &|w: &mut [i64]| {
+            *words.borrow_mut() = w
+                .iter()
+                .zip(w0.borrow().iter())
+                .map(|(a, b)| a + b)
+                .collect()
+        });
+        let mut t2 = [0.0; 2];
+        combine_f64(&parts[4..], 2, &mut t2, &mut s, &|w: &mut [i64]| {
+            w.copy_from_slice(&words.borrow())
+        });
+        assert_eq!(t2, total);
+        let mut c = [3u64, 4];
+        counts(&mut c, &mut s, &|w: &mut [i64]| {
+            w.iter_mut().for_each(|x| *x *= 2)
+        });
+        assert_eq!(c, [6, 8]);
+    }
+}
