@@ -167,6 +167,12 @@ pub enum ConfigError {
         /// The known names.
         expected: String,
     },
+    /// A combination this build or run cannot do.
+    #[error("{what} is not supported")]
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+    },
 }
 
 /// `Result` with the crate's [`Error`].

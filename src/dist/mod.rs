@@ -13,4 +13,4 @@
 
 pub mod partition;
 
-pub use partition::{RankStats, RowPartition, CHUNK_ROWS};
+pub use partition::{RankStats, RowPartition};

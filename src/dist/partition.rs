@@ -12,10 +12,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::error::ConfigError;
+use crate::kernels::rows::grid_rows;
 use crate::Result;
-
-/// Rows per chunk of the partition grid (and of the distributed reductions).
-pub const CHUNK_ROWS: usize = 1024;
 
 /// Contiguous row ranges, one per rank, on a fixed chunk grid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,8 +88,19 @@ impl RowPartition {
     pub fn single(n_rows: usize) -> Self {
         RowPartition {
             bounds: vec![0, n_rows],
-            chunk: CHUNK_ROWS,
+            chunk: grid_rows(n_rows),
         }
+    }
+
+    /// The partition of a graph's Â (row pointers `indptr`) into `ranks` ranges on its
+    /// reduction grid ([`grid_rows`] of its node count), balanced by non-zeros: the partition
+    /// of a distributed run.
+    ///
+    /// # Errors
+    /// As [`RowPartition::balanced`].
+    pub fn of_graph(indptr: &[usize], ranks: usize) -> Result<Self> {
+        let n = indptr.len().saturating_sub(1);
+        RowPartition::balanced(indptr, ranks, grid_rows(n))
     }
 
     /// Number of ranks.

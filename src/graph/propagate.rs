@@ -33,8 +33,28 @@ pub trait Propagate<F: Scalar>: Sync {
         self.n_rows()
     }
 
-    /// Stored non-zeros of Â (this process's rows), for cost models.
+    /// Stored non-zeros of Â over every process, for cost models (which must decide the same
+    /// on every process).
     fn nnz(&self) -> usize;
+
+    /// The global index of this process's first row (0 locally): where its rows sit in the
+    /// node order, for what is keyed by global position (dropout masks).
+    fn row_offset(&self) -> usize {
+        0
+    }
+
+    /// For a count `local` of this process's elements of a node-ordered sequence (mask
+    /// elements, stored features), the elements of the processes before it and the total over
+    /// every process: `(0, local)` locally.
+    fn global_span(&self, local: usize) -> (usize, usize) {
+        (0, local)
+    }
+
+    /// Â held whole in this process, if it is (for what needs the whole graph: the smoothing
+    /// metrics, DropEdge's samples).
+    fn as_local(&self) -> Option<&NormAdj<F>> {
+        None
+    }
 
     /// out ← α·Â·X + β·out.
     ///
@@ -68,9 +88,9 @@ pub trait Propagate<F: Scalar>: Sync {
         tmp: &mut [F],
     );
 
-    /// Σ over rows i of min(Σ_{j ∈ row i of Â} `per_col[j]`, `cap`): an upper bound on the
-    /// non-zeros of Â·X when `per_col[j]` is the non-zero count of row j of X and `cap` its
-    /// width (for the cost model).
+    /// Σ over rows i of min(Σ_{j ∈ row i of Â} `per_col[j]`, `cap`), over every process: an
+    /// upper bound on the non-zeros of Â·X when `per_col[j]` is the non-zero count of row j of
+    /// X (this process's rows) and `cap` its width (for the cost model).
     fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize;
 
     /// Rows per chunk of the reduction grid: [`grid_rows`](kernels::rows::grid_rows) of
@@ -201,6 +221,10 @@ impl<F: Scalar> Propagate<F> for NormAdj<F> {
 
     fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>> {
         NormAdj::reduce_scratch(self)
+    }
+
+    fn as_local(&self) -> Option<&NormAdj<F>> {
+        Some(self)
     }
 
     fn a_times(

@@ -264,6 +264,33 @@ impl MaskRng for ChaCha8Rng {
     }
 }
 
+/// Elements `before .. before + mask.len()` of the dropout mask of a sequence of `total`
+/// elements drawn from `rng` by [`MaskRng::fill_dropout_mask`], leaving the stream where the
+/// whole draw leaves it: what one process of a row-partitioned run draws for its rows, so that
+/// every element gets the mask it gets in one process. `(0, mask.len())` is the whole draw.
+///
+/// # Panics
+/// If `p` is not in `[0, 1)` or `before + mask.len() > total`.
+#[track_caller]
+pub fn fill_dropout_mask_at<F: Scalar>(
+    rng: &mut ChaCha8Rng,
+    p: f64,
+    mask: &mut [F],
+    before: usize,
+    total: usize,
+    par: Par,
+) {
+    assert!(
+        before + mask.len() <= total,
+        "fill_dropout_mask_at: elements {before}..{} of {total}",
+        before + mask.len()
+    );
+    let w0 = rng.get_word_pos();
+    rng.set_word_pos(w0 + before as u128);
+    rng.fill_dropout_mask(p, mask, par);
+    rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
@@ -405,5 +432,22 @@ mod tests {
         let mut out = arr1(&[2.0, -4.0, 8.0]);
         col_sum(g.view(), -3.0, out.view_mut());
         assert_eq!(out, arr1(&[-2.0, 14.0, -23.75]));
+    }
+
+    #[test]
+    fn a_slice_of_the_mask_is_the_slice_of_the_whole_draw() {
+        use super::{fill_dropout_mask_at, MaskRng};
+        use crate::Par;
+        let mut whole = vec![0.0f32; 1001];
+        let mut r = ChaCha8Rng::seed_from_u64(7);
+        r.fill_dropout_mask(0.5, &mut whole, Par::Seq);
+        let end = r.get_word_pos();
+        for (a, b) in [(0, 1001), (0, 300), (301, 1001), (333, 334), (1001, 1001)] {
+            let mut part = vec![0.0f32; b - a];
+            let mut r = ChaCha8Rng::seed_from_u64(7);
+            fill_dropout_mask_at(&mut r, 0.5, &mut part, a, 1001, Par::Rayon);
+            assert_eq!(part, whole[a..b], "{a}..{b}");
+            assert_eq!(r.get_word_pos(), end);
+        }
     }
 }

@@ -508,11 +508,15 @@ impl<'a, F: Scalar> Builder<'a, F> {
             _ => None,
         };
         let shape = LayerShape {
-            n_nodes: self.adj.n_rows(),
+            n_nodes: self.adj.n_nodes(),
             nnz_adj: self.adj.nnz(),
             in_dim: din,
             out_dim: dout,
-            sparse_input_nnz: sparse.map(|s| s.x().nnz()),
+            sparse_input_nnz: sparse.map(|s| {
+                let mut nnz = [s.x().nnz() as u64];
+                self.adj.sum_counts(&mut nnz);
+                nnz[0] as usize
+            }),
             sparse_aggregate_nnz: sparse.map(|s| {
                 let xs = s.x();
                 let xi = xs.indptr();

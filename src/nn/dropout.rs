@@ -10,13 +10,14 @@
 //! - Both ([`ReluDropout::new`]): y = max(x, 0) ⊙ m; backward dx = 𝟙(x > 0) ⊙ m ⊙ dy, computed as
 //!   `+0` where ReLU is off and `dy·m` elsewhere (bit for bit ReLU's then dropout's backward).
 //!
-//! Masks are drawn by [`MaskRng::fill_dropout_mask`] in element order, so a mask depends on the
+//! Masks are drawn by [`MaskRng::fill_dropout_mask`](crate::kernels::MaskRng::fill_dropout_mask) in element order, so a mask depends on the
 //! stream only, never on the thread count.
 
 use ndarray::Zip;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
-use crate::kernels::{bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace, MaskRng};
+use crate::kernels::elementwise::fill_dropout_mask_at;
+use crate::kernels::{bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace};
 use crate::Scalar;
 
 /// ReLU and/or inverted dropout at rate `p`, in place (see the [module docs](self)).
@@ -108,7 +109,9 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             .rng
             .as_deref_mut()
             .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
-        rng.fill_dropout_mask(self.p, mask, cx.par);
+        // Keyed by global position: this process's rows of the whole graph's mask.
+        let (before, total) = cx.adj.global_span(len);
+        fill_dropout_mask_at(rng, self.p, mask, before, total, cx.par);
         let code = view_mut(saved.take_u8(len), dim);
         if self.relu {
             bias_relu_dropout_fold(out, None, view(mask, dim), code);

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::data::{Features, Mask, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Graph, Norm, NormAdj};
+use crate::graph::{Graph, Norm, NormAdj, Propagate};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::softmax_cross_entropy_across;
@@ -334,7 +334,7 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
 pub fn train_step<F: Scalar>(
     model: &mut Model<F>,
     opt: &mut dyn Optimizer<F>,
-    adj: &NormAdj<F>,
+    adj: &dyn Propagate<F>,
     base_adj: bool,
     x: &Features<F>,
     labels: &[u32],
@@ -401,10 +401,11 @@ pub struct LayerRecord {
 
 /// What a training run reads: Â, the node features, the labels with their number of classes,
 /// and the train/valid/test split (PyG's `Data` object, with Â in place of `edge_index`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct TrainData<'a, F: Scalar> {
-    /// Â.
-    pub adj: &'a NormAdj<F>,
+    /// Â (held whole, or this process's rows of a row-partitioned run: then `x`, `labels`
+    /// and `split` are this process's rows too).
+    pub adj: &'a dyn Propagate<F>,
     /// The node features.
     pub x: &'a Features<F>,
     /// One class per node.
@@ -415,10 +416,21 @@ pub struct TrainData<'a, F: Scalar> {
     pub split: &'a Split,
 }
 
+impl<F: Scalar> std::fmt::Debug for TrainData<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrainData")
+            .field("rows", &self.adj.n_rows())
+            .field("nodes", &self.adj.n_nodes())
+            .field("x", &self.x)
+            .field("n_classes", &self.n_classes)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, F: Scalar> TrainData<'a, F> {
     /// The data of a run.
     pub fn new(
-        adj: &'a NormAdj<F>,
+        adj: &'a dyn Propagate<F>,
         x: &'a Features<F>,
         labels: &'a [u32],
         n_classes: usize,
@@ -436,7 +448,7 @@ impl<'a, F: Scalar> TrainData<'a, F> {
 
 impl<'a> TrainData<'a, f32> {
     /// A dataset's features, labels and split, with `adj` its Â.
-    pub fn of(adj: &'a NormAdj<f32>, data: &'a crate::data::Dataset) -> Self {
+    pub fn of(adj: &'a dyn Propagate<f32>, data: &'a crate::data::Dataset) -> Self {
         TrainData::new(
             adj,
             &data.features,
@@ -463,7 +475,7 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
         n_classes,
         split,
     } = *data;
-    let n = adj.n_nodes();
+    let n = adj.n_rows();
     for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
         if got != n {
             return Err(Error::Mismatch {
@@ -500,7 +512,7 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
 /// # Errors
 /// [`Error::Config`] for an invalid configuration.
 pub fn build_model<F: Scalar>(
-    adj: &NormAdj<F>,
+    adj: &dyn Propagate<F>,
     x: &Features<F>,
     n_classes: usize,
     cfg: &ModelConfig,
@@ -571,6 +583,11 @@ pub fn train_model<F: Scalar>(
     let drop_edge = match (rate > 0.0, &opts.drop_edge) {
         (false, _) => None,
         (true, Some(src)) => {
+            if adj.as_local().is_none() {
+                return Err(Error::Config(ConfigError::Unsupported {
+                    what: "DropEdge in a row-partitioned run",
+                }));
+            }
             if src.graph.n_nodes() != adj.n_nodes() {
                 return Err(Error::Mismatch {
                     what: "DropEdge graph nodes vs nodes".into(),
@@ -604,9 +621,16 @@ pub fn train_model<F: Scalar>(
     let mut best: Option<usize> = None;
     let mut best_snap: Vec<Vec<F>> = Vec::new();
     let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
+    let local = adj.as_local();
+    if opts.metrics_every > 0 && local.is_none() {
+        return Err(Error::Config(ConfigError::Unsupported {
+            what: "per-layer metrics in a row-partitioned run",
+        }));
+    }
     let record = |model: &mut Model<F>, epoch: usize, out: &mut Vec<LayerRecord>| {
+        let Some(local) = local else { return };
         model.visit_representations(adj, x, par, &mut |layer, h| {
-            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)), par);
+            let metrics = layer_metrics(local, h, opts.rank_sample.map(|s| (s, seed)), par);
             out.push(LayerRecord {
                 epoch,
                 layer,
@@ -622,7 +646,7 @@ pub fn train_model<F: Scalar>(
         let (train_loss, train_acc) = train_step(
             model,
             opt.as_mut(),
-            sampled.as_ref().unwrap_or(adj),
+            sampled.as_ref().map_or(adj, |s| s as &dyn Propagate<F>),
             sampled.is_none(),
             x,
             labels,

@@ -11,7 +11,7 @@ use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
 use crate::data::{Features, SparseFeatures};
 use crate::graph::Propagate;
-use crate::kernels::MaskRng;
+use crate::kernels::elementwise::fill_dropout_mask_at;
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
 use crate::nn::layer::{Saved, Value};
 use crate::nn::Mode;
@@ -116,7 +116,7 @@ impl<F: Scalar> Model<F> {
                 .as_deref_mut()
                 .unwrap_or_else(|| unreachable!("a training RNG"));
             let r = self.site_rng(ws, None, false, shared, &mut local);
-            drop_input(ws, x, self.input_dropout, r, par);
+            drop_input(ws, x, self.input_dropout, r, adj, par);
         }
         let mut tap = 0;
         for i in 0..self.nodes.len() {
@@ -219,8 +219,10 @@ fn drop_input<F: Scalar>(
     x: &Features<F>,
     p: f64,
     rng: &mut ChaCha8Rng,
+    adj: &dyn Propagate<F>,
     par: Par,
 ) {
+    // Keyed by global position: this process's part of the whole graph's mask.
     match x {
         Features::Dense(d) => {
             let slot = ws
@@ -228,7 +230,8 @@ fn drop_input<F: Scalar>(
                 .xd_slot
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let buf = &mut ws.vals[slot][..d.len()];
-            rng.fill_dropout_mask(p, buf, par);
+            let (before, total) = adj.global_span(buf.len());
+            fill_dropout_mask_at(rng, p, buf, before, total, par);
             Zip::from(view_mut(buf, d.dim()))
                 .and(d)
                 .for_each(|o, &v| *o = v * *o);
@@ -239,7 +242,8 @@ fn drop_input<F: Scalar>(
                 .as_mut()
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let vals = buf.values_mut();
-            rng.fill_dropout_mask(p, vals, par);
+            let (before, total) = adj.global_span(vals.len());
+            fill_dropout_mask_at(rng, p, vals, before, total, par);
             for (o, &v) in vals.iter_mut().zip(s.x().data()) {
                 *o = v * *o;
             }
