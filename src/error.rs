@@ -112,6 +112,9 @@ pub enum Error {
     /// Building a thread pool failed.
     #[error("thread pool: {0}")]
     ThreadPool(String),
+    /// A distributed run cannot start or go on (MPI's world, a message too large).
+    #[error("distributed run: {0}")]
+    Distributed(String),
 }
 
 /// One variant per rule a configuration must satisfy.

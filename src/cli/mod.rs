@@ -20,6 +20,7 @@ use sparse_gcn::train::run::Prepared;
 use sparse_gcn::{Error, Result};
 
 mod args;
+mod dist;
 mod embed;
 mod eval;
 mod generate;
@@ -318,8 +319,40 @@ impl DataArgs {
 }
 
 /// A progress bar on stderr when it is a terminal, hidden otherwise.
+/// Whether this process prints: every process of a plain run, rank 0 of an MPI job.
+pub(crate) fn prints() -> bool {
+    RANK.load(std::sync::atomic::Ordering::Relaxed) == 0
+}
+
+/// This process's rank in an MPI job (0 otherwise).
+pub(crate) static RANK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `println!` on the processes that print ([`prints`]).
+macro_rules! say {
+    ($($t:tt)*) => {
+        if $crate::cli::prints() {
+            println!($($t)*)
+        }
+    };
+}
+pub(crate) use say;
+
+/// The peak resident set of this process (`VmHWM` of `/proc/self/status`), in bytes; 0 where
+/// it cannot be read.
+pub(crate) fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                let kb = l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim();
+                kb.parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 pub(crate) fn progress_bar(len: u64, template: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !std::io::stderr().is_terminal() || !prints() {
         return ProgressBar::hidden();
     }
     let b = ProgressBar::new(len);

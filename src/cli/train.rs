@@ -17,7 +17,7 @@ use sparse_gcn::train::{
 };
 use sparse_gcn::{par::thread_pool, Result};
 
-use super::{args, progress_bar, DataArgs};
+use super::{args, dist, progress_bar, say, DataArgs};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum RecipeArg {
@@ -300,10 +300,11 @@ impl TrainArgs {
 pub(crate) fn run(a: TrainArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     let threads = pool.current_num_threads();
-    pool.install(|| train_in_pool(a, threads))
+    let job = dist::start()?;
+    pool.install(|| train_in_pool(a, threads, job.as_ref()))
 }
 
-fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
+fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Result<()> {
     let cfg = a.config();
     let t_load = Instant::now();
     let data = a.data.load()?;
@@ -325,7 +326,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - p.reorder_s;
     let d = &p.data;
-    println!(
+    say!(
         "dataset {}: {} nodes, {} edges, nnz(Â) {}, {} features ({}), {} classes, split {} {}/{}/{}",
         d.name,
         p.n_nodes,
@@ -343,10 +344,10 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     match (a.reorder, applied) {
         (Reorder::None, _) => {}
         (Reorder::Auto, Reorder::None) => {
-            println!("node order kept (--reorder auto; decided in {reorder_s:.2} s)")
+            say!("node order kept (--reorder auto; decided in {reorder_s:.2} s)")
         }
-        (Reorder::Auto, r) => println!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
-        (r, _) => println!("reordered the nodes ({r}) in {reorder_s:.2} s"),
+        (Reorder::Auto, r) => say!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
+        (r, _) => say!("reordered the nodes ({r}) in {reorder_s:.2} s"),
     }
     let seeds: Vec<u64> = (0..a.seeds as u64).collect();
     let bar = progress_bar(
@@ -356,7 +357,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
     let t_train = Instant::now();
     let save_error: Mutex<Option<sparse_gcn::Error>> = Mutex::new(None);
     let on_done = |r: &RunResult, model: &mut Model<f32>| {
-        if let (Some(path), true) = (&a.save, r.seed == seeds[0]) {
+        if let (Some(path), true) = (&a.save, r.seed == seeds[0] && super::prints()) {
             let mut extra = p.extra();
             a.data.record(&mut extra);
             extra.insert("seed".to_string(), r.seed.to_string());
@@ -370,17 +371,23 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };
-    let runs = p.fit_seeds(&cfg, &seeds, 0, None, &on_done)?;
+    let (runs, dist_report) = match job {
+        None => (p.fit_seeds(&cfg, &seeds, 0, None, &on_done)?, None),
+        Some(job) => {
+            let (runs, report) = dist::fit_seeds(job, &p, &cfg, &seeds, &on_done)?;
+            (runs, Some(report))
+        }
+    };
     bar.finish_and_clear();
     if let Some(e) = save_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);
     }
     if let Some(path) = &a.save {
-        println!("saved the model of seed {} to {}", seeds[0], path.display());
+        say!("saved the model of seed {} to {}", seeds[0], path.display());
     }
     let train_s = t_train.elapsed().as_secs_f64();
     for r in &runs {
-        println!(
+        say!(
             "seed {}: {}; val {:.4}, test {:.4}, train step {}",
             r.seed,
             stop_text(cfg.stop, cfg.epochs, r),
@@ -389,9 +396,9 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             ms_text(r.train_ms_median(a.warmup), r.history.len(), a.warmup)
         );
     }
-    if let Some(path) = &a.history {
+    if let (Some(path), true) = (&a.history, super::prints()) {
         checkpoint::write_file_atomic(path, history_csv(&runs).as_bytes())?;
-        println!("wrote the per-epoch history to {}", path.display());
+        say!("wrote the per-epoch history to {}", path.display());
     }
     let tests: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
     let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
@@ -407,8 +414,12 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
         .collect();
     let step_median = median(step_ms);
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
-    let concurrent = threads.min(seeds.len());
-    println!(
+    let concurrent = if job.is_some() {
+        1
+    } else {
+        threads.min(seeds.len())
+    };
+    say!(
         "{}: test accuracy {:.2} ± {:.2} % over {} (val {:.2} %); train step median {} ({}, {} at \
          a time); total {:.2} s",
         cfg.model.arch,
@@ -427,7 +438,7 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             .map(|r| r.orders.iter().map(|o| o.name()).collect())
             .unwrap_or_default();
         let m = &cfg.model;
-        let j = json!({
+        let mut j = json!({
             "dataset": d.name,
             "model": m.arch.name(),
             "n_nodes": p.n_nodes,
@@ -465,7 +476,10 @@ fn train_in_pool(a: TrainArgs, threads: usize) -> Result<()> {
             "reorder_s": reorder_s,
             "train_total_s": train_s,
         });
-        println!("{j}");
+        if let (Some(r), Some(obj)) = (&dist_report, j.as_object_mut()) {
+            obj.extend(r.json());
+        }
+        say!("{j}");
     }
     Ok(())
 }

@@ -11,6 +11,10 @@
 //! halo sizes below are therefore the rows each exchange carries, at the width the cost model
 //! gives that layer's SpMM.
 
+pub mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod partition;
 
+pub use local::{rank_data, RankData};
 pub use partition::{RankStats, RowPartition};

@@ -485,13 +485,17 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
             });
         }
     }
-    crate::data::dataset::check_trainable(
-        "the training data",
-        x.n_cols(),
-        labels,
-        n_classes,
-        split,
-    )?;
+    // A process of a row-partitioned run holds part of the split (perhaps none of a part):
+    // the whole dataset is checked before it is partitioned.
+    if adj.as_local().is_some() {
+        crate::data::dataset::check_trainable(
+            "the training data",
+            x.n_cols(),
+            labels,
+            n_classes,
+            split,
+        )?;
+    }
     if let Some((node, &l)) = labels
         .iter()
         .enumerate()

@@ -1,0 +1,130 @@
+//! `train` under `mpirun` (feature `mpi`): the job, the partition, each rank's part of the
+//! data, the seeds one after another on every rank, and the run's traffic and memory for the
+//! report. Without the feature (or without a launcher) there is no job and `train` runs as one
+//! process.
+
+use sparse_gcn::nn::Model;
+use sparse_gcn::train::run::Prepared;
+use sparse_gcn::train::{RunResult, TrainConfig};
+use sparse_gcn::Result;
+
+/// What a distributed run adds to `train --json`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Report {
+    ranks: usize,
+    comm_bytes: u64,
+    comm_bytes_model: u64,
+    halo_rows_max: u64,
+    peak_rss_bytes_max: u64,
+}
+
+impl Report {
+    pub(crate) fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("ranks".into(), self.ranks.into());
+        m.insert("comm_bytes".into(), self.comm_bytes.into());
+        m.insert("comm_bytes_model".into(), self.comm_bytes_model.into());
+        m.insert("halo_rows_max".into(), self.halo_rows_max.into());
+        m.insert("peak_rss_bytes_max".into(), self.peak_rss_bytes_max.into());
+        m
+    }
+}
+
+/// Whether a launcher started this process (`mpirun`/`mpiexec` of Open MPI, MPICH or Hydra).
+#[cfg(feature = "mpi")]
+fn launched() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) use with_mpi::{fit_seeds, start, Job};
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use sparse_gcn::dist::mpi::{DistAdj, Mpi};
+    use sparse_gcn::dist::{rank_data, RowPartition};
+    use sparse_gcn::train::{fit_model, FitOptions, TrainData};
+
+    use super::*;
+
+    /// The MPI job of this process.
+    pub(crate) type Job = Mpi;
+
+    /// The job, when a launcher started this process.
+    pub(crate) fn start() -> Result<Option<Job>> {
+        if !launched() {
+            return Ok(None);
+        }
+        let job = Mpi::init()?;
+        crate::cli::RANK.store(job.rank(), std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(job))
+    }
+
+    /// Trains every seed across the job's ranks, one seed after another (every rank makes the
+    /// same collective calls in the same order).
+    pub(crate) fn fit_seeds(
+        job: &Job,
+        p: &Prepared,
+        cfg: &TrainConfig,
+        seeds: &[u64],
+        on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<(Vec<RunResult>, Report)> {
+        let a = p.adj.a();
+        let part = RowPartition::of_graph(a.indptr().raw_storage(), job.size())?;
+        let adj = DistAdj::new(&p.adj, part, job.rank())?;
+        let local = rank_data(&p.data, adj.range())?;
+        let data = TrainData::new(
+            &adj,
+            &local.features,
+            &local.labels,
+            p.data.n_classes,
+            &local.split,
+        );
+        let mut runs = Vec::with_capacity(seeds.len());
+        adj.count(true);
+        for &seed in seeds {
+            let (r, mut model) = fit_model(&data, cfg, seed, &FitOptions::default())?;
+            on_done(&r, &mut model);
+            runs.push(r);
+        }
+        adj.count(false);
+        let stats = adj.stats();
+        let report = Report {
+            ranks: job.size(),
+            comm_bytes: job.sum_u64(adj.bytes()),
+            comm_bytes_model: 0,
+            halo_rows_max: job.max_u64(stats.halo_rows as u64),
+            peak_rss_bytes_max: job.max_u64(crate::cli::peak_rss_bytes()),
+        };
+        Ok((runs, report))
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+pub(crate) use without_mpi::{fit_seeds, start, Job};
+
+#[cfg(not(feature = "mpi"))]
+mod without_mpi {
+    use super::*;
+
+    /// No job: this build trains in one process.
+    pub(crate) enum Job {}
+
+    /// Never a job without the `mpi` feature.
+    pub(crate) fn start() -> Result<Option<Job>> {
+        Ok(None)
+    }
+
+    /// Unreachable: there is no job to train on.
+    pub(crate) fn fit_seeds(
+        job: &Job,
+        _: &Prepared,
+        _: &TrainConfig,
+        _: &[u64],
+        _: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<(Vec<RunResult>, Report)> {
+        match *job {}
+    }
+}

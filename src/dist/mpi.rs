@@ -1,0 +1,657 @@
+//! Full-batch training across the ranks of an MPI job (feature `mpi`): [`Mpi`], the job, and
+//! [`DistAdj`], the row-partitioned [`Propagate`] every layer runs on unchanged.
+//!
+//! Rank r owns the rows `part.range(r)` of Â, of X, of the labels and of the masks. Its rows
+//! of Â are stored with their columns renamed to slots of an extended matrix — its halo rows
+//! below its range, its own rows, its halo rows above, all in global order (the halo: the other
+//! ranks' rows its rows read) — a renaming that keeps the column order, so every row keeps its
+//! non-zeros in their order and each output row of Â·H is computed exactly as in one process.
+//! Before each product the halo rows of H are received from their owners with one
+//! `MPI_Alltoallv`; Âᵀ·G uses Âᵀ's rows and halo (the same ones when Â is symmetric).
+//!
+//! Every sum across nodes goes through [`Propagate::sum_words`], here an `MPI_Allreduce` of
+//! the exact partials' integer words, so it is the same bits for any number of ranks
+//! ([`graph::reduce`](crate::graph::reduce)).
+//!
+//! Traffic is counted as the bytes each rank hands MPI for other ranks while counting is on
+//! ([`DistAdj::count`]): an all-to-all its send counts to other ranks, an all-reduce or an
+//! all-gather its payload. [`DistAdj::bytes`] is this rank's count.
+//!
+//! rsmpi's counts are C `int`s: an exchange whose counts exceed 2³¹ − 1 elements is split into
+//! column blocks that fit.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
+use mpi::environment::Universe;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+use mpi::Count;
+use ndarray::{ArrayView2, ArrayViewMut2};
+
+use super::RowPartition;
+use crate::graph::reduce::ReduceScratch;
+use crate::graph::{NormAdj, Propagate};
+use crate::kernels::{spmm, Csr, CsrView};
+use crate::{Error, Par, Result};
+
+/// The MPI job this process is a rank of. MPI is finalised when it is dropped.
+pub struct Mpi {
+    _universe: Universe,
+    rank: usize,
+    size: usize,
+}
+
+impl std::fmt::Debug for Mpi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mpi")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// Environment variables in which launchers give the job's size.
+const SIZE_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"];
+
+impl Mpi {
+    /// Initialises MPI (calls serialised: the training thread need not be the main thread),
+    /// and checks that the world has the size the launcher announced: a binary started by
+    /// another MPI's launcher runs as several 1-rank worlds.
+    ///
+    /// # Errors
+    /// [`Error::Distributed`] when MPI is already initialised, gives less than serialised
+    /// threading, or the world's size differs from the launcher's.
+    pub fn init() -> Result<Mpi> {
+        let Some((universe, level)) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+        else {
+            return Err(Error::Distributed("MPI is already initialised".into()));
+        };
+        if matches!(level, mpi::Threading::Single | mpi::Threading::Funneled) {
+            return Err(Error::Distributed(format!(
+                "the MPI library gives {level:?} threading; serialised calls are needed"
+            )));
+        }
+        let world = universe.world();
+        let (rank, size) = (world.rank() as usize, world.size() as usize);
+        for var in SIZE_VARS {
+            if let Ok(v) = std::env::var(var) {
+                if v.trim().parse::<usize>().ok() != Some(size) {
+                    return Err(Error::Distributed(format!(
+                        "the launcher started {v} ranks ({var}) but this MPI world has {size}: \
+                         was the binary built against another MPI than the one of mpirun?"
+                    )));
+                }
+            }
+        }
+        Ok(Mpi {
+            _universe: universe,
+            rank,
+            size,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The sum of `v` over the ranks (for reports: bytes, peaks).
+    pub fn sum_u64(&self, v: u64) -> u64 {
+        let mut out = 0u64;
+        world().all_reduce_into(&v, &mut out, SystemOperation::sum());
+        out
+    }
+
+    /// The maximum of `v` over the ranks.
+    pub fn max_u64(&self, v: u64) -> u64 {
+        let mut out = 0u64;
+        world().all_reduce_into(&v, &mut out, SystemOperation::max());
+        out
+    }
+
+    /// Waits for every rank.
+    pub fn barrier(&self) {
+        world().barrier();
+    }
+}
+
+fn world() -> SimpleCommunicator {
+    SimpleCommunicator::world()
+}
+
+/// Displacements of `counts` (exclusive prefix sums).
+fn displs(counts: &[Count]) -> Vec<Count> {
+    counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
+}
+
+/// Element counts as C ints.
+///
+/// # Errors
+/// [`Error::Distributed`] for a count above 2³¹ − 1.
+fn c_counts(counts: impl Iterator<Item = usize>) -> Result<Vec<Count>> {
+    counts
+        .map(|c| {
+            Count::try_from(c).map_err(|_| {
+                Error::Distributed(format!("a message of {c} elements exceeds MPI's 2³¹ − 1"))
+            })
+        })
+        .collect()
+}
+
+/// Who sends which rows to whom before a product: the halo's rows arrive grouped by owner (in
+/// global order); this rank's rows leave grouped by the rank that asked (in its order).
+#[derive(Debug, Clone)]
+struct Exchange {
+    /// Halo rows received from each rank.
+    recv: Vec<usize>,
+    /// This rank's rows (local indices) sent to each rank, grouped by rank.
+    send_rows: Vec<u32>,
+    /// Rows sent to each rank.
+    send: Vec<usize>,
+}
+
+impl Exchange {
+    /// Asks each owner for the halo rows it owns, and learns what the others ask of us.
+    fn setup(halo: &[u32], part: &RowPartition, start: usize) -> Result<Exchange> {
+        let p = part.ranks();
+        let mut recv = vec![0usize; p];
+        for &j in halo {
+            recv[part.owner(j as usize)] += 1;
+        }
+        let comm = world();
+        let recv_c = c_counts(recv.iter().copied())?;
+        let mut send_c: Vec<Count> = vec![0; p];
+        comm.all_to_all_into(&recv_c[..], &mut send_c[..]);
+        let total: usize = send_c.iter().map(|&c| c as usize).sum();
+        let mut asked = vec![0u32; total];
+        {
+            let rd = displs(&recv_c);
+            let sd = displs(&send_c);
+            let out = Partition::new(halo, &recv_c[..], &rd[..]);
+            let mut inp = PartitionMut::new(&mut asked[..], &send_c[..], &sd[..]);
+            comm.all_to_all_varcount_into(&out, &mut inp);
+        }
+        let send_rows = asked.iter().map(|&g| g - start as u32).collect();
+        Ok(Exchange {
+            recv,
+            send_rows,
+            send: send_c.iter().map(|&c| c as usize).collect(),
+        })
+    }
+
+    fn halo_rows(&self) -> usize {
+        self.recv.iter().sum()
+    }
+
+    fn sent_rows(&self) -> usize {
+        self.send.iter().sum()
+    }
+
+    /// The halo rows of `ext` ((halo + owned) × d: `lo` halo rows, the owned rows, the other
+    /// halo rows) ← the owners' rows; this rank's rows are read from `ext` too, `sendbuf` is
+    /// reused. Returns the bytes sent.
+    fn rows<T: Equivalence + Copy + Default>(
+        &self,
+        ext: &mut [T],
+        lo: usize,
+        owned: usize,
+        d: usize,
+        sendbuf: &mut Vec<T>,
+    ) -> Result<u64> {
+        let comm = world();
+        let halo = self.halo_rows();
+        let most = self.sent_rows().max(halo).max(1);
+        // Column blocks whose element counts fit a C int.
+        let block = (Count::MAX as usize / most).clamp(1, d.max(1));
+        // The ext row of halo row i.
+        let row_of = |i: usize| if i < lo { i } else { i + owned };
+        let mut tmp: Vec<T> = Vec::new();
+        let mut c0 = 0;
+        while c0 < d {
+            let c1 = (c0 + block).min(d);
+            let w = c1 - c0;
+            sendbuf.clear();
+            for &r in &self.send_rows {
+                let r = (lo + r as usize) * d;
+                sendbuf.extend_from_slice(&ext[r + c0..r + c1]);
+            }
+            let sc = c_counts(self.send.iter().map(|&c| c * w))?;
+            let rc = c_counts(self.recv.iter().map(|&c| c * w))?;
+            let sd = displs(&sc);
+            if w == d {
+                // Straight into place: owner q's rows start at ext row row_of(first halo row
+                // of q) (the owners below this rank fill the rows below its own).
+                let mut first = 0;
+                let mut rd = Vec::with_capacity(self.recv.len());
+                for &c in &self.recv {
+                    rd.push(c_counts(std::iter::once(row_of(first) * d))?[0]);
+                    first += c;
+                }
+                let out = Partition::new(&sendbuf[..], &sc[..], &sd[..]);
+                let mut inp = PartitionMut::new(&mut *ext, &rc[..], &rd[..]);
+                comm.all_to_all_varcount_into(&out, &mut inp);
+            } else {
+                tmp.clear();
+                tmp.resize(halo * w, T::default());
+                let rd = displs(&rc);
+                {
+                    let out = Partition::new(&sendbuf[..], &sc[..], &sd[..]);
+                    let mut inp = PartitionMut::new(&mut tmp[..], &rc[..], &rd[..]);
+                    comm.all_to_all_varcount_into(&out, &mut inp);
+                }
+                for (i, row) in tmp.chunks_exact(w).enumerate() {
+                    let r = row_of(i) * d;
+                    ext[r + c0..r + c1].copy_from_slice(row);
+                }
+            }
+            c0 = c1;
+        }
+        Ok((self.sent_rows() * d * std::mem::size_of::<T>()) as u64)
+    }
+}
+
+/// One direction of the products: this rank's rows of Â (or Âᵀ) over owned + halo slots.
+#[derive(Debug, Clone)]
+struct Side {
+    a: Csr<f32>,
+    halo: Vec<u32>,
+    /// Halo rows below the owned range.
+    lo: usize,
+    ex: Exchange,
+}
+
+impl Side {
+    fn new(m: CsrView<'_, f32>, range: Range<usize>, part: &RowPartition) -> Result<Side> {
+        let ip = m.indptr();
+        let ip = ip.raw_storage();
+        let (lo, hi) = (ip[range.start], ip[range.end]);
+        let cols = &m.indices()[lo..hi];
+        let mut halo: Vec<u32> = cols
+            .iter()
+            .copied()
+            .filter(|&j| !range.contains(&(j as usize)))
+            .collect();
+        halo.sort_unstable();
+        halo.dedup();
+        let owned = range.len();
+        let below = halo.partition_point(|&h| (h as usize) < range.start);
+        // Monotone in j: the column order of every row is kept.
+        let slot = |j: u32| -> u32 {
+            if range.contains(&(j as usize)) {
+                (below + j as usize - range.start) as u32
+            } else {
+                let i = halo.partition_point(|&h| h < j);
+                (if i < below { i } else { i + owned }) as u32
+            }
+        };
+        let indices: Vec<u32> = cols.iter().map(|&j| slot(j)).collect();
+        let indptr: Vec<usize> = ip[range.start..=range.end]
+            .iter()
+            .map(|&p| p - lo)
+            .collect();
+        let data = m.data()[lo..hi].to_vec();
+        let a = Csr::new((owned, owned + halo.len()), indptr, indices, data);
+        let ex = Exchange::setup(&halo, part, range.start)?;
+        Ok(Side {
+            a,
+            halo,
+            lo: below,
+            ex,
+        })
+    }
+}
+
+/// Â row-partitioned over the ranks of an MPI job (see the [module docs](self)).
+#[derive(Debug)]
+pub struct DistAdj {
+    n_nodes: usize,
+    range: Range<usize>,
+    part: RowPartition,
+    nnz_total: usize,
+    fwd: Side,
+    /// Âᵀ's rows when Â is not symmetric.
+    bwd: Option<Side>,
+    ext: Mutex<Vec<f32>>,
+    sendbuf: Mutex<Vec<f32>>,
+    words: Mutex<Vec<i64>>,
+    reduce: Mutex<ReduceScratch<f32>>,
+    counting: AtomicBool,
+    bytes: AtomicU64,
+}
+
+/// What one rank holds and exchanges ([`DistAdj::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DistStats {
+    /// Rows owned.
+    pub owned_rows: usize,
+    /// Halo rows of Â·H.
+    pub halo_rows: usize,
+    /// Rows sent before each Â·H.
+    pub sent_rows: usize,
+    /// Halo rows of Âᵀ·G (the same as `halo_rows` for a symmetric Â).
+    pub halo_rows_t: usize,
+    /// Rows sent before each Âᵀ·G.
+    pub sent_rows_t: usize,
+}
+
+impl DistAdj {
+    /// Rank `rank`'s part of `adj` under `part` (every rank calls it, collectively: the halo
+    /// requests are exchanged).
+    ///
+    /// # Errors
+    /// [`Error::Distributed`] when `part` does not cover `adj`'s rows or a count exceeds MPI's.
+    pub fn new(adj: &NormAdj<f32>, part: RowPartition, rank: usize) -> Result<DistAdj> {
+        if part.n_rows() != adj.n_nodes() {
+            return Err(Error::Distributed(format!(
+                "a partition of {} rows for a graph of {} nodes",
+                part.n_rows(),
+                adj.n_nodes()
+            )));
+        }
+        let range = part.range(rank);
+        let fwd = Side::new(adj.a(), range.clone(), &part)?;
+        let bwd = if adj.is_symmetric() {
+            None
+        } else {
+            Some(Side::new(adj.a_t(), range.clone(), &part)?)
+        };
+        Ok(DistAdj {
+            n_nodes: adj.n_nodes(),
+            range,
+            part,
+            nnz_total: adj.nnz(),
+            fwd,
+            bwd,
+            ext: Mutex::default(),
+            sendbuf: Mutex::default(),
+            words: Mutex::default(),
+            reduce: Mutex::default(),
+            counting: AtomicBool::new(false),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// The rows this rank owns.
+    pub fn range(&self) -> Range<usize> {
+        self.range.clone()
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> &RowPartition {
+        &self.part
+    }
+
+    /// What this rank holds and exchanges.
+    pub fn stats(&self) -> DistStats {
+        let t = self.bwd.as_ref().unwrap_or(&self.fwd);
+        DistStats {
+            owned_rows: self.range.len(),
+            halo_rows: self.fwd.ex.halo_rows(),
+            sent_rows: self.fwd.ex.sent_rows(),
+            halo_rows_t: t.ex.halo_rows(),
+            sent_rows_t: t.ex.sent_rows(),
+        }
+    }
+
+    /// Starts (or stops) counting the bytes this rank sends.
+    pub fn count(&self, on: bool) {
+        self.counting.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes this rank sent while counting.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn add_bytes(&self, b: u64) {
+        if self.counting.load(Ordering::Relaxed) {
+            self.bytes.fetch_add(b, Ordering::Relaxed);
+        }
+    }
+
+    /// out ← α·M·X + β·out for this rank's rows M of one side, after the halo exchange.
+    fn product(
+        &self,
+        side: &Side,
+        alpha: f32,
+        x: ArrayView2<'_, f32>,
+        beta: f32,
+        out: ArrayViewMut2<'_, f32>,
+        par: Par,
+    ) {
+        let (owned, d) = (self.range.len(), x.ncols());
+        assert_eq!(
+            x.nrows(),
+            owned,
+            "DistAdj: x has {} of {owned} rows",
+            x.nrows()
+        );
+        let halo = side.halo.len();
+        let mut ext = self.ext.lock().unwrap_or_else(PoisonError::into_inner);
+        ext.clear();
+        ext.resize((owned + halo) * d, 0.0);
+        let mine = &mut ext[side.lo * d..(side.lo + owned) * d];
+        for (dst, row) in mine.chunks_exact_mut(d.max(1)).zip(x.rows()) {
+            for (o, &v) in dst.iter_mut().zip(row) {
+                *o = v;
+            }
+        }
+        let mut sendbuf = self.sendbuf.lock().unwrap_or_else(PoisonError::into_inner);
+        match side.ex.rows(&mut ext, side.lo, owned, d, &mut sendbuf) {
+            Ok(b) => self.add_bytes(b),
+            Err(e) => panic!("DistAdj: {e}"),
+        }
+        let Ok(ev) = ArrayView2::from_shape((owned + halo, d), &ext[..]) else {
+            unreachable!("DistAdj: the extended rows")
+        };
+        spmm(alpha, side.a.view(), ev, beta, out, par);
+    }
+
+    /// This rank's rows of sparse X and its halo rows under one side, as one CSR matrix (owned
+    /// rows first, then the halo in global order).
+    fn extended_sparse(&self, side: &Side, x: CsrView<'_, f32>) -> Csr<f32> {
+        let owned = self.range.len();
+        let ip = x.indptr();
+        let ip = ip.raw_storage();
+        let ex = &side.ex;
+        let (halo, lo) = (side.halo.len(), side.lo);
+        // Row lengths of the extended matrix: the halo's received, this rank's own.
+        let mut lens = vec![0u64; owned + halo];
+        for i in 0..owned {
+            lens[lo + i] = (ip[i + 1] - ip[i]) as u64;
+        }
+        let mut buf = Vec::new();
+        match ex.rows(&mut lens, lo, owned, 1, &mut buf) {
+            Ok(b) => self.add_bytes(b),
+            Err(e) => panic!("DistAdj: {e}"),
+        }
+        let halo_lens: Vec<u64> = (0..halo)
+            .map(|i| lens[if i < lo { i } else { i + owned }])
+            .collect();
+        // The entries, rank by rank, as (index, value) pairs of u32 bits.
+        let comm = world();
+        let mut send: Vec<u32> = Vec::new();
+        let mut send_counts = Vec::with_capacity(ex.send.len());
+        let mut at = 0;
+        for &c in &ex.send {
+            let mut k = 0usize;
+            for &r in &ex.send_rows[at..at + c] {
+                let r = r as usize;
+                for e in ip[r]..ip[r + 1] {
+                    send.push(x.indices()[e]);
+                    send.push(x.data()[e].to_bits());
+                    k += 2;
+                }
+            }
+            send_counts.push(k);
+            at += c;
+        }
+        let mut recv_counts = Vec::with_capacity(ex.recv.len());
+        let mut at = 0;
+        for &c in &ex.recv {
+            recv_counts.push(2 * halo_lens[at..at + c].iter().sum::<u64>() as usize);
+            at += c;
+        }
+        let (sc, rc) = match (
+            c_counts(send_counts.iter().copied()),
+            c_counts(recv_counts.iter().copied()),
+        ) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(e), _) | (_, Err(e)) => panic!("DistAdj: {e}"),
+        };
+        let mut recv = vec![0u32; recv_counts.iter().sum()];
+        {
+            let (sd, rd) = (displs(&sc), displs(&rc));
+            let out = Partition::new(&send[..], &sc[..], &sd[..]);
+            let mut inp = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
+            comm.all_to_all_varcount_into(&out, &mut inp);
+        }
+        self.add_bytes(4 * send.len() as u64);
+        // Rows in extended order: the halo below (its first received entries), this rank's,
+        // the halo above.
+        let below: usize = halo_lens[..lo].iter().sum::<u64>() as usize;
+        let mut indptr = Vec::with_capacity(owned + halo + 1);
+        let mut indices = Vec::with_capacity(recv.len() / 2 + ip[owned]);
+        let mut data = Vec::with_capacity(recv.len() / 2 + ip[owned]);
+        let push_recv = |pairs: &[u32], indices: &mut Vec<u32>, data: &mut Vec<f32>| {
+            for pair in pairs.chunks_exact(2) {
+                indices.push(pair[0]);
+                data.push(f32::from_bits(pair[1]));
+            }
+        };
+        indptr.push(0);
+        for &l in &lens {
+            let last = indptr[indptr.len() - 1];
+            indptr.push(last + l as usize);
+        }
+        push_recv(&recv[..2 * below], &mut indices, &mut data);
+        indices.extend_from_slice(&x.indices()[..ip[owned]]);
+        data.extend_from_slice(&x.data()[..ip[owned]]);
+        push_recv(&recv[2 * below..], &mut indices, &mut data);
+        Csr::new((owned + halo, x.cols()), indptr, indices, data)
+    }
+}
+
+impl Propagate<f32> for DistAdj {
+    fn n_rows(&self) -> usize {
+        self.range.len()
+    }
+
+    fn n_nodes(&self) -> usize {
+        self.n_nodes
+    }
+
+    fn nnz(&self) -> usize {
+        self.nnz_total
+    }
+
+    fn row_offset(&self) -> usize {
+        self.range.start
+    }
+
+    fn global_span(&self, local: usize) -> (usize, usize) {
+        let p = self.part.ranks();
+        let mut all = vec![0u64; p];
+        world().all_gather_into(&(local as u64), &mut all[..]);
+        self.add_bytes(8);
+        let me = world().rank() as usize;
+        let before: u64 = all[..me].iter().sum();
+        (before as usize, all.iter().sum::<u64>() as usize)
+    }
+
+    fn a_times(
+        &self,
+        alpha: f32,
+        x: ArrayView2<'_, f32>,
+        beta: f32,
+        out: ArrayViewMut2<'_, f32>,
+        par: Par,
+    ) {
+        self.product(&self.fwd, alpha, x, beta, out, par);
+    }
+
+    fn at_times(
+        &self,
+        alpha: f32,
+        g: ArrayView2<'_, f32>,
+        beta: f32,
+        out: ArrayViewMut2<'_, f32>,
+        par: Par,
+    ) {
+        self.product(
+            self.bwd.as_ref().unwrap_or(&self.fwd),
+            alpha,
+            g,
+            beta,
+            out,
+            par,
+        );
+    }
+
+    fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
+        let ext = self.extended_sparse(&self.fwd, x);
+        &self.fwd.a * &ext
+    }
+
+    fn a_times_sparse(
+        &self,
+        x: CsrView<'_, f32>,
+        out: sprs::CsMatViewMutI<'_, f32, u32, usize>,
+        tmp: &mut [f32],
+    ) {
+        let ext = self.extended_sparse(&self.fwd, x);
+        sprs::smmp::numeric(self.fwd.a.view(), ext.view(), out, tmp);
+    }
+
+    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
+        let (owned, lo) = (self.range.len(), self.fwd.lo);
+        let mut ext = vec![0u64; owned + self.fwd.halo.len()];
+        for (e, &c) in ext[lo..lo + owned].iter_mut().zip(per_col) {
+            *e = c as u64;
+        }
+        let mut buf = Vec::new();
+        if let Err(e) = self.fwd.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
+            panic!("DistAdj: {e}");
+        }
+        let local: usize = self
+            .fwd
+            .a
+            .outer_iterator()
+            .map(|row| {
+                let r: u64 = row.indices().iter().map(|&j| ext[j as usize]).sum();
+                (r as usize).min(cap)
+            })
+            .sum();
+        let mut c = [local as u64];
+        self.sum_counts(&mut c);
+        c[0] as usize
+    }
+
+    fn sum_words(&self, words: &mut [i64]) {
+        let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
+        send.clear();
+        send.extend_from_slice(words);
+        world().all_reduce_into(&send[..], words, SystemOperation::sum());
+        self.add_bytes(8 * words.len() as u64);
+    }
+
+    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
+        &self.reduce
+    }
+}
