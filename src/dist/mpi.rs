@@ -15,7 +15,7 @@
 //!
 //! Traffic is counted as the bytes each rank hands MPI for other ranks while counting is on
 //! ([`DistAdj::count`]): an all-to-all its send counts to other ranks, an all-reduce or an
-//! all-gather its payload. [`DistAdj::bytes`] is this rank's count.
+//! all-gather its payload (nothing in a 1-rank job). [`DistAdj::bytes`] is this rank's count.
 //!
 //! rsmpi's counts are C `int`s: an exchange whose counts exceed 2³¹ − 1 elements is split into
 //! column blocks that fit.
@@ -419,8 +419,9 @@ impl DistAdj {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Counts `b` bytes handed to MPI for other ranks (none exist in a 1-rank job).
     fn add_bytes(&self, b: u64) {
-        if self.counting.load(Ordering::Relaxed) {
+        if self.counting.load(Ordering::Relaxed) && self.part.ranks() > 1 {
             self.bytes.fetch_add(b, Ordering::Relaxed);
         }
     }

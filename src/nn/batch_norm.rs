@@ -114,10 +114,12 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         let var = scratch.take_f64(d);
         let gamma = scratch.take_f64(d);
         let beta = scratch.take_f64(d);
+        // Statistics over every node (every process's rows).
+        let n_all = cx.adj.n_nodes();
         if cx.train() {
             assert!(
-                n >= 2,
-                "BatchNorm::forward: train mode needs at least 2 rows, input {n}×{d}"
+                n_all >= 2,
+                "BatchNorm::forward: train mode needs at least 2 nodes, input {n}×{d}"
             );
             cx.adj.col_means(x, parts, mean, par);
             let m: &[f64] = mean;
@@ -132,13 +134,13 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
                 },
                 par,
             );
-            var.iter_mut().for_each(|v| *v /= n as f64);
+            var.iter_mut().for_each(|v| *v /= n_all as f64);
             for (s, v) in inv_std.iter_mut().zip(var.iter()) {
                 *s = 1.0 / (v + self.eps).sqrt();
             }
             if !cx.recompute {
                 let mo = self.momentum;
-                let unbias = n as f64 / (n as f64 - 1.0);
+                let unbias = n_all as f64 / (n_all as f64 - 1.0);
                 for k in 0..d {
                     let rm = self.running_mean[k].to_f64_lossless();
                     let rv = self.running_var[k].to_f64_lossless();
@@ -207,7 +209,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         };
         let gs: &[f64] = gs;
         let train = cx.train();
-        let nf = n as f64;
+        let nf = cx.adj.n_nodes() as f64;
         for_each_row(dx, par, |i, mut row| {
             let gr = g.row(i);
             if train {

@@ -159,7 +159,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
                 };
                 if self.mode == PairNormMode::Pn {
                     cx.adj.sum_rows(parts, tot, &|i, acc| acc[0] += sq(i), par);
-                    inv_r[0] = inv_row_norm(tot[0] / n.max(1) as f64);
+                    inv_r[0] = inv_row_norm(tot[0] / cx.adj.n_nodes().max(1) as f64);
                 } else {
                     map_rows_into(d, &mut inv_r[..n], par, |i| inv_row_norm(sq(i)));
                 }
@@ -201,7 +201,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let Some(mut dx) = din.get(0) else {
             return;
         };
-        let nf = n.max(1) as f64;
+        let nf = cx.adj.n_nodes().max(1) as f64;
         match self.mode {
             PairNormMode::Pn => {
                 // Column sums of G and ⟨G, C⟩ in one pass.

@@ -1,0 +1,182 @@
+//! A row-partitioned run is the run of one process, bit for bit, for every model of the stack:
+//! every epoch's losses and accuracies, the test accuracy and loss, and every trained weight.
+//!
+//! A test without the harness (the ranks of an MPI job must make the same collective calls in
+//! the same order, one case after another): run it under a launcher, as CI does,
+//!
+//! ```text
+//! cargo build --release --features mpi --tests
+//! mpirun --oversubscribe --bind-to none -np 4 target/release/deps/distributed-…
+//! ```
+//!
+//! or as `cargo test --features mpi --test distributed` (a 1-rank job). Every rank trains each
+//! case on the whole graph in its own process too, and compares.
+
+use sparse_gcn::data::synthetic::CitationLike;
+use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::dist::mpi::{DistAdj, Mpi};
+use sparse_gcn::dist::{rank_data, RowPartition};
+use sparse_gcn::graph::{Norm, NormAdj};
+use sparse_gcn::nn::pair_norm::PairNormMode;
+use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
+use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig, TrainData};
+
+/// Everything a run computes, as bits.
+fn fingerprint(r: &RunResult, model: &mut Model<f32>) -> Vec<u64> {
+    let mut v: Vec<u64> = r
+        .history
+        .iter()
+        .flat_map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
+        .collect();
+    v.extend([
+        r.test_acc.to_bits(),
+        r.test_loss.to_bits(),
+        r.best_epoch as u64,
+    ]);
+    model.visit_params(&mut |_, p| {
+        v.extend(p.value.iter().map(|w| u64::from(w.to_bits())));
+    });
+    v
+}
+
+struct Case {
+    name: &'static str,
+    model: ModelConfig,
+    norm: Norm,
+    sparse: bool,
+    stop: StopRule,
+}
+
+fn cases() -> Vec<Case> {
+    let deep = |arch: Arch, norm: NormKind| ModelConfig {
+        arch,
+        n_layers: 4,
+        hidden_dim: 12,
+        norm,
+        ..ModelConfig::default()
+    };
+    let mut v = vec![
+        Case {
+            name: "kipf, sparse features, transform first",
+            model: ModelConfig {
+                order: Order::TransformFirst,
+                ..ModelConfig::default()
+            },
+            norm: Norm::Symmetric,
+            sparse: true,
+            stop: StopRule::Never,
+        },
+        Case {
+            name: "kipf, sparse features, aggregate first",
+            model: ModelConfig {
+                order: Order::AggregateFirst,
+                ..ModelConfig::default()
+            },
+            norm: Norm::Symmetric,
+            sparse: true,
+            stop: StopRule::Kipf { window: 2 },
+        },
+        Case {
+            name: "kipf, row-normalised Â (not symmetric), dense",
+            model: ModelConfig::default(),
+            norm: Norm::Row,
+            sparse: false,
+            stop: StopRule::Patience { patience: 2 },
+        },
+        Case {
+            name: "residual, BatchNorm, checkpointed",
+            model: ModelConfig {
+                checkpoint: 2,
+                ..deep(Arch::Residual, NormKind::Batch)
+            },
+            norm: Norm::Symmetric,
+            sparse: false,
+            stop: StopRule::Never,
+        },
+        Case {
+            name: "plain, PairNorm",
+            model: deep(Arch::Gcn, NormKind::Pair(PairNormMode::Pn)),
+            norm: Norm::Symmetric,
+            sparse: true,
+            stop: StopRule::Never,
+        },
+    ];
+    for arch in [
+        Arch::Gcnii,
+        Arch::Jk(JkMode::Concat),
+        Arch::Jk(JkMode::Max),
+        Arch::Jk(JkMode::Attention),
+        Arch::Sgc,
+        Arch::Appnp,
+    ] {
+        v.push(Case {
+            name: arch.name(),
+            model: ModelConfig {
+                k: 3,
+                ..deep(arch, NormKind::None)
+            },
+            norm: Norm::Row,
+            sparse: false,
+            stop: StopRule::Never,
+        });
+    }
+    v
+}
+
+fn main() {
+    let job = Mpi::init().expect("MPI");
+    let mut d: Dataset = CitationLike {
+        n_nodes: 700,
+        ..Default::default()
+    }
+    .generate(5)
+    .expect("synthetic data");
+    d.features.row_normalize();
+    let dense = Features::Dense(d.features.to_dense());
+    let sparse = d.features.clone().into_sparse_if(1.0);
+    let mut failed = Vec::new();
+    for case in cases() {
+        d.features = if case.sparse {
+            sparse.clone()
+        } else {
+            dense.clone()
+        };
+        let adj = NormAdj::<f32>::new(&d.graph, case.norm);
+        let cfg = TrainConfig {
+            epochs: 6,
+            stop: case.stop,
+            model: case.model.clone(),
+            ..TrainConfig::default()
+        };
+        let opts = FitOptions::default();
+        let (r, mut m) = fit_model(&TrainData::of(&adj, &d), &cfg, 1, &opts).expect("one process");
+        let whole = fingerprint(&r, &mut m);
+        let part = RowPartition::of_graph(adj.a().indptr().raw_storage(), job.size())
+            .expect("a partition");
+        let dist = DistAdj::new(&adj, part, job.rank()).expect("the rank's Â");
+        let local = rank_data(&d, dist.range()).expect("the rank's data");
+        let data = TrainData::new(
+            &dist,
+            &local.features,
+            &local.labels,
+            d.n_classes,
+            &local.split,
+        );
+        let (rd, mut md) = fit_model(&data, &cfg, 1, &opts).expect("distributed");
+        let got = fingerprint(&rd, &mut md);
+        if got != whole {
+            failed.push(case.name);
+        }
+        if job.rank() == 0 {
+            println!(
+                "{}: {} at {} ranks (test acc {:.3}, {} epochs)",
+                case.name,
+                if got == whole { "identical" } else { "DIFFERS" },
+                job.size(),
+                rd.test_acc,
+                rd.history.len()
+            );
+        }
+    }
+    assert!(failed.is_empty(), "rank {}: differ: {failed:?}", job.rank());
+}
