@@ -475,6 +475,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "reorder_applied": applied.to_string(),
             "reorder_s": reorder_s,
             "train_total_s": train_s,
+            "peak_rss_bytes": super::peak_rss_bytes(),
         });
         if let (Some(r), Some(obj)) = (&dist_report, j.as_object_mut()) {
             obj.extend(r.json());
