@@ -13,7 +13,7 @@ use sparse_gcn::Result;
 pub(crate) struct Report {
     ranks: usize,
     comm_bytes: u64,
-    comm_bytes_model: u64,
+    comm_bytes_model: Option<u64>,
     halo_rows_max: u64,
     peak_rss_bytes_max: u64,
 }
@@ -94,12 +94,50 @@ mod with_mpi {
         let report = Report {
             ranks: job.size(),
             comm_bytes: job.sum_u64(adj.bytes()),
-            comm_bytes_model: 0,
+            comm_bytes_model: model_bytes(p, cfg, adj.partition(), &runs),
             halo_rows_max: job.max_u64(stats.halo_rows as u64),
             peak_rss_bytes_max: job.max_u64(crate::cli::peak_rss_bytes()),
         };
         Ok((runs, report))
     }
+}
+
+/// What [`sparse_gcn::dist::model`] predicts for the runs, where it models the model: Kipf's
+/// GCN without normalisation layers, checkpointing or DropEdge, and no aggregate-first first
+/// layer on sparse features.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn model_bytes(
+    p: &Prepared,
+    cfg: &TrainConfig,
+    part: &sparse_gcn::dist::RowPartition,
+    runs: &[RunResult],
+) -> Option<u64> {
+    use sparse_gcn::dist::model::{gcn_run_bytes, GcnShape, HaloTotals};
+    use sparse_gcn::nn::{Arch, NormKind, Order};
+    let m = &cfg.model;
+    if m.arch != Arch::Gcn || m.norm != NormKind::None || m.checkpoint > 0 || m.drop_edge > 0.0 {
+        return None;
+    }
+    let halo = HaloTotals::of(&p.adj, part);
+    let mut dims = vec![p.data.features.n_cols()];
+    dims.extend(std::iter::repeat_n(m.hidden_dim, m.n_layers - 1));
+    dims.push(p.data.n_classes);
+    let mut total = 0;
+    for r in runs {
+        if p.data.features.is_sparse() && r.orders.first() == Some(&Order::AggregateFirst) {
+            return None;
+        }
+        let shape = GcnShape {
+            dims: dims.clone(),
+            orders: r.orders.clone(),
+            bias: m.bias,
+            dropout: m.dropout > 0.0,
+            input_dropout: m.input_dropout > 0.0,
+        };
+        let sparse = p.data.features.is_sparse();
+        total += gcn_run_bytes(&halo, &shape, sparse, r.history.len() as u64);
+    }
+    Some(total)
 }
 
 #[cfg(not(feature = "mpi"))]

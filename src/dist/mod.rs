@@ -12,6 +12,7 @@
 //! gives that layer's SpMM.
 
 pub mod local;
+pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod partition;

@@ -627,8 +627,9 @@ impl Propagate<f32> for DistAdj {
             *e = c as u64;
         }
         let mut buf = Vec::new();
-        if let Err(e) = self.fwd.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
-            panic!("DistAdj: {e}");
+        match self.fwd.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
+            Ok(b) => self.add_bytes(b),
+            Err(e) => panic!("DistAdj: {e}"),
         }
         let local: usize = self
             .fwd
