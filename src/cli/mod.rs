@@ -25,6 +25,7 @@ mod embed;
 mod eval;
 mod generate;
 mod info;
+mod plan;
 mod predict;
 mod roofline;
 mod train;
@@ -59,6 +60,9 @@ enum Cmd {
     /// Measure this machine's memory bounds (stream triad, random row gather), sgemm, and the
     /// SpMM in a random and in a reordered node order, as fractions of those bounds.
     Roofline(roofline::RooflineArgs),
+    /// Plan a run across MPI ranks: for each rank count, the partition's owned and halo rows,
+    /// the bytes an epoch exchanges, the messages, and the memory a rank needs.
+    Plan(Box<plan::PlanArgs>),
 }
 
 /// Runs the command line; exit codes: 0 success, 1 data or runtime error (one line on stderr),
@@ -68,6 +72,7 @@ pub fn main() -> ExitCode {
     // Checks of combinations and of output paths: usage errors (exit 2) before any file is read.
     let usage = match &cli.cmd {
         Cmd::Train(a) => a.check(),
+        Cmd::Plan(a) => a.check(),
         Cmd::Generate(a) => generate::check_out(&a.out, a.force),
         _ => Ok(()),
     };
@@ -84,6 +89,7 @@ pub fn main() -> ExitCode {
         Cmd::Embed(a) => embed::run(a),
         Cmd::Generate(a) => generate::run(a),
         Cmd::Roofline(a) => roofline::run(a),
+        Cmd::Plan(a) => plan::run(*a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -189,8 +189,35 @@ pub(crate) struct TrainArgs {
 }
 
 impl TrainArgs {
+    /// How the data is prepared (node order, feature and Â normalisation).
+    pub(crate) fn prepare(&self, cfg: &TrainConfig) -> Prepare {
+        Prepare {
+            reorder: self.reorder,
+            row_norm: match self.row_norm {
+                RowNormArg::Auto => RowNorm::Auto,
+                RowNormArg::On => RowNorm::On,
+                RowNormArg::Off => RowNorm::Off,
+            },
+            norm: match self.norm {
+                NormArg::Sym => Norm::Symmetric,
+                NormArg::Row => Norm::Row,
+            },
+            keep_graph: cfg.model.drop_edge > 0.0,
+        }
+    }
+
+    /// The data arguments.
+    pub(crate) fn data(&self) -> &DataArgs {
+        &self.data
+    }
+
+    /// Whether `--json` was given.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
     /// The training configuration: the recipe, then every flag given.
-    fn config(&self) -> TrainConfig {
+    pub(crate) fn config(&self) -> TrainConfig {
         let arch = self.model;
         let mut cfg = match self.recipe {
             RecipeArg::Paper => {
@@ -309,19 +336,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let t_load = Instant::now();
     let data = a.data.load()?;
     data.check_trainable()?;
-    let prepare = Prepare {
-        reorder: a.reorder,
-        row_norm: match a.row_norm {
-            RowNormArg::Auto => RowNorm::Auto,
-            RowNormArg::On => RowNorm::On,
-            RowNormArg::Off => RowNorm::Off,
-        },
-        norm: match a.norm {
-            NormArg::Sym => Norm::Symmetric,
-            NormArg::Row => Norm::Row,
-        },
-        keep_graph: cfg.model.drop_edge > 0.0,
-    };
+    let prepare = a.prepare(&cfg);
     let p = Prepared::new(data, &prepare)?;
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - p.reorder_s;

@@ -16,6 +16,7 @@ pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod partition;
+pub mod plan;
 
 pub use local::{rank_data, RankData};
 pub use partition::{RankStats, RowPartition};

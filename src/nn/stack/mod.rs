@@ -360,6 +360,29 @@ impl<F: Scalar> Model<F> {
         })
     }
 
+    /// Bytes of the buffers a pass over `n` rows of features like `x` allocates (the planned
+    /// workspace: values, saved tensors, gradients, scratch, the dropped copy of sparse X),
+    /// without allocating them; for memory planning.
+    pub fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> usize {
+        let plan = self.plan(n, x);
+        let f = std::mem::size_of::<F>();
+        let sum = |v: &[usize]| v.iter().sum::<usize>();
+        let saved: usize = plan
+            .saved_sizes
+            .iter()
+            .map(|r| r.f * f + r.u8 + 8 * r.f64)
+            .sum();
+        let xd = match x {
+            Features::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
+            _ => 0,
+        };
+        f * (sum(&plan.val_sizes) + sum(&plan.grad_sizes) + plan.scratch.f)
+            + plan.scratch.u8
+            + 8 * plan.scratch.f64
+            + saved
+            + xd
+    }
+
     // -----------------------------------------------------------------------------------------
     // Passes.
 
