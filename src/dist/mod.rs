@@ -1,15 +1,17 @@
-//! Beyond one machine: what a row-partitioned run of the stack needs from the graph, computed
-//! without MPI so that it can be planned and tested anywhere.
+//! Beyond one machine: full-batch training across the ranks of an MPI job, with results that
+//! are the same bits for any number of ranks (`docs/DISTRIBUTED.md`).
 //!
-//! - [`partition`]: contiguous row ranges of a fixed node order, balanced by non-zeros, with
-//!   boundaries on a chunk grid that does not depend on the rank count; each rank's halo (the
-//!   rows outside its range that its rows of Â read) and its neighbour ranks.
+//! - [`partition`]: contiguous row ranges of a fixed node order, balanced by non-zeros, cut on
+//!   the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), which does not
+//!   depend on the rank count; each rank's halo and its neighbour ranks.
+//! - [`local`]: a rank's rows of the features, labels and split.
+//! - `mpi` (feature `mpi`): the job and `DistAdj`, the row-partitioned
+//!   [`Propagate`](crate::graph::Propagate) — halo exchange before every product, exact sums
+//!   across ranks — that every layer runs on unchanged.
+//! - [`model`] and [`plan`]: the bytes a run exchanges and the memory a rank needs, from the
+//!   partition and the model alone, for any rank count.
 //!
-//! The design (`docs/DISTRIBUTED.md` once it lands): a rank owns the rows `range(r)` of Â, X,
-//! the labels and the masks, and before each Â·H receives its halo rows of H from their owners
-//! (all-to-all-v); Âᵀ·G uses the transposed pattern, the same one when Â is symmetric. The
-//! halo sizes below are therefore the rows each exchange carries, at the width the cost model
-//! gives that layer's SpMM.
+//! Everything but `mpi` is computed without MPI, so it can be planned and tested anywhere.
 
 pub mod local;
 pub mod model;
