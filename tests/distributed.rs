@@ -19,7 +19,9 @@ use sparse_gcn::dist::{rank_data, RowPartition};
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
-use sparse_gcn::train::{fit_model, FitOptions, RunResult, StopRule, TrainConfig, TrainData};
+use sparse_gcn::train::{
+    fit_model, DropEdgeSource, FitOptions, RunResult, StopRule, TrainConfig, TrainData,
+};
 
 /// Everything a run computes, as bits.
 fn fingerprint(r: &RunResult, model: &mut Model<f32>) -> Vec<u64> {
@@ -94,6 +96,27 @@ fn cases() -> Vec<Case> {
             stop: StopRule::Never,
         },
         Case {
+            name: "plain, DropEdge, sparse aggregate first",
+            model: ModelConfig {
+                drop_edge: 0.3,
+                order: Order::AggregateFirst,
+                ..deep(Arch::Gcn, NormKind::None)
+            },
+            norm: Norm::Symmetric,
+            sparse: true,
+            stop: StopRule::Never,
+        },
+        Case {
+            name: "residual, DropEdge, row-normalised Â",
+            model: ModelConfig {
+                drop_edge: 0.5,
+                ..deep(Arch::Residual, NormKind::None)
+            },
+            norm: Norm::Row,
+            sparse: false,
+            stop: StopRule::Never,
+        },
+        Case {
             name: "plain, PairNorm",
             model: deep(Arch::Gcn, NormKind::Pair(PairNormMode::Pn)),
             norm: Norm::Symmetric,
@@ -148,12 +171,20 @@ fn main() {
             model: case.model.clone(),
             ..TrainConfig::default()
         };
-        let opts = FitOptions::default();
+        let opts = FitOptions {
+            drop_edge: Some(DropEdgeSource {
+                graph: &d.graph,
+                norm: case.norm,
+            }),
+            ..FitOptions::default()
+        };
         let (r, mut m) = fit_model(&TrainData::of(&adj, &d), &cfg, 1, &opts).expect("one process");
         let whole = fingerprint(&r, &mut m);
         let part = RowPartition::of_graph(adj.a().indptr().raw_storage(), job.size())
             .expect("a partition");
-        let dist = DistAdj::new(&adj, part, job.rank()).expect("the rank's Â");
+        let dist = DistAdj::new(&adj, part, job.rank())
+            .expect("the rank's Â")
+            .with_graph(&d.graph, case.norm);
         let local = rank_data(&d, dist.range()).expect("the rank's data");
         let data = TrainData::new(
             &dist,
@@ -162,7 +193,7 @@ fn main() {
             d.n_classes,
             &local.split,
         );
-        let (rd, mut md) = fit_model(&data, &cfg, 1, &opts).expect("distributed");
+        let (rd, mut md) = fit_model(&data, &cfg, 1, &FitOptions::default()).expect("distributed");
         let got = fingerprint(&rd, &mut md);
         if got != whole {
             failed.push(case.name);

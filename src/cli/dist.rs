@@ -73,7 +73,7 @@ mod with_mpi {
     ) -> Result<(Vec<RunResult>, Report)> {
         let a = p.adj.a();
         let part = RowPartition::of_graph(a.indptr().raw_storage(), job.size())?;
-        let adj = DistAdj::new(&p.adj, part, job.rank())?;
+        let adj = DistAdj::new(&p.adj, part, job.rank())?.with_graph(&p.data.graph, p.prepare.norm);
         let local = rank_data(&p.data, adj.range())?;
         let data = TrainData::new(
             &adj,

@@ -33,8 +33,9 @@ use mpi::Count;
 use ndarray::{ArrayView2, ArrayViewMut2};
 
 use super::RowPartition;
+use crate::graph::dropedge::{keep_threshold, keeps};
 use crate::graph::reduce::ReduceScratch;
-use crate::graph::{NormAdj, Propagate};
+use crate::graph::{Graph, Norm, NormAdj, Propagate};
 use crate::kernels::{spmm, Csr, CsrView};
 use crate::{Error, Par, Result};
 
@@ -333,6 +334,9 @@ pub struct DistAdj {
     reduce: Mutex<ReduceScratch<f32>>,
     counting: AtomicBool,
     bytes: AtomicU64,
+    /// This rank's rows of the raw undirected graph (row pointers from 0, global neighbour
+    /// ids) and Â's normalisation, for DropEdge's samples.
+    graph_rows: Option<(Vec<usize>, Vec<u32>, Norm)>,
 }
 
 /// What one rank holds and exchanges ([`DistAdj::stats`]).
@@ -384,7 +388,26 @@ impl DistAdj {
             reduce: Mutex::default(),
             counting: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
+            graph_rows: None,
         })
+    }
+
+    /// Keeps this rank's rows of `graph` (the raw graph Â was built from, undirected, in the
+    /// same node order), so that DropEdge can sample ([`Propagate::drop_edge_sample`]).
+    /// A directed graph is not kept: DropEdge is then unsupported.
+    #[must_use]
+    pub fn with_graph(mut self, graph: &Graph, norm: Norm) -> Self {
+        if graph.is_directed() || graph.n_nodes() != self.n_nodes {
+            return self;
+        }
+        let ip = graph.indptr();
+        let (lo, hi) = (ip[self.range.start], ip[self.range.end]);
+        let rows = ip[self.range.start..=self.range.end]
+            .iter()
+            .map(|&p| p - lo)
+            .collect();
+        self.graph_rows = Some((rows, graph.indices()[lo..hi].to_vec(), norm));
+        self
     }
 
     /// The rows this rank owns.
@@ -426,10 +449,13 @@ impl DistAdj {
         }
     }
 
-    /// out ← α·M·X + β·out for this rank's rows M of one side, after the halo exchange.
+    /// out ← α·M·X + β·out for this rank's rows M (`m`, over the slots of `side`), after
+    /// `side`'s halo exchange.
+    #[allow(clippy::too_many_arguments)]
     fn product(
         &self,
         side: &Side,
+        m: CsrView<'_, f32>,
         alpha: f32,
         x: ArrayView2<'_, f32>,
         beta: f32,
@@ -461,7 +487,7 @@ impl DistAdj {
         let Ok(ev) = ArrayView2::from_shape((owned + halo, d), &ext[..]) else {
             unreachable!("DistAdj: the extended rows")
         };
-        spmm(alpha, side.a.view(), ev, beta, out, par);
+        spmm(alpha, m, ev, beta, out, par);
     }
 
     /// This rank's rows of sparse X and its halo rows under one side, as one CSR matrix (owned
@@ -584,7 +610,7 @@ impl Propagate<f32> for DistAdj {
         out: ArrayViewMut2<'_, f32>,
         par: Par,
     ) {
-        self.product(&self.fwd, alpha, x, beta, out, par);
+        self.product(&self.fwd, self.fwd.a.view(), alpha, x, beta, out, par);
     }
 
     fn at_times(
@@ -595,14 +621,8 @@ impl Propagate<f32> for DistAdj {
         out: ArrayViewMut2<'_, f32>,
         par: Par,
     ) {
-        self.product(
-            self.bwd.as_ref().unwrap_or(&self.fwd),
-            alpha,
-            g,
-            beta,
-            out,
-            par,
-        );
+        let side = self.bwd.as_ref().unwrap_or(&self.fwd);
+        self.product(side, side.a.view(), alpha, g, beta, out, par);
     }
 
     fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
@@ -645,6 +665,78 @@ impl Propagate<f32> for DistAdj {
         c[0] as usize
     }
 
+    fn drop_edge_sample(&self, p: f64, key: u64) -> Option<Box<dyn Propagate<f32> + '_>> {
+        let (ip, nb, norm) = self.graph_rows.as_ref()?;
+        let threshold = keep_threshold(p);
+        let (owned, start) = (self.range.len(), self.range.start);
+        let side = &self.fwd;
+        // Ã′'s rows as `NormAdj::assign_filtered` lays them out (global ids): the kept
+        // neighbours below i, the self-loop, the kept neighbours above i; an undirected edge is
+        // decided from its lower endpoint.
+        let mut indptr = Vec::with_capacity(owned + 1);
+        let mut cols: Vec<u32> = Vec::with_capacity(nb.len() + owned);
+        indptr.push(0usize);
+        for i in 0..owned {
+            let u = (start + i) as u32;
+            let row = &nb[ip[i]..ip[i + 1]];
+            let keep = |j: u32| keeps(key, u.min(j), u.max(j), threshold);
+            let pos = row.partition_point(|&j| j < u);
+            cols.extend(row[..pos].iter().copied().filter(|&j| keep(j)));
+            cols.push(u);
+            cols.extend(row[pos..].iter().copied().filter(|&j| j != u && keep(j)));
+            indptr.push(cols.len());
+        }
+        // Each node's factor from its sampled degree (D̃′^-1/2 or D̃′^-1), the halo's received.
+        let factor = |d: usize| match norm {
+            Norm::Symmetric => (1.0 / (d as f64).sqrt()) as f32,
+            Norm::Row => (1.0 / d as f64) as f32,
+        };
+        let lo = side.lo;
+        let mut ext = vec![0f32; owned + side.halo.len()];
+        for i in 0..owned {
+            ext[lo + i] = factor(indptr[i + 1] - indptr[i]);
+        }
+        let mut buf = Vec::new();
+        match side.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
+            Ok(b) => self.add_bytes(b),
+            Err(e) => panic!("DistAdj: {e}"),
+        }
+        let slot = |j: u32| -> usize {
+            let j = j as usize;
+            if self.range.contains(&j) {
+                lo + j - start
+            } else {
+                let k = side.halo.partition_point(|&h| (h as usize) < j);
+                if k < lo {
+                    k
+                } else {
+                    k + owned
+                }
+            }
+        };
+        let slots: Vec<u32> = cols.iter().map(|&j| slot(j) as u32).collect();
+        let shape = (owned, owned + side.halo.len());
+        let mut data = Vec::with_capacity(cols.len());
+        let mut data_t = Vec::new();
+        for i in 0..owned {
+            let fi = ext[lo + i];
+            for &k in &slots[indptr[i]..indptr[i + 1]] {
+                match norm {
+                    Norm::Symmetric => data.push(fi * ext[k as usize]),
+                    Norm::Row => {
+                        data.push(fi);
+                        // Â′ᵀ's row i: the same pattern (an undirected sample), 1/d̃′_j.
+                        data_t.push(ext[k as usize]);
+                    }
+                }
+            }
+        }
+        let a_t =
+            (*norm == Norm::Row).then(|| Csr::new(shape, indptr.clone(), slots.clone(), data_t));
+        let a = Csr::new(shape, indptr, slots, data);
+        Some(Box::new(DistSample { base: self, a, a_t }))
+    }
+
     fn sum_words(&self, words: &mut [i64]) {
         let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
         send.clear();
@@ -655,5 +747,87 @@ impl Propagate<f32> for DistAdj {
 
     fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
         &self.reduce
+    }
+}
+
+/// DropEdge's sample of a [`DistAdj`]: this rank's rows of Â′ (and Â′ᵀ for a row-normalised
+/// Â) over the base's slots, exchanging the base's halo; everything else is the base's.
+struct DistSample<'a> {
+    base: &'a DistAdj,
+    a: Csr<f32>,
+    a_t: Option<Csr<f32>>,
+}
+
+impl Propagate<f32> for DistSample<'_> {
+    fn n_rows(&self) -> usize {
+        self.base.n_rows()
+    }
+
+    fn n_nodes(&self) -> usize {
+        self.base.n_nodes()
+    }
+
+    fn nnz(&self) -> usize {
+        self.base.nnz()
+    }
+
+    fn row_offset(&self) -> usize {
+        self.base.row_offset()
+    }
+
+    fn global_span(&self, local: usize) -> (usize, usize) {
+        self.base.global_span(local)
+    }
+
+    fn a_times(
+        &self,
+        alpha: f32,
+        x: ArrayView2<'_, f32>,
+        beta: f32,
+        out: ArrayViewMut2<'_, f32>,
+        par: Par,
+    ) {
+        let b = self.base;
+        b.product(&b.fwd, self.a.view(), alpha, x, beta, out, par);
+    }
+
+    fn at_times(
+        &self,
+        alpha: f32,
+        g: ArrayView2<'_, f32>,
+        beta: f32,
+        out: ArrayViewMut2<'_, f32>,
+        par: Par,
+    ) {
+        let b = self.base;
+        let m = self.a_t.as_ref().unwrap_or(&self.a);
+        b.product(&b.fwd, m.view(), alpha, g, beta, out, par);
+    }
+
+    fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
+        let ext = self.base.extended_sparse(&self.base.fwd, x);
+        &self.a * &ext
+    }
+
+    fn a_times_sparse(
+        &self,
+        x: CsrView<'_, f32>,
+        out: sprs::CsMatViewMutI<'_, f32, u32, usize>,
+        tmp: &mut [f32],
+    ) {
+        let ext = self.base.extended_sparse(&self.base.fwd, x);
+        sprs::smmp::numeric(self.a.view(), ext.view(), out, tmp);
+    }
+
+    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
+        self.base.row_gather_bound(per_col, cap)
+    }
+
+    fn sum_words(&self, words: &mut [i64]) {
+        self.base.sum_words(words);
+    }
+
+    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
+        self.base.reduce_scratch()
     }
 }

@@ -165,7 +165,7 @@ impl DropEdge {
 
 /// ⌈p·2⁵³⌉ as an integer: an edge is kept iff the top 53 bits of its hash are ≥ this.
 /// p ≤ 0 or NaN gives 0 (keep all); p ≥ 1 gives ≥ 2⁵³ (drop all).
-fn keep_threshold(p: f64) -> u64 {
+pub(crate) fn keep_threshold(p: f64) -> u64 {
     // `as` saturates: NaN and negatives become 0.
     (p * (1u64 << 53) as f64).ceil() as u64
 }
@@ -181,7 +181,7 @@ fn splitmix64(mut z: u64) -> u64 {
 
 /// Whether edge (u, v) survives under `key`: top 53 bits of h(key, u, v) ≥ `threshold`.
 #[inline]
-fn keeps(key: u64, u: u32, v: u32, threshold: u64) -> bool {
+pub(crate) fn keeps(key: u64, u: u32, v: u32, threshold: u64) -> bool {
     let pair = (u64::from(u) << 32) | u64::from(v);
     (splitmix64(key ^ splitmix64(pair)) >> 11) >= threshold
 }

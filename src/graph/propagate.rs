@@ -51,8 +51,16 @@ pub trait Propagate<F: Scalar>: Sync {
     }
 
     /// Â held whole in this process, if it is (for what needs the whole graph: the smoothing
-    /// metrics, DropEdge's samples).
+    /// metrics, DropEdge's samples from the raw graph).
     fn as_local(&self) -> Option<&NormAdj<F>> {
+        None
+    }
+
+    /// For a backend that does not hold Â whole: DropEdge's sample of Â with drop
+    /// probability `p` and key `key` (the [`DropEdge`](super::dropedge::DropEdge) rule, so the
+    /// sample is the one a process holding Â whole draws), as a `Propagate` over the same rows,
+    /// or `None` when this backend cannot sample.
+    fn drop_edge_sample(&self, _p: f64, _key: u64) -> Option<Box<dyn Propagate<F> + '_>> {
         None
     }
 

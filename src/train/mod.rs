@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -584,14 +584,16 @@ pub fn train_model<F: Scalar>(
     } = *data;
     cfg.check_optim()?;
     let rate = model.config().drop_edge;
+    // DropEdge: sampled here from the raw graph when Â is held whole, by the backend (which
+    // holds its rows of the graph) otherwise.
+    let backend_samples = rate > 0.0 && adj.as_local().is_none();
     let drop_edge = match (rate > 0.0, &opts.drop_edge) {
         (false, _) => None,
+        _ if backend_samples => {
+            DropEdge::new(rate)?;
+            None
+        }
         (true, Some(src)) => {
-            if adj.as_local().is_none() {
-                return Err(Error::Config(ConfigError::Unsupported {
-                    what: "DropEdge in a row-partitioned run",
-                }));
-            }
             if src.graph.n_nodes() != adj.n_nodes() {
                 return Err(Error::Mismatch {
                     what: "DropEdge graph nodes vs nodes".into(),
@@ -647,11 +649,30 @@ pub fn train_model<F: Scalar>(
         if let (Some((d, src)), Some(s)) = (&drop_edge, sampled.as_mut()) {
             d.sample_into(src.graph, src.norm, &mut edge_rng, s, &mut sample_scratch);
         }
+        // The backend's sample draws its key as `sample_into` does: one u64 of stream 2.
+        let backend_sample = if backend_samples {
+            let key = edge_rng.next_u64();
+            match adj.drop_edge_sample(rate, key) {
+                Some(s) => Some(s),
+                None => {
+                    return Err(Error::Config(ConfigError::Unsupported {
+                        what: "DropEdge on this Â (a row-partitioned run of a directed graph)",
+                    }))
+                }
+            }
+        } else {
+            None
+        };
+        let step_adj: &dyn Propagate<F> = match (&backend_sample, sampled.as_ref()) {
+            (Some(b), _) => b.as_ref(),
+            (None, Some(s)) => s,
+            (None, None) => adj,
+        };
         let (train_loss, train_acc) = train_step(
             model,
             opt.as_mut(),
-            sampled.as_ref().map_or(adj, |s| s as &dyn Propagate<F>),
-            sampled.is_none(),
+            step_adj,
+            sampled.is_none() && backend_sample.is_none(),
             x,
             labels,
             &split.train,
