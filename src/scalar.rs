@@ -46,13 +46,19 @@ pub trait Scalar:
     /// ([`kernels::exact`](crate::kernels::exact)): the 10-digit format for `f32`, the 68-digit
     /// one for `f64`.
     type Exact: crate::kernels::exact::Accumulator;
+    /// Adds this value exactly into `acc` (for `f32`, straight from its bits).
+    fn add_to(self, acc: &mut Self::Exact);
 }
 
 macro_rules! impl_scalar {
-    ($t:ty, $kind:ident, $exact:ty) => {
+    ($t:ty, $kind:ident, $exact:ty, $add:ident) => {
         impl Scalar for $t {
             const KIND: ScalarKind = ScalarKind::$kind;
             type Exact = $exact;
+            #[inline]
+            fn add_to(self, acc: &mut Self::Exact) {
+                acc.$add(self);
+            }
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
                 x as $t
@@ -64,5 +70,5 @@ macro_rules! impl_scalar {
         }
     };
 }
-impl_scalar!(f32, F32, crate::kernels::exact::ExactSum32);
-impl_scalar!(f64, F64, crate::kernels::exact::ExactSum);
+impl_scalar!(f32, F32, crate::kernels::exact::ExactSum32, add_f32);
+impl_scalar!(f64, F64, crate::kernels::exact::ExactSum, add);

@@ -30,7 +30,7 @@ use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 use mpi::Count;
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::{s, ArrayView2, ArrayViewMut2};
 
 use super::RowPartition;
 use crate::graph::dropedge::{keep_threshold, keeps};
@@ -334,6 +334,9 @@ pub struct DistAdj {
     reduce: Mutex<ReduceScratch<f32>>,
     counting: AtomicBool,
     bytes: AtomicU64,
+    /// The smallest own share of the extended rows over ranks and sides (`dist::own_share`),
+    /// the same on every rank: it sets the column tiles of every exchange.
+    share: u64,
     /// This rank's rows of the raw undirected graph (row pointers from 0, global neighbour
     /// ids) and Â's normalisation, for DropEdge's samples.
     graph_rows: Option<(Vec<usize>, Vec<u32>, Norm)>,
@@ -375,7 +378,16 @@ impl DistAdj {
         } else {
             Some(Side::new(adj.a_t(), range.clone(), &part)?)
         };
+        let owned = range.len();
+        let mine = [&fwd, bwd.as_ref().unwrap_or(&fwd)]
+            .iter()
+            .map(|s| super::own_share(owned, s.halo.len()))
+            .min()
+            .unwrap_or(1024);
+        let mut share = 0u64;
+        world().all_reduce_into(&mine, &mut share, SystemOperation::min());
         Ok(DistAdj {
+            share,
             n_nodes: adj.n_nodes(),
             range,
             part,
@@ -471,23 +483,37 @@ impl DistAdj {
         );
         let halo = side.halo.len();
         let mut ext = self.ext.lock().unwrap_or_else(PoisonError::into_inner);
-        ext.clear();
-        ext.resize((owned + halo) * d, 0.0);
-        let mine = &mut ext[side.lo * d..(side.lo + owned) * d];
-        for (dst, row) in mine.chunks_exact_mut(d.max(1)).zip(x.rows()) {
-            for (o, &v) in dst.iter_mut().zip(row) {
-                *o = v;
+        let mut sendbuf = self.sendbuf.lock().unwrap_or_else(PoisonError::into_inner);
+        // Column tiles, so that the extended rows never hold much more than X itself: the
+        // SpMM computes each element in the same order at any width, so the bits do not
+        // depend on the tiling.
+        let tile = super::tile_width(self.share, d);
+        let mut out = out;
+        let mut c0 = 0;
+        loop {
+            let c1 = (c0 + tile).min(d);
+            let w = c1 - c0;
+            ext.clear();
+            ext.resize((owned + halo) * w, 0.0);
+            let mine = &mut ext[side.lo * w..(side.lo + owned) * w];
+            for (dst, row) in mine.chunks_exact_mut(w.max(1)).zip(x.rows()) {
+                for (o, &v) in dst.iter_mut().zip(row.iter().skip(c0)) {
+                    *o = v;
+                }
+            }
+            match side.ex.rows(&mut ext, side.lo, owned, w, &mut sendbuf) {
+                Ok(b) => self.add_bytes(b),
+                Err(e) => panic!("DistAdj: {e}"),
+            }
+            let Ok(ev) = ArrayView2::from_shape((owned + halo, w), &ext[..]) else {
+                unreachable!("DistAdj: the extended rows")
+            };
+            spmm(alpha, m, ev, beta, out.slice_mut(s![.., c0..c1]), par);
+            c0 = c1;
+            if c0 >= d {
+                break;
             }
         }
-        let mut sendbuf = self.sendbuf.lock().unwrap_or_else(PoisonError::into_inner);
-        match side.ex.rows(&mut ext, side.lo, owned, d, &mut sendbuf) {
-            Ok(b) => self.add_bytes(b),
-            Err(e) => panic!("DistAdj: {e}"),
-        }
-        let Ok(ev) = ArrayView2::from_shape((owned + halo, d), &ext[..]) else {
-            unreachable!("DistAdj: the extended rows")
-        };
-        spmm(alpha, m, ev, beta, out, par);
     }
 
     /// This rank's rows of sparse X and its halo rows under one side, as one CSR matrix (owned
@@ -737,6 +763,10 @@ impl Propagate<f32> for DistAdj {
         Some(Box::new(DistSample { base: self, a, a_t }))
     }
 
+    fn spans_processes(&self) -> bool {
+        true
+    }
+
     fn sum_words(&self, words: &mut [i64]) {
         let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
         send.clear();
@@ -821,6 +851,10 @@ impl Propagate<f32> for DistSample<'_> {
 
     fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
         self.base.row_gather_bound(per_col, cap)
+    }
+
+    fn spans_processes(&self) -> bool {
+        true
     }
 
     fn sum_words(&self, words: &mut [i64]) {

@@ -144,6 +144,10 @@ impl Propagate<f32> for Trace<'_> {
         self.adj.row_gather_bound(per_col, cap)
     }
 
+    fn spans_processes(&self) -> bool {
+        true
+    }
+
     fn sum_words(&self, words: &mut [i64]) {
         self.push(Op::Sum { words: words.len() });
     }
@@ -366,6 +370,11 @@ pub fn plan(
         let mean = |f: &dyn Fn(&super::RankStats) -> usize| {
             stats.iter().map(|s| f(s) as f64).sum::<f64>() / p.max(1) as f64
         };
+        let share = stats
+            .iter()
+            .map(|s| super::own_share(s.owned_rows, s.halo_rows))
+            .min()
+            .unwrap_or(1024);
         let mut memory_bytes_max = 0u64;
         for (r, s) in stats.iter().enumerate() {
             let owned = s.owned_rows;
@@ -380,7 +389,9 @@ pub fn plan(
             let a_bytes = 8 * s.nnz + 8 * (owned + 1);
             let a_t_bytes = if adj.is_symmetric() { 0 } else { a_bytes };
             let ws = m.workspace_bytes(owned, x) as u64;
-            let halo_buf = 4 * widest * (owned + 2 * s.halo_rows);
+            // The extended rows and the send buffer of one column tile.
+            let tile = super::tile_width(share, widest);
+            let halo_buf = 4 * tile * (owned + 2 * s.halo_rows);
             let weights = 16 * params;
             let exact = (8 * WORDS_F32 as usize + 4) * biggest;
             let labels = 4 * owned + 4 * owned;

@@ -113,6 +113,13 @@ pub trait Propagate<F: Scalar>: Sync {
     /// Locally there is one process: nothing to do.
     fn sum_words(&self, _words: &mut [i64]) {}
 
+    /// Whether the sums across nodes go through [`Propagate::sum_words`] (a backend over
+    /// several processes, or one that records them); locally they are read straight from the
+    /// accumulators — the same values.
+    fn spans_processes(&self) -> bool {
+        false
+    }
+
     /// The reused working memory of the sums across nodes (never locked by
     /// [`Propagate::sum_words`]).
     fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>>;
@@ -132,8 +139,11 @@ pub trait Propagate<F: Scalar>: Sync {
         par: Par,
     ) {
         let sum = |w: &mut [i64]| self.sum_words(w);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
         let mut s = lock(self.reduce_scratch());
-        reduce::t_matmul(self.grid_rows(), alpha, h, g, beta, out, par, &mut s, &sum);
+        reduce::t_matmul(self.grid_rows(), alpha, h, g, beta, out, par, &mut s, sum);
     }
 
     /// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ (sorted column indices), summed
@@ -150,16 +160,22 @@ pub trait Propagate<F: Scalar>: Sync {
         par: Par,
     ) {
         let sum = |w: &mut [i64]| self.sum_words(w);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
         let mut s = lock(self.reduce_scratch());
-        reduce::t_matmul_sparse(self.grid_rows(), x_t, g, beta, out, par, &mut s, &sum);
+        reduce::t_matmul_sparse(self.grid_rows(), x_t, g, beta, out, par, &mut s, sum);
     }
 
     /// out ← Gᵀ·1 + β·out: the column sums of G over every node (a bias gradient), per grid
     /// chunk in row order, the chunks combined exactly.
     fn col_sum(&self, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut1<'_, F>, par: Par) {
         let sum = |w: &mut [i64]| self.sum_words(w);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
         let mut s = lock(self.reduce_scratch());
-        reduce::col_sum(self.grid_rows(), g, beta, out, par, &mut s, &sum);
+        reduce::col_sum(self.grid_rows(), g, beta, out, par, &mut s, sum);
     }
 
     /// `total` ← Σ over every row i < [`Propagate::n_rows`] of what `f(i, acc)` adds into
@@ -178,8 +194,11 @@ pub trait Propagate<F: Scalar>: Sync {
         let len = total.len();
         let chunks = kernels::rows::chunk_sums(self.n_rows(), self.grid_rows(), parts, len, f, par);
         let sum = |w: &mut [i64]| self.sum_words(w);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
         let mut s = lock(self.reduce_scratch());
-        reduce::combine_f64(parts, chunks, total, &mut s, &sum);
+        reduce::combine_f64(parts, chunks, total, &mut s, sum);
     }
 
     /// `out` ← the column means of `x` over every node, in f64 (a sum through
@@ -202,14 +221,20 @@ pub trait Propagate<F: Scalar>: Sync {
     /// Sums counts across processes, in place (mask sizes, correct predictions).
     fn sum_counts(&self, counts: &mut [u64]) {
         let sum = |w: &mut [i64]| self.sum_words(w);
-        reduce::counts(counts, &mut lock(self.reduce_scratch()), &sum);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
+        reduce::counts(counts, &mut lock(self.reduce_scratch()), sum);
     }
 
     /// The exact sum of a partial `acc` (this process's terms) over every process, rounded
     /// once (the loss).
     fn sum_exact(&self, acc: &F::Exact) -> f64 {
         let sum = |w: &mut [i64]| self.sum_words(w);
-        reduce::across(acc, &mut lock(self.reduce_scratch()), &sum)
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
+        reduce::across(acc, &mut lock(self.reduce_scratch()), sum)
     }
 }
 

@@ -21,8 +21,14 @@ use crate::kernels::exact::{Accumulator, ExactSum};
 use crate::kernels::{gemm, CsrView};
 use crate::{Par, Scalar};
 
+/// How partial sums' words are added across processes (`None`: one process, nothing to add).
+pub(crate) type SumWords<'a> = &'a dyn Fn(&mut [i64]);
+
 /// Elements per task when adding a partial into its accumulators.
 const ADD_TASK: usize = 2048;
+
+/// Rows of Xᵀ per task of a sparse chunk partial.
+const ROWS_TASK: usize = 128;
 
 /// The reused working memory of the sums across nodes.
 #[derive(Debug)]
@@ -31,7 +37,6 @@ pub struct ReduceScratch<F: Scalar> {
     accs64: Vec<ExactSum>,
     part: Vec<F>,
     words: Vec<i64>,
-    cursor: Vec<usize>,
 }
 
 impl<F: Scalar> Default for ReduceScratch<F> {
@@ -41,7 +46,6 @@ impl<F: Scalar> Default for ReduceScratch<F> {
             accs64: Vec::new(),
             part: Vec::new(),
             words: Vec::new(),
-            cursor: Vec::new(),
         }
     }
 }
@@ -54,11 +58,11 @@ fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
 }
 
 /// Adds `part[k]` into `accs[k]`, in parallel over blocks under [`Par::Rayon`].
-fn add_part<A: Accumulator, F: Scalar>(accs: &mut [A], part: &[F], par: Par) {
-    let add = |(a, p): (&mut [A], &[F])| {
+fn add_part<F: Scalar>(accs: &mut [F::Exact], part: &[F], par: Par) {
+    let add = |(a, p): (&mut [F::Exact], &[F])| {
         for (acc, &v) in a.iter_mut().zip(p) {
             if v != F::zero() {
-                acc.add(v.to_f64_lossless());
+                v.add_to(acc);
             }
         }
     };
@@ -74,14 +78,20 @@ fn add_part<A: Accumulator, F: Scalar>(accs: &mut [A], part: &[F], par: Par) {
     }
 }
 
-/// The exact sums of `accs` across processes (through `sum_words`), rounded once: `emit(k, v)`
-/// for each.
+/// The exact sums of `accs` — across processes through `sum_words` when given — rounded once:
+/// `emit(k, v)` for each.
 fn finish<A: Accumulator>(
-    accs: &[A],
+    accs: &mut [A],
     words: &mut Vec<i64>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
     mut emit: impl FnMut(usize, f64),
 ) {
+    let Some(sum_words) = sum_words else {
+        for (k, a) in accs.iter_mut().enumerate() {
+            emit(k, a.take_value());
+        }
+        return;
+    };
     let w = A::WORDS;
     let words = refill(words, accs.len() * w, 0);
     for (a, out) in accs.iter().zip(words.chunks_exact_mut(w)) {
@@ -89,7 +99,7 @@ fn finish<A: Accumulator>(
     }
     sum_words(words);
     for (k, ws) in words.chunks_exact(w).enumerate() {
-        emit(k, A::from_words(ws).value());
+        emit(k, A::from_words(ws).take_value());
     }
 }
 
@@ -115,7 +125,7 @@ pub(crate) fn t_matmul<F: Scalar>(
     mut out: ArrayViewMut2<'_, F>,
     par: Par,
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) {
     let (n, a) = h.dim();
     let c = g.ncols();
@@ -162,7 +172,7 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     mut out: ArrayViewMut2<'_, F>,
     par: Par,
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) {
     let (a, n) = (x_t.rows(), x_t.cols());
     let c = g.ncols();
@@ -176,44 +186,46 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     let indptr = x_t.indptr();
     let indptr = indptr.raw_storage();
     let (indices, data) = (x_t.indices(), x_t.data());
-    let ReduceScratch {
-        accs,
-        part,
-        words,
-        cursor,
-        ..
-    } = scratch;
-    cursor.clear();
-    cursor.extend_from_slice(&indptr[..a]);
+    let ReduceScratch { accs, words, .. } = scratch;
     let accs = refill(accs, a * c, F::Exact::default());
-    let part = refill(part, a * c, F::zero());
     let c1 = c.max(1);
-    for start in (0..n).step_by(grid.max(1)) {
-        let end = (start + grid).min(n);
-        let fill = |(f, (prow, cur)): (usize, (&mut [F], &mut usize))| {
-            prow.fill(F::zero());
-            let stop = indptr[f + 1];
-            while *cur < stop && (indices[*cur] as usize) < end {
-                let (j, x) = (indices[*cur] as usize, data[*cur]);
-                for (p, &gv) in prow.iter_mut().zip(g.row(j)) {
-                    *p += x * gv;
+    let grid = grid.max(1);
+    // Row f of Xᵀ on its own (its accumulators are its own): its entries chunk by chunk of the
+    // grid, each chunk's partial folded in stored order in a block of at most BLOCK columns,
+    // then added exactly; only chunks where the row has entries.
+    const BLOCK: usize = 64;
+    let row = |(f, acc): (usize, &mut [F::Exact])| {
+        let (lo, hi) = (indptr[f], indptr[f + 1]);
+        let mut tmp = [F::zero(); BLOCK];
+        for c0 in (0..c).step_by(BLOCK) {
+            let w = BLOCK.min(c - c0);
+            let mut e = lo;
+            while e < hi {
+                let end = (indices[e] as usize / grid + 1) * grid;
+                tmp[..w].fill(F::zero());
+                while e < hi && (indices[e] as usize) < end {
+                    let (j, x) = (indices[e] as usize, data[e]);
+                    let gr = g.row(j);
+                    for (k, t) in tmp[..w].iter_mut().enumerate() {
+                        *t += x * gr[c0 + k];
+                    }
+                    e += 1;
                 }
-                *cur += 1;
+                for (acc, &t) in acc[c0..c0 + w].iter_mut().zip(&tmp[..w]) {
+                    if t != F::zero() {
+                        t.add_to(acc);
+                    }
+                }
             }
-        };
-        match par {
-            Par::Seq => part
-                .chunks_mut(c1)
-                .zip(cursor.iter_mut())
-                .enumerate()
-                .for_each(fill),
-            Par::Rayon => part
-                .par_chunks_mut(c1)
-                .zip(cursor.par_iter_mut())
-                .enumerate()
-                .for_each(fill),
         }
-        add_part(accs, part, par);
+    };
+    match par {
+        Par::Seq => accs.chunks_mut(c1).enumerate().for_each(row),
+        Par::Rayon => accs
+            .par_chunks_mut(c1)
+            .enumerate()
+            .with_min_len(ROWS_TASK)
+            .for_each(row),
     }
     finish(accs, words, sum_words, |k, v| {
         axpby(F::one(), v, beta, &mut out[[k / c1, k % c1]])
@@ -229,7 +241,7 @@ pub(crate) fn col_sum<F: Scalar>(
     mut out: ArrayViewMut1<'_, F>,
     par: Par,
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) {
     let (n, c) = g.dim();
     assert_eq!(
@@ -273,7 +285,7 @@ pub(crate) fn combine_f64<F: Scalar>(
     chunks: usize,
     total: &mut [f64],
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) {
     let len = total.len();
     let ReduceScratch { accs64, words, .. } = scratch;
@@ -294,15 +306,11 @@ pub(crate) fn combine_f64<F: Scalar>(
 pub(crate) fn across<F: Scalar>(
     acc: &F::Exact,
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) -> f64 {
     let mut v = 0.0;
-    finish(
-        std::slice::from_ref(acc),
-        &mut scratch.words,
-        sum_words,
-        |_, s| v = s,
-    );
+    let mut one = [acc.clone()];
+    finish(&mut one, &mut scratch.words, sum_words, |_, s| v = s);
     v
 }
 
@@ -310,8 +318,11 @@ pub(crate) fn across<F: Scalar>(
 pub(crate) fn counts<F: Scalar>(
     counts: &mut [u64],
     scratch: &mut ReduceScratch<F>,
-    sum_words: &dyn Fn(&mut [i64]),
+    sum_words: Option<SumWords<'_>>,
 ) {
+    let Some(sum_words) = sum_words else {
+        return;
+    };
     let w = refill(&mut scratch.words, counts.len(), 0);
     for (x, &c) in w.iter_mut().zip(counts.iter()) {
         *x = i64::try_from(c).unwrap_or(i64::MAX);
@@ -366,8 +377,6 @@ mod tests {
             .collect()
     }
 
-    fn local(_: &mut [i64]) {}
-
     #[test]
     fn weight_gradients_are_the_same_bits_for_any_partition_and_near_the_plain_product() {
         let (h, g) = (random(500, 7, 1), random(500, 5, 2));
@@ -383,7 +392,7 @@ mod tests {
             whole.view_mut(),
             Par::Rayon,
             &mut s,
-            &local,
+            None,
         );
         for out in distributed(|rows, sum| {
             let mut out = prior.clone();
@@ -398,7 +407,7 @@ mod tests {
                 out.view_mut(),
                 Par::Seq,
                 &mut s,
-                sum,
+                Some(sum),
             );
             out
         }) {
@@ -420,7 +429,7 @@ mod tests {
             fresh.view_mut(),
             Par::Seq,
             &mut s,
-            &local,
+            None,
         );
         assert_eq!(fresh + &prior * 2.0, whole);
     }
@@ -448,7 +457,7 @@ mod tests {
             whole.view_mut(),
             Par::Rayon,
             &mut s,
-            &local,
+            None,
         );
         let plain = x.t().dot(&g);
         assert!((&whole - &plain).iter().all(|d| d.abs() < 1e-4));
@@ -460,7 +469,7 @@ mod tests {
             sums.view_mut(),
             Par::Rayon,
             &mut s,
-            &local,
+            None,
         );
         let plain = g.sum_axis(ndarray::Axis(0)) + 1.0;
         assert!((&sums - &plain).iter().all(|d| d.abs() < 1e-4));
@@ -479,7 +488,7 @@ mod tests {
                 out.view_mut(),
                 Par::Seq,
                 &mut s,
-                sum,
+                Some(sum),
             );
             out
         }) {
@@ -495,7 +504,7 @@ mod tests {
                 cs.view_mut(),
                 Par::Seq,
                 &mut s,
-                sum,
+                Some(sum),
             );
             cs
         }) {
@@ -509,30 +518,46 @@ mod tests {
         let parts = [1e16, 1.0, 1.0, 2.0, -1e16, 3.0, 1.0, -4.0];
         let mut total = [0.0; 2];
         let mut s = ReduceScratch::<f32>::default();
-        combine_f64(&parts, 4, &mut total, &mut s, &local);
+        combine_f64(&parts, 4, &mut total, &mut s, None);
         assert_eq!(total, [2.0, 2.0]);
         // Split into two ranks' partials (chunks 0–1 and 2–3), exchanged as words.
         let words = RefCell::new(Vec::new());
         let w0 = RefCell::new(Vec::new());
-        combine_f64(&parts[..4], 2, &mut [0.0; 2], &mut s, &|w: &mut [i64]| {
-            *w0.borrow_mut() = w.to_vec()
-        });
-        combine_f64(&parts[4..], 2, &mut [0.0; 2], &mut s, &|w: &mut [i64]| {
-            *words.borrow_mut() = w
-                .iter()
-                .zip(w0.borrow().iter())
-                .map(|(a, b)| a + b)
-                .collect()
-        });
+        combine_f64(
+            &parts[..4],
+            2,
+            &mut [0.0; 2],
+            &mut s,
+            Some(&|w: &mut [i64]| *w0.borrow_mut() = w.to_vec()),
+        );
+        combine_f64(
+            &parts[4..],
+            2,
+            &mut [0.0; 2],
+            &mut s,
+            Some(&|w: &mut [i64]| {
+                *words.borrow_mut() = w
+                    .iter()
+                    .zip(w0.borrow().iter())
+                    .map(|(a, b)| a + b)
+                    .collect()
+            }),
+        );
         let mut t2 = [0.0; 2];
-        combine_f64(&parts[4..], 2, &mut t2, &mut s, &|w: &mut [i64]| {
-            w.copy_from_slice(&words.borrow())
-        });
+        combine_f64(
+            &parts[4..],
+            2,
+            &mut t2,
+            &mut s,
+            Some(&|w: &mut [i64]| w.copy_from_slice(&words.borrow())),
+        );
         assert_eq!(t2, total);
         let mut c = [3u64, 4];
-        counts(&mut c, &mut s, &|w: &mut [i64]| {
-            w.iter_mut().for_each(|x| *x *= 2)
-        });
+        counts(
+            &mut c,
+            &mut s,
+            Some(&|w: &mut [i64]| w.iter_mut().for_each(|x| *x *= 2)),
+        );
         assert_eq!(c, [6, 8]);
     }
 }

@@ -19,13 +19,15 @@ pub fn chunk_rows(d: usize) -> usize {
     (CHUNK_ELEMS / d.max(1)).max(1)
 }
 
-/// Rows per chunk of the reduction grid of a graph of `n` nodes: a power of two from 64 to
-/// 1024, about n/64 (so small graphs still have dozens of chunks). It depends on the node count
-/// only: never on the thread count or the number of ranks. A row-partitioned run cuts its
+/// Rows per chunk of the reduction grid of a graph of `n` nodes: the power of two at or below
+/// n/4, within 64..=1024 (so a small graph still has at least four chunks, and every chunk's
+/// partial is formed from many rows). It depends on the node count only: never on the thread
+/// count or the number of ranks. A row-partitioned run cuts its
 /// ranges on this grid, and every sum across nodes is formed from the chunks' partials combined
 /// exactly, so it is the same for any number of threads and ranks.
 pub fn grid_rows(n: usize) -> usize {
-    n.div_ceil(64).next_power_of_two().clamp(64, 1024)
+    let q = (n / 4).max(1);
+    (1usize << (usize::BITS - 1 - q.leading_zeros())).clamp(64, 1024)
 }
 
 /// Length of the `parts` buffer of [`chunk_sums`] for n rows of a graph of n or more nodes and
@@ -165,15 +167,17 @@ mod tests {
     #[test]
     fn the_grid_depends_on_the_node_count_only() {
         assert_eq!(grid_rows(0), 64);
-        assert_eq!(grid_rows(2708), 64);
-        assert_eq!(grid_rows(64 * 64 + 1), 128);
+        assert_eq!(grid_rows(2708), 512);
+        assert_eq!(grid_rows(1023), 128);
+        assert_eq!(grid_rows(1024), 256);
+        assert_eq!(grid_rows(4096), 1024);
         assert_eq!(grid_rows(169_343), 1024);
         assert_eq!(grid_rows(usize::MAX / 2), 1024);
         // parts_len never undercounts a graph with more nodes than rows held.
         for (n, big) in [(100, 5000), (3000, 200_000), (70_000, 70_000)] {
             assert!(parts_len(n, 3) >= n.div_ceil(grid_rows(big)) * 3);
         }
-        assert_eq!(parts_len(2708, 2), 43 * 2);
+        assert_eq!(parts_len(2708, 2), 6 * 2);
     }
 
     #[test]
