@@ -267,6 +267,23 @@ impl Exchange {
     }
 }
 
+/// The slot of global column `j` in the extended rows of a rank owning `range` with halo
+/// `halo` (sorted), `below` of it under the range: monotone in j, so every row keeps its
+/// column order.
+fn slot(j: u32, range: &Range<usize>, halo: &[u32], below: usize) -> usize {
+    let ju = j as usize;
+    if range.contains(&ju) {
+        below + ju - range.start
+    } else {
+        let i = halo.partition_point(|&h| h < j);
+        if i < below {
+            i
+        } else {
+            i + range.len()
+        }
+    }
+}
+
 /// One direction of the products: this rank's rows of Â (or Âᵀ) over owned + halo slots.
 #[derive(Debug, Clone)]
 struct Side {
@@ -290,24 +307,17 @@ impl Side {
             .collect();
         halo.sort_unstable();
         halo.dedup();
-        let owned = range.len();
         let below = halo.partition_point(|&h| (h as usize) < range.start);
-        // Monotone in j: the column order of every row is kept.
-        let slot = |j: u32| -> u32 {
-            if range.contains(&(j as usize)) {
-                (below + j as usize - range.start) as u32
-            } else {
-                let i = halo.partition_point(|&h| h < j);
-                (if i < below { i } else { i + owned }) as u32
-            }
-        };
-        let indices: Vec<u32> = cols.iter().map(|&j| slot(j)).collect();
+        let indices: Vec<u32> = cols
+            .iter()
+            .map(|&j| slot(j, &range, &halo, below) as u32)
+            .collect();
         let indptr: Vec<usize> = ip[range.start..=range.end]
             .iter()
             .map(|&p| p - lo)
             .collect();
         let data = m.data()[lo..hi].to_vec();
-        let a = Csr::new((owned, owned + halo.len()), indptr, indices, data);
+        let a = Csr::new((range.len(), range.len() + halo.len()), indptr, indices, data);
         let ex = Exchange::setup(&halo, part, range.start)?;
         Ok(Side {
             a,
@@ -727,20 +737,10 @@ impl Propagate<f32> for DistAdj {
             Ok(b) => self.add_bytes(b),
             Err(e) => panic!("DistAdj: {e}"),
         }
-        let slot = |j: u32| -> usize {
-            let j = j as usize;
-            if self.range.contains(&j) {
-                lo + j - start
-            } else {
-                let k = side.halo.partition_point(|&h| (h as usize) < j);
-                if k < lo {
-                    k
-                } else {
-                    k + owned
-                }
-            }
-        };
-        let slots: Vec<u32> = cols.iter().map(|&j| slot(j) as u32).collect();
+        let slots: Vec<u32> = cols
+            .iter()
+            .map(|&j| slot(j, &self.range, &side.halo, lo) as u32)
+            .collect();
         let shape = (owned, owned + side.halo.len());
         let mut data = Vec::with_capacity(cols.len());
         let mut data_t = Vec::new();

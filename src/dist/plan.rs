@@ -303,8 +303,18 @@ pub fn plan(
     let mut out = Vec::with_capacity(ranks.len());
     for &p in ranks {
         let part = RowPartition::of_graph(&ip, p)?;
+        // Â's and Âᵀ's per-rank stats, each computed once (Âᵀ's only when it differs).
         let stats = part.stats(&ip, ix);
-        let halo = HaloTotals::of(adj, &part);
+        let stats_t = (!adj.is_symmetric()).then(|| {
+            let at = adj.a_t();
+            part.stats(at.indptr().raw_storage(), at.indices())
+        });
+        let halo_sum = |s: &[super::RankStats]| s.iter().map(|s| s.halo_rows as u64).sum();
+        let halo = HaloTotals {
+            ranks: p as u64,
+            fwd: halo_sum(&stats),
+            bwd: halo_sum(stats_t.as_deref().unwrap_or(&stats)),
+        };
         let halos: Vec<Vec<u32>> = if x_row_nnz.is_some() {
             (0..p).map(|r| part.halo(&ip, ix, r)).collect()
         } else {
@@ -317,16 +327,9 @@ pub fn plan(
                 .map(|&j| nnz[j as usize] as u64)
                 .sum()
         });
-        let messages_fwd = stats.iter().map(|s| s.neighbours as u64).sum();
-        let messages_bwd = if adj.is_symmetric() {
-            messages_fwd
-        } else {
-            let at = adj.a_t();
-            part.stats(at.indptr().raw_storage(), at.indices())
-                .iter()
-                .map(|s| s.neighbours as u64)
-                .sum()
-        };
+        let messages = |s: &[super::RankStats]| s.iter().map(|s| s.neighbours as u64).sum();
+        let messages_fwd = messages(&stats);
+        let messages_bwd = messages(stats_t.as_deref().unwrap_or(&stats));
         let prices = Prices {
             ranks: p as u64,
             halo,
