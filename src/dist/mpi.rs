@@ -317,7 +317,12 @@ impl Side {
             .map(|&p| p - lo)
             .collect();
         let data = m.data()[lo..hi].to_vec();
-        let a = Csr::new((range.len(), range.len() + halo.len()), indptr, indices, data);
+        let a = Csr::new(
+            (range.len(), range.len() + halo.len()),
+            indptr,
+            indices,
+            data,
+        );
         let ex = Exchange::setup(&halo, part, range.start)?;
         Ok(Side {
             a,
