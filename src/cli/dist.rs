@@ -3,8 +3,9 @@
 //! report. Without the feature (or without a launcher) there is no job and `train` runs as one
 //! process.
 
+use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::nn::Model;
-use sparse_gcn::train::run::Prepared;
+use sparse_gcn::train::run::{Prepare, Summary};
 use sparse_gcn::train::{RunResult, TrainConfig};
 use sparse_gcn::Result;
 
@@ -39,13 +40,16 @@ fn launched() -> bool {
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) use with_mpi::{fit_seeds, start, Job};
+pub(crate) use with_mpi::{fit_seeds, prepare, start, Job};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
+    use sparse_gcn::dist::model::HaloTotals;
     use sparse_gcn::dist::mpi::{DistAdj, Mpi};
-    use sparse_gcn::dist::{rank_data, RowPartition};
+    use sparse_gcn::dist::{prepare_rank, RowSource};
     use sparse_gcn::train::{fit_model, FitOptions, TrainData};
+
+    use crate::cli::DataArgs;
 
     use super::*;
 
@@ -62,24 +66,68 @@ mod with_mpi {
         Ok(Some(job))
     }
 
+    /// This rank's part of the data, prepared without the whole Â: a synthetic preset draws
+    /// only the rank's rows of X; a loaded dataset is read whole, then only the rank's rows of
+    /// X are kept.
+    pub(crate) fn prepare(job: &Job, data: &DataArgs, p: &Prepare) -> Result<RankPrepared> {
+        let (skeleton, source) = match (&data.data, &data.features) {
+            (None, None) => (
+                data.preset.generate_skeleton(data.data_seed)?,
+                RowSource::Synthetic {
+                    params: data.preset.params(),
+                    seed: data.data_seed,
+                },
+            ),
+            _ => {
+                let (skeleton, x) = data.load()?.into_skeleton();
+                (skeleton, RowSource::Whole(x))
+            }
+        };
+        prepare_rank(skeleton, source, p, job.size(), job.rank(), &|yes| {
+            job.all(yes)
+        })
+    }
+
     /// Trains every seed across the job's ranks, one seed after another (every rank makes the
     /// same collective calls in the same order).
     pub(crate) fn fit_seeds(
         job: &Job,
-        p: &Prepared,
+        r: RankPrepared,
         cfg: &TrainConfig,
         seeds: &[u64],
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<(Vec<RunResult>, Report)> {
-        let a = p.adj.a();
-        let part = RowPartition::of_graph(a.indptr().raw_storage(), job.size())?;
-        let adj = DistAdj::new(&p.adj, part, job.rank())?.with_graph(&p.data.graph, p.prepare.norm);
-        let local = rank_data(&p.data, adj.range())?;
+        let RankPrepared {
+            summary,
+            part,
+            rows,
+            data: local,
+            graph_rows,
+        } = r;
+        let rank = job.rank();
+        let halo_of = |m: sparse_gcn::kernels::CsrView<'_, f32>| {
+            job.sum_u64(part.halo_of_rows(rank, m.indices()).len() as u64)
+        };
+        let fwd = halo_of(rows.a());
+        let halo = HaloTotals {
+            ranks: job.size() as u64,
+            fwd,
+            bwd: if rows.is_symmetric() {
+                fwd
+            } else {
+                halo_of(rows.a_t())
+            },
+        };
+        let mut adj = DistAdj::from_rows(&rows, part, rank)?;
+        drop(rows);
+        if let Some((ip, nb)) = graph_rows {
+            adj = adj.with_graph_rows(ip, nb, summary.prepare.norm);
+        }
         let data = TrainData::new(
             &adj,
             &local.features,
             &local.labels,
-            p.data.n_classes,
+            summary.n_classes,
             &local.split,
         );
         let mut runs = Vec::with_capacity(seeds.len());
@@ -94,7 +142,7 @@ mod with_mpi {
         let report = Report {
             ranks: job.size(),
             comm_bytes: job.sum_u64(adj.bytes()),
-            comm_bytes_model: model_bytes(p, cfg, adj.partition(), &runs),
+            comm_bytes_model: model_bytes(&summary, cfg, &halo, &runs),
             halo_rows_max: job.max_u64(stats.halo_rows as u64),
             peak_rss_bytes_max: job.max_u64(crate::cli::peak_rss_bytes()),
         };
@@ -107,24 +155,23 @@ mod with_mpi {
 /// layer on sparse features.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn model_bytes(
-    p: &Prepared,
+    s: &Summary,
     cfg: &TrainConfig,
-    part: &sparse_gcn::dist::RowPartition,
+    halo: &sparse_gcn::dist::model::HaloTotals,
     runs: &[RunResult],
 ) -> Option<u64> {
-    use sparse_gcn::dist::model::{gcn_run_bytes, GcnShape, HaloTotals};
+    use sparse_gcn::dist::model::{gcn_run_bytes, GcnShape};
     use sparse_gcn::nn::{Arch, NormKind, Order};
     let m = &cfg.model;
     if m.arch != Arch::Gcn || m.norm != NormKind::None || m.checkpoint > 0 || m.drop_edge > 0.0 {
         return None;
     }
-    let halo = HaloTotals::of(&p.adj, part);
-    let mut dims = vec![p.data.features.n_cols()];
+    let mut dims = vec![s.in_dim];
     dims.extend(std::iter::repeat_n(m.hidden_dim, m.n_layers - 1));
-    dims.push(p.data.n_classes);
+    dims.push(s.n_classes);
     let mut total = 0;
     for r in runs {
-        if p.data.features.is_sparse() && r.orders.first() == Some(&Order::AggregateFirst) {
+        if s.sparse_features && r.orders.first() == Some(&Order::AggregateFirst) {
             return None;
         }
         let shape = GcnShape {
@@ -134,14 +181,13 @@ fn model_bytes(
             dropout: m.dropout > 0.0,
             input_dropout: m.input_dropout > 0.0,
         };
-        let sparse = p.data.features.is_sparse();
-        total += gcn_run_bytes(&halo, &shape, sparse, r.history.len() as u64);
+        total += gcn_run_bytes(halo, &shape, s.sparse_features, r.history.len() as u64);
     }
     Some(total)
 }
 
 #[cfg(not(feature = "mpi"))]
-pub(crate) use without_mpi::{fit_seeds, start, Job};
+pub(crate) use without_mpi::{fit_seeds, prepare, start, Job};
 
 #[cfg(not(feature = "mpi"))]
 mod without_mpi {
@@ -155,10 +201,19 @@ mod without_mpi {
         Ok(None)
     }
 
+    /// Unreachable: there is no job to prepare for.
+    pub(crate) fn prepare(
+        job: &Job,
+        _: &crate::cli::DataArgs,
+        _: &Prepare,
+    ) -> Result<RankPrepared> {
+        match *job {}
+    }
+
     /// Unreachable: there is no job to train on.
     pub(crate) fn fit_seeds(
         job: &Job,
-        _: &Prepared,
+        _: RankPrepared,
         _: &TrainConfig,
         _: &[u64],
         _: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),

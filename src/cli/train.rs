@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use serde_json::json;
 
+use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
@@ -331,31 +332,46 @@ pub(crate) fn run(a: TrainArgs) -> Result<()> {
     pool.install(|| train_in_pool(a, threads, job.as_ref()))
 }
 
+/// The data a run trains on: prepared whole in one process, or one rank's part of it.
+enum Ready<'j> {
+    One(Box<Prepared>),
+    Rank(Box<RankPrepared>, &'j dist::Job),
+}
+
 fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Result<()> {
     let cfg = a.config();
     let t_load = Instant::now();
-    let data = a.data.load()?;
-    data.check_trainable()?;
     let prepare = a.prepare(&cfg);
-    let p = Prepared::new(data, &prepare)?;
+    let ready = match job {
+        None => {
+            let data = a.data.load()?;
+            data.check_trainable()?;
+            Ready::One(Box::new(Prepared::new(data, &prepare)?))
+        }
+        Some(job) => Ready::Rank(Box::new(dist::prepare(job, &a.data, &prepare)?), job),
+    };
+    let d = match &ready {
+        Ready::One(p) => p.summary(),
+        Ready::Rank(r, _) => r.summary.clone(),
+    };
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
-    let load_s = t_load.elapsed().as_secs_f64() - p.reorder_s;
-    let d = &p.data;
+    let load_s = t_load.elapsed().as_secs_f64() - d.reorder_s;
+    let [n_train, n_valid, n_test] = d.split_sizes;
     say!(
         "dataset {}: {} nodes, {} edges, nnz(Â) {}, {} features ({}), {} classes, split {} {}/{}/{}",
         d.name,
-        p.n_nodes,
-        p.n_edges,
-        p.adj.nnz(),
-        d.features.n_cols(),
-        if d.features.is_sparse() { "sparse" } else { "dense" },
+        d.n_nodes,
+        d.n_edges,
+        d.nnz,
+        d.in_dim,
+        if d.sparse_features { "sparse" } else { "dense" },
         d.n_classes,
-        d.split.name,
-        d.split.train.len(),
-        d.split.valid.len(),
-        d.split.test.len()
+        d.split_name,
+        n_train,
+        n_valid,
+        n_test
     );
-    let (reorder_s, applied) = (p.reorder_s, p.prepare.reorder);
+    let (reorder_s, applied) = (d.reorder_s, d.prepare.reorder);
     match (a.reorder, applied) {
         (Reorder::None, _) => {}
         (Reorder::Auto, Reorder::None) => {
@@ -373,7 +389,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let save_error: Mutex<Option<sparse_gcn::Error>> = Mutex::new(None);
     let on_done = |r: &RunResult, model: &mut Model<f32>| {
         if let (Some(path), true) = (&a.save, r.seed == seeds[0] && super::prints()) {
-            let mut extra = p.extra();
+            let mut extra = d.extra();
             a.data.record(&mut extra);
             extra.insert("seed".to_string(), r.seed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
@@ -386,10 +402,10 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };
-    let (runs, dist_report) = match job {
-        None => (p.fit_seeds(&cfg, &seeds, 0, None, &on_done)?, None),
-        Some(job) => {
-            let (runs, report) = dist::fit_seeds(job, &p, &cfg, &seeds, &on_done)?;
+    let (runs, dist_report) = match ready {
+        Ready::One(p) => (p.fit_seeds(&cfg, &seeds, 0, None, &on_done)?, None),
+        Ready::Rank(r, job) => {
+            let (runs, report) = dist::fit_seeds(job, *r, &cfg, &seeds, &on_done)?;
             (runs, Some(report))
         }
     };
@@ -456,10 +472,10 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         let mut j = json!({
             "dataset": d.name,
             "model": m.arch.name(),
-            "n_nodes": p.n_nodes,
-            "n_edges": p.n_edges,
-            "nnz": p.adj.nnz(),
-            "in_dim": d.features.n_cols(),
+            "n_nodes": d.n_nodes,
+            "n_edges": d.n_edges,
+            "nnz": d.nnz,
+            "in_dim": d.in_dim,
             "n_classes": d.n_classes,
             "layers": m.n_layers,
             "hidden": m.hidden_dim,
@@ -484,7 +500,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "epoch_ms_median": step_median,
             "epoch_with_eval_ms_median": median(epoch_ms),
             "warmup_epochs": a.warmup,
-            "row_norm": p.row_normalized,
+            "row_norm": d.row_normalized,
             "load_s": load_s,
             "reorder": a.reorder.to_string(),
             "reorder_applied": applied.to_string(),

@@ -128,6 +128,52 @@ impl Dataset {
     }
 }
 
+/// A [`Dataset`] without its features: what every rank of a distributed run holds while it
+/// prepares (the graph, the labels, the split), before it keeps only its rows of each.
+#[derive(Debug, Clone)]
+pub struct Skeleton {
+    /// As [`Dataset::name`].
+    pub name: String,
+    /// As [`Dataset::graph`].
+    pub graph: Graph,
+    /// As [`Dataset::labels`].
+    pub labels: Vec<u32>,
+    /// As [`Dataset::n_classes`].
+    pub n_classes: usize,
+    /// As [`Dataset::split`].
+    pub split: Split,
+}
+
+impl Skeleton {
+    /// The dataset with `features` (one row per node, not checked).
+    pub fn with_features(self, features: Features<f32>) -> Dataset {
+        Dataset {
+            name: self.name,
+            graph: self.graph,
+            features,
+            labels: self.labels,
+            n_classes: self.n_classes,
+            split: self.split,
+        }
+    }
+}
+
+impl Dataset {
+    /// The dataset without its features, and the features.
+    pub fn into_skeleton(self) -> (Skeleton, Features<f32>) {
+        (
+            Skeleton {
+                name: self.name,
+                graph: self.graph,
+                labels: self.labels,
+                n_classes: self.n_classes,
+                split: self.split,
+            },
+            self.features,
+        )
+    }
+}
+
 /// The rules of [`Dataset::check_trainable`], on the parts of a dataset named `dataset`.
 pub(crate) fn check_trainable(
     dataset: &str,

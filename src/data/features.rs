@@ -130,6 +130,44 @@ impl<F: Scalar> Features<F> {
         matches!(self, Features::Sparse(_))
     }
 
+    /// The rows `rows` (any order, repeats allowed): row k of the result is row `rows[k]`,
+    /// stored as `self` is (sparse rows keep their column order; Xᵀ is recomputed).
+    ///
+    /// # Panics
+    /// If a row is out of range.
+    ///
+    /// # Complexity
+    /// O(rows + their entries).
+    pub fn select_rows(&self, rows: &[u32]) -> Features<F> {
+        match self {
+            Features::Dense(x) => {
+                Features::Dense(crate::graph::permutation::gather_rows(x.view(), rows))
+            }
+            Features::Sparse(s) => {
+                let x = s.x();
+                let ip = x.indptr();
+                let ip = ip.raw_storage();
+                let off = ip[0];
+                let mut indptr = Vec::with_capacity(rows.len() + 1);
+                indptr.push(0usize);
+                let mut indices = Vec::new();
+                let mut data = Vec::new();
+                for &o in rows {
+                    let r = (ip[o as usize] - off)..(ip[o as usize + 1] - off);
+                    indices.extend_from_slice(&x.indices()[r.clone()]);
+                    data.extend_from_slice(&x.data()[r]);
+                    indptr.push(indices.len());
+                }
+                Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                    (rows.len(), x.cols()),
+                    indptr,
+                    indices,
+                    data,
+                )))
+            }
+        }
+    }
+
     /// Checks that every value is finite.
     ///
     /// # Errors

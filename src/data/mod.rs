@@ -10,6 +10,6 @@ pub mod stats;
 pub mod synthetic;
 pub mod write;
 
-pub use dataset::{Dataset, UNLABELLED};
+pub use dataset::{Dataset, Skeleton, UNLABELLED};
 pub use features::{Features, SparseFeatures};
 pub use split::{Mask, Split};

@@ -1,11 +1,20 @@
-//! A rank's part of a dataset ([`rank_data`]): its rows of X, its labels, its masks.
+//! A rank's part of a dataset: its rows of X, its labels, its masks ([`rank_data`], from a
+//! whole dataset), and the whole preparation of a rank without the whole Â or X
+//! ([`prepare_rank`]).
 
 use std::ops::Range;
+use std::time::Instant;
 
 use ndarray::s;
 
-use crate::data::{Dataset, Features, Mask, SparseFeatures, Split};
+use super::RowPartition;
+use crate::data::dataset::check_trainable;
+use crate::data::synthetic::CitationLike;
+use crate::data::{Dataset, Features, Mask, Skeleton, SparseFeatures, Split};
+use crate::graph::{adj_indptr, NormRows};
 use crate::kernels::Csr;
+use crate::order;
+use crate::train::run::{choose_order, Prepare, Summary};
 use crate::{Error, Result};
 
 /// What one rank trains on besides its rows of Â: its rows of the features, their labels, and
@@ -52,6 +61,15 @@ pub fn rank_data(data: &Dataset, range: Range<usize>) -> Result<RankData> {
             Features::Sparse(SparseFeatures::new(m))
         }
     };
+    Ok(RankData {
+        features,
+        labels: data.labels[range.clone()].to_vec(),
+        split: local_split(&data.split, &range)?,
+    })
+}
+
+/// The split's nodes in `range`, as local indices.
+fn local_split(split: &Split, range: &Range<usize>) -> Result<Split> {
     let local = |m: &Mask| -> Result<Mask> {
         let idx: Vec<u32> = m
             .indices()
@@ -61,14 +79,267 @@ pub fn rank_data(data: &Dataset, range: Range<usize>) -> Result<RankData> {
             .collect();
         Mask::try_from_indices(idx, range.len())
     };
-    Ok(RankData {
-        features,
-        labels: data.labels[range.clone()].to_vec(),
-        split: Split {
-            name: data.split.name.clone(),
-            train: local(&data.split.train)?,
-            valid: local(&data.split.valid)?,
-            test: local(&data.split.test)?,
-        },
+    Ok(Split {
+        name: split.name.clone(),
+        train: local(&split.train)?,
+        valid: local(&split.valid)?,
+        test: local(&split.test)?,
     })
+}
+
+/// Where a rank's rows of X come from.
+#[derive(Debug, Clone)]
+pub enum RowSource {
+    /// The whole X, in the input's node order (a loaded dataset): the rank keeps its rows.
+    Whole(Features<f32>),
+    /// The generator that made the skeleton, with its seed: the rank draws only its rows
+    /// ([`CitationLike::features_of`]).
+    Synthetic {
+        /// The generator's parameters.
+        params: CitationLike,
+        /// Its seed.
+        seed: u64,
+    },
+}
+
+impl RowSource {
+    fn in_dim(&self) -> usize {
+        match self {
+            RowSource::Whole(x) => x.n_cols(),
+            RowSource::Synthetic { params, .. } => params.n_features,
+        }
+    }
+}
+
+/// One rank's part of a prepared dataset ([`prepare_rank`]).
+#[derive(Debug, Clone)]
+pub struct RankPrepared {
+    /// What was prepared, for reports: the same as one process's [`Summary`].
+    pub summary: Summary,
+    /// The partition of the (reordered) nodes over the ranks.
+    pub part: RowPartition,
+    /// The rank's rows of Â (and Âᵀ).
+    pub rows: NormRows<f32>,
+    /// The rank's rows of X (normalised as one process's), labels and split.
+    pub data: RankData,
+    /// The rank's rows of the undirected graph (row pointers from 0, global neighbour ids),
+    /// when [`Prepare::keep_graph`] asks for it (DropEdge samples from them).
+    pub graph_rows: Option<(Vec<usize>, Vec<u32>)>,
+}
+
+/// Prepares rank `rank` of `ranks` as [`Prepared::new`](crate::train::run::Prepared::new)
+/// prepares the whole dataset — the same node order, partition, rows of Â, normalised rows of
+/// X, labels and split, bit for bit those of the whole preparation's rows — while holding at
+/// most the graph's structure, labels and split whole: Â is built for the rank's rows only
+/// ([`NormRows`]), X kept ([`RowSource::Whole`]) or drawn ([`RowSource::Synthetic`]) for them
+/// only. `all_ranks` combines a per-rank yes/no into the job's (a logical AND over the ranks;
+/// the identity in one process): `--row-norm auto` asks whether every feature of every rank is
+/// ≥ 0.
+///
+/// # Errors
+/// [`Error::NotTrainable`] for data one process could not train on either; from reordering and
+/// partitioning; [`Error::Distributed`] for a rank outside the job.
+pub fn prepare_rank(
+    skeleton: Skeleton,
+    source: RowSource,
+    p: &Prepare,
+    ranks: usize,
+    rank: usize,
+    all_ranks: &dyn Fn(bool) -> bool,
+) -> Result<RankPrepared> {
+    if rank >= ranks {
+        return Err(Error::Distributed(format!(
+            "rank {rank} of a {ranks}-rank job"
+        )));
+    }
+    check_trainable(
+        &skeleton.name,
+        source.in_dim(),
+        &skeleton.labels,
+        skeleton.n_classes,
+        &skeleton.split,
+    )?;
+    let t = Instant::now();
+    let (perm, applied) = choose_order(&skeleton.graph, p.reorder);
+    let input_labels = skeleton.labels.clone();
+    let s = match &perm {
+        Some(perm) => order::apply_skeleton(&skeleton, perm)?,
+        None => skeleton,
+    };
+    let reorder_s = t.elapsed().as_secs_f64();
+    let part = RowPartition::of_graph(&adj_indptr(&s.graph), ranks)?;
+    let range = part.range(rank);
+    let rows = NormRows::<f32>::new(&s.graph, p.norm, range.clone());
+    // The rank's nodes in the input's numbering.
+    let ids: Vec<u32> = match &perm {
+        Some(perm) => perm.new_to_old()[range.clone()].to_vec(),
+        None => (range.start as u32..range.end as u32).collect(),
+    };
+    let mut features = match source {
+        RowSource::Whole(x) => x.select_rows(&ids),
+        RowSource::Synthetic { params, seed } => params.features_of(&input_labels, seed, &ids)?,
+    };
+    drop(input_labels);
+    let row_normalized = p.row_norm.applies(|| all_ranks(features.is_non_negative()));
+    if row_normalized {
+        features.row_normalize();
+    }
+    let g = &s.graph;
+    let graph_rows = (p.keep_graph && !g.is_directed()).then(|| {
+        let ip = g.indptr();
+        let (lo, hi) = (ip[range.start], ip[range.end]);
+        (
+            ip[range.start..=range.end]
+                .iter()
+                .map(|&q| q - lo)
+                .collect(),
+            g.indices()[lo..hi].to_vec(),
+        )
+    });
+    let split = &s.split;
+    let summary = Summary {
+        name: s.name.clone(),
+        n_nodes: g.n_nodes(),
+        n_edges: g.n_edges(),
+        nnz: rows.nnz_total(),
+        in_dim: features.n_cols(),
+        sparse_features: features.is_sparse(),
+        n_classes: s.n_classes,
+        split_name: split.name.clone(),
+        split_sizes: [split.train.len(), split.valid.len(), split.test.len()],
+        row_normalized,
+        prepare: Prepare {
+            reorder: applied,
+            ..*p
+        },
+        reorder_asked: p.reorder,
+        reorder_s,
+        directed: g.is_directed(),
+    };
+    let data = RankData {
+        features,
+        labels: s.labels[range.clone()].to_vec(),
+        split: local_split(split, &range)?,
+    };
+    Ok(RankPrepared {
+        summary,
+        part,
+        rows,
+        data,
+        graph_rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::synthetic::FeatureKind;
+    use crate::graph::{Norm, NormAdj};
+    use crate::order::Reorder;
+    use crate::train::run::{Prepared, RowNorm};
+
+    fn bits(x: &Features<f32>) -> (Vec<u32>, Vec<usize>, Vec<u32>) {
+        match x {
+            Features::Dense(x) => (x.iter().map(|v| v.to_bits()).collect(), vec![], vec![]),
+            Features::Sparse(s) => {
+                let m = s.x();
+                (
+                    m.data().iter().map(|v| v.to_bits()).collect(),
+                    m.indptr().raw_storage().to_vec(),
+                    m.indices().to_vec(),
+                )
+            }
+        }
+    }
+
+    /// Every rank's preparation is bit for bit its part of the whole one, synthetic rows drawn
+    /// alone or kept from a whole X, reordered or not, dense or bag-of-words.
+    #[test]
+    fn a_ranks_preparation_is_its_part_of_the_whole_one() {
+        let dense = FeatureKind::Dense {
+            center_distance: 1.0,
+            cluster_variance: 1.0,
+        };
+        for (features, reorder, norm, row_norm) in [
+            (
+                FeatureKind::BagOfWords,
+                Reorder::None,
+                Norm::Symmetric,
+                RowNorm::Auto,
+            ),
+            (
+                FeatureKind::BagOfWords,
+                Reorder::Rcm,
+                Norm::Row,
+                RowNorm::Auto,
+            ),
+            (dense, Reorder::Random(3), Norm::Symmetric, RowNorm::On),
+            (dense, Reorder::Auto, Norm::Symmetric, RowNorm::Auto),
+        ] {
+            let params = CitationLike {
+                n_nodes: 2600,
+                features,
+                ..Default::default()
+            };
+            let p = Prepare {
+                reorder,
+                norm,
+                row_norm,
+                keep_graph: true,
+            };
+            let whole = Prepared::new(params.generate(5).unwrap(), &p).unwrap();
+            let adj = NormAdj::<f32>::new(&whole.data.graph, norm);
+            for ranks in [1, 2, 3] {
+                for rank in 0..ranks {
+                    for synthetic in [true, false] {
+                        let skeleton = params.generate_skeleton(5).unwrap();
+                        let source = if synthetic {
+                            RowSource::Synthetic {
+                                params: params.clone(),
+                                seed: 5,
+                            }
+                        } else {
+                            RowSource::Whole(params.generate(5).unwrap().features)
+                        };
+                        let r = prepare_rank(skeleton, source, &p, ranks, rank, &|b| b).unwrap();
+                        let part =
+                            RowPartition::of_graph(adj.a().indptr().raw_storage(), ranks).unwrap();
+                        assert_eq!(r.part, part);
+                        let range = part.range(rank);
+                        let expect = rank_data(&whole.data, range.clone()).unwrap();
+                        let what = format!("{features:?} {reorder} {ranks}/{rank} {synthetic}");
+                        assert_eq!(bits(&r.data.features), bits(&expect.features), "{what}");
+                        assert_eq!(r.data.labels, expect.labels, "{what}");
+                        assert_eq!(r.data.split.train.indices(), expect.split.train.indices());
+                        assert_eq!(r.data.split.test.indices(), expect.split.test.indices());
+                        assert_eq!(r.rows.range(), range);
+                        let ip = adj.a().indptr().raw_storage().to_vec();
+                        let (lo, hi) = (ip[range.start], ip[range.end]);
+                        assert_eq!(r.rows.a().indices(), &adj.a().indices()[lo..hi]);
+                        assert_eq!(r.rows.a().data(), &adj.a().data()[lo..hi]);
+                        let mut s = whole.summary();
+                        s.reorder_s = r.summary.reorder_s;
+                        assert_eq!(r.summary, s, "{what}");
+                        let (gip, gnb) = r.graph_rows.unwrap();
+                        let g = &whole.data.graph;
+                        let glo = g.indptr()[range.start];
+                        assert_eq!(gnb, &g.indices()[glo..g.indptr()[range.end]]);
+                        assert_eq!(gip.len(), range.len() + 1);
+                    }
+                }
+            }
+        }
+        assert!(prepare_rank(
+            CitationLike::default().generate_skeleton(1).unwrap(),
+            RowSource::Synthetic {
+                params: CitationLike::default(),
+                seed: 1
+            },
+            &Prepare::default(),
+            2,
+            2,
+            &|b| b
+        )
+        .is_err());
+    }
 }

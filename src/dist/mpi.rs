@@ -35,7 +35,7 @@ use ndarray::{s, ArrayView2, ArrayViewMut2};
 use super::RowPartition;
 use crate::graph::dropedge::{keep_threshold, keeps};
 use crate::graph::reduce::ReduceScratch;
-use crate::graph::{Graph, Norm, NormAdj, Propagate};
+use crate::graph::{Graph, Norm, NormAdj, NormRows, Propagate};
 use crate::kernels::{spmm, Csr, CsrView};
 use crate::{Error, Par, Result};
 
@@ -117,6 +117,13 @@ impl Mpi {
         let mut out = 0u64;
         world().all_reduce_into(&v, &mut out, SystemOperation::max());
         out
+    }
+
+    /// Whether `yes` holds on every rank (a logical AND over the ranks).
+    pub fn all(&self, yes: bool) -> bool {
+        let mut out = 0u64;
+        world().all_reduce_into(&u64::from(yes), &mut out, SystemOperation::min());
+        out == 1
     }
 
     /// Waits for every rank.
@@ -295,11 +302,16 @@ struct Side {
 }
 
 impl Side {
-    fn new(m: CsrView<'_, f32>, range: Range<usize>, part: &RowPartition) -> Result<Side> {
-        let ip = m.indptr();
-        let ip = ip.raw_storage();
-        let (lo, hi) = (ip[range.start], ip[range.end]);
-        let cols = &m.indices()[lo..hi];
+    /// The side of the rows `range`, given as row pointers (`range.len() + 1`, from any
+    /// base) and the rows' global column ids and values (from that base).
+    fn new(
+        ip: &[usize],
+        cols: &[u32],
+        data: &[f32],
+        range: Range<usize>,
+        part: &RowPartition,
+    ) -> Result<Side> {
+        let base = ip[0];
         let mut halo: Vec<u32> = cols
             .iter()
             .copied()
@@ -312,16 +324,12 @@ impl Side {
             .iter()
             .map(|&j| slot(j, &range, &halo, below) as u32)
             .collect();
-        let indptr: Vec<usize> = ip[range.start..=range.end]
-            .iter()
-            .map(|&p| p - lo)
-            .collect();
-        let data = m.data()[lo..hi].to_vec();
+        let indptr: Vec<usize> = ip.iter().map(|&p| p - base).collect();
         let a = Csr::new(
             (range.len(), range.len() + halo.len()),
             indptr,
             indices,
-            data,
+            data.to_vec(),
         );
         let ex = Exchange::setup(&halo, part, range.start)?;
         Ok(Side {
@@ -331,6 +339,31 @@ impl Side {
             ex,
         })
     }
+
+    /// The side of the rows `range` of `m` (all of Â's rows, or exactly those of the range
+    /// when `first` is `range.start`).
+    fn of_rows(
+        m: CsrView<'_, f32>,
+        first: usize,
+        range: Range<usize>,
+        part: &RowPartition,
+    ) -> Result<Side> {
+        let ip = m.indptr();
+        let ip = &ip.raw_storage()[range.start - first..=range.end - first];
+        let (lo, hi) = (ip[0], ip[ip.len() - 1]);
+        Side::new(ip, &m.indices()[lo..hi], &m.data()[lo..hi], range, part)
+    }
+}
+
+/// A partition of the graph's rows.
+fn check_rows(part: &RowPartition, n_nodes: usize) -> Result<()> {
+    if part.n_rows() != n_nodes {
+        return Err(Error::Distributed(format!(
+            "a partition of {} rows for a graph of {n_nodes} nodes",
+            part.n_rows()
+        )));
+    }
+    Ok(())
 }
 
 /// Â row-partitioned over the ranks of an MPI job (see the [module docs](self)).
@@ -379,20 +412,49 @@ impl DistAdj {
     /// # Errors
     /// [`Error::Distributed`] when `part` does not cover `adj`'s rows or a count exceeds MPI's.
     pub fn new(adj: &NormAdj<f32>, part: RowPartition, rank: usize) -> Result<DistAdj> {
-        if part.n_rows() != adj.n_nodes() {
-            return Err(Error::Distributed(format!(
-                "a partition of {} rows for a graph of {} nodes",
-                part.n_rows(),
-                adj.n_nodes()
-            )));
-        }
+        check_rows(&part, adj.n_nodes())?;
         let range = part.range(rank);
-        let fwd = Side::new(adj.a(), range.clone(), &part)?;
+        let fwd = Side::of_rows(adj.a(), 0, range.clone(), &part)?;
         let bwd = if adj.is_symmetric() {
             None
         } else {
-            Some(Side::new(adj.a_t(), range.clone(), &part)?)
+            Some(Side::of_rows(adj.a_t(), 0, range.clone(), &part)?)
         };
+        DistAdj::assemble(adj.n_nodes(), adj.nnz(), part, range, fwd, bwd)
+    }
+
+    /// Rank `rank`'s part from its own rows of Â (and Âᵀ), built without the whole Â
+    /// ([`NormRows::new`] with `part.range(rank)`); collective, as [`DistAdj::new`].
+    ///
+    /// # Errors
+    /// As [`DistAdj::new`], and when `rows` are not the rank's rows.
+    pub fn from_rows(rows: &NormRows<f32>, part: RowPartition, rank: usize) -> Result<DistAdj> {
+        check_rows(&part, rows.n_nodes())?;
+        let range = part.range(rank);
+        if rows.range() != range {
+            return Err(Error::Distributed(format!(
+                "rows {:?} given to rank {rank}, which owns {range:?}",
+                rows.range()
+            )));
+        }
+        let first = range.start;
+        let fwd = Side::of_rows(rows.a(), first, range.clone(), &part)?;
+        let bwd = if rows.is_symmetric() {
+            None
+        } else {
+            Some(Side::of_rows(rows.a_t(), first, range.clone(), &part)?)
+        };
+        DistAdj::assemble(rows.n_nodes(), rows.nnz_total(), part, range, fwd, bwd)
+    }
+
+    fn assemble(
+        n_nodes: usize,
+        nnz_total: usize,
+        part: RowPartition,
+        range: Range<usize>,
+        fwd: Side,
+        bwd: Option<Side>,
+    ) -> Result<DistAdj> {
         let owned = range.len();
         let mine = [&fwd, bwd.as_ref().unwrap_or(&fwd)]
             .iter()
@@ -403,10 +465,10 @@ impl DistAdj {
         world().all_reduce_into(&mine, &mut share, SystemOperation::min());
         Ok(DistAdj {
             share,
-            n_nodes: adj.n_nodes(),
+            n_nodes,
             range,
             part,
-            nnz_total: adj.nnz(),
+            nnz_total,
             fwd,
             bwd,
             ext: Mutex::default(),
@@ -423,7 +485,7 @@ impl DistAdj {
     /// same node order), so that DropEdge can sample ([`Propagate::drop_edge_sample`]).
     /// A directed graph is not kept: DropEdge is then unsupported.
     #[must_use]
-    pub fn with_graph(mut self, graph: &Graph, norm: Norm) -> Self {
+    pub fn with_graph(self, graph: &Graph, norm: Norm) -> Self {
         if graph.is_directed() || graph.n_nodes() != self.n_nodes {
             return self;
         }
@@ -433,7 +495,20 @@ impl DistAdj {
             .iter()
             .map(|&p| p - lo)
             .collect();
-        self.graph_rows = Some((rows, graph.indices()[lo..hi].to_vec(), norm));
+        let neighbours = graph.indices()[lo..hi].to_vec();
+        self.with_graph_rows(rows, neighbours, norm)
+    }
+
+    /// [`DistAdj::with_graph`] from this rank's rows of the undirected graph alone: row
+    /// pointers from 0 (`owned + 1` of them) and global neighbour ids
+    /// ([`RankPrepared::graph_rows`](crate::dist::RankPrepared::graph_rows)).
+    ///
+    /// # Panics
+    /// If `indptr` does not have one entry per owned row and one more.
+    #[must_use]
+    pub fn with_graph_rows(mut self, indptr: Vec<usize>, neighbours: Vec<u32>, norm: Norm) -> Self {
+        assert_eq!(indptr.len(), self.range.len() + 1, "DistAdj: graph rows");
+        self.graph_rows = Some((indptr, neighbours, norm));
         self
     }
 

@@ -143,7 +143,14 @@ impl RowPartition {
     /// The halo of rank `r`: the sorted distinct columns of its rows outside its range.
     pub fn halo(&self, indptr: &[usize], indices: &[u32], r: usize) -> Vec<u32> {
         let range = self.range(r);
-        let mut cols: Vec<u32> = indices[indptr[range.start]..indptr[range.end]]
+        self.halo_of_rows(r, &indices[indptr[range.start]..indptr[range.end]])
+    }
+
+    /// The halo of rank `r` from its rows' column ids alone (`cols`: every stored column of
+    /// its rows, global ids), as a rank that holds only its rows computes it.
+    pub fn halo_of_rows(&self, r: usize, cols: &[u32]) -> Vec<u32> {
+        let range = self.range(r);
+        let mut cols: Vec<u32> = cols
             .iter()
             .copied()
             .filter(|&j| !range.contains(&(j as usize)))

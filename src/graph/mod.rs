@@ -8,7 +8,7 @@ pub mod permutation;
 pub mod propagate;
 pub mod reduce;
 
-pub use normalize::{AdjScratch, Norm, NormAdj};
+pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};
 pub use permutation::Permutation;
 pub use propagate::Propagate;
 

@@ -153,19 +153,7 @@ impl<F: Scalar> NormAdj<F> {
         for i in 0..n {
             // Node ids fit in u32: `Graph` guarantees n ≤ u32::MAX.
             let u = i as u32;
-            let row = graph.neighbors(i);
-            let pos = row.partition_point(|&j| j < u);
-            for &j in &row[..pos] {
-                if keep(u, j) {
-                    indices.push(j);
-                }
-            }
-            indices.push(u);
-            for &j in &row[pos..] {
-                if j != u && keep(u, j) {
-                    indices.push(j);
-                }
-            }
+            indices.extend(tilde_row(graph.neighbors(i), u).filter(|&j| j == u || keep(u, j)));
             indptr.push(indices.len());
         }
         // The degree of Ã′'s row i is its length.
@@ -270,6 +258,154 @@ impl<F: Scalar> NormAdj<F> {
     }
 }
 
+/// Row `u` of Ã′ = A + I (the input's self-loop kept, a missing one added) as [`NormAdj`] lays
+/// it out, from the graph's sorted row `row`: the neighbours below u, the self-loop, the
+/// neighbours above u.
+fn tilde_row(row: &[u32], u: u32) -> impl Iterator<Item = u32> + '_ {
+    let pos = row.partition_point(|&j| j < u);
+    row[..pos]
+        .iter()
+        .copied()
+        .chain(std::iter::once(u))
+        .chain(row[pos..].iter().copied().filter(move |&j| j != u))
+}
+
+/// d̃_i: the length of Ã′'s row `i`.
+fn tilde_len(graph: &Graph, i: usize) -> usize {
+    let row = graph.neighbors(i);
+    // Node ids fit in u32: `Graph` guarantees n ≤ u32::MAX.
+    row.len() + usize::from(row.binary_search(&(i as u32)).is_err())
+}
+
+/// The row pointers of Â (`n + 1` of them): those of `NormAdj::new(graph, _).a()`, without
+/// building it (what a row partition balances, [`crate::dist::RowPartition::of_graph`]).
+pub fn adj_indptr(graph: &Graph) -> Vec<usize> {
+    let mut ip = Vec::with_capacity(graph.n_nodes() + 1);
+    ip.push(0);
+    for i in 0..graph.n_nodes() {
+        ip.push(ip[i] + tilde_len(graph, i));
+    }
+    ip
+}
+
+/// The rows `range` of Â, and of Âᵀ when Â is not symmetric, built from the graph without
+/// the whole Â: what one rank of a row-partitioned run holds. Columns keep their global ids;
+/// every row, value and order is bit for bit that of the same rows of [`NormAdj::new`] (and of
+/// its [`NormAdj::a_t`]).
+#[derive(Debug, Clone)]
+pub struct NormRows<F> {
+    range: std::ops::Range<usize>,
+    n_nodes: usize,
+    nnz_total: usize,
+    a: Csr<F>,
+    a_t: Option<Csr<F>>,
+}
+
+impl<F: Scalar> NormRows<F> {
+    /// Rows `range` of `graph`'s Â under `norm`.
+    ///
+    /// # Panics
+    /// If `range` is not inside the node range.
+    ///
+    /// # Complexity
+    /// O(n + nnz of the rows) time and memory for Â's rows; Âᵀ's rows (a directed graph, or
+    /// [`Norm::Row`]) scan every row of the graph once: O(n + nnz(graph)) time.
+    pub fn new(graph: &Graph, norm: Norm, range: std::ops::Range<usize>) -> Self {
+        let n = graph.n_nodes();
+        assert!(
+            range.start <= range.end && range.end <= n,
+            "NormRows: rows {range:?} of {n}"
+        );
+        // d̃ of every node, and the value of Â_ij from it, rounded as `assign_filtered` does.
+        let deg: Vec<usize> = (0..n).map(|i| tilde_len(graph, i)).collect();
+        let nnz_total = deg.iter().sum();
+        let scale: Vec<F> = deg
+            .iter()
+            .map(|&d| match norm {
+                Norm::Symmetric => F::from_f64_lossy(1.0 / (d as f64).sqrt()),
+                Norm::Row => F::from_f64_lossy(1.0 / d as f64),
+            })
+            .collect();
+        let value = |i: usize, j: usize| match norm {
+            Norm::Symmetric => scale[i] * scale[j],
+            Norm::Row => scale[i],
+        };
+        let local = |i: usize| i - range.start;
+        let mut indptr = Vec::with_capacity(range.len() + 1);
+        indptr.push(0usize);
+        let mut indices = Vec::new();
+        let mut data = Vec::new();
+        for i in range.clone() {
+            for j in tilde_row(graph.neighbors(i), i as u32) {
+                indices.push(j);
+                data.push(value(i, j as usize));
+            }
+            indptr.push(indices.len());
+        }
+        let a = Csr::new_trusted_pub((range.len(), n), indptr, indices, data);
+        let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
+        let a_t = (!symmetric).then(|| {
+            // Column i of Â for each owned i: the rows j holding it, in increasing j, as a
+            // transpose lays them out.
+            let in_range = |i: u32| range.contains(&(i as usize));
+            let mut counts = vec![0usize; range.len() + 1];
+            for j in 0..n {
+                for i in tilde_row(graph.neighbors(j), j as u32).filter(|&i| in_range(i)) {
+                    counts[local(i as usize) + 1] += 1;
+                }
+            }
+            for r in 0..range.len() {
+                counts[r + 1] += counts[r];
+            }
+            let nnz = counts[range.len()];
+            let mut fill = counts.clone();
+            let mut t_indices = vec![0u32; nnz];
+            let mut t_data = vec![F::zero(); nnz];
+            for j in 0..n {
+                for i in tilde_row(graph.neighbors(j), j as u32).filter(|&i| in_range(i)) {
+                    let at = &mut fill[local(i as usize)];
+                    t_indices[*at] = j as u32;
+                    t_data[*at] = value(j, i as usize);
+                    *at += 1;
+                }
+            }
+            Csr::new_trusted_pub((range.len(), n), counts, t_indices, t_data)
+        });
+        NormRows {
+            range,
+            n_nodes: n,
+            nnz_total,
+            a,
+            a_t,
+        }
+    }
+
+    /// The rows held.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.range.clone()
+    }
+    /// Nodes of the graph (columns of the rows).
+    pub fn n_nodes(&self) -> usize {
+        self.n_nodes
+    }
+    /// Stored entries of the whole Â.
+    pub fn nnz_total(&self) -> usize {
+        self.nnz_total
+    }
+    /// Â's rows (`range.len()` × n, global column ids).
+    pub fn a(&self) -> CsrView<'_, F> {
+        self.a.view()
+    }
+    /// Âᵀ's rows (Â's own when Â is symmetric).
+    pub fn a_t(&self) -> CsrView<'_, F> {
+        self.a_t.as_ref().unwrap_or(&self.a).view()
+    }
+    /// Whether Â is symmetric (so Âᵀ's rows are Â's).
+    pub fn is_symmetric(&self) -> bool {
+        self.a_t.is_none()
+    }
+}
+
 /// Constructor for a CSR whose invariants hold by construction (sorted, unique, in-range
 /// indices; monotone row pointer): checks them in debug builds only.
 pub(crate) trait NewTrusted<F> {
@@ -293,6 +429,72 @@ impl<F: Scalar> NewTrusted<F> for Csr<F> {
         match Csr::try_new(shape, indptr, indices, data) {
             Ok(m) => m,
             Err((_, _, _, e)) => panic!("internal CSR construction failed: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Direction;
+    use rand::{RngExt, SeedableRng};
+
+    /// A random graph of `n` nodes with some self-loops and isolated nodes.
+    fn graph(n: usize, seed: u64, direction: Direction) -> Graph {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let edges: Vec<(u32, u32)> = (0..3 * n)
+            .map(|_| {
+                (
+                    rng.random_range(0..n as u32 - 3),
+                    rng.random_range(0..n as u32 - 3),
+                )
+            })
+            .collect();
+        Graph::try_from_edges(n, &edges, direction).unwrap()
+    }
+
+    /// Rows `range` of `m`, row pointers from 0.
+    fn rows(
+        m: CsrView<'_, f32>,
+        range: std::ops::Range<usize>,
+    ) -> (Vec<usize>, Vec<u32>, Vec<u32>) {
+        let ip = m.indptr();
+        let ip = ip.raw_storage();
+        let (lo, hi) = (ip[range.start], ip[range.end]);
+        (
+            ip[range.clone()]
+                .iter()
+                .chain([&hi])
+                .map(|&p| p - lo)
+                .collect(),
+            m.indices()[lo..hi].to_vec(),
+            m.data()[lo..hi].iter().map(|v| v.to_bits()).collect(),
+        )
+    }
+
+    #[test]
+    fn rows_are_bit_for_bit_the_rows_of_the_whole_adjacency() {
+        for (seed, direction) in [(1, Direction::Undirected), (2, Direction::Directed)] {
+            let g = graph(60, seed, direction);
+            for norm in [Norm::Symmetric, Norm::Row] {
+                let whole = NormAdj::<f32>::new(&g, norm);
+                assert_eq!(adj_indptr(&g), whole.a().indptr().raw_storage());
+                for range in [0..60, 0..17, 17..41, 41..60, 30..30, 57..60] {
+                    let part = NormRows::<f32>::new(&g, norm, range.clone());
+                    assert_eq!(part.is_symmetric(), whole.is_symmetric(), "{norm:?}");
+                    assert_eq!(part.nnz_total(), whole.nnz());
+                    assert_eq!((part.n_nodes(), part.range()), (60, range.clone()));
+                    assert_eq!(
+                        rows(part.a(), 0..range.len()),
+                        rows(whole.a(), range.clone())
+                    );
+                    assert_eq!(
+                        rows(part.a_t(), 0..range.len()),
+                        rows(whole.a_t(), range.clone()),
+                        "{direction:?} {norm:?} {range:?}"
+                    );
+                }
+            }
         }
     }
 }

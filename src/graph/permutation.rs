@@ -301,7 +301,7 @@ pub fn unpermute_slice<T: Clone>(perm: &Permutation, a: &[T]) -> Vec<T> {
 }
 
 /// Row `k` of the result is row `rows[k]` of `a`.
-fn gather_rows<F: Clone>(a: ArrayView2<'_, F>, rows: &[u32]) -> Array2<F> {
+pub(crate) fn gather_rows<F: Clone>(a: ArrayView2<'_, F>, rows: &[u32]) -> Array2<F> {
     let d = a.ncols();
     let mut v = Vec::with_capacity(rows.len() * d);
     for &r in rows {

@@ -37,11 +37,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::data::{Dataset, Features, Mask, SparseFeatures, Split};
-use crate::graph::normalize::NewTrusted;
+use crate::data::{Dataset, Features, Mask, Skeleton, Split};
 use crate::graph::permutation::len_check;
 use crate::graph::Graph;
-use crate::kernels::Csr;
 use crate::{ConfigError, Error, Result, Scalar};
 
 mod cache;
@@ -256,32 +254,7 @@ impl<'a> Adj<'a> {
 #[track_caller]
 pub fn permute_features<F: Scalar>(features: &Features<F>, perm: &Permutation) -> Features<F> {
     len_check("permute_features", features.n_rows(), perm.len());
-    match features {
-        Features::Dense(x) => Features::Dense(permute_rows(perm, x.view())),
-        Features::Sparse(s) => {
-            let x = s.x();
-            let ip = x.indptr();
-            let ip = ip.raw_storage();
-            let off = ip[0];
-            let q = perm.new_to_old();
-            let mut indptr = Vec::with_capacity(q.len() + 1);
-            indptr.push(0usize);
-            let mut indices = Vec::with_capacity(x.nnz());
-            let mut data = Vec::with_capacity(x.nnz());
-            for &o in q {
-                let r = (ip[o as usize] - off)..(ip[o as usize + 1] - off);
-                indices.extend_from_slice(&x.indices()[r.clone()]);
-                data.extend_from_slice(&x.data()[r]);
-                indptr.push(indices.len());
-            }
-            Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
-                x.shape(),
-                indptr,
-                indices,
-                data,
-            )))
-        }
-    }
+    features.select_rows(perm.new_to_old())
 }
 
 /// A mask in the new order.
@@ -304,14 +277,7 @@ fn permute_mask(mask: &Mask, perm: &Permutation) -> Mask {
 /// # Complexity
 /// O(n + nnz + feature entries).
 pub fn apply(dataset: &Dataset, perm: &Permutation) -> Result<Dataset> {
-    let n = dataset.graph.n_nodes();
-    if perm.len() != n {
-        return Err(Error::Mismatch {
-            what: "permutation length vs nodes".into(),
-            expected: n,
-            got: perm.len(),
-        });
-    }
+    check_len(dataset.graph.n_nodes(), perm)?;
     let s = &dataset.split;
     Dataset::try_new(
         dataset.name.clone(),
@@ -319,11 +285,42 @@ pub fn apply(dataset: &Dataset, perm: &Permutation) -> Result<Dataset> {
         permute_features(&dataset.features, perm),
         permute_slice(perm, &dataset.labels),
         dataset.n_classes,
-        Split {
-            name: s.name.clone(),
-            train: permute_mask(&s.train, perm),
-            valid: permute_mask(&s.valid, perm),
-            test: permute_mask(&s.test, perm),
-        },
+        permute_split(s, perm),
     )
+}
+
+/// [`apply`] to a dataset without its features: the graph, labels and split relabelled.
+///
+/// # Errors
+/// [`Error::Mismatch`] if `perm.len()` is not the node count.
+pub fn apply_skeleton(skeleton: &Skeleton, perm: &Permutation) -> Result<Skeleton> {
+    check_len(skeleton.graph.n_nodes(), perm)?;
+    Ok(Skeleton {
+        name: skeleton.name.clone(),
+        graph: permute_graph(&skeleton.graph, perm),
+        labels: permute_slice(perm, &skeleton.labels),
+        n_classes: skeleton.n_classes,
+        split: permute_split(&skeleton.split, perm),
+    })
+}
+
+fn check_len(n: usize, perm: &Permutation) -> Result<()> {
+    if perm.len() != n {
+        return Err(Error::Mismatch {
+            what: "permutation length vs nodes".into(),
+            expected: n,
+            got: perm.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The split's masks in the new order.
+fn permute_split(s: &Split, perm: &Permutation) -> Split {
+    Split {
+        name: s.name.clone(),
+        train: permute_mask(&s.train, perm),
+        valid: permute_mask(&s.valid, perm),
+        test: permute_mask(&s.test, perm),
+    }
 }

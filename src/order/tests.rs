@@ -3,6 +3,7 @@
 use ndarray::Array2;
 use rand::RngExt;
 
+use crate::kernels::Csr;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

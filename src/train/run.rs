@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig, TrainData};
 use crate::data::Dataset;
-use crate::graph::{Direction, Graph, Norm, NormAdj};
+use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
 use crate::nn::Model;
 use crate::order::{self, Reorder};
 use crate::Result;
@@ -40,6 +40,28 @@ crate::error::names!(RowNorm, "row normalisation", [
     RowNorm::On => "on",
     RowNorm::Off => "off",
 ]);
+
+impl RowNorm {
+    /// Whether the features are row-normalised, `non_negative` telling whether every value
+    /// is ≥ 0 (asked for `auto` only).
+    pub fn applies(self, non_negative: impl FnOnce() -> bool) -> bool {
+        match self {
+            RowNorm::Auto => non_negative(),
+            RowNorm::On => true,
+            RowNorm::Off => false,
+        }
+    }
+}
+
+/// The node order `reorder` asks for on `graph` (`None` for the given order) and the order
+/// it resolved to.
+pub fn choose_order(graph: &Graph, reorder: Reorder) -> (Option<Permutation>, Reorder) {
+    let (perm, applied) = match reorder {
+        Reorder::Auto => order::auto_order(graph),
+        r => (order::order(graph, r), r),
+    };
+    ((!perm.is_identity()).then_some(perm), applied)
+}
 
 /// How [`Prepared::new`] prepares a dataset. The default is the CLI's: `--reorder auto`,
 /// `--row-norm auto`, `--norm sym`, the raw graph freed.
@@ -99,22 +121,12 @@ impl Prepared {
     /// From reordering (a permutation that does not fit the data).
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
         let t = Instant::now();
-        let (perm, applied) = match p.reorder {
-            Reorder::Auto => order::auto_order(&data.graph),
-            r => (order::order(&data.graph, r), r),
-        };
-        let perm = if perm.is_identity() {
-            None
-        } else {
-            data = order::apply(&data, &perm)?;
-            Some(perm)
-        };
+        let (perm, applied) = choose_order(&data.graph, p.reorder);
+        if let Some(perm) = &perm {
+            data = order::apply(&data, perm)?;
+        }
         let reorder_s = t.elapsed().as_secs_f64();
-        let row_normalized = match p.row_norm {
-            RowNorm::Auto => data.features.is_non_negative(),
-            RowNorm::On => true,
-            RowNorm::Off => false,
-        };
+        let row_normalized = p.row_norm.applies(|| data.features.is_non_negative());
         if row_normalized {
             data.features.row_normalize();
         }
@@ -206,8 +218,70 @@ impl Prepared {
     /// The checkpoint metadata evaluation needs to prepare the data the same way
     /// ([`Prepare::from_extra`]): `dataset`, `row_normalize`, `norm`, `directed`, `reorder`.
     pub fn extra(&self) -> BTreeMap<String, String> {
+        self.summary().extra()
+    }
+
+    /// What was prepared, for reports.
+    pub fn summary(&self) -> Summary {
+        let d = &self.data;
+        Summary {
+            name: d.name.clone(),
+            n_nodes: self.n_nodes,
+            n_edges: self.n_edges,
+            nnz: self.adj.nnz(),
+            in_dim: d.features.n_cols(),
+            sparse_features: d.features.is_sparse(),
+            n_classes: d.n_classes,
+            split_name: d.split.name.clone(),
+            split_sizes: [d.split.train.len(), d.split.valid.len(), d.split.test.len()],
+            row_normalized: self.row_normalized,
+            prepare: self.prepare,
+            reorder_asked: self.reorder_asked,
+            reorder_s: self.reorder_s,
+            directed: self.directed,
+        }
+    }
+}
+
+/// What a preparation made of a dataset, whole ([`Prepared::summary`]) or one rank's part of
+/// it (`dist::local::RankPrepared`): the figures a report prints and a checkpoint records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The dataset's name.
+    pub name: String,
+    /// Nodes.
+    pub n_nodes: usize,
+    /// Edges (undirected edges counted once).
+    pub n_edges: usize,
+    /// Stored entries of the whole Â.
+    pub nnz: usize,
+    /// Feature columns.
+    pub in_dim: usize,
+    /// Whether the features are stored sparse.
+    pub sparse_features: bool,
+    /// Classes.
+    pub n_classes: usize,
+    /// The split's name.
+    pub split_name: String,
+    /// Training, validation and test nodes of the whole split.
+    pub split_sizes: [usize; 3],
+    /// Whether the features were row-normalised.
+    pub row_normalized: bool,
+    /// How it was prepared, `reorder` resolved.
+    pub prepare: Prepare,
+    /// The order asked for (`auto` before resolution).
+    pub reorder_asked: Reorder,
+    /// Seconds spent choosing and applying the node order.
+    pub reorder_s: f64,
+    /// Whether the graph is directed.
+    pub directed: bool,
+}
+
+impl Summary {
+    /// As [`Prepared::extra`].
+    pub fn extra(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
-            ("dataset".to_string(), self.data.name.clone()),
+            ("dataset".to_string(), self.name.clone()),
             ("row_normalize".to_string(), self.row_normalized.to_string()),
             (
                 "norm".to_string(),

@@ -83,7 +83,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use self::nodes::Nodes;
-use super::Dataset;
+use super::{Dataset, Skeleton};
 use crate::{ConfigError, Error, Result};
 
 /// How node features are generated.
@@ -316,6 +316,16 @@ impl Preset {
         d.name = format!("{}-seed{seed}", self.name());
         Ok(d)
     }
+
+    /// [`Preset::generate`] without the features ([`CitationLike::generate_skeleton`]).
+    ///
+    /// # Errors
+    /// As [`Preset::generate`].
+    pub fn generate_skeleton(self, seed: u64) -> Result<Skeleton> {
+        let mut s = self.params().generate_skeleton(seed)?;
+        s.name = format!("{}-seed{seed}", self.name());
+        Ok(s)
+    }
 }
 
 impl fmt::Display for Preset {
@@ -522,6 +532,17 @@ impl CitationLike {
     /// assert_eq!(d.split.train.len(), 7 * 20);
     /// ```
     pub fn generate(&self, seed: u64) -> Result<Dataset> {
+        let s = self.generate_skeleton(seed)?;
+        let features = self.features(&s.labels, seed)?;
+        Ok(s.with_features(features))
+    }
+
+    /// Everything [`CitationLike::generate`] gives but the features, bit for bit; any rows of
+    /// those come from [`CitationLike::features_of`] (what a rank of a distributed run draws).
+    ///
+    /// # Errors
+    /// As [`CitationLike::generate`].
+    pub fn generate_skeleton(&self, seed: u64) -> Result<Skeleton> {
         self.check()?;
         let n = self.n_nodes;
         let c = self.n_classes;
@@ -529,18 +550,10 @@ impl CitationLike {
         let labels = nodes.labels();
         let graph = self.edges(&nodes, seed)?;
         drop(nodes);
-        let features = match self.features {
-            FeatureKind::BagOfWords => self.bag_of_words(&labels, seed),
-            FeatureKind::Dense {
-                center_distance,
-                cluster_variance,
-            } => self.dense(&labels, center_distance, cluster_variance, seed)?,
-        };
         let split = self.draw_split(&labels, seed)?;
-        Ok(Dataset {
+        Ok(Skeleton {
             name: format!("citation-like-n{n}-seed{seed}"),
             graph,
-            features,
             labels,
             n_classes: c,
             split,
