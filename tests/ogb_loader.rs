@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use sparse_gcn::data::io::{
-    load, load_edge_list, load_npz_benchmark, load_ogb, load_scipy_npz, EdgeListOptions,
-    LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
+    load, load_edge_list, load_npz_benchmark, load_ogb, load_ogb_skeleton, load_scipy_npz,
+    EdgeListOptions, LoadOptions, NpzOptions, OgbOptions, RandomSplit, SplitRule,
 };
 use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::Direction;
@@ -234,6 +234,49 @@ fn not_gzip_is_an_io_error() {
     fx.put_bytes("raw/edge.csv.gz", EDGES.as_bytes());
     let err = fx.load_err("edge.csv.gz");
     assert!(matches!(err, Error::Io { .. }), "{err}");
+}
+
+/// The skeleton is the dataset without its features, and any rows of those, streamed, are the
+/// dataset's rows: what each rank of a distributed run reads.
+#[test]
+fn skeleton_and_streamed_feature_rows_match_the_whole_load() {
+    for gz in [false, true] {
+        let fx = Fixture::valid(gz);
+        let opts = OgbOptions::default();
+        let whole = load_ogb(&fx.dir, &opts).unwrap();
+        let (s, file) = load_ogb_skeleton(&fx.dir, &opts).unwrap();
+        assert_eq!(s.graph, whole.graph);
+        assert_eq!(
+            (s.labels.clone(), s.n_classes),
+            (whole.labels.clone(), whole.n_classes)
+        );
+        assert_eq!(s.split.test.indices(), whole.split.test.indices());
+        assert_eq!(s.name, whole.name);
+        let file = file.unwrap();
+        assert_eq!((file.n_nodes, file.width), (6, 3));
+        let x = whole.features.to_dense();
+        for rows in [vec![0, 1, 2, 3, 4, 5], vec![4, 1], vec![], vec![5, 0, 3]] {
+            let got = file.read_rows(&rows).unwrap();
+            assert_eq!(got.dim(), (rows.len(), 3));
+            for (k, &r) in rows.iter().enumerate() {
+                assert_eq!(got.row(k), x.row(r as usize), "gz {gz}, rows {rows:?}");
+            }
+        }
+        assert!(matches!(file.read_rows(&[6]), Err(Error::Dataset { .. })));
+        // A bad line is reported whichever rows are kept.
+        fx.put(
+            "raw/node-feat",
+            "1,0,0\n0,1,0\n0,x,1\n0,0,0\n0,0,0\n0,0,0\n",
+            gz,
+        );
+        let err = file.read_rows(&[0]).unwrap_err();
+        assert!(matches!(err, Error::Parse { line: 3, .. }), "{err}");
+    }
+    // A structure-only folder: no feature file.
+    let fx = Fixture::valid(false);
+    fs::remove_file(fx.dir.join("raw/node-feat.csv")).unwrap();
+    let (_, file) = load_ogb_skeleton(&fx.dir, &OgbOptions::default()).unwrap();
+    assert!(file.is_none());
 }
 
 #[test]

@@ -49,6 +49,9 @@ mod with_mpi {
     use sparse_gcn::dist::{prepare_rank, RowSource};
     use sparse_gcn::train::{fit_model, FitOptions, TrainData};
 
+    use sparse_gcn::data::io::{load_ogb_skeleton, OgbOptions};
+    use sparse_gcn::data::Features;
+
     use crate::cli::DataArgs;
 
     use super::*;
@@ -67,9 +70,13 @@ mod with_mpi {
     }
 
     /// This rank's part of the data, prepared without the whole Â: a synthetic preset draws
-    /// only the rank's rows of X; a loaded dataset is read whole, then only the rank's rows of
-    /// X are kept.
+    /// only the rank's rows of X, an OGB folder's feature file is streamed keeping only them;
+    /// any other dataset is read whole, then only the rank's rows of X are kept.
     pub(crate) fn prepare(job: &Job, data: &DataArgs, p: &Prepare) -> Result<RankPrepared> {
+        let opts = data.load_options();
+        let ogb = |path: &std::path::Path| {
+            path.join("raw").is_dir() && opts.features.is_none() && opts.labels.is_none()
+        };
         let (skeleton, source) = match (&data.data, &data.features) {
             (None, None) => (
                 data.preset.generate_skeleton(data.data_seed)?,
@@ -78,14 +85,32 @@ mod with_mpi {
                     seed: data.data_seed,
                 },
             ),
+            (Some(path), None) if ogb(path) => {
+                let o = OgbOptions {
+                    split: opts.split.clone(),
+                    direction: opts.direction,
+                    sparse_features_below: opts.sparse_features_below,
+                };
+                let (skeleton, file) = load_ogb_skeleton(path, &o)?;
+                let source = match file {
+                    Some(file) => RowSource::Ogb {
+                        file,
+                        sparse_below: opts.sparse_features_below,
+                    },
+                    // Structure only: no features (training refuses it, naming the fix).
+                    None => RowSource::Whole(Features::Dense(ndarray::Array2::zeros((
+                        skeleton.graph.n_nodes(),
+                        0,
+                    )))),
+                };
+                (skeleton, source)
+            }
             _ => {
                 let (skeleton, x) = data.load()?.into_skeleton();
                 (skeleton, RowSource::Whole(x))
             }
         };
-        prepare_rank(skeleton, source, p, job.size(), job.rank(), &|yes| {
-            job.all(yes)
-        })
+        prepare_rank(skeleton, source, p, job.size(), job.rank(), job)
     }
 
     /// Trains every seed across the job's ranks, one seed after another (every rank makes the

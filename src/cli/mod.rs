@@ -282,39 +282,41 @@ impl DataArgs {
         Ok(d)
     }
 
+    /// How `--data` is loaded.
+    pub(crate) fn load_options(&self) -> LoadOptions {
+        let mut random_split = RandomSplit::default();
+        if let Some(k) = self.train_per_class {
+            if let SplitRule::PerClass {
+                ref mut train_per_class,
+                ..
+            } = random_split.rule
+            {
+                *train_per_class = k;
+            }
+        }
+        if let Some([train, valid, test]) = self.split_sizes {
+            random_split.rule = SplitRule::Fractions { train, valid, test };
+        }
+        LoadOptions {
+            split: self.split.clone(),
+            direction: if self.directed {
+                Direction::Directed
+            } else {
+                Direction::Undirected
+            },
+            sparse_features_below: Some(0.1),
+            features: self.features.as_ref().and_then(FeatureArg::file).cloned(),
+            labels: self.labels.clone(),
+            n_nodes: self.num_nodes,
+            random_split,
+            ..LoadOptions::default()
+        }
+    }
+
     /// Loads the dataset (or generates the preset).
     pub(crate) fn load(&self) -> Result<Dataset> {
         let mut d = match &self.data {
-            Some(path) => {
-                let mut random_split = RandomSplit::default();
-                if let Some(k) = self.train_per_class {
-                    if let SplitRule::PerClass {
-                        ref mut train_per_class,
-                        ..
-                    } = random_split.rule
-                    {
-                        *train_per_class = k;
-                    }
-                }
-                if let Some([train, valid, test]) = self.split_sizes {
-                    random_split.rule = SplitRule::Fractions { train, valid, test };
-                }
-                let opts = LoadOptions {
-                    split: self.split.clone(),
-                    direction: if self.directed {
-                        Direction::Directed
-                    } else {
-                        Direction::Undirected
-                    },
-                    sparse_features_below: Some(0.1),
-                    features: self.features.as_ref().and_then(FeatureArg::file).cloned(),
-                    labels: self.labels.clone(),
-                    n_nodes: self.num_nodes,
-                    random_split,
-                    ..LoadOptions::default()
-                };
-                load_any(path, &opts)?
-            }
+            Some(path) => load_any(path, &self.load_options())?,
             None => self.preset.generate(self.data_seed)?,
         };
         if let Some(FeatureArg::Built(k)) = self.features {

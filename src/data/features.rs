@@ -103,6 +103,12 @@ pub enum Features<F> {
     Sparse(SparseFeatures<F>),
 }
 
+/// Whether `nnz` non-zeros among `values` values are at most `max_density` of them (at least
+/// one value counted): the rule of [`Features::into_sparse_if`], for a matrix held in parts.
+pub fn sparse_enough(nnz: usize, values: usize, max_density: f64) -> bool {
+    (nnz as f64) <= max_density * values.max(1) as f64
+}
+
 impl<F: Scalar> Features<F> {
     /// Number of rows (nodes).
     pub fn n_rows(&self) -> usize {
@@ -238,16 +244,32 @@ impl<F: Scalar> Features<F> {
         }
     }
 
-    /// Converts dense features with at most `max_density` non-zeros to sparse (and leaves
+    /// Converts dense features with at most `max_density` non-zeros (a fraction of
+    /// [`sparse_enough`]'s values) to sparse (and leaves
     /// everything else as it is). Bag-of-words inputs are about 1 % dense.
     pub fn into_sparse_if(self, max_density: f64) -> Self {
+        let (nnz, values) = (self.count_nonzeros(), self.n_rows() * self.n_cols());
+        if sparse_enough(nnz, values, max_density) {
+            self.into_sparse()
+        } else {
+            self
+        }
+    }
+
+    /// Values ≠ 0 (stored entries ≠ 0 when sparse).
+    pub fn count_nonzeros(&self) -> usize {
+        match self {
+            Features::Dense(x) => x.iter().filter(|v| **v != F::zero()).count(),
+            Features::Sparse(s) => s.x.data().iter().filter(|v| **v != F::zero()).count(),
+        }
+    }
+
+    /// The features stored sparse (their non-zeros; sparse ones as they are).
+    pub fn into_sparse(self) -> Self {
         match self {
             Features::Dense(x) => {
                 let (n, f) = x.dim();
                 let nnz = x.iter().filter(|v| **v != F::zero()).count();
-                if (nnz as f64) > max_density * (n * f).max(1) as f64 {
-                    return Features::Dense(x);
-                }
                 let mut indptr = Vec::with_capacity(n + 1);
                 let mut indices = Vec::with_capacity(nnz);
                 let mut data = Vec::with_capacity(nnz);

@@ -9,6 +9,8 @@ use ndarray::s;
 
 use super::RowPartition;
 use crate::data::dataset::check_trainable;
+use crate::data::features::sparse_enough;
+use crate::data::io::OgbFeatures;
 use crate::data::synthetic::CitationLike;
 use crate::data::{Dataset, Features, Mask, Skeleton, SparseFeatures, Split};
 use crate::graph::{adj_indptr, NormRows};
@@ -87,11 +89,42 @@ fn local_split(split: &Split, range: &Range<usize>) -> Result<Split> {
     })
 }
 
+/// What the ranks of a job agree on while they prepare ([`prepare_rank`]): implemented by
+/// the MPI job (`dist::mpi::Mpi`) and by [`Alone`] for one process.
+pub trait Collective {
+    /// Whether `yes` holds on every rank.
+    fn all(&self, yes: bool) -> bool;
+    /// The sum of `v` over the ranks.
+    fn sum(&self, v: u64) -> u64;
+}
+
+/// One process: every rank's value is its own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Alone;
+
+impl Collective for Alone {
+    fn all(&self, yes: bool) -> bool {
+        yes
+    }
+    fn sum(&self, v: u64) -> u64 {
+        v
+    }
+}
+
 /// Where a rank's rows of X come from.
 #[derive(Debug, Clone)]
 pub enum RowSource {
     /// The whole X, in the input's node order (a loaded dataset): the rank keeps its rows.
     Whole(Features<f32>),
+    /// An OGB folder's feature file, streamed once by each rank keeping only its rows; stored
+    /// sparse when at most `sparse_below` of all its values (over the ranks) are non-zero, as
+    /// the loader decides for the whole X.
+    Ogb {
+        /// The file.
+        file: OgbFeatures,
+        /// As [`OgbOptions::sparse_features_below`](crate::data::io::OgbOptions).
+        sparse_below: Option<f64>,
+    },
     /// The generator that made the skeleton, with its seed: the rank draws only its rows
     /// ([`CitationLike::features_of`]).
     Synthetic {
@@ -106,6 +139,7 @@ impl RowSource {
     fn in_dim(&self) -> usize {
         match self {
             RowSource::Whole(x) => x.n_cols(),
+            RowSource::Ogb { file, .. } => file.width,
             RowSource::Synthetic { params, .. } => params.n_features,
         }
     }
@@ -132,9 +166,8 @@ pub struct RankPrepared {
 /// X, labels and split, bit for bit those of the whole preparation's rows — while holding at
 /// most the graph's structure, labels and split whole: Â is built for the rank's rows only
 /// ([`NormRows`]), X kept ([`RowSource::Whole`]) or drawn ([`RowSource::Synthetic`]) for them
-/// only. `all_ranks` combines a per-rank yes/no into the job's (a logical AND over the ranks;
-/// the identity in one process): `--row-norm auto` asks whether every feature of every rank is
-/// ≥ 0.
+/// only. `job` agrees across the ranks on what one process decides from the whole X: whether every
+/// feature is ≥ 0 (`--row-norm auto`), and how sparse X is (an OGB source).
 ///
 /// # Errors
 /// [`Error::NotTrainable`] for data one process could not train on either; from reordering and
@@ -145,7 +178,7 @@ pub fn prepare_rank(
     p: &Prepare,
     ranks: usize,
     rank: usize,
-    all_ranks: &dyn Fn(bool) -> bool,
+    job: &dyn Collective,
 ) -> Result<RankPrepared> {
     if rank >= ranks {
         return Err(Error::Distributed(format!(
@@ -178,9 +211,23 @@ pub fn prepare_rank(
     let mut features = match source {
         RowSource::Whole(x) => x.select_rows(&ids),
         RowSource::Synthetic { params, seed } => params.features_of(&input_labels, seed, &ids)?,
+        RowSource::Ogb { file, sparse_below } => {
+            let x = Features::Dense(file.read_rows(&ids)?);
+            match sparse_below {
+                Some(t) => {
+                    let nnz = job.sum(x.count_nonzeros() as u64) as usize;
+                    if sparse_enough(nnz, file.n_nodes * file.width, t) {
+                        x.into_sparse()
+                    } else {
+                        x
+                    }
+                }
+                None => x,
+            }
+        }
     };
     drop(input_labels);
-    let row_normalized = p.row_norm.applies(|| all_ranks(features.is_non_negative()));
+    let row_normalized = p.row_norm.applies(|| job.all(features.is_non_negative()));
     if row_normalized {
         features.row_normalize();
     }
@@ -301,7 +348,7 @@ mod tests {
                         } else {
                             RowSource::Whole(params.generate(5).unwrap().features)
                         };
-                        let r = prepare_rank(skeleton, source, &p, ranks, rank, &|b| b).unwrap();
+                        let r = prepare_rank(skeleton, source, &p, ranks, rank, &Alone).unwrap();
                         let part =
                             RowPartition::of_graph(adj.a().indptr().raw_storage(), ranks).unwrap();
                         assert_eq!(r.part, part);
@@ -338,7 +385,7 @@ mod tests {
             &Prepare::default(),
             2,
             2,
-            &|b| b
+            &Alone
         )
         .is_err());
     }

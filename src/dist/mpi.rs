@@ -132,6 +132,15 @@ impl Mpi {
     }
 }
 
+impl super::Collective for Mpi {
+    fn all(&self, yes: bool) -> bool {
+        Mpi::all(self, yes)
+    }
+    fn sum(&self, v: u64) -> u64 {
+        self.sum_u64(v)
+    }
+}
+
 fn world() -> SimpleCommunicator {
     SimpleCommunicator::world()
 }

@@ -38,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 
 pub use edgelist::{load_edge_list, EdgeListOptions};
 pub use npz::{load_npz_benchmark, load_scipy_npz, NpzOptions};
-pub use ogb::{load_ogb, OgbOptions};
+pub use ogb::{load_ogb, load_ogb_skeleton, OgbFeatures, OgbOptions};
 
 use super::{Dataset, Features, Mask, SparseFeatures, Split};
 use crate::graph::Direction;
@@ -289,6 +289,12 @@ fn alloc_error(path: &Path, what: &str, e: std::collections::TryReserveError) ->
 }
 
 /// The features of a dataset without any: n rows of width 0 (training asks for `--features`).
+/// Values on the first line of a feature file (0 for an empty file).
+fn first_line_width(path: &Path, syntax: Syntax) -> Result<usize> {
+    let mut r = LineReader::open(path, syntax)?;
+    Ok(r.next_line()?.map_or(0, |line| line.fields().count()))
+}
+
 pub(crate) fn no_features(n: usize) -> Features<f32> {
     Features::Sparse(SparseFeatures::new(Csr::new(
         (n, 0),
@@ -650,13 +656,45 @@ fn read_features(
     n_nodes: usize,
     count_name: &str,
 ) -> Result<Array2<f32>> {
+    read_feature_rows(path, syntax, n_nodes, count_name, None)
+}
+
+/// [`read_features`] keeping only the rows `keep` (distinct node ids, in the order wanted:
+/// row k of the result is node `keep[k]`); every line is still read and checked, so a file
+/// gives the same error whichever rows are kept. `None` keeps every row.
+fn read_feature_rows(
+    path: &Path,
+    syntax: Syntax,
+    n_nodes: usize,
+    count_name: &str,
+    keep: Option<&[u32]>,
+) -> Result<Array2<f32>> {
     let mismatch = |got: usize| Error::Mismatch {
         what: format!("{}: feature rows vs {count_name}", path.display()),
         expected: n_nodes,
         got,
     };
+    // Where each kept node's row goes (`NONE`: not kept).
+    const NONE: u32 = u32::MAX;
+    let slot: Option<Vec<u32>> = keep.map(|rows| {
+        let mut slot = vec![NONE; n_nodes];
+        for (k, &r) in rows.iter().enumerate() {
+            if let Some(s) = slot.get_mut(r as usize) {
+                *s = k as u32;
+            }
+        }
+        slot
+    });
+    let out_rows = keep.map_or(n_nodes, <[u32]>::len);
+    if let Some(&bad) = keep.and_then(|rows| rows.iter().find(|&&r| r as usize >= n_nodes)) {
+        return Err(Error::Dataset {
+            path: path.to_path_buf(),
+            msg: format!("row {bad} asked of {n_nodes} nodes"),
+        });
+    }
     let mut r = LineReader::open(path, syntax)?;
     let mut data: Vec<f32> = Vec::new();
+    let mut row_buf: Vec<f32> = Vec::new();
     let mut n_feat = 0usize;
     let mut rows = 0usize;
     while let Some(line) = r.next_line()? {
@@ -674,7 +712,7 @@ fn read_features(
                 });
             }
             let total = n_nodes.checked_mul(n_feat).filter(|&t| t <= MAX_VALUES);
-            let Some(total) = total else {
+            let Some(_) = total else {
                 return Err(Error::Dataset {
                     path: path.to_path_buf(),
                     msg: format!(
@@ -682,11 +720,16 @@ fn read_features(
                     ),
                 });
             };
+            let total = out_rows * n_feat;
             data.try_reserve_exact(total)
-                .map_err(|e| alloc_error(path, &format!("{n_nodes} × {n_feat} features"), e))?;
+                .map_err(|e| alloc_error(path, &format!("{out_rows} × {n_feat} features"), e))?;
+            if slot.is_some() {
+                data.resize(total, 0.0);
+            }
         }
-        let mut cols = 0usize;
+        row_buf.clear();
         for field in line.fields() {
+            let cols = row_buf.len();
             if cols == n_feat {
                 let k = line.fields().count();
                 return Err(line.err(format!(
@@ -702,22 +745,30 @@ fn read_features(
                     value: f64::from(v),
                 });
             }
-            data.push(v);
-            cols += 1;
+            row_buf.push(v);
         }
-        if cols != n_feat {
+        if row_buf.len() != n_feat {
             return Err(line.err(format!(
-                "expected {n_feat} values (as the first row), got {cols}"
+                "expected {n_feat} values (as the first row), got {}",
+                row_buf.len()
             )));
+        }
+        match &slot {
+            None => data.extend_from_slice(&row_buf),
+            Some(slot) => {
+                if let Some(k) = Some(slot[rows] as usize).filter(|&k| k != NONE as usize) {
+                    data[k * n_feat..(k + 1) * n_feat].copy_from_slice(&row_buf);
+                }
+            }
         }
         rows += 1;
     }
     if rows != n_nodes {
         return Err(mismatch(rows));
     }
-    Array2::from_shape_vec((n_nodes, n_feat), data).map_err(|e| Error::Dataset {
+    Array2::from_shape_vec((out_rows, n_feat), data).map_err(|e| Error::Dataset {
         path: path.to_path_buf(),
-        msg: format!("feature matrix {n_nodes} × {n_feat}: {e}"),
+        msg: format!("feature matrix {out_rows} × {n_feat}: {e}"),
     })
 }
 

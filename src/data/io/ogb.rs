@@ -23,7 +23,9 @@ use super::{
     alloc_error, excerpt, parse_uint, read_features, read_labels, Line, LineReader, Syntax,
     MAX_TRUSTED_RESERVE, MAX_VALUES,
 };
-use crate::data::{Dataset, Features, Mask, Split, UNLABELLED};
+use ndarray::Array2;
+
+use crate::data::{Dataset, Features, Mask, Skeleton, Split, UNLABELLED};
 use crate::graph::{Direction, Graph};
 use crate::{Error, Result};
 
@@ -96,23 +98,7 @@ pub struct OgbOptions {
 /// ```
 pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
     let dir = dir.as_ref();
-    let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
-    if !meta.is_dir() {
-        return Err(Error::Dataset {
-            path: dir.to_path_buf(),
-            msg: "not a directory (expected an OGB dataset folder with raw/ and split/)".into(),
-        });
-    }
-    let raw = dir.join("raw");
-
-    let n_nodes = read_node_count(&find_file(&raw, "num-node-list")?)?;
-    let n_edges = read_count(&find_file(&raw, "num-edge-list")?)?;
-    if n_nodes == 0 {
-        return Err(Error::Dataset {
-            path: find_file(&raw, "num-node-list")?,
-            msg: "empty graph: 0 nodes".into(),
-        });
-    }
+    let (raw, n_nodes, n_edges) = header(dir)?;
     // Labels first: the cheapest file that confirms N before anything of size N is allocated.
     // A structure-only folder has neither labels nor features (nor, maybe, a split).
     let labels = match optional_file(&raw, "node-label")? {
@@ -138,6 +124,105 @@ pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
     };
 
     Dataset::try_new(dataset_name(dir), graph, features, labels, n_classes, split)
+}
+
+/// The folder's `raw/` and its declared node and edge counts.
+fn header(dir: &Path) -> Result<(PathBuf, usize, usize)> {
+    let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if !meta.is_dir() {
+        return Err(Error::Dataset {
+            path: dir.to_path_buf(),
+            msg: "not a directory (expected an OGB dataset folder with raw/ and split/)".into(),
+        });
+    }
+    let raw = dir.join("raw");
+    let n_nodes = read_node_count(&find_file(&raw, "num-node-list")?)?;
+    let n_edges = read_count(&find_file(&raw, "num-edge-list")?)?;
+    if n_nodes == 0 {
+        return Err(Error::Dataset {
+            path: find_file(&raw, "num-node-list")?,
+            msg: "empty graph: 0 nodes".into(),
+        });
+    }
+    Ok((raw, n_nodes, n_edges))
+}
+
+/// An OGB folder's features, not read yet ([`load_ogb_skeleton`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OgbFeatures {
+    /// `raw/node-feat.csv.gz` (or `.csv`).
+    pub path: PathBuf,
+    /// Its node count (`num-node-list`).
+    pub n_nodes: usize,
+    /// Values on its first line: the feature width.
+    pub width: usize,
+}
+
+impl OgbFeatures {
+    /// The rows `rows` (distinct node ids; row k of the result is node `rows[k]`), streaming
+    /// the file once and keeping only those: what one rank of a distributed run holds of X.
+    /// Every line is read and checked as [`load_ogb`] checks it.
+    ///
+    /// # Errors
+    /// As [`load_ogb`] for the feature file; [`Error::Dataset`] for a row ≥ N.
+    pub fn read_rows(&self, rows: &[u32]) -> Result<Array2<f32>> {
+        super::read_feature_rows(
+            &self.path,
+            Syntax::Ogb,
+            self.n_nodes,
+            "num-node-list",
+            Some(rows),
+        )
+    }
+}
+
+/// [`load_ogb`] without reading the features: the graph, labels and split (checked as
+/// [`load_ogb`] checks them), and where the features are (`None` for a structure-only folder,
+/// whose features have width 0). A rank of a distributed run then reads only its rows of them
+/// ([`OgbFeatures::read_rows`]).
+///
+/// # Errors
+/// As [`load_ogb`], for every file but the features (of which only the first line is read).
+pub fn load_ogb_skeleton(
+    dir: impl AsRef<Path>,
+    opts: &OgbOptions,
+) -> Result<(Skeleton, Option<OgbFeatures>)> {
+    let dir = dir.as_ref();
+    let (raw, n_nodes, n_edges) = header(dir)?;
+    let labels = match optional_file(&raw, "node-label")? {
+        Some(path) => read_labels(&path, Syntax::Ogb, n_nodes, "num-node-list", None)?,
+        None => vec![UNLABELLED; n_nodes],
+    };
+    let n_classes = super::class_count(&labels, None);
+    let features = match optional_file(&raw, "node-feat")? {
+        Some(path) => {
+            let width = super::first_line_width(&path, Syntax::Ogb)?;
+            Some(OgbFeatures {
+                path,
+                n_nodes,
+                width,
+            })
+        }
+        None => None,
+    };
+    let edges = read_edges(&find_file(&raw, "edge")?, n_nodes, n_edges)?;
+    let graph = Graph::try_from_edges(n_nodes, &edges, opts.direction)?;
+    drop(edges);
+    let split_dir = dir.join("split");
+    let split = if split_dir.exists() || n_classes > 0 {
+        read_split(&split_dir, opts.split.as_deref(), n_nodes)?
+    } else {
+        Split::none(n_nodes)
+    };
+    let d = Dataset::try_new(
+        dataset_name(dir),
+        graph,
+        super::no_features(n_nodes),
+        labels,
+        n_classes,
+        split,
+    )?;
+    Ok((d.into_skeleton().0, features))
 }
 
 /// The folder's file name (resolving `.` and `..` when needed).
