@@ -17,6 +17,7 @@ pub(crate) struct Report {
     comm_bytes_model: Option<u64>,
     halo_rows_max: u64,
     peak_rss_bytes_max: u64,
+    comm_s_max: f64,
 }
 
 impl Report {
@@ -27,6 +28,7 @@ impl Report {
         m.insert("comm_bytes_model".into(), self.comm_bytes_model.into());
         m.insert("halo_rows_max".into(), self.halo_rows_max.into());
         m.insert("peak_rss_bytes_max".into(), self.peak_rss_bytes_max.into());
+        m.insert("comm_s_max".into(), self.comm_s_max.into());
         m
     }
 }
@@ -40,12 +42,13 @@ fn launched() -> bool {
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) use with_mpi::{fit_seeds, prepare, start, Job};
+pub(crate) use with_mpi::{fit_seeds, prepare, start, time_all_to_all, Job};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
     use sparse_gcn::dist::model::HaloTotals;
     use sparse_gcn::dist::mpi::{DistAdj, Mpi};
+    use sparse_gcn::dist::plan::CommSample;
     use sparse_gcn::dist::{prepare_rank, RowSource};
     use sparse_gcn::train::{fit_model, FitOptions, TrainData};
 
@@ -67,6 +70,34 @@ mod with_mpi {
         let job = Mpi::init()?;
         crate::cli::RANK.store(job.rank(), std::sync::atomic::Ordering::Relaxed);
         Ok(Some(job))
+    }
+
+    /// The all-to-all timings of `commbench`: every rank sends 8, 64, …, up to `max_bytes`
+    /// bytes to every other rank; repetitions so that each size runs about 0.2 s (5 to 200).
+    ///
+    /// # Errors
+    /// [`sparse_gcn::Error::Distributed`] in a 1-rank job, or from MPI's counts.
+    pub(crate) fn time_all_to_all(job: &Job, max_bytes: usize) -> Result<Vec<CommSample>> {
+        if job.size() < 2 {
+            return Err(sparse_gcn::Error::Distributed(
+                "commbench needs 2 or more ranks (mpirun -np P)".into(),
+            ));
+        }
+        let mut out = Vec::new();
+        let mut bytes = 8usize;
+        while bytes <= max_bytes.max(8) {
+            // A first estimate from one exchange sets the repetitions.
+            let once = job.time_all_to_all(bytes, 1, 1)?;
+            let reps = ((0.2 / once.max(1e-7)) as usize).clamp(5, 200);
+            let seconds = job.time_all_to_all(bytes, 2, reps)?;
+            out.push(CommSample {
+                ranks: job.size(),
+                bytes_per_peer: bytes as u64,
+                seconds,
+            });
+            bytes *= 8;
+        }
+        Ok(out)
     }
 
     /// This rank's part of the data, prepared without the whole Â: a synthetic preset draws
@@ -170,6 +201,7 @@ mod with_mpi {
             comm_bytes_model: model_bytes(&summary, cfg, &halo, &runs),
             halo_rows_max: job.max_u64(stats.halo_rows as u64),
             peak_rss_bytes_max: job.max_u64(crate::cli::peak_rss_bytes()),
+            comm_s_max: job.max_u64((adj.comm_seconds() * 1e9) as u64) as f64 * 1e-9,
         };
         Ok((runs, report))
     }
@@ -212,7 +244,7 @@ fn model_bytes(
 }
 
 #[cfg(not(feature = "mpi"))]
-pub(crate) use without_mpi::{fit_seeds, prepare, start, Job};
+pub(crate) use without_mpi::{fit_seeds, prepare, start, time_all_to_all, Job};
 
 #[cfg(not(feature = "mpi"))]
 mod without_mpi {
@@ -224,6 +256,14 @@ mod without_mpi {
     /// Never a job without the `mpi` feature.
     pub(crate) fn start() -> Result<Option<Job>> {
         Ok(None)
+    }
+
+    /// Unreachable: there is no job to time.
+    pub(crate) fn time_all_to_all(
+        job: &Job,
+        _: usize,
+    ) -> Result<Vec<sparse_gcn::dist::plan::CommSample>> {
+        match *job {}
     }
 
     /// Unreachable: there is no job to prepare for.

@@ -63,6 +63,10 @@ enum Cmd {
     /// Plan a run across MPI ranks: for each rank count, the partition's owned and halo rows,
     /// the bytes an epoch exchanges, the messages, and the memory a rank needs.
     Plan(Box<plan::PlanArgs>),
+    /// Time MPI's all-to-all between the ranks of `mpirun -np P` (feature `mpi`) for message
+    /// sizes up to `--max-bytes` and fit latency α and per-byte time β (what `plan --comm`
+    /// reads).
+    Commbench(plan::CommbenchArgs),
 }
 
 /// Runs the command line; exit codes: 0 success, 1 data or runtime error (one line on stderr),
@@ -90,6 +94,7 @@ pub fn main() -> ExitCode {
         Cmd::Generate(a) => generate::run(a),
         Cmd::Roofline(a) => roofline::run(a),
         Cmd::Plan(a) => plan::run(*a),
+        Cmd::Commbench(a) => plan::commbench(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -23,6 +23,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Equivalence, Partition, PartitionMut};
@@ -124,6 +125,41 @@ impl Mpi {
         let mut out = 0u64;
         world().all_reduce_into(&u64::from(yes), &mut out, SystemOperation::min());
         out == 1
+    }
+
+    /// Times the exchange a halo product makes: one `MPI_Alltoallv` in which every rank sends
+    /// `bytes` bytes to every other rank. Each of `reps` timed repetitions (after `warmup`
+    /// untimed ones, every one started after a barrier) counts the slowest rank's time; the
+    /// median is returned, the same on every rank (collective).
+    ///
+    /// # Errors
+    /// [`Error::Distributed`] for a message above MPI's 2³¹ − 1 elements.
+    pub fn time_all_to_all(&self, bytes: usize, warmup: usize, reps: usize) -> Result<f64> {
+        let comm = world();
+        let p = self.size;
+        let counts = c_counts((0..p).map(|q| if q == self.rank { 0 } else { bytes }))?;
+        let d = displs(&counts);
+        let total = bytes * p.saturating_sub(1);
+        let send: Vec<u8> = (0..total).map(|i| i as u8).collect();
+        let mut recv = vec![0u8; total];
+        let mut times = Vec::with_capacity(reps);
+        for i in 0..warmup + reps.max(1) {
+            comm.barrier();
+            let t = std::time::Instant::now();
+            {
+                let out = Partition::new(&send[..], &counts[..], &d[..]);
+                let mut inp = PartitionMut::new(&mut recv[..], &counts[..], &d[..]);
+                comm.all_to_all_varcount_into(&out, &mut inp);
+            }
+            let mine = t.elapsed().as_secs_f64();
+            let mut slowest = 0.0f64;
+            comm.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
+            if i >= warmup {
+                times.push(slowest);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
     }
 
     /// Waits for every rank.
@@ -391,6 +427,7 @@ pub struct DistAdj {
     reduce: Mutex<ReduceScratch<f32>>,
     counting: AtomicBool,
     bytes: AtomicU64,
+    comm_ns: AtomicU64,
     /// The smallest own share of the extended rows over ranks and sides (`dist::own_share`),
     /// the same on every rank: it sets the column tiles of every exchange.
     share: u64,
@@ -486,6 +523,7 @@ impl DistAdj {
             reduce: Mutex::default(),
             counting: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
+            comm_ns: AtomicU64::new(0),
             graph_rows: None,
         })
     }
@@ -553,10 +591,19 @@ impl DistAdj {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Counts `b` bytes handed to MPI for other ranks (none exist in a 1-rank job).
-    fn add_bytes(&self, b: u64) {
+    /// Seconds this rank spent in MPI's exchanges and sums while counting (waiting for the
+    /// slowest rank included).
+    pub fn comm_seconds(&self) -> f64 {
+        self.comm_ns.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
+    /// Counts `b` bytes handed to MPI for other ranks (none exist in a 1-rank job), by a call
+    /// started at `t0`.
+    fn add_traffic(&self, b: u64, t0: Instant) {
         if self.counting.load(Ordering::Relaxed) && self.part.ranks() > 1 {
             self.bytes.fetch_add(b, Ordering::Relaxed);
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.comm_ns.fetch_add(ns, Ordering::Relaxed);
         }
     }
 
@@ -600,8 +647,9 @@ impl DistAdj {
                     *o = v;
                 }
             }
+            let t0 = Instant::now();
             match side.ex.rows(&mut ext, side.lo, owned, w, &mut sendbuf) {
-                Ok(b) => self.add_bytes(b),
+                Ok(b) => self.add_traffic(b, t0),
                 Err(e) => panic!("DistAdj: {e}"),
             }
             let Ok(ev) = ArrayView2::from_shape((owned + halo, w), &ext[..]) else {
@@ -629,8 +677,9 @@ impl DistAdj {
             lens[lo + i] = (ip[i + 1] - ip[i]) as u64;
         }
         let mut buf = Vec::new();
+        let t0 = Instant::now();
         match ex.rows(&mut lens, lo, owned, 1, &mut buf) {
-            Ok(b) => self.add_bytes(b),
+            Ok(b) => self.add_traffic(b, t0),
             Err(e) => panic!("DistAdj: {e}"),
         }
         let halo_lens: Vec<u64> = (0..halo)
@@ -668,13 +717,14 @@ impl DistAdj {
             (Err(e), _) | (_, Err(e)) => panic!("DistAdj: {e}"),
         };
         let mut recv = vec![0u32; recv_counts.iter().sum()];
+        let t0 = Instant::now();
         {
             let (sd, rd) = (displs(&sc), displs(&rc));
             let out = Partition::new(&send[..], &sc[..], &sd[..]);
             let mut inp = PartitionMut::new(&mut recv[..], &rc[..], &rd[..]);
             comm.all_to_all_varcount_into(&out, &mut inp);
         }
-        self.add_bytes(4 * send.len() as u64);
+        self.add_traffic(4 * send.len() as u64, t0);
         // Rows in extended order: the halo below (its first received entries), this rank's,
         // the halo above.
         let below: usize = halo_lens[..lo].iter().sum::<u64>() as usize;
@@ -720,8 +770,9 @@ impl Propagate<f32> for DistAdj {
     fn global_span(&self, local: usize) -> (usize, usize) {
         let p = self.part.ranks();
         let mut all = vec![0u64; p];
+        let t0 = Instant::now();
         world().all_gather_into(&(local as u64), &mut all[..]);
-        self.add_bytes(8);
+        self.add_traffic(8, t0);
         let me = world().rank() as usize;
         let before: u64 = all[..me].iter().sum();
         (before as usize, all.iter().sum::<u64>() as usize)
@@ -772,8 +823,9 @@ impl Propagate<f32> for DistAdj {
             *e = c as u64;
         }
         let mut buf = Vec::new();
+        let t0 = Instant::now();
         match self.fwd.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
-            Ok(b) => self.add_bytes(b),
+            Ok(b) => self.add_traffic(b, t0),
             Err(e) => panic!("DistAdj: {e}"),
         }
         let local: usize = self
@@ -822,8 +874,9 @@ impl Propagate<f32> for DistAdj {
             ext[lo + i] = factor(indptr[i + 1] - indptr[i]);
         }
         let mut buf = Vec::new();
+        let t0 = Instant::now();
         match side.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
-            Ok(b) => self.add_bytes(b),
+            Ok(b) => self.add_traffic(b, t0),
             Err(e) => panic!("DistAdj: {e}"),
         }
         let slots: Vec<u32> = cols
@@ -860,8 +913,9 @@ impl Propagate<f32> for DistAdj {
         let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
         send.clear();
         send.extend_from_slice(words);
+        let t0 = Instant::now();
         world().all_reduce_into(&send[..], words, SystemOperation::sum());
-        self.add_bytes(8 * words.len() as u64);
+        self.add_traffic(8 * words.len() as u64, t0);
     }
 
     fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {

@@ -258,6 +258,115 @@ pub struct RankPlan {
     /// workspace for its rows, the halo buffers, the weights with their gradients and Adam
     /// moments, and the exact sums' accumulators.
     pub memory_bytes_max: u64,
+    /// GEMM flops of an epoch on the largest rank: `8·owned·Σ|W|` over the weight matrices
+    /// (two forward passes, training and evaluation, and the two gradient GEMMs).
+    pub gemm_flops_max: u64,
+    /// SpMM flops of an epoch on the rank holding the most non-zeros: `2·nnz·width` for
+    /// every product of the epoch.
+    pub spmm_flops_max: u64,
+    /// The modelled epoch: compute and communication, in seconds, when a [`TimeModel`] is
+    /// given (`None` otherwise).
+    pub time: Option<EpochTime>,
+}
+
+/// A modelled epoch ([`TimeModel`]), in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpochTime {
+    /// GEMMs at the measured sgemm rate plus SpMMs at the measured in-cache SpMM rate, on
+    /// the largest rank.
+    pub compute_s: f64,
+    /// Every exchange of the epoch at the fitted α/β, each at its slowest rank.
+    pub comm_s: f64,
+    /// Their sum (no overlap of compute and communication: the engine overlaps none).
+    pub epoch_s: f64,
+}
+
+/// What an epoch's time is modelled from: per-message latency and per-byte time of MPI,
+/// fitted to measured all-to-alls ([`TimeModel::fit_comm`]), and the compute rates of this
+/// machine (the roofline's sgemm and in-cache SpMM).
+///
+/// An all-to-all costs each rank `α·messages + β·bytes` (it sends one message to each
+/// neighbour rank, carrying its halo rows for it); the slowest rank sets the time. An
+/// all-reduce of b bytes a rank costs `2·⌈log₂ P⌉·α + 2·b·β` (reduce-scatter and all-gather),
+/// an all-gather of one count `⌈log₂ P⌉·α + 8·P·β`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeModel {
+    /// Seconds per message.
+    pub alpha_s: f64,
+    /// Seconds per byte.
+    pub beta_s_per_byte: f64,
+    /// GEMM flops per second.
+    pub gemm_flop_s: f64,
+    /// SpMM flops per second at the in-cache floor.
+    pub spmm_flop_s: f64,
+}
+
+/// One measured all-to-all: each of `ranks` ranks sent `bytes_per_peer` bytes to every other
+/// rank in `seconds` (the slowest rank's time, a median over repetitions).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct CommSample {
+    /// Ranks of the job.
+    pub ranks: usize,
+    /// Bytes each rank sent to each other rank.
+    pub bytes_per_peer: u64,
+    /// Seconds.
+    pub seconds: f64,
+}
+
+impl TimeModel {
+    /// α and β fitted to `samples` (a rank's messages `P − 1`, its bytes `(P − 1)·bytes per
+    /// peer`) by least squares on the relative error, so small and large messages weigh
+    /// alike; a coefficient the fit makes negative is dropped (0) and the other refitted.
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) when fewer than two samples have more than one
+    /// rank, a positive time and distinct sizes.
+    pub fn fit_comm(samples: &[CommSample]) -> Result<(f64, f64)> {
+        let pts: Vec<(f64, f64)> = samples
+            .iter()
+            .filter(|s| s.ranks > 1 && s.seconds > 0.0 && s.seconds.is_finite())
+            .map(|s| {
+                let m = (s.ranks - 1) as f64;
+                (m / s.seconds, m * s.bytes_per_peer as f64 / s.seconds)
+            })
+            .collect();
+        let ratio = |p: &(f64, f64)| p.1 / p.0; // bytes per message
+        if pts.len() < 2 || pts.iter().all(|p| ratio(p) == ratio(&pts[0])) {
+            return Err(crate::error::ConfigError::Unsupported {
+                what: "fitting α and β to fewer than two all-to-all timings of different sizes \
+                       with more than one rank (sparse-gcn commbench under mpirun gives them)",
+            }
+            .into());
+        }
+        // Minimise Σ (α·u + β·v − 1)²: the normal equations.
+        let (mut uu, mut uv, mut vv, mut u1, mut v1) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for &(u, v) in &pts {
+            uu += u * u;
+            uv += u * v;
+            vv += v * v;
+            u1 += u;
+            v1 += v;
+        }
+        let det = uu * vv - uv * uv;
+        if det > 0.0 {
+            let (a, b) = ((u1 * vv - v1 * uv) / det, (v1 * uu - u1 * uv) / det);
+            if a >= 0.0 && b >= 0.0 {
+                return Ok((a, b));
+            }
+        }
+        // One coefficient alone: whichever fits better.
+        let residual = |a: f64, b: f64| -> f64 {
+            pts.iter()
+                .map(|&(u, v)| (a * u + b * v - 1.0).powi(2))
+                .sum()
+        };
+        let (alpha_only, beta_only) = (u1 / uu, v1 / vv);
+        Ok(if residual(0.0, beta_only) <= residual(alpha_only, 0.0) {
+            (0.0, beta_only)
+        } else {
+            (alpha_only, 0.0)
+        })
+    }
 }
 
 /// Plans a run of `cfg` on Â `adj` with features `x` and `n_classes` classes for each rank
@@ -271,6 +380,7 @@ pub fn plan(
     n_classes: usize,
     cfg: &TrainConfig,
     ranks: &[usize],
+    time: Option<&TimeModel>,
 ) -> Result<Vec<RankPlan>> {
     let model = build_model(adj, x, n_classes, &cfg.model, 0)?;
     let orders = model.orders();
@@ -278,9 +388,13 @@ pub fn plan(
     let mut params = 0usize;
     let mut biggest = 0usize;
     let mut m = model;
+    let mut weights_2d = 0usize;
     m.visit_params(&mut |_, p| {
         params += p.value.len();
         biggest = biggest.max(p.value.len());
+        if p.value.ncols() > 1 && p.value.nrows() > 1 {
+            weights_2d += p.value.len();
+        }
     });
     let x_row_nnz: Option<Vec<usize>> = match x {
         Features::Sparse(s) => {
@@ -402,6 +516,58 @@ pub fn plan(
                 (rows_x + a_bytes + a_t_bytes + halo_buf + weights + exact + labels) as u64 + ws;
             memory_bytes_max = memory_bytes_max.max(total);
         }
+        let owned_max = stats.iter().map(|s| s.owned_rows).max().unwrap_or(0);
+        let nnz_max = stats.iter().map(|s| s.nnz).max().unwrap_or(0);
+        let gemm_flops_max = 8 * (owned_max * weights_2d) as u64;
+        let spmm_flops_max: u64 = epoch
+            .iter()
+            .map(|op| match op {
+                Op::Product { width, .. } => 2 * (nnz_max * width) as u64,
+                _ => 0,
+            })
+            .sum();
+        let time = time.map(|t| {
+            let compute_s =
+                gemm_flops_max as f64 / t.gemm_flop_s + spmm_flops_max as f64 / t.spmm_flop_s;
+            let side =
+                |transposed: bool| stats_t.as_deref().filter(|_| transposed).unwrap_or(&stats);
+            let log_p = (p as f64).log2().ceil();
+            let comm_s: f64 = epoch
+                .iter()
+                .map(|&op| match op {
+                    _ if p <= 1 => 0.0,
+                    Op::Product { width, transposed } => side(transposed)
+                        .iter()
+                        .map(|s| {
+                            t.alpha_s * s.neighbours as f64
+                                + t.beta_s_per_byte * (4 * width * s.halo_rows) as f64
+                        })
+                        .fold(0.0, f64::max),
+                    Op::RowCounts => stats
+                        .iter()
+                        .map(|s| {
+                            t.alpha_s * s.neighbours as f64
+                                + t.beta_s_per_byte * (8 * s.halo_rows) as f64
+                        })
+                        .fold(0.0, f64::max),
+                    // Two exchanges (lengths, then entries); the entries' bytes are spread
+                    // evenly over the ranks.
+                    Op::SparseRows => {
+                        2.0 * t.alpha_s * prices.messages_fwd as f64 / p as f64
+                            + t.beta_s_per_byte * prices.bytes(op) as f64 / p as f64
+                    }
+                    Op::Sum { words } => {
+                        2.0 * log_p * t.alpha_s + t.beta_s_per_byte * (16 * words) as f64
+                    }
+                    Op::Span => log_p * t.alpha_s + t.beta_s_per_byte * (8 * p) as f64,
+                })
+                .sum();
+            EpochTime {
+                compute_s,
+                comm_s,
+                epoch_s: compute_s + comm_s,
+            }
+        });
         out.push(RankPlan {
             ranks: p,
             owned_rows_max: stats.iter().map(|s| s.owned_rows).max().unwrap_or(0),
@@ -423,6 +589,9 @@ pub fn plan(
             collectives_per_epoch: collectives,
             bytes_once,
             memory_bytes_max,
+            gemm_flops_max,
+            spmm_flops_max,
+            time,
         });
     }
     Ok(out)
@@ -500,6 +669,7 @@ mod tests {
     use super::*;
     use crate::data::synthetic::CitationLike;
     use crate::dist::model::{gcn_run_bytes, GcnShape};
+    use crate::graph::Norm;
     use crate::nn::{ModelConfig, Order};
 
     /// The traced plan and the GCN formula are two computations of the same bytes.
@@ -534,7 +704,7 @@ mod tests {
                 },
                 ..TrainConfig::default()
             };
-            let plans = plan(&adj, &x, d.n_classes, &cfg, &[1, 2, 3]).unwrap();
+            let plans = plan(&adj, &x, d.n_classes, &cfg, &[1, 2, 3], None).unwrap();
             for pl in &plans {
                 let part =
                     RowPartition::of_graph(adj.a().indptr().raw_storage(), pl.ranks).unwrap();
@@ -559,5 +729,85 @@ mod tests {
             }
             assert!(plans[1].memory_bytes_max < plans[0].memory_bytes_max);
         }
+    }
+
+    #[test]
+    fn the_comm_fit_recovers_alpha_and_beta() {
+        let (alpha, beta) = (2e-6, 3e-10);
+        let samples: Vec<CommSample> = [2usize, 4]
+            .iter()
+            .flat_map(|&ranks| {
+                [8u64, 4096, 1 << 20].map(|bytes_per_peer| CommSample {
+                    ranks,
+                    bytes_per_peer,
+                    seconds: (ranks - 1) as f64 * (alpha + beta * bytes_per_peer as f64),
+                })
+            })
+            .collect();
+        let (a, b) = TimeModel::fit_comm(&samples).unwrap();
+        assert!(
+            (a / alpha - 1.0).abs() < 1e-9 && (b / beta - 1.0).abs() < 1e-9,
+            "{a} {b}"
+        );
+        // Pure bandwidth: α is 0, not negative.
+        let bw: Vec<CommSample> = samples
+            .iter()
+            .map(|s| CommSample {
+                seconds: (s.ranks - 1) as f64 * beta * s.bytes_per_peer as f64,
+                ..*s
+            })
+            .collect();
+        let (a, b) = TimeModel::fit_comm(&bw).unwrap();
+        assert!(a >= 0.0 && (b / beta - 1.0).abs() < 1e-6, "{a} {b}");
+        // Too little to fit: one size, or only 1-rank samples.
+        assert!(TimeModel::fit_comm(&samples[..1]).is_err());
+        let one: Vec<CommSample> = samples
+            .iter()
+            .map(|s| CommSample { ranks: 1, ..*s })
+            .collect();
+        assert!(TimeModel::fit_comm(&one).is_err());
+        assert!(TimeModel::fit_comm(&[]).is_err());
+    }
+
+    #[test]
+    fn the_modelled_epoch_is_compute_plus_the_exchanges_priced() {
+        let d = CitationLike {
+            n_nodes: 900,
+            ..Default::default()
+        }
+        .generate(2)
+        .unwrap();
+        let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
+        let cfg = TrainConfig {
+            model: ModelConfig {
+                hidden_dim: 16,
+                n_layers: 2,
+                ..ModelConfig::default()
+            },
+            ..TrainConfig::default()
+        };
+        let t = TimeModel {
+            alpha_s: 1e-5,
+            beta_s_per_byte: 1e-9,
+            gemm_flop_s: 1e9,
+            spmm_flop_s: 1e8,
+        };
+        let plans = plan(&adj, &d.features, d.n_classes, &cfg, &[1, 2, 4], Some(&t)).unwrap();
+        let none = plan(&adj, &d.features, d.n_classes, &cfg, &[1], None).unwrap();
+        assert!(none[0].time.is_none());
+        for pl in &plans {
+            let e = pl.time.unwrap();
+            let compute =
+                pl.gemm_flops_max as f64 / t.gemm_flop_s + pl.spmm_flops_max as f64 / t.spmm_flop_s;
+            assert!((e.compute_s - compute).abs() <= 1e-12 * compute);
+            assert!((e.epoch_s - e.compute_s - e.comm_s).abs() < 1e-15);
+            assert_eq!(pl.ranks == 1, e.comm_s == 0.0);
+            // Every byte of an epoch costs at least β spread over the ranks.
+            assert!(e.comm_s >= t.beta_s_per_byte * pl.bytes_per_epoch as f64 / pl.ranks as f64);
+        }
+        // The weights' GEMMs: 8 flops a weight a row (in 1433 → 16 → 7 here).
+        let weights = (d.features.n_cols() * 16 + 16 * d.n_classes) as u64;
+        assert_eq!(plans[0].gemm_flops_max, 8 * 900 * weights);
+        assert!(plans[2].time.unwrap().compute_s < plans[0].time.unwrap().compute_s);
     }
 }

@@ -434,7 +434,7 @@ pub fn spmm_time(
 }
 
 /// [`spmm_time`] for any square CSR matrix.
-pub(super) fn spmm_time_csr(
+pub fn spmm_time_csr(
     a: CsrView<'_, f32>,
     d: usize,
     warmup: usize,

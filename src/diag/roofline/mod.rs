@@ -61,10 +61,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
-use self::measure::{gbs, spmm_time_csr};
+use self::measure::gbs;
 pub use self::measure::{
-    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time, stream_triad, GatherReport,
-    GemmReport, SpmmRun, Timing, TriadReport, PREFETCH_BYTES,
+    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time, spmm_time_csr, stream_triad,
+    GatherReport, GemmReport, SpmmRun, Timing, TriadReport, PREFETCH_BYTES,
 };
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
