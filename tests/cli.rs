@@ -237,3 +237,80 @@ fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
     );
     std::fs::remove_file(&ck).ok();
 }
+
+#[test]
+fn commbench_needs_a_job_and_plan_comm_reads_its_timings() {
+    // Outside mpirun (or built without `mpi`): one line naming the way, exit 1.
+    let out = run(&["commbench"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mpirun") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let missing = temp_path("no-comm.json");
+    let out = run(&[
+        "plan",
+        "--ranks",
+        "1,2",
+        "--comm",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-comm.json"));
+    // One size cannot give both α and β.
+    let one = temp_path("comm-one.json");
+    std::fs::write(
+        &one,
+        r#"{"ranks":2,"samples":[{"ranks":2,"bytes_per_peer":8,"seconds":1e-6}]}"#,
+    )
+    .unwrap();
+    let out = run(&["plan", "--ranks", "1,2", "--comm", one.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("α and β"));
+    // α = 1 µs, β = 1 ns: recovered, and every rank count gets a modelled epoch.
+    let good = temp_path("comm-good.json");
+    let sample = |b: u64| {
+        format!(
+            r#"{{"ranks":2,"bytes_per_peer":{b},"seconds":{}}}"#,
+            1e-6 + 1e-9 * b as f64
+        )
+    };
+    std::fs::write(
+        &good,
+        format!(
+            r#"{{"ranks":2,"samples":[{},{},{}]}}"#,
+            sample(8),
+            sample(4096),
+            sample(1 << 20)
+        ),
+    )
+    .unwrap();
+    let out = run(&[
+        "plan",
+        "--ranks",
+        "1,2,4",
+        "--comm",
+        good.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = last_json(&out);
+    let alpha = j["time_model"]["alpha_s"].as_f64().unwrap();
+    let beta = j["time_model"]["beta_s_per_byte"].as_f64().unwrap();
+    assert!((alpha / 1e-6 - 1.0).abs() < 1e-6 && (beta / 1e-9 - 1.0).abs() < 1e-6);
+    let plans = j["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 3);
+    assert_eq!(plans[0]["time"]["comm_s"].as_f64(), Some(0.0));
+    for p in plans {
+        assert!(p["time"]["epoch_s"].as_f64().unwrap() > 0.0);
+    }
+    for f in [one, good] {
+        std::fs::remove_file(f).ok();
+    }
+}

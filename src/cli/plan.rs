@@ -148,9 +148,10 @@ fn gib(b: u64) -> f64 {
 
 pub(crate) fn run(a: PlanArgs) -> Result<()> {
     let cfg = a.train.config();
+    // The timing files first: a missing one fails before the data is read.
+    let samples = read_comm(&a.comm)?;
     let data = a.train.data().load()?;
     data.check_trainable()?;
-    let samples = read_comm(&a.comm)?;
     let p = Prepared::new(data, &a.train.prepare(&cfg))?;
     let d = &p.data;
     let time = if a.comm.is_empty() {
