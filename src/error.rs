@@ -115,6 +115,9 @@ pub enum Error {
     /// A distributed run cannot start or go on (MPI's world, a message too large).
     #[error("distributed run: {0}")]
     Distributed(String),
+    /// A graph partitioner (METIS) failed.
+    #[error("partitioning: {0}")]
+    Partition(String),
 }
 
 /// One variant per rule a configuration must satisfy.

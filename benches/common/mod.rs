@@ -160,7 +160,7 @@ pub const REORDER: Reorder = Reorder::Community;
 /// another order (`Degree`, `Bfs`, `Rcm`).
 pub fn reordered(graph: &Graph) -> (String, Graph) {
     let perm = timed(&format!("computing the {REORDER} order"), || {
-        order::order(graph, REORDER)
+        order::order(graph, REORDER).expect("the bench's order")
     });
     (REORDER.to_string(), order::permute_graph(graph, &perm))
 }

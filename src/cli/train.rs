@@ -178,7 +178,9 @@ pub(crate) struct TrainArgs {
     #[arg(long, value_parser = args::csv)]
     history: Option<PathBuf>,
     /// Relabel the nodes once after loading, for memory locality: auto, none, random[:SEED],
-    /// degree, rcm, bfs or community (label propagation on the graph structure only). `auto`
+    /// degree, rcm, bfs, community (label propagation on the graph structure only) or metis
+    /// (the parts of a METIS recursive bisection, contiguous: small halos for the row ranges
+    /// of a run under mpirun, whatever the rank count). `auto`
     /// takes the community order for graphs of more than 65,536 nodes when it cuts the
     /// modelled cache misses of the SpMM by at least 10 %, and keeps the given order otherwise.
     /// Accuracies are the same as without reordering up to floating-point summation order

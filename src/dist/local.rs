@@ -193,7 +193,7 @@ pub fn prepare_rank(
         &skeleton.split,
     )?;
     let t = Instant::now();
-    let (perm, applied) = choose_order(&skeleton.graph, p.reorder);
+    let (perm, applied) = choose_order(&skeleton.graph, p.reorder)?;
     let input_labels = skeleton.labels.clone();
     let s = match &perm {
         Some(perm) => order::apply_skeleton(&skeleton, perm)?,

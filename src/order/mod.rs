@@ -18,6 +18,7 @@
 //! | `rcm` | reverse Cuthill–McKee from a pseudo-peripheral node of each component | O(n + nnz·log) |
 //! | `community` | nested label-propagation communities laid out contiguously ([`community_order`]) | O(levels·iterations·nnz) |
 //! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s |
+//! | `metis` | the parts of a METIS recursive bisection, contiguous, parts balancing Ã's non-zeros (`metis::metis_order`; feature `metis`) | METIS's, about O(nnz·log parts) |
 //!
 //! Every order reads the graph structure only (the functions take no labels or features) and
 //! is deterministic: the same graph gives the same permutation on every machine and for any
@@ -45,6 +46,8 @@ use crate::{ConfigError, Error, Result, Scalar};
 mod cache;
 mod classic;
 mod community;
+#[cfg(feature = "metis")]
+pub mod metis;
 #[cfg(test)]
 mod tests;
 
@@ -78,11 +81,15 @@ pub enum Reorder {
     Community,
     /// [`Reorder::Community`] where it pays, [`Reorder::None`] elsewhere ([`auto_order`]).
     Auto,
+    /// The parts of a METIS recursive bisection, contiguous (`metis::metis_order`; needs the
+    /// `metis` feature, on by default).
+    Metis,
 }
 
 impl Reorder {
     /// The accepted names, for help texts and error messages.
-    pub const NAMES: &'static str = "none, random, random:SEED, degree, rcm, bfs, community, auto";
+    pub const NAMES: &'static str =
+        "none, random, random:SEED, degree, rcm, bfs, community, auto, metis";
 }
 
 impl fmt::Display for Reorder {
@@ -96,6 +103,7 @@ impl fmt::Display for Reorder {
             Reorder::Bfs => f.write_str("bfs"),
             Reorder::Community => f.write_str("community"),
             Reorder::Auto => f.write_str("auto"),
+            Reorder::Metis => f.write_str("metis"),
         }
     }
 }
@@ -123,12 +131,17 @@ impl FromStr for Reorder {
                 ("bfs", Reorder::Bfs),
                 ("community", Reorder::Community),
                 ("auto", Reorder::Auto),
+                ("metis", Reorder::Metis),
             ],
         )
     }
 }
 
 /// The permutation `how` gives for `graph` (structure only: no labels, no features).
+///
+/// # Errors
+/// From [`Reorder::Metis`] only: METIS's failures, or a build without the `metis` feature
+/// ([`ConfigError::Unsupported`]).
 ///
 /// # Complexity
 /// See the table in the [module docs](self).
@@ -139,12 +152,13 @@ impl FromStr for Reorder {
 /// use sparse_gcn::order::{{order, Reorder}};
 /// // a star around node 3
 /// let g = Graph::try_from_edges(4, &[(3, 0), (3, 1), (3, 2)], Direction::Undirected).unwrap();
-/// assert_eq!(order(&g, Reorder::Degree).new_to_old(), &[3, 0, 1, 2]);
-/// assert!(order(&g, Reorder::None).is_identity());
+/// assert_eq!(order(&g, Reorder::Degree)?.new_to_old(), &[3, 0, 1, 2]);
+/// assert!(order(&g, Reorder::None)?.is_identity());
+/// # Ok::<(), sparse_gcn::Error>(())
 /// ```
-pub fn order(graph: &Graph, how: Reorder) -> Permutation {
+pub fn order(graph: &Graph, how: Reorder) -> Result<Permutation> {
     let n = graph.n_nodes();
-    match how {
+    Ok(match how {
         Reorder::None => Permutation::identity(n),
         Reorder::Random(seed) => Permutation::random(n, seed),
         Reorder::Degree => Permutation::from_new_to_old_trusted(by_degree(&Adj::new(graph), true)),
@@ -152,7 +166,16 @@ pub fn order(graph: &Graph, how: Reorder) -> Permutation {
         Reorder::Rcm => rcm_order(graph),
         Reorder::Community => community_order(graph, &CommunityConfig::default()),
         Reorder::Auto => auto_order(graph).0,
-    }
+        #[cfg(feature = "metis")]
+        Reorder::Metis => metis::metis_order(graph)?,
+        #[cfg(not(feature = "metis"))]
+        Reorder::Metis => {
+            return Err(ConfigError::Unsupported {
+                what: "--reorder metis in a build without the `metis` feature",
+            }
+            .into())
+        }
+    })
 }
 
 /// Rows of X in the cache [`auto_order`] models: 32 MiB (a server L3) of rows of 128 f32.

@@ -16,13 +16,14 @@ use crate::graph::{Direction, Norm, NormAdj};
 use crate::kernels::spmm;
 use crate::Par;
 
-const ALL: [Reorder; 6] = [
+const ALL: [Reorder; 7] = [
     Reorder::None,
     Reorder::Random(7),
     Reorder::Degree,
     Reorder::Rcm,
     Reorder::Bfs,
     Reorder::Community,
+    Reorder::Metis,
 ];
 
 /// A random graph with self-loops, duplicates and (for n > m) isolated nodes.
@@ -121,7 +122,7 @@ fn reorder_names_round_trip() {
     }
     assert_eq!("random".parse::<Reorder>().unwrap(), Reorder::Random(0));
     assert_eq!("random:42".parse::<Reorder>().unwrap(), Reorder::Random(42));
-    for bad in ["", "metis", "random:", "random:x", "Community"] {
+    for bad in ["", "metis:4", "random:", "random:x", "Community"] {
         assert!(matches!(
             bad.parse::<Reorder>(),
             Err(ConfigError::UnknownName { .. })
@@ -132,7 +133,7 @@ fn reorder_names_round_trip() {
 /// Orders read the structure only: their signatures take no labels or features.
 #[test]
 fn orders_take_no_labels() {
-    let _: fn(&Graph, Reorder) -> Permutation = order;
+    let _: fn(&Graph, Reorder) -> crate::Result<Permutation> = order;
     let _: fn(&Graph, &CommunityConfig) -> Permutation = community_order;
     let _: fn(&Graph, &CommunityConfig) -> Vec<u32> = label_propagation;
 }
@@ -143,13 +144,13 @@ fn every_order_is_a_deterministic_permutation() {
         for (n, m) in [(0, 0), (1, 0), (1, 1), (7, 3), (300, 900), (300, 100)] {
             let g = random_graph(n, m, dir, n as u64 + m as u64);
             for how in ALL {
-                let p = order(&g, how);
+                let p = order(&g, how).unwrap();
                 assert_eq!(p.len(), n, "{how}");
                 assert!(
                     Permutation::try_from_new_to_old(p.new_to_old().to_vec()).is_ok(),
                     "{how} on n = {n}, m = {m}"
                 );
-                assert_eq!(order(&g, how), p, "{how} is not deterministic");
+                assert_eq!(order(&g, how).unwrap(), p, "{how} is not deterministic");
             }
         }
     }
@@ -160,7 +161,7 @@ fn permute_graph_matches_relabelled_edges_and_inverts() {
     for dir in [Direction::Undirected, Direction::Directed] {
         let g = random_graph(200, 700, dir, 11);
         for how in ALL {
-            let p = order(&g, how);
+            let p = order(&g, how).unwrap();
             let h = permute_graph(&g, &p);
             let want = relabel_by_edges(&g, &p);
             assert_eq!(h.indptr(), want.indptr(), "{how} {dir:?}");
@@ -223,7 +224,7 @@ fn spmm_commutes_with_permutation() {
         let xi = Array2::from_shape_fn((n, 16), |_| rng.random_range(-8i32..=8) as f32);
         let xf = Array2::from_shape_fn((n, 16), |_| rng.random_range(-1.0f32..1.0));
         for how in [Reorder::Random(3), Reorder::Community, Reorder::Rcm] {
-            let p = order(&g, how);
+            let p = order(&g, how).unwrap();
             let h = permute_graph(&g, &p);
 
             // exact: bitwise
@@ -326,12 +327,12 @@ fn community_order_makes_planted_blocks_contiguous() {
     let (blocks, size) = (12, 150);
     for seed in [3, 4, 5] {
         let (g, block) = planted(blocks, size, 12, 2, seed);
-        let p = order(&g, Reorder::Community);
+        let p = order(&g, Reorder::Community).unwrap();
         let c = contiguity(&p, &block, blocks, size);
         assert!(c.iter().all(|&x| x >= 0.9), "seed {seed}: {c:?}");
     }
     let (g, block) = planted(blocks, size, 12, 2, 3);
-    let p = order(&g, Reorder::Community);
+    let p = order(&g, Reorder::Community).unwrap();
     // a random order leaves them scattered
     let r = contiguity(&Permutation::random(blocks * size, 1), &block, blocks, size);
     assert!(r.iter().all(|&x| x < 0.3), "{r:?}");
@@ -365,7 +366,7 @@ fn cache_miss_model_counts_compulsory_and_capacity_misses() {
     // A cache of one block's rows: the community order keeps most gathers in it, a
     // random order does not.
     let rand = permute_graph(&g, &Permutation::random(n, 1));
-    let comm = permute_graph(&g, &order(&g, Reorder::Community));
+    let comm = permute_graph(&g, &order(&g, Reorder::Community).unwrap());
     let (mr, mc) = (cache_miss_model(&rand, size), cache_miss_model(&comm, size));
     assert!(mc < 0.5 * mr, "community {mc}, random {mr}");
     // A bigger cache never misses more in these orders (LRU is a stack algorithm per set;
@@ -377,7 +378,7 @@ fn cache_miss_model_counts_compulsory_and_capacity_misses() {
     for dir in [Direction::Undirected, Direction::Directed] {
         let r = random_graph(300, 1200, dir, 6);
         for how in ALL {
-            let p = order(&r, how);
+            let p = order(&r, how).unwrap();
             assert_eq!(
                 cache_miss_model_permuted(&r, &p, 64),
                 cache_miss_model(&permute_graph(&r, &p), 64),
@@ -405,7 +406,7 @@ fn auto_order_reorders_only_where_it_pays() {
     let (g, _) = planted(12, 150, 12, 2, 3);
     let (p, how) = auto_order(&g);
     assert!(p.is_identity() && how == Reorder::None);
-    assert!(order(&g, Reorder::Auto).is_identity());
+    assert!(order(&g, Reorder::Auto).unwrap().is_identity());
     // Above the cache: planted blocks in a random order get the community order ...
     let (blocks, size) = (150, 500);
     assert!(blocks * size > AUTO_CACHE_ROWS);
@@ -490,7 +491,7 @@ fn rcm_and_bfs_recover_a_shuffled_grid() {
     };
     assert!(bandwidth(&g) > 10 * w);
     for how in [Reorder::Rcm, Reorder::Bfs] {
-        let b = bandwidth(&permute_graph(&g, &order(&g, how)));
+        let b = bandwidth(&permute_graph(&g, &order(&g, how).unwrap()));
         assert!(b <= 2 * w + 2, "{how}: bandwidth {b}");
     }
 }
@@ -512,7 +513,7 @@ fn apply_permutes_every_part_and_inverts() {
         }
         .generate(4)
         .unwrap();
-        let p = order(&d.graph, Reorder::Community);
+        let p = order(&d.graph, Reorder::Community).unwrap();
         let e = apply(&d, &p).unwrap();
         e.validate().unwrap();
         let (x, y) = (d.features.to_dense(), e.features.to_dense());
@@ -544,5 +545,46 @@ fn apply_permutes_every_part_and_inverts() {
         if let (Features::Sparse(a), Features::Sparse(b)) = (&back.features, &d.features) {
             assert_eq!(a.x_t().to_dense(), b.x_t().to_dense());
         }
+    }
+}
+
+/// METIS's order cuts a shuffled grid into contiguous row ranges with a small halo, for any
+/// rank count up to its parts, where a random order's halo is most of the graph.
+#[test]
+fn metis_ranges_have_small_halos() {
+    let side = 256usize;
+    let n = side * side;
+    let mut edges = Vec::new();
+    for r in 0..side {
+        for c in 0..side {
+            let i = (r * side + c) as u32;
+            if c + 1 < side {
+                edges.push((i, i + 1));
+            }
+            if r + 1 < side {
+                edges.push((i, i + side as u32));
+            }
+        }
+    }
+    let grid = Graph::try_from_edges(n, &edges, Direction::Undirected).unwrap();
+    let shuffled = permute_graph(&grid, &Permutation::random(n, 3));
+    assert_eq!(crate::order::metis::metis_parts(n), 64);
+    let halo = |g: &Graph, ranks: usize| {
+        let ip = crate::graph::adj_indptr(g);
+        let a = crate::graph::NormAdj::<f32>::new(g, crate::graph::Norm::Symmetric);
+        let part = crate::dist::RowPartition::of_graph(&ip, ranks).unwrap();
+        part.stats(&ip, a.a().indices())
+            .iter()
+            .map(|s| s.halo_rows)
+            .max()
+            .unwrap()
+    };
+    let metis = permute_graph(&shuffled, &order(&shuffled, Reorder::Metis).unwrap());
+    for ranks in [2, 4, 8] {
+        let (m, r) = (halo(&metis, ranks), halo(&shuffled, ranks));
+        // A grid's cut is about a side per boundary, plus the rows of the part the reduction
+        // grid's cut (1,024 rows) splits; a random order's halo is most of the other rows.
+        assert!(m <= n / 16, "P = {ranks}: METIS halo {m}");
+        assert!(r > n / 3, "P = {ranks}: random halo {r}");
     }
 }

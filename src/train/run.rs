@@ -55,12 +55,15 @@ impl RowNorm {
 
 /// The node order `reorder` asks for on `graph` (`None` for the given order) and the order
 /// it resolved to.
-pub fn choose_order(graph: &Graph, reorder: Reorder) -> (Option<Permutation>, Reorder) {
+///
+/// # Errors
+/// As [`order::order`].
+pub fn choose_order(graph: &Graph, reorder: Reorder) -> Result<(Option<Permutation>, Reorder)> {
     let (perm, applied) = match reorder {
         Reorder::Auto => order::auto_order(graph),
-        r => (order::order(graph, r), r),
+        r => (order::order(graph, r)?, r),
     };
-    ((!perm.is_identity()).then_some(perm), applied)
+    Ok(((!perm.is_identity()).then_some(perm), applied))
 }
 
 /// How [`Prepared::new`] prepares a dataset. The default is the CLI's: `--reorder auto`,
@@ -121,7 +124,7 @@ impl Prepared {
     /// From reordering (a permutation that does not fit the data).
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
         let t = Instant::now();
-        let (perm, applied) = choose_order(&data.graph, p.reorder);
+        let (perm, applied) = choose_order(&data.graph, p.reorder)?;
         if let Some(perm) = &perm {
             data = order::apply(&data, perm)?;
         }

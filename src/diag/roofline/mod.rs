@@ -308,10 +308,10 @@ pub fn run(
     let n = graph.n_nodes();
     let sgemm = cfg.gemm.map(|(k, m)| sgemm(n.max(1), k, m, w, r, par));
 
-    let random_perm = order::order(graph, Reorder::Random(cfg.seed));
+    let random_perm = order::order(graph, Reorder::Random(cfg.seed))?;
     let g_random = order::permute_graph(graph, &random_perm);
     let t = Instant::now();
-    let perm = order::order(&g_random, cfg.reorder);
+    let perm = order::order(&g_random, cfg.reorder)?;
     let reorder_s = t.elapsed().as_secs_f64();
     let g_reordered = order::permute_graph(&g_random, &perm);
     // The class order: the reordered order stably sorted by label (labels follow the same

@@ -1,0 +1,87 @@
+//! `--reorder metis`: the nodes grouped by the parts of a METIS recursive bisection (the
+//! `metis` crate, which builds METIS from its bundled source), parts in bisection order, each
+//! part's nodes in their given order.
+//!
+//! Recursive bisection numbers its parts so that every aligned run of parts — the first half,
+//! each quarter, … — is one side of a bisection: a contiguous row range over whole parts is a
+//! subtree of the bisection, cut from the rest by few edges. So a row partition into P
+//! contiguous ranges ([`crate::dist::RowPartition`]) of this order has a small halo for every
+//! P up to the part count, while the order itself does not depend on P (runs at different P
+//! keep the same bits). Node weights are the rows' lengths in Ã = A + I, so parts balance the
+//! SpMM's non-zeros, as the row partition does.
+
+use super::{Adj, Permutation};
+use crate::graph::Graph;
+use crate::{Error, Result};
+
+/// Parts of [`metis_order`] for `n` nodes: the largest power of two at or below n/1024,
+/// within 2..=1024.
+pub fn metis_parts(n: usize) -> usize {
+    let target = (n / 1024).clamp(2, 1024);
+    1 << (usize::BITS - 1 - target.leading_zeros())
+}
+
+/// The METIS order of `graph` (see the [module docs](self)): [`metis_parts`] parts of a
+/// recursive bisection with a fixed seed, so the same graph always gives the same order.
+/// A directed graph is partitioned as undirected (A + Aᵀ); self-loops and repeated entries
+/// are left out, as METIS requires.
+///
+/// # Errors
+/// [`Error::Mismatch`] for a graph whose stored entries exceed METIS's 32-bit indices;
+/// [`Error::Partition`] when METIS fails (out of memory).
+///
+/// # Complexity
+/// METIS's recursive bisection, about O(nnz · log parts) time; O(n + nnz) memory for its
+/// 32-bit copy of the graph.
+pub fn metis_order(graph: &Graph) -> Result<Permutation> {
+    let n = graph.n_nodes();
+    if n < 4 {
+        return Ok(Permutation::identity(n));
+    }
+    let adj = Adj::new(graph);
+    let too_big = |what: &str, got: usize| Error::Mismatch {
+        what: format!("METIS's 32-bit indices: {what}"),
+        expected: i32::MAX as usize,
+        got,
+    };
+    let idx32 = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what, v));
+    let mut xadj: Vec<i32> = Vec::with_capacity(n + 1);
+    xadj.push(0);
+    let mut adjncy: Vec<i32> = Vec::with_capacity(adj.ip[n]);
+    let mut row: Vec<u32> = Vec::new();
+    let mut vwgt: Vec<i32> = Vec::with_capacity(n);
+    for i in 0..n {
+        row.clear();
+        row.extend(adj.row(i).iter().copied().filter(|&j| j as usize != i));
+        row.sort_unstable();
+        row.dedup();
+        adjncy.extend(row.iter().map(|&j| j as i32));
+        xadj.push(idx32(adjncy.len(), "stored entries")?);
+        // Ã's row length: the neighbours and the self-loop.
+        vwgt.push(idx32(graph.neighbors(i).len() + 1, "a row's length")?);
+    }
+    let parts = metis_parts(n);
+    let mut part = vec![0i32; n];
+    let metis_err = |e: metis::Error| Error::Partition(format!("METIS: {e}"));
+    metis::Graph::new(1, parts as i32, &xadj, &adjncy)
+        .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
+        .set_vwgt(&vwgt)
+        .set_option(metis::option::Seed(1))
+        .part_recursive(&mut part)
+        .map_err(metis_err)?;
+    // Nodes by part, each part's in their given order (a counting sort).
+    let mut start = vec![0usize; parts + 1];
+    for &p in &part {
+        start[p as usize + 1] += 1;
+    }
+    for k in 0..parts {
+        start[k + 1] += start[k];
+    }
+    let mut new_to_old = vec![0u32; n];
+    for (i, &p) in part.iter().enumerate() {
+        let at = &mut start[p as usize];
+        new_to_old[*at] = i as u32;
+        *at += 1;
+    }
+    Ok(Permutation::from_new_to_old_trusted(new_to_old))
+}
