@@ -1,5 +1,6 @@
 //! A row-partitioned run is the run of one process, bit for bit, for every model of the stack:
-//! every epoch's losses and accuracies, the test accuracy and loss, and every trained weight.
+//! every epoch's losses and accuracies, the test accuracy and loss, every trained weight, and
+//! the per-layer smoothing metrics.
 //!
 //! A test without the harness (the ranks of an MPI job must make the same collective calls in
 //! the same order, one case after another): run it under a launcher, as CI does,
@@ -35,6 +36,16 @@ fn fingerprint(r: &RunResult, model: &mut Model<f32>) -> Vec<u64> {
         r.test_loss.to_bits(),
         r.best_epoch as u64,
     ]);
+    // The per-layer smoothing metrics, recorded every other epoch.
+    for rec in &r.layer_metrics {
+        let m = &rec.metrics;
+        v.extend([
+            rec.epoch as u64,
+            rec.layer as u64,
+            m.rank.unwrap_or(usize::MAX) as u64,
+        ]);
+        v.extend([m.dirichlet, m.mad_global, m.mad_neighbors, m.mean_cosine].map(f64::to_bits));
+    }
     model.visit_params(&mut |_, p| {
         v.extend(p.value.iter().map(|w| u64::from(w.to_bits())));
     });
@@ -171,14 +182,24 @@ fn main() {
             model: case.model.clone(),
             ..TrainConfig::default()
         };
+        let metrics = FitOptions {
+            metrics_every: 2,
+            rank_sample: Some(64),
+            ..FitOptions::default()
+        };
         let opts = FitOptions {
             drop_edge: Some(DropEdgeSource {
                 graph: &d.graph,
                 norm: case.norm,
             }),
-            ..FitOptions::default()
+            ..metrics
         };
         let (r, mut m) = fit_model(&TrainData::of(&adj, &d), &cfg, 1, &opts).expect("one process");
+        assert!(
+            r.layer_metrics.len() >= 3 && r.layer_metrics.iter().all(|l| l.metrics.rank.is_some()),
+            "{}: the metrics were recorded",
+            case.name
+        );
         let whole = fingerprint(&r, &mut m);
         let part = RowPartition::of_graph(adj.a().indptr().raw_storage(), job.size())
             .expect("a partition");
@@ -199,7 +220,7 @@ fn main() {
             d.n_classes,
             &local.split,
         );
-        let (rd, mut md) = fit_model(&data, &cfg, 1, &FitOptions::default()).expect("distributed");
+        let (rd, mut md) = fit_model(&data, &cfg, 1, &metrics).expect("distributed");
         let got = fingerprint(&rd, &mut md);
         if got != whole {
             failed.push(case.name);

@@ -35,6 +35,7 @@ use ndarray::{s, ArrayView2, ArrayViewMut2};
 
 use super::RowPartition;
 use crate::graph::dropedge::{keep_threshold, keeps};
+use crate::graph::propagate::NeighbourFn;
 use crate::graph::reduce::ReduceScratch;
 use crate::graph::{Graph, Norm, NormAdj, NormRows, Propagate};
 use crate::kernels::{spmm, Csr, CsrView};
@@ -750,9 +751,92 @@ impl DistAdj {
     }
 }
 
+impl DistAdj {
+    /// `f(a, ext, lo)` for rows `a` over Â's slots (Â's own rows or a sample's): `ext` holds
+    /// `h`'s own rows and Â's whole halo of `h`, received at full width
+    /// ([`Propagate::with_neighbours`]).
+    fn neighbours_of(
+        &self,
+        a: CsrView<'_, f32>,
+        h: ArrayView2<'_, f32>,
+        f: &mut NeighbourFn<'_, f32>,
+    ) {
+        let (owned, d) = (self.range.len(), h.ncols());
+        assert_eq!(
+            h.nrows(),
+            owned,
+            "DistAdj: h has {} of {owned} rows",
+            h.nrows()
+        );
+        let side = &self.fwd;
+        let lo = side.lo;
+        let mut ext = vec![0f32; (owned + side.halo.len()) * d];
+        for (i, row) in h.rows().into_iter().enumerate() {
+            for (o, &v) in ext[(lo + i) * d..(lo + i + 1) * d].iter_mut().zip(row) {
+                *o = v;
+            }
+        }
+        let mut buf = Vec::new();
+        let t0 = Instant::now();
+        match side.ex.rows(&mut ext, lo, owned, d, &mut buf) {
+            Ok(b) => self.add_traffic(b, t0),
+            Err(e) => panic!("DistAdj: {e}"),
+        }
+        drop(buf);
+        let rows = owned + side.halo.len();
+        match ArrayView2::from_shape((rows, d), &ext[..]) {
+            Ok(view) => f(a, view, lo),
+            Err(e) => panic!("DistAdj: the extended rows ({e})"),
+        }
+    }
+
+    /// [`Propagate::gather_rows`]: each rank's sampled rows, all-gathered in global order.
+    fn gather_owned(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
+        let d = h.ncols();
+        let start = self.range.start;
+        let mine: Vec<f32> = rows
+            .iter()
+            .filter(|&&r| self.range.contains(&r))
+            .flat_map(|&r| h.row(r - start).to_vec())
+            .collect();
+        // Every rank knows every count: the rows are the same on all ranks.
+        let counts = match c_counts((0..self.part.ranks()).map(|q| {
+            let range = self.part.range(q);
+            rows.iter().filter(|&&r| range.contains(&r)).count() * d
+        })) {
+            Ok(c) => c,
+            Err(e) => panic!("DistAdj: {e}"),
+        };
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut all = vec![0f32; total];
+        let t0 = Instant::now();
+        {
+            let dd = displs(&counts);
+            let mut out = PartitionMut::new(&mut all[..], &counts[..], &dd[..]);
+            world().all_gather_varcount_into(&mine[..], &mut out);
+        }
+        self.add_traffic((4 * mine.len() * (self.part.ranks() - 1)) as u64, t0);
+        match ndarray::Array2::from_shape_vec(
+            (rows.len(), d),
+            all.iter().map(|&v| f64::from(v)).collect(),
+        ) {
+            Ok(x) => x,
+            Err(e) => panic!("DistAdj: the gathered rows ({e})"),
+        }
+    }
+}
+
 impl Propagate<f32> for DistAdj {
     fn n_rows(&self) -> usize {
         self.range.len()
+    }
+
+    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
+        self.neighbours_of(self.fwd.a.view(), h, f);
+    }
+
+    fn gather_rows(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
+        self.gather_owned(h, rows)
     }
 
     fn n_nodes(&self) -> usize {
@@ -934,6 +1018,15 @@ struct DistSample<'a> {
 impl Propagate<f32> for DistSample<'_> {
     fn n_rows(&self) -> usize {
         self.base.n_rows()
+    }
+
+    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
+        // The sample's columns are slots of Â's halo.
+        self.base.neighbours_of(self.a.view(), h, f);
+    }
+
+    fn gather_rows(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
+        self.base.gather_owned(h, rows)
     }
 
     fn n_nodes(&self) -> usize {

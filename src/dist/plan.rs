@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::model::{HaloTotals, WORDS_F32};
 use super::RowPartition;
 use crate::data::{Features, Mask, Split};
+use crate::graph::propagate::NeighbourFn;
 use crate::graph::reduce::ReduceScratch;
 use crate::graph::{Direction, Graph, NormAdj, Propagate};
 use crate::kernels::{Csr, CsrView};
@@ -82,6 +83,11 @@ impl<'a> Trace<'a> {
 impl Propagate<f32> for Trace<'_> {
     fn n_rows(&self) -> usize {
         self.adj.n_nodes()
+    }
+
+    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
+        // Not an exchange of training: the metrics are outside the plan.
+        self.adj.with_neighbours(h, f);
     }
 
     fn nnz(&self) -> usize {

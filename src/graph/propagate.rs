@@ -19,6 +19,10 @@ use super::NormAdj;
 use crate::kernels::{self, spmm, Csr, CsrView};
 use crate::{Par, Scalar};
 
+/// What [`Propagate::with_neighbours`] calls: this process's rows of Â over `ext`, `ext`,
+/// and the row of `ext` holding own row 0.
+pub type NeighbourFn<'f, F> = dyn FnMut(CsrView<'_, F>, ArrayView2<'_, F>, usize) + 'f;
+
 /// Â as the layers see it: products with Â and Âᵀ, and sums across nodes.
 ///
 /// Row counts: every node-indexed matrix a layer holds has [`Propagate::n_rows`] rows (all
@@ -50,8 +54,8 @@ pub trait Propagate<F: Scalar>: Sync {
         (0, local)
     }
 
-    /// Â held whole in this process, if it is (for what needs the whole graph: the smoothing
-    /// metrics, DropEdge's samples from the raw graph).
+    /// Â held whole in this process, if it is (for what needs the whole graph: DropEdge's
+    /// samples from the raw graph).
     fn as_local(&self) -> Option<&NormAdj<F>> {
         None
     }
@@ -62,6 +66,30 @@ pub trait Propagate<F: Scalar>: Sync {
     /// or `None` when this backend cannot sample.
     fn drop_edge_sample(&self, _p: f64, _key: u64) -> Option<Box<dyn Propagate<F> + '_>> {
         None
+    }
+
+    /// Calls `f` with what reads the neighbours' rows of `h` whole (the smoothing metrics):
+    /// `a`, this process's rows of Â with their columns renamed into `ext`; `ext`, the rows
+    /// those columns name (`h` itself when Â is held whole; the owned rows among the halo rows
+    /// received from their owners otherwise); and `own`, the row of `ext` that holds own row 0
+    /// (own row i is `ext` row `own + i`). Each row of `a` keeps Â's non-zero order.
+    /// Collective in a partitioned run: the whole halo of `h` is exchanged at once, at its
+    /// full width.
+    ///
+    /// # Shapes
+    /// `h`: [`Propagate::n_rows`] × d.
+    fn with_neighbours(&self, h: ArrayView2<'_, F>, f: &mut NeighbourFn<'_, F>);
+
+    /// The rows `rows` (global node ids, increasing) of the node-indexed `h`, as f64, on
+    /// every process: row k of the result is node `rows[k]`'s (the numerical rank's sample).
+    /// Collective in a partitioned run.
+    ///
+    /// # Panics
+    /// If a row is not below [`Propagate::n_nodes`].
+    fn gather_rows(&self, h: ArrayView2<'_, F>, rows: &[usize]) -> ndarray::Array2<f64> {
+        ndarray::Array2::from_shape_fn((rows.len(), h.ncols()), |(a, k)| {
+            h[[rows[a], k]].to_f64_lossless()
+        })
     }
 
     /// out ← α·Â·X + β·out.
@@ -258,6 +286,10 @@ impl<F: Scalar> Propagate<F> for NormAdj<F> {
 
     fn as_local(&self) -> Option<&NormAdj<F>> {
         Some(self)
+    }
+
+    fn with_neighbours(&self, h: ArrayView2<'_, F>, f: &mut NeighbourFn<'_, F>) {
+        f(self.a(), h, 0);
     }
 
     fn a_times(

@@ -627,16 +627,9 @@ pub fn train_model<F: Scalar>(
     let mut best: Option<usize> = None;
     let mut best_snap: Vec<Vec<F>> = Vec::new();
     let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
-    let local = adj.as_local();
-    if opts.metrics_every > 0 && local.is_none() {
-        return Err(Error::Config(ConfigError::Unsupported {
-            what: "per-layer metrics in a row-partitioned run",
-        }));
-    }
     let record = |model: &mut Model<F>, epoch: usize, out: &mut Vec<LayerRecord>| {
-        let Some(local) = local else { return };
         model.visit_representations(adj, x, par, &mut |layer, h| {
-            let metrics = layer_metrics(local, h, opts.rank_sample.map(|s| (s, seed)), par);
+            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)), par);
             out.push(LayerRecord {
                 epoch,
                 layer,

@@ -16,9 +16,13 @@
 //! included. This is scikit-learn's `cosine_distances`, which the MAD authors' code calls, and
 //! it is the only convention under which [`mean_cosine`] stays exact in O(n·d).
 //!
-//! All sums are accumulated in f64. The parallel reductions split rows into fixed blocks of
-//! [`BLOCK_ROWS`] and add the block results in order, so every result is bit-identical for any
-//! number of rayon threads.
+//! All sums are accumulated in f64, row by row within the fixed chunks of the reduction grid
+//! ([`grid_rows`]), the chunks' partials combined exactly and
+//! rounded once ([`Propagate::sum_rows`]): every result is bit-identical for any number of
+//! rayon threads and, in a row-partitioned run, of ranks. The graph metrics take Â as a
+//! [`Propagate`], which also gives them the neighbours' rows ([`Propagate::with_neighbours`])
+//! and the rank's sample ([`Propagate::gather_rows`]); [`mad_global`], [`mean_cosine`] and
+//! [`numerical_rank`] of a matrix alone have `_of` twins that sum across the ranks.
 //!
 //! This file holds the graph and global metrics and [`layer_metrics`] / [`per_layer`], which
 //! gather them per layer; [`numerical_rank`] and its Jacobi eigenvalue solver are in `rank`, the
@@ -28,22 +32,17 @@ mod rank;
 #[cfg(test)]
 mod tests;
 
-use std::ops::Range;
-
 use ndarray::{ArrayView1, ArrayView2};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-pub use self::rank::numerical_rank;
-use crate::graph::NormAdj;
+pub use self::rank::{numerical_rank, numerical_rank_of};
+use crate::graph::Propagate;
+use crate::kernels::rows::{grid_rows, parts_len};
 use crate::kernels::shape_panic;
 use crate::{Par, Scalar};
-
-/// Rows per block of the parallel reductions. Fixed, so the blocks, and the order in which
-/// their partial sums are added, depend only on n.
-pub const BLOCK_ROWS: usize = 1024;
 
 /// The relative tolerance [`layer_metrics`] passes to [`numerical_rank`]: singular values
 /// below 10⁻⁴·σ_max count as zero. That is above the f32 rounding noise of an f32 H
@@ -88,7 +87,8 @@ pub struct LayerMetrics {
 /// If `h.nrows() != adj.n_nodes()`.
 ///
 /// # Complexity
-/// O((nnz + n)·d) time, no allocation beyond one f64 per block of [`BLOCK_ROWS`] rows.
+/// O((nnz + n)·d) time; one f64 per chunk of the reduction grid (and, in a partitioned run, the
+/// halo rows of `h`) extra memory.
 ///
 /// [`Norm::Symmetric`]: crate::graph::Norm::Symmetric
 ///
@@ -106,29 +106,33 @@ pub struct LayerMetrics {
 /// assert!(dirichlet_energy(&adj, array![[3.0], [3.0]].view(), Par::Rayon).abs() < 1e-14);
 /// ```
 #[track_caller]
-pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: Par) -> f64 {
+pub fn dirichlet_energy<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
+    h: ArrayView2<'_, F>,
+    par: Par,
+) -> f64 {
     let n = check_rows("dirichlet_energy", adj, h);
-    if n == 0 {
+    if adj.n_nodes() == 0 {
         return 0.0;
     }
-    let a = adj.a();
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
-    let off = ip[0];
-    let (idx, val) = (a.indices(), a.data());
-    let total = block_sums(n, par, |rows| {
-        let mut acc = 0.0f64;
-        for i in rows {
+    let mut total = [0.0f64];
+    let mut parts = vec![0.0f64; parts_len(n, 1)];
+    adj.with_neighbours(h, &mut |a, ext, _| {
+        let ip = a.indptr();
+        let ip = ip.raw_storage();
+        let off = ip[0];
+        let (idx, val) = (a.indices(), a.data());
+        let row = |i: usize, acc: &mut [f64]| {
             let hi = h.row(i);
             let mut prop = 0.0f64;
             for k in ip[i] - off..ip[i + 1] - off {
-                prop += val[k].to_f64_lossless() * dot64(hi, h.row(idx[k] as usize));
+                prop += val[k].to_f64_lossless() * dot64(hi, ext.row(idx[k] as usize));
             }
-            acc += dot64(hi, hi) - prop;
-        }
-        acc
+            acc[0] += dot64(hi, hi) - prop;
+        };
+        adj.sum_rows(&mut parts, &mut total, &row, par);
     });
-    total / n as f64
+    total[0] / adj.n_nodes() as f64
 }
 
 /// MAD over the graph's edges (Chen et al., AAAI 2020, <https://arxiv.org/abs/1909.03211>),
@@ -176,48 +180,51 @@ pub fn dirichlet_energy<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: 
 /// assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
 /// ```
 #[track_caller]
-pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: Par) -> f64 {
+pub fn mad_neighbors<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
+    h: ArrayView2<'_, F>,
+    par: Par,
+) -> f64 {
     let n = check_rows("mad_neighbors", adj, h);
-    if n == 0 {
+    if adj.n_nodes() == 0 {
         return 0.0;
     }
-    let inv = inv_norms(h, par);
     let eps = F::epsilon().to_f64_lossless();
     let zero = MAD_ZERO_ULPS * eps * eps;
-    let a = adj.a();
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
-    let off = ip[0];
-    let idx = a.indices();
-    let parts: Vec<(f64, usize)> = map_blocks(n, par, |rows| {
-        let (mut sum, mut count) = (0.0f64, 0usize);
-        for i in rows {
+    // Σ_i D̄_i over the nodes with a neighbour at non-zero distance, and their count.
+    let mut total = [0.0f64; 2];
+    let mut parts = vec![0.0f64; parts_len(n, 2)];
+    adj.with_neighbours(h, &mut |a, ext, own| {
+        let inv = inv_norms(ext, par);
+        let ip = a.indptr();
+        let ip = ip.raw_storage();
+        let off = ip[0];
+        let idx = a.indices();
+        let row = |i: usize, acc: &mut [f64]| {
+            let e = own + i;
             let (mut s, mut c) = (0.0f64, 0usize);
             for &j in &idx[ip[i] - off..ip[i + 1] - off] {
                 let j = j as usize;
-                if j == i {
+                if j == e {
                     continue;
                 }
-                let d = cos_dist(h.row(i), inv[i], h.row(j), inv[j]);
+                let d = cos_dist(ext.row(e), inv[e], ext.row(j), inv[j]);
                 if d > zero {
                     s += d;
                     c += 1;
                 }
             }
             if c > 0 {
-                sum += s / c as f64;
-                count += 1;
+                acc[0] += s / c as f64;
+                acc[1] += 1.0;
             }
-        }
-        (sum, count)
+        };
+        adj.sum_rows(&mut parts, &mut total, &row, par);
     });
-    let (sum, count) = parts
-        .iter()
-        .fold((0.0, 0), |(s, c), &(bs, bc)| (s + bs, c + bc));
-    if count == 0 {
+    if total[1] == 0.0 {
         0.0
     } else {
-        sum / count as f64
+        total[0] / total[1]
     }
 }
 
@@ -234,7 +241,7 @@ pub fn mad_neighbors<F: Scalar>(adj: &NormAdj<F>, h: ArrayView2<'_, F>, par: Par
 /// `h: n×d`; any strides.
 ///
 /// # Complexity
-/// O(n·d) time, O(d·n/[`BLOCK_ROWS`]) extra memory.
+/// O(n·d) time, O(d·n/[`grid_rows`]\(n)) extra memory.
 ///
 /// # Examples
 /// ```
@@ -251,6 +258,19 @@ pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
     1.0 - mean_cosine(h, par)
 }
 
+/// [`mad_global`] of a node-indexed H held in parts (this process's rows of every node's H),
+/// over every node: `1 − mean_cosine_of`.
+pub fn mad_global_of<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
+    h: ArrayView2<'_, F>,
+    par: Par,
+) -> f64 {
+    if adj.n_nodes() < 2 {
+        return 0.0;
+    }
+    1.0 - mean_cosine_of(adj, h, par)
+}
+
 /// Mean pairwise cosine similarity over all ordered pairs i ≠ j, exactly:
 ///
 ///   (‖Σ_i u_i‖² − Σ_i ‖u_i‖²) / (n(n−1)),  u_i = h_i/‖h_i‖ (u_i = 0 for a zero row).
@@ -261,7 +281,7 @@ pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
 /// `h: n×d`; any strides.
 ///
 /// # Complexity
-/// O(n·d) time, O(d·n/[`BLOCK_ROWS`]) extra memory.
+/// O(n·d) time, O(d·n/[`grid_rows`]\(n)) extra memory.
 ///
 /// # Examples
 /// ```
@@ -273,39 +293,58 @@ pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
 /// assert!((mean_cosine(h.view(), Par::Rayon) - 1.0 / 3.0).abs() < 1e-15);
 /// ```
 pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
-    let (n, d) = h.dim();
+    let n = h.nrows();
+    cosine_from_sums(n, h, &mut |parts, total, row| {
+        let chunks =
+            crate::kernels::rows::chunk_sums(n, grid_rows(n), parts, total.len(), row, par);
+        let mut scratch = crate::graph::reduce::ReduceScratch::<F>::default();
+        crate::graph::reduce::combine_f64(parts, chunks, total, &mut scratch, None);
+    })
+}
+
+/// [`mean_cosine`] of a node-indexed H held in parts (this process's rows), over every node.
+pub fn mean_cosine_of<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
+    h: ArrayView2<'_, F>,
+    par: Par,
+) -> f64 {
+    check_rows("mean_cosine_of", adj, h);
+    cosine_from_sums(adj.n_nodes(), h, &mut |parts, total, row| {
+        adj.sum_rows(parts, total, row, par);
+    })
+}
+
+/// The mean cosine of n nodes from Σ_i u_i and Σ_i ‖u_i‖² over `h`'s rows, summed by `sum`
+/// (parts, total, the row's terms).
+#[allow(clippy::type_complexity)]
+fn cosine_from_sums<F: Scalar>(
+    n: usize,
+    h: ArrayView2<'_, F>,
+    sum: &mut dyn FnMut(&mut [f64], &mut [f64], &(dyn Fn(usize, &mut [f64]) + Sync)),
+) -> f64 {
     if n < 2 {
         return 0.0;
     }
-    let parts: Vec<(Vec<f64>, f64)> = map_blocks(n, par, |rows| {
-        let mut s = vec![0.0f64; d];
-        let mut q = 0.0f64;
-        for i in rows {
-            let hi = h.row(i);
-            let nrm2 = dot64(hi, hi);
-            if nrm2 > 0.0 {
-                let r = 1.0 / nrm2.sqrt();
-                let mut uu = 0.0;
-                for (sk, &x) in s.iter_mut().zip(hi.iter()) {
-                    let u = x.to_f64_lossless() * r;
-                    *sk += u;
-                    uu += u * u;
-                }
-                q += uu;
+    let d = h.ncols();
+    let mut total = vec![0.0f64; d + 1];
+    let mut parts = vec![0.0f64; parts_len(h.nrows(), d + 1)];
+    let row = |i: usize, acc: &mut [f64]| {
+        let hi = h.row(i);
+        let nrm2 = dot64(hi, hi);
+        if nrm2 > 0.0 {
+            let r = 1.0 / nrm2.sqrt();
+            let mut uu = 0.0;
+            for (sk, &x) in acc[..d].iter_mut().zip(hi.iter()) {
+                let u = x.to_f64_lossless() * r;
+                *sk += u;
+                uu += u * u;
             }
+            acc[d] += uu;
         }
-        (s, q)
-    });
-    let mut s = vec![0.0f64; d];
-    let mut q = 0.0f64;
-    for (bs, bq) in &parts {
-        for (a, b) in s.iter_mut().zip(bs) {
-            *a += b;
-        }
-        q += bq;
-    }
-    let ss: f64 = s.iter().map(|x| x * x).sum();
-    ((ss - q) / (n as f64 * (n - 1) as f64)).clamp(-1.0, 1.0)
+    };
+    sum(&mut parts, &mut total, &row);
+    let ss: f64 = total[..d].iter().map(|x| x * x).sum();
+    ((ss - total[d]) / (n as f64 * (n - 1) as f64)).clamp(-1.0, 1.0)
 }
 
 /// All smoothing metrics of one layer's H. `rank_sample = Some((s, seed))` also estimates
@@ -336,21 +375,26 @@ pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
 /// assert_eq!(m.rank, Some(1));
 /// ```
 #[track_caller]
-pub fn layer_metrics<F: Scalar>(
-    adj: &NormAdj<F>,
+pub fn layer_metrics<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
     h: ArrayView2<'_, F>,
     rank_sample: Option<(usize, u64)>,
     par: Par,
 ) -> LayerMetrics {
     check_rows("layer_metrics", adj, h);
-    let mean_cos = mean_cosine(h, par);
+    let mean_cos = mean_cosine_of(adj, h, par);
     LayerMetrics {
         dirichlet: dirichlet_energy(adj, h, par),
-        mad_global: if h.nrows() < 2 { 0.0 } else { 1.0 - mean_cos },
+        mad_global: if adj.n_nodes() < 2 {
+            0.0
+        } else {
+            1.0 - mean_cos
+        },
         mad_neighbors: mad_neighbors(adj, h, par),
         mean_cosine: mean_cos,
         rank: rank_sample.map(|(s, seed)| {
-            numerical_rank(
+            numerical_rank_of(
+                adj,
                 h,
                 s,
                 RANK_REL_TOL,
@@ -361,18 +405,19 @@ pub fn layer_metrics<F: Scalar>(
     }
 }
 
-/// [`layer_metrics`] of every layer, in order. Layers run in parallel under rayon; each
-/// layer's rank sample uses the same seed, and the results equal those of calling
+/// [`layer_metrics`] of every layer, in order. Layers run in parallel under rayon (one after
+/// another when Â spans processes: their exchanges must come in the same order on every rank);
+/// each layer's rank sample uses the same seed, and the results equal those of calling
 /// [`layer_metrics`] one layer at a time, bit for bit.
 ///
 /// # Panics
-/// If some `hs[l].nrows() != adj.n_nodes()`.
+/// If some `hs[l].nrows() != adj.n_rows()`.
 ///
 /// # Complexity
 /// The sum of the layers' [`layer_metrics`] costs.
 #[track_caller]
-pub fn per_layer<F: Scalar>(
-    adj: &NormAdj<F>,
+pub fn per_layer<F: Scalar, P: Propagate<F> + ?Sized>(
+    adj: &P,
     hs: &[ArrayView2<'_, F>],
     rank_sample: Option<(usize, u64)>,
     par: Par,
@@ -382,36 +427,23 @@ pub fn per_layer<F: Scalar>(
     }
     let one = |h: &ArrayView2<'_, F>| layer_metrics(adj, *h, rank_sample, par);
     match par {
-        Par::Seq => hs.iter().map(one).collect(),
-        Par::Rayon => hs.par_iter().map(one).collect(),
+        Par::Rayon if !adj.spans_processes() => hs.par_iter().map(one).collect(),
+        _ => hs.iter().map(one).collect(),
     }
 }
 
-/// Checks `h.nrows() == adj.n_nodes()` and returns n.
+/// Checks `h.nrows() == adj.n_rows()` and returns it.
 #[track_caller]
-fn check_rows<F: Scalar>(what: &str, adj: &NormAdj<F>, h: ArrayView2<'_, F>) -> usize {
-    let n = adj.n_nodes();
+fn check_rows<F: Scalar, P: Propagate<F> + ?Sized>(
+    what: &str,
+    adj: &P,
+    h: ArrayView2<'_, F>,
+) -> usize {
+    let n = adj.n_rows();
     if h.nrows() != n {
-        shape_panic(what, &[("adj", (n, n)), ("h", h.dim())]);
+        shape_panic(what, &[("adj", (n, adj.n_nodes())), ("h", h.dim())]);
     }
     n
-}
-
-/// Σ over the fixed row blocks of 0..n of `f(block)`, added in block order (the same for any
-/// thread count, [`Par::Seq`] included).
-fn block_sums(n: usize, par: Par, f: impl Fn(Range<usize>) -> f64 + Sync + Send) -> f64 {
-    map_blocks(n, par, f).iter().sum()
-}
-
-/// `f(block)` for each fixed row block of 0..n, in block order (in parallel under
-/// [`Par::Rayon`]).
-fn map_blocks<T: Send>(n: usize, par: Par, f: impl Fn(Range<usize>) -> T + Sync + Send) -> Vec<T> {
-    let block = |b: usize| f(b * BLOCK_ROWS..((b + 1) * BLOCK_ROWS).min(n));
-    let blocks = 0..n.div_ceil(BLOCK_ROWS);
-    match par {
-        Par::Seq => blocks.map(block).collect(),
-        Par::Rayon => blocks.into_par_iter().map(block).collect(),
-    }
 }
 
 /// ⟨a, b⟩ in f64.

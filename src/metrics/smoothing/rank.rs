@@ -7,6 +7,7 @@ use ndarray::{Array2, ArrayView2};
 use rand::Rng;
 use rayon::prelude::*;
 
+use crate::graph::Propagate;
 use crate::kernels::gemm;
 use crate::{Par, Scalar};
 
@@ -50,18 +51,59 @@ pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
     par: Par,
 ) -> usize {
     let (n, d) = h.dim();
+    let Some(rows) = sample_rows(n, d, sample, rng) else {
+        return 0;
+    };
+    let x = Array2::from_shape_fn((rows.len(), d), |(a, k)| h[[rows[a], k]].to_f64_lossless());
+    rank_of(x, rel_tol, par)
+}
+
+/// [`numerical_rank`] of a node-indexed H held in parts (this process's rows of every node's
+/// H): the sample is drawn over every node (the same draw on every process) and its rows
+/// gathered ([`Propagate::gather_rows`]), so the result is [`numerical_rank`]'s of the whole
+/// H with the same `rng`, on every process.
+///
+/// # Panics
+/// If `h.nrows() != adj.n_rows()`.
+pub fn numerical_rank_of<F: Scalar, P: Propagate<F> + ?Sized, R: Rng + ?Sized>(
+    adj: &P,
+    h: ArrayView2<'_, F>,
+    sample: usize,
+    rel_tol: f64,
+    rng: &mut R,
+    par: Par,
+) -> usize {
+    assert_eq!(h.nrows(), adj.n_rows(), "numerical_rank_of: h's rows");
+    let Some(rows) = sample_rows(adj.n_nodes(), h.ncols(), sample, rng) else {
+        return 0;
+    };
+    rank_of(adj.gather_rows(h, &rows), rel_tol, par)
+}
+
+/// The sorted rows of a sample of min(`sample`, n) of n (all, without a draw, when the sample
+/// covers them); `None` when the rank is 0 without looking (no rows or no columns).
+fn sample_rows<R: Rng + ?Sized>(
+    n: usize,
+    d: usize,
+    sample: usize,
+    rng: &mut R,
+) -> Option<Vec<usize>> {
     let s = sample.min(n);
     if s == 0 || d == 0 {
-        return 0;
+        return None;
     }
-    let rows: Vec<usize> = if s == n {
+    Some(if s == n {
         (0..n).collect()
     } else {
         let mut v = rand::seq::index::sample(rng, n, s).into_vec();
         v.sort_unstable(); // the Gram matrix then depends on the set only
         v
-    };
-    let x = Array2::from_shape_fn((s, d), |(a, k)| h[[rows[a], k]].to_f64_lossless());
+    })
+}
+
+/// The numerical rank of the sample `x` (s × d, f64).
+fn rank_of(x: Array2<f64>, rel_tol: f64, par: Par) -> usize {
+    let (s, d) = x.dim();
     let m = s.min(d);
     let mut g = Array2::<f64>::zeros((m, m));
     if s < d {

@@ -5,7 +5,7 @@
 
 use super::rank::jacobi_eigenvalues;
 use super::*;
-use crate::graph::{Direction, Graph, Norm};
+use crate::graph::{Direction, Graph, Norm, NormAdj};
 use crate::kernels::spmm;
 use crate::Par;
 use ndarray::{array, Array2};
@@ -351,9 +351,10 @@ fn f32_input_agrees_with_f64() {
 
 #[test]
 fn large_inputs_span_several_blocks() {
-    // n > BLOCK_ROWS exercises the block reduction against the brute force
+    // Several chunks of the reduction grid (1,024 rows each here) against the brute force.
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let n = 2 * BLOCK_ROWS + 37;
+    let n = 8 * 1024 + 37;
+    assert_eq!(crate::kernels::rows::grid_rows(n), 1024);
     let g = random_graph(n, 3 * n, &mut rng);
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let h = random_h(n, 3, &mut rng).mapv(|x| x + 0.5);
@@ -551,4 +552,31 @@ fn per_layer_equals_layer_metrics_for_any_thread_count() {
     assert!(serial.iter().all(|m| m.dirichlet > 0.0));
     let json = serde_json::to_string(&serial[0]).unwrap();
     assert!(json.contains("\"mad_neighbors\""));
+}
+
+/// The metrics of a matrix alone and through Â held whole are the same sums, bit for bit.
+#[test]
+fn matrix_and_propagate_forms_agree() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let n = 3000;
+    let g = random_graph(n, 4 * n, &mut rng);
+    let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
+    let h = random_h(n, 5, &mut rng);
+    assert_eq!(
+        mean_cosine(h.view(), Par::Rayon).to_bits(),
+        mean_cosine_of(&adj, h.view(), Par::Rayon).to_bits()
+    );
+    assert_eq!(
+        mad_global(h.view(), Par::Rayon).to_bits(),
+        mad_global_of(&adj, h.view(), Par::Rayon).to_bits()
+    );
+    let mut r1 = ChaCha8Rng::seed_from_u64(1);
+    let mut r2 = ChaCha8Rng::seed_from_u64(1);
+    assert_eq!(
+        numerical_rank(h.view(), 100, RANK_REL_TOL, &mut r1, Par::Rayon),
+        numerical_rank_of(&adj, h.view(), 100, RANK_REL_TOL, &mut r2, Par::Rayon)
+    );
+    let m = layer_metrics(&adj, h.view(), Some((100, 1)), Par::Seq);
+    assert_eq!(m, layer_metrics(&adj, h.view(), Some((100, 1)), Par::Rayon));
+    assert_eq!(m.mean_cosine, mean_cosine(h.view(), Par::Seq));
 }
