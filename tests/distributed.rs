@@ -17,7 +17,7 @@ use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::dist::mpi::{DistAdj, Mpi};
 use sparse_gcn::dist::{rank_data, RowPartition};
-use sparse_gcn::graph::{Norm, NormAdj, NormRows};
+use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj, NormRows};
 use sparse_gcn::nn::pair_norm::PairNormMode;
 use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::train::{
@@ -58,6 +58,8 @@ struct Case {
     norm: Norm,
     sparse: bool,
     stop: StopRule,
+    /// On a directed version of the graph (some arcs one way only).
+    directed: bool,
 }
 
 fn cases() -> Vec<Case> {
@@ -78,6 +80,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Symmetric,
             sparse: true,
             stop: StopRule::Never,
+            directed: false,
         },
         Case {
             name: "kipf, sparse features, aggregate first",
@@ -88,6 +91,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Symmetric,
             sparse: true,
             stop: StopRule::Kipf { window: 2 },
+            directed: false,
         },
         Case {
             name: "kipf, row-normalised Â (not symmetric), dense",
@@ -95,6 +99,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Row,
             sparse: false,
             stop: StopRule::Patience { patience: 2 },
+            directed: false,
         },
         Case {
             name: "residual, BatchNorm, checkpointed",
@@ -105,6 +110,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Symmetric,
             sparse: false,
             stop: StopRule::Never,
+            directed: false,
         },
         Case {
             name: "plain, DropEdge, sparse aggregate first",
@@ -116,6 +122,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Symmetric,
             sparse: true,
             stop: StopRule::Never,
+            directed: false,
         },
         Case {
             name: "residual, DropEdge, row-normalised Â",
@@ -126,6 +133,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Row,
             sparse: false,
             stop: StopRule::Never,
+            directed: false,
         },
         Case {
             name: "plain, PairNorm",
@@ -133,6 +141,7 @@ fn cases() -> Vec<Case> {
             norm: Norm::Symmetric,
             sparse: true,
             stop: StopRule::Never,
+            directed: false,
         },
     ];
     for arch in [
@@ -152,6 +161,34 @@ fn cases() -> Vec<Case> {
             norm: Norm::Row,
             sparse: false,
             stop: StopRule::Never,
+            directed: false,
+        });
+    }
+    for (name, drop_edge, norm, sparse) in [
+        (
+            "plain, directed, DropEdge, sparse",
+            0.3,
+            Norm::Symmetric,
+            true,
+        ),
+        (
+            "residual, directed, DropEdge, row-normalised Â",
+            0.5,
+            Norm::Row,
+            false,
+        ),
+    ] {
+        let arch = if sparse { Arch::Gcn } else { Arch::Residual };
+        v.push(Case {
+            name,
+            model: ModelConfig {
+                drop_edge,
+                ..deep(arch, NormKind::None)
+            },
+            norm,
+            sparse,
+            stop: StopRule::Never,
+            directed: true,
         });
     }
     v
@@ -168,6 +205,14 @@ fn main() {
     d.features.row_normalize();
     let dense = Features::Dense(d.features.to_dense());
     let sparse = d.features.clone().into_sparse_if(1.0);
+    // A directed graph: every stored entry (i, j) of the undirected one as an arc, but a third
+    // of them one way only.
+    let arcs: Vec<(u32, u32)> = (0..d.graph.n_nodes())
+        .flat_map(|i| d.graph.neighbors(i).iter().map(move |&j| (i as u32, j)))
+        .filter(|&(i, j)| (i + 2 * j) % 3 != 0)
+        .collect();
+    let directed = Graph::try_from_edges(d.graph.n_nodes(), &arcs, Direction::Directed)
+        .expect("the directed graph");
     let mut failed = Vec::new();
     for (i, case) in cases().into_iter().enumerate() {
         d.features = if case.sparse {
@@ -175,7 +220,8 @@ fn main() {
         } else {
             dense.clone()
         };
-        let adj = NormAdj::<f32>::new(&d.graph, case.norm);
+        let graph = if case.directed { &directed } else { &d.graph };
+        let adj = NormAdj::<f32>::new(graph, case.norm);
         let cfg = TrainConfig {
             epochs: 6,
             stop: case.stop,
@@ -189,7 +235,7 @@ fn main() {
         };
         let opts = FitOptions {
             drop_edge: Some(DropEdgeSource {
-                graph: &d.graph,
+                graph,
                 norm: case.norm,
             }),
             ..metrics
@@ -207,11 +253,11 @@ fn main() {
         let dist = if i % 2 == 0 {
             DistAdj::new(&adj, part, job.rank())
         } else {
-            let rows = NormRows::new(&d.graph, case.norm, part.range(job.rank()));
+            let rows = NormRows::new(graph, case.norm, part.range(job.rank()));
             DistAdj::from_rows(&rows, part, job.rank())
         }
         .expect("the rank's Â")
-        .with_graph(&d.graph, case.norm);
+        .with_graph(graph, case.norm);
         let local = rank_data(&d, dist.range()).expect("the rank's data");
         let data = TrainData::new(
             &dist,

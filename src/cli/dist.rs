@@ -177,7 +177,7 @@ mod with_mpi {
         let mut adj = DistAdj::from_rows(&rows, part, rank)?;
         drop(rows);
         if let Some((ip, nb)) = graph_rows {
-            adj = adj.with_graph_rows(ip, nb, summary.prepare.norm);
+            adj = adj.with_graph_rows(ip, nb, summary.prepare.norm, summary.directed);
         }
         let data = TrainData::new(
             &adj,

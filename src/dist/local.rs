@@ -156,8 +156,9 @@ pub struct RankPrepared {
     pub rows: NormRows<f32>,
     /// The rank's rows of X (normalised as one process's), labels and split.
     pub data: RankData,
-    /// The rank's rows of the undirected graph (row pointers from 0, global neighbour ids),
-    /// when [`Prepare::keep_graph`] asks for it (DropEdge samples from them).
+    /// The rank's rows of the graph (row pointers from 0, global neighbour ids; out-neighbours
+    /// for a directed graph), when [`Prepare::keep_graph`] asks for it (DropEdge samples from
+    /// them).
     pub graph_rows: Option<(Vec<usize>, Vec<u32>)>,
 }
 
@@ -232,7 +233,7 @@ pub fn prepare_rank(
         features.row_normalize();
     }
     let g = &s.graph;
-    let graph_rows = (p.keep_graph && !g.is_directed()).then(|| {
+    let graph_rows = p.keep_graph.then(|| {
         let ip = g.indptr();
         let (lo, hi) = (ip[range.start], ip[range.end]);
         (

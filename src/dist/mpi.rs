@@ -434,7 +434,17 @@ pub struct DistAdj {
     share: u64,
     /// This rank's rows of the raw undirected graph (row pointers from 0, global neighbour
     /// ids) and Â's normalisation, for DropEdge's samples.
-    graph_rows: Option<(Vec<usize>, Vec<u32>, Norm)>,
+    graph_rows: Option<GraphRows>,
+}
+
+/// This rank's rows of the raw graph (row pointers from 0, global neighbour ids), Â's
+/// normalisation, and whether the graph is directed: what DropEdge samples from.
+#[derive(Debug)]
+struct GraphRows {
+    indptr: Vec<usize>,
+    neighbours: Vec<u32>,
+    norm: Norm,
+    directed: bool,
 }
 
 /// What one rank holds and exchanges ([`DistAdj::stats`]).
@@ -529,12 +539,11 @@ impl DistAdj {
         })
     }
 
-    /// Keeps this rank's rows of `graph` (the raw graph Â was built from, undirected, in the
-    /// same node order), so that DropEdge can sample ([`Propagate::drop_edge_sample`]).
-    /// A directed graph is not kept: DropEdge is then unsupported.
+    /// Keeps this rank's rows of `graph` (the raw graph Â was built from, in the same node
+    /// order), so that DropEdge can sample ([`Propagate::drop_edge_sample`]).
     #[must_use]
     pub fn with_graph(self, graph: &Graph, norm: Norm) -> Self {
-        if graph.is_directed() || graph.n_nodes() != self.n_nodes {
+        if graph.n_nodes() != self.n_nodes {
             return self;
         }
         let ip = graph.indptr();
@@ -544,19 +553,31 @@ impl DistAdj {
             .map(|&p| p - lo)
             .collect();
         let neighbours = graph.indices()[lo..hi].to_vec();
-        self.with_graph_rows(rows, neighbours, norm)
+        self.with_graph_rows(rows, neighbours, norm, graph.is_directed())
     }
 
-    /// [`DistAdj::with_graph`] from this rank's rows of the undirected graph alone: row
-    /// pointers from 0 (`owned + 1` of them) and global neighbour ids
-    /// ([`RankPrepared::graph_rows`](crate::dist::RankPrepared::graph_rows)).
+    /// [`DistAdj::with_graph`] from this rank's rows of the graph alone: row pointers from 0
+    /// (`owned + 1` of them) and global neighbour ids
+    /// ([`RankPrepared::graph_rows`](crate::dist::RankPrepared::graph_rows)), and whether the
+    /// graph is directed (its rows are then the out-neighbours).
     ///
     /// # Panics
     /// If `indptr` does not have one entry per owned row and one more.
     #[must_use]
-    pub fn with_graph_rows(mut self, indptr: Vec<usize>, neighbours: Vec<u32>, norm: Norm) -> Self {
+    pub fn with_graph_rows(
+        mut self,
+        indptr: Vec<usize>,
+        neighbours: Vec<u32>,
+        norm: Norm,
+        directed: bool,
+    ) -> Self {
         assert_eq!(indptr.len(), self.range.len() + 1, "DistAdj: graph rows");
-        self.graph_rows = Some((indptr, neighbours, norm));
+        self.graph_rows = Some(GraphRows {
+            indptr,
+            neighbours,
+            norm,
+            directed,
+        });
         self
     }
 
@@ -790,6 +811,21 @@ impl DistAdj {
         }
     }
 
+    /// The extended rows of `side` (width 1) holding `own` (one value per owned row) and the
+    /// halo's values, received from their owners.
+    fn exchange_factors(&self, side: &Side, own: &[f32]) -> Vec<f32> {
+        let owned = own.len();
+        let mut ext = vec![0f32; owned + side.halo.len()];
+        ext[side.lo..side.lo + owned].copy_from_slice(own);
+        let mut buf = Vec::new();
+        let t0 = Instant::now();
+        match side.ex.rows(&mut ext, side.lo, owned, 1, &mut buf) {
+            Ok(b) => self.add_traffic(b, t0),
+            Err(e) => panic!("DistAdj: {e}"),
+        }
+        ext
+    }
+
     /// [`Propagate::gather_rows`]: each rank's sampled rows, all-gathered in global order.
     fn gather_owned(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
         let d = h.ncols();
@@ -927,24 +963,32 @@ impl Propagate<f32> for DistAdj {
     }
 
     fn drop_edge_sample(&self, p: f64, key: u64) -> Option<Box<dyn Propagate<f32> + '_>> {
-        let (ip, nb, norm) = self.graph_rows.as_ref()?;
+        let g = self.graph_rows.as_ref()?;
+        let (ip, nb, norm) = (&g.indptr, &g.neighbours, g.norm);
         let threshold = keep_threshold(p);
+        // Whether entry (u, j) of Ã is kept: an undirected edge is decided from its lower
+        // endpoint, an arc of a directed graph on its own (as `DropEdge::sample_into`).
+        let keep = |u: u32, j: u32| {
+            if g.directed {
+                keeps(key, u, j, threshold)
+            } else {
+                keeps(key, u.min(j), u.max(j), threshold)
+            }
+        };
         let (owned, start) = (self.range.len(), self.range.start);
         let side = &self.fwd;
         // Ã′'s rows as `NormAdj::assign_filtered` lays them out (global ids): the kept
-        // neighbours below i, the self-loop, the kept neighbours above i; an undirected edge is
-        // decided from its lower endpoint.
+        // neighbours below i, the self-loop, the kept neighbours above i.
         let mut indptr = Vec::with_capacity(owned + 1);
         let mut cols: Vec<u32> = Vec::with_capacity(nb.len() + owned);
         indptr.push(0usize);
         for i in 0..owned {
             let u = (start + i) as u32;
             let row = &nb[ip[i]..ip[i + 1]];
-            let keep = |j: u32| keeps(key, u.min(j), u.max(j), threshold);
             let pos = row.partition_point(|&j| j < u);
-            cols.extend(row[..pos].iter().copied().filter(|&j| keep(j)));
+            cols.extend(row[..pos].iter().copied().filter(|&j| keep(u, j)));
             cols.push(u);
-            cols.extend(row[pos..].iter().copied().filter(|&j| j != u && keep(j)));
+            cols.extend(row[pos..].iter().copied().filter(|&j| j != u && keep(u, j)));
             indptr.push(cols.len());
         }
         // Each node's factor from its sampled degree (D̃′^-1/2 or D̃′^-1), the halo's received.
@@ -952,17 +996,11 @@ impl Propagate<f32> for DistAdj {
             Norm::Symmetric => (1.0 / (d as f64).sqrt()) as f32,
             Norm::Row => (1.0 / d as f64) as f32,
         };
+        let own_factors: Vec<f32> = (0..owned)
+            .map(|i| factor(indptr[i + 1] - indptr[i]))
+            .collect();
+        let ext = self.exchange_factors(side, &own_factors);
         let lo = side.lo;
-        let mut ext = vec![0f32; owned + side.halo.len()];
-        for i in 0..owned {
-            ext[lo + i] = factor(indptr[i + 1] - indptr[i]);
-        }
-        let mut buf = Vec::new();
-        let t0 = Instant::now();
-        match side.ex.rows(&mut ext, lo, owned, 1, &mut buf) {
-            Ok(b) => self.add_traffic(b, t0),
-            Err(e) => panic!("DistAdj: {e}"),
-        }
         let slots: Vec<u32> = cols
             .iter()
             .map(|&j| slot(j, &self.range, &side.halo, lo) as u32)
@@ -977,16 +1015,61 @@ impl Propagate<f32> for DistAdj {
                     Norm::Symmetric => data.push(fi * ext[k as usize]),
                     Norm::Row => {
                         data.push(fi);
-                        // Â′ᵀ's row i: the same pattern (an undirected sample), 1/d̃′_j.
+                        // Â′ᵀ's row i of an undirected sample: the same pattern, 1/d̃′_j.
                         data_t.push(ext[k as usize]);
                     }
                 }
             }
         }
-        let a_t =
-            (*norm == Norm::Row).then(|| Csr::new(shape, indptr.clone(), slots.clone(), data_t));
+        let (a_t, t_on_bwd) = if g.directed {
+            // Â′ᵀ's row i: the kept entries (j, i) of Âᵀ's row i (over Âᵀ's slots), each with
+            // Â′_ji from j's sampled factor, received over Âᵀ's halo.
+            let t = self.bwd.as_ref()?;
+            let ext_t = self.exchange_factors(t, &own_factors);
+            let global = |k: usize| -> u32 {
+                if k < t.lo {
+                    t.halo[k]
+                } else if k < t.lo + owned {
+                    (start + k - t.lo) as u32
+                } else {
+                    t.halo[k - owned]
+                }
+            };
+            let tip = t.a.indptr();
+            let tip = tip.raw_storage();
+            let mut t_indptr = Vec::with_capacity(owned + 1);
+            t_indptr.push(0usize);
+            let (mut t_slots, mut t_data) = (Vec::new(), Vec::new());
+            for i in 0..owned {
+                let u = (start + i) as u32;
+                let fi = ext_t[t.lo + i];
+                for &k in &t.a.indices()[tip[i]..tip[i + 1]] {
+                    let j = global(k as usize);
+                    if j == u || keep(j, u) {
+                        let fj = ext_t[k as usize];
+                        t_slots.push(k);
+                        t_data.push(match norm {
+                            Norm::Symmetric => fj * fi,
+                            Norm::Row => fj,
+                        });
+                    }
+                }
+                t_indptr.push(t_slots.len());
+            }
+            let t_shape = (owned, owned + t.halo.len());
+            (Some(Csr::new(t_shape, t_indptr, t_slots, t_data)), true)
+        } else {
+            let a_t =
+                (norm == Norm::Row).then(|| Csr::new(shape, indptr.clone(), slots.clone(), data_t));
+            (a_t, false)
+        };
         let a = Csr::new(shape, indptr, slots, data);
-        Some(Box::new(DistSample { base: self, a, a_t }))
+        Some(Box::new(DistSample {
+            base: self,
+            a,
+            a_t,
+            t_on_bwd,
+        }))
     }
 
     fn spans_processes(&self) -> bool {
@@ -1013,6 +1096,8 @@ struct DistSample<'a> {
     base: &'a DistAdj,
     a: Csr<f32>,
     a_t: Option<Csr<f32>>,
+    /// Whether `a_t`'s columns are slots of Âᵀ's halo (a directed sample) rather than Â's.
+    t_on_bwd: bool,
 }
 
 impl Propagate<f32> for DistSample<'_> {
@@ -1067,7 +1152,11 @@ impl Propagate<f32> for DistSample<'_> {
     ) {
         let b = self.base;
         let m = self.a_t.as_ref().unwrap_or(&self.a);
-        b.product(&b.fwd, m.view(), alpha, g, beta, out, par);
+        let side = match (&b.bwd, self.t_on_bwd) {
+            (Some(t), true) => t,
+            _ => &b.fwd,
+        };
+        b.product(side, m.view(), alpha, g, beta, out, par);
     }
 
     fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {

@@ -649,7 +649,8 @@ pub fn train_model<F: Scalar>(
                 Some(s) => Some(s),
                 None => {
                     return Err(Error::Config(ConfigError::Unsupported {
-                        what: "DropEdge on this Â (a row-partitioned run of a directed graph)",
+                        what: "DropEdge on a row-partitioned Â without the graph's rows \
+                               (DistAdj::with_graph)",
                     }))
                 }
             }
