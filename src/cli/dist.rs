@@ -85,7 +85,9 @@ mod with_mpi {
         }
         let mut out = Vec::new();
         let mut bytes = 8usize;
-        while bytes <= max_bytes.max(8) {
+        // Up to the largest size whose exchange still counts in C ints.
+        let fits = |b: usize| b * (job.size() - 1) <= i32::MAX as usize;
+        while bytes <= max_bytes.max(8) && fits(bytes) {
             // A first estimate from one exchange sets the repetitions.
             let once = job.time_all_to_all(bytes, 1, 1)?;
             let reps = ((0.2 / once.max(1e-7)) as usize).clamp(5, 200);

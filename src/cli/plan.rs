@@ -158,11 +158,13 @@ pub(crate) fn run(a: PlanArgs) -> Result<()> {
         None
     } else {
         let (alpha_s, beta_s_per_byte) = TimeModel::fit_comm(&samples)?;
-        let widest = cfg
-            .model
-            .hidden_dim
-            .max(d.n_classes)
-            .max(d.features.n_cols());
+        // The widest dense product: sparse X is never multiplied densely.
+        let input = if d.features.is_sparse() {
+            0
+        } else {
+            d.features.n_cols()
+        };
+        let widest = cfg.model.hidden_dim.max(d.n_classes).max(input).min(4096);
         let (gemm_flop_s, spmm_flop_s) = compute_rates(&p.adj, cfg.model.hidden_dim, widest)?;
         Some(TimeModel {
             alpha_s,

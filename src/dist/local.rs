@@ -213,7 +213,18 @@ pub fn prepare_rank(
         RowSource::Whole(x) => x.select_rows(&ids),
         RowSource::Synthetic { params, seed } => params.features_of(&input_labels, seed, &ids)?,
         RowSource::Ogb { file, sparse_below } => {
-            let x = Features::Dense(file.read_rows(&ids)?);
+            // A rank that cannot read its rows (its allocation failing) must not leave the
+            // others waiting in the collectives below: the ranks agree first.
+            let read = file.read_rows(&ids);
+            if !job.all(read.is_ok()) {
+                return Err(read.err().unwrap_or_else(|| {
+                    Error::Distributed(format!(
+                        "another rank could not read its rows of {}",
+                        file.path.display()
+                    ))
+                }));
+            }
+            let x = Features::Dense(read?);
             match sparse_below {
                 Some(t) => {
                     let nnz = job.sum(x.count_nonzeros() as u64) as usize;

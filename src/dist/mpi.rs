@@ -199,13 +199,21 @@ fn displs(counts: &[Count]) -> Vec<Count> {
 /// # Errors
 /// [`Error::Distributed`] for a count above 2³¹ − 1.
 fn c_counts(counts: impl Iterator<Item = usize>) -> Result<Vec<Count>> {
-    counts
+    let counts: Vec<Count> = counts
         .map(|c| {
             Count::try_from(c).map_err(|_| {
                 Error::Distributed(format!("a message of {c} elements exceeds MPI's 2³¹ − 1"))
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    // Their displacements (prefix sums) are C ints too.
+    let total: i64 = counts.iter().map(|&c| i64::from(c)).sum();
+    if total > i64::from(Count::MAX) {
+        return Err(Error::Distributed(format!(
+            "an exchange of {total} elements exceeds MPI's 2³¹ − 1"
+        )));
+    }
+    Ok(counts)
 }
 
 /// Who sends which rows to whom before a product: the halo's rows arrive grouped by owner (in
@@ -218,6 +226,10 @@ struct Exchange {
     send_rows: Vec<u32>,
     /// Rows sent to each rank.
     send: Vec<usize>,
+    /// The most rows any rank sends or receives in this exchange: it sets the column blocks
+    /// that keep every count a C int, the same on every rank (so every rank makes the same
+    /// number of calls).
+    most: usize,
 }
 
 impl Exchange {
@@ -242,10 +254,15 @@ impl Exchange {
             comm.all_to_all_varcount_into(&out, &mut inp);
         }
         let send_rows = asked.iter().map(|&g| g - start as u32).collect();
+        let send: Vec<usize> = send_c.iter().map(|&c| c as usize).collect();
+        let mine = send.iter().sum::<usize>().max(halo.len()).max(1) as u64;
+        let mut most = 0u64;
+        comm.all_reduce_into(&mine, &mut most, SystemOperation::max());
         Ok(Exchange {
             recv,
             send_rows,
-            send: send_c.iter().map(|&c| c as usize).collect(),
+            send,
+            most: most as usize,
         })
     }
 
@@ -270,7 +287,7 @@ impl Exchange {
     ) -> Result<u64> {
         let comm = world();
         let halo = self.halo_rows();
-        let most = self.sent_rows().max(halo).max(1);
+        let most = self.most;
         // Column blocks whose element counts fit a C int.
         let block = (Count::MAX as usize / most).clamp(1, d.max(1));
         // The ext row of halo row i.

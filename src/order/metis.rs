@@ -49,6 +49,7 @@ pub fn metis_order(graph: &Graph) -> Result<Permutation> {
     xadj.push(0);
     let mut adjncy: Vec<i32> = Vec::with_capacity(adj.ip[n]);
     let mut row: Vec<u32> = Vec::new();
+    let tilde = crate::graph::adj_indptr(graph);
     let mut vwgt: Vec<i32> = Vec::with_capacity(n);
     for i in 0..n {
         row.clear();
@@ -57,8 +58,8 @@ pub fn metis_order(graph: &Graph) -> Result<Permutation> {
         row.dedup();
         adjncy.extend(row.iter().map(|&j| j as i32));
         xadj.push(idx32(adjncy.len(), "stored entries")?);
-        // Ã's row length: the neighbours and the self-loop.
-        vwgt.push(idx32(graph.neighbors(i).len() + 1, "a row's length")?);
+        // Ã's row length: the neighbours and the self-loop (the input's or the added one).
+        vwgt.push(idx32(tilde[i + 1] - tilde[i], "a row's length")?);
     }
     let parts = metis_parts(n);
     let mut part = vec![0i32; n];

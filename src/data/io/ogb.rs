@@ -197,11 +197,16 @@ pub fn load_ogb_skeleton(
     let features = match optional_file(&raw, "node-feat")? {
         Some(path) => {
             let width = super::first_line_width(&path, Syntax::Ogb)?;
-            Some(OgbFeatures {
+            let file = OgbFeatures {
                 path,
                 n_nodes,
                 width,
-            })
+            };
+            if width == 0 {
+                // An empty file: the row-count error `load_ogb` gives (it reads nothing).
+                file.read_rows(&[])?;
+            }
+            Some(file)
         }
         None => None,
     };
