@@ -97,33 +97,22 @@ pub struct OgbOptions {
 /// # Ok::<(), sparse_gcn::Error>(())
 /// ```
 pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
-    let dir = dir.as_ref();
-    let (raw, n_nodes, n_edges) = header(dir)?;
-    // Labels first: the cheapest file that confirms N before anything of size N is allocated.
-    // A structure-only folder has neither labels nor features (nor, maybe, a split).
-    let labels = match optional_file(&raw, "node-label")? {
-        Some(path) => read_labels(&path, Syntax::Ogb, n_nodes, "num-node-list", None)?,
-        None => vec![UNLABELLED; n_nodes],
-    };
-    let n_classes = super::class_count(&labels, None);
-    let mut features = match optional_file(&raw, "node-feat")? {
-        Some(path) => Features::Dense(read_features(&path, Syntax::Ogb, n_nodes, "num-node-list")?),
+    let (skeleton, file) = load_ogb_skeleton(dir, opts)?;
+    let n_nodes = skeleton.graph.n_nodes();
+    let mut features = match file {
+        Some(f) => Features::Dense(read_features(
+            &f.path,
+            Syntax::Ogb,
+            n_nodes,
+            "num-node-list",
+        )?),
         None => super::no_features(n_nodes),
     };
     if let Some(t) = opts.sparse_features_below {
         features = features.into_sparse_if(t);
     }
-    let edges = read_edges(&find_file(&raw, "edge")?, n_nodes, n_edges)?;
-    let graph = Graph::try_from_edges(n_nodes, &edges, opts.direction)?;
-    drop(edges);
-    let split_dir = dir.join("split");
-    let split = if split_dir.exists() || n_classes > 0 {
-        read_split(&split_dir, opts.split.as_deref(), n_nodes)?
-    } else {
-        Split::none(n_nodes)
-    };
-
-    Dataset::try_new(dataset_name(dir), graph, features, labels, n_classes, split)
+    let s = skeleton;
+    Dataset::try_new(s.name, s.graph, features, s.labels, s.n_classes, s.split)
 }
 
 /// The folder's `raw/` and its declared node and edge counts.
