@@ -130,7 +130,7 @@ fn compute_rates(adj: &NormAdj<f32>, hidden: usize, width: usize) -> Result<(f64
     let nnz = indices.len();
     let sample = Csr::new((rows, rows), indptr, indices, data);
     let w = width.max(1);
-    let run = spmm_time_csr(sample.view(), w, 2, 5, 1, false, Par::Rayon)?;
+    let run = spmm_time_csr(sample.view(), w, w, 2, 5, 1, false, Par::Rayon)?;
     let spmm = 2.0 * nnz as f64 * w as f64 / run.timing.median_s.max(f64::MIN_POSITIVE);
     Ok((g.gflops * 1e9, spmm))
 }

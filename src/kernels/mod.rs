@@ -28,7 +28,7 @@ pub use elementwise::{
     relu_backward_inplace, relu_inplace, MaskRng, DROP_KEPT, DROP_ZERO, RELU_OFF,
 };
 pub use gemm::gemm;
-pub use spmm::spmm;
+pub use spmm::{spmm, spmm_tiled, tile_width};
 
 /// CSR matrix with `u32` column indices and `usize` row pointers: the storage of Â and of sparse
 /// feature matrices. Half the index traffic of `usize` indices in the memory-bound SpMM.

@@ -146,14 +146,16 @@ fn kind_panic<F>(kind: &str) -> ! {
 // ---------------------------------------------------------------------------------------------
 // SpMM
 
-/// The serial SpMM kernel on rows `lo..lo + out.nrows()` of `out` (see
+/// The serial SpMM kernel on rows `lo..lo + out.nrows()` of `out`, from columns
+/// `c_base..c_base + out.ncols()` of `x` (a column tile; see
 /// [`kernels::spmm`](mod@super::spmm)), compiled for AVX2 when the CPU has it (checked at run
 /// time, once; the result is cached by `std`). Multiplies and adds stay separate instructions
 /// in both builds (Rust never fuses them), so both give the same bits.
 ///
 /// Safe for any arguments. Preconditions, asserted here and in [`rows_kernel_any`] (once per
 /// task, never in the inner loop):
-/// - `out` has the columns of `x`, and rows `lo..lo + out.nrows()` exist in `rows`;
+/// - the tile `c_base..c_base + out.ncols()` lies inside `x`'s columns, and rows
+///   `lo..lo + out.nrows()` exist in `rows`;
 /// - on the fast path (row-major contiguous `x`), every column index of the task's non-zeros
 ///   (from row `lo`'s first to row `lo + out.nrows() - 1`'s last) names a row of `x`
 ///   (`CsrView` guarantees it; one cheap pass over the task's indices). That is what the
@@ -163,13 +165,14 @@ pub(super) fn spmm_rows<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
+    c_base: usize,
     beta: F,
     out: ArrayViewMut2<'_, F>,
     lo: usize,
 ) {
     assert!(
-        out.ncols() == x.ncols() && lo + out.nrows() < rows.ip.len(),
-        "spmm: rows {lo}..{} of a {}-row CSR into {}x{} from {}x{}",
+        c_base + out.ncols() <= x.ncols() && lo + out.nrows() < rows.ip.len(),
+        "spmm: rows {lo}..{} of a {}-row CSR into {}x{} from columns {c_base}.. of {}x{}",
         lo + out.nrows(),
         rows.ip.len().saturating_sub(1),
         out.nrows(),
@@ -181,10 +184,10 @@ pub(super) fn spmm_rows<F: Scalar>(
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement of
         // a `#[target_feature(enable = "avx2")]` function.
-        unsafe { rows_kernel_avx2(alpha, rows, x, beta, out, lo) };
+        unsafe { rows_kernel_avx2(alpha, rows, x, c_base, beta, out, lo) };
         return;
     }
-    rows_kernel_any(alpha, rows, x, beta, out, lo);
+    rows_kernel_any(alpha, rows, x, c_base, beta, out, lo);
 }
 
 /// [`rows_kernel_any`] compiled with AVX2 (256-bit vectors: half the instructions of the
@@ -198,11 +201,12 @@ unsafe fn rows_kernel_avx2<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
+    c_base: usize,
     beta: F,
     out: ArrayViewMut2<'_, F>,
     lo: usize,
 ) {
-    rows_kernel_any(alpha, rows, x, beta, out, lo);
+    rows_kernel_any(alpha, rows, x, c_base, beta, out, lo);
 }
 
 /// The serial kernel for any CPU: the fast path when `x` is row-major contiguous (for each row
@@ -213,16 +217,19 @@ fn rows_kernel_any<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
+    c_base: usize,
     beta: F,
     out: ArrayViewMut2<'_, F>,
     lo: usize,
 ) {
-    let d = x.ncols();
+    let d = out.ncols();
     if d == 0 || out.nrows() == 0 {
         return;
     }
+    let ld = x.ncols();
     let Some(xs) = x.as_slice() else {
-        rows_strided(alpha, rows, x, beta, out, lo);
+        let tile = x.slice(ndarray::s![.., c_base..c_base + d]);
+        rows_strided(alpha, rows, tile, beta, out, lo);
         return;
     };
     // Every column index of the task's non-zeros must name a row of `X`, so that
@@ -253,24 +260,41 @@ fn rows_kernel_any<F: Scalar>(
         pf_ahead: p_lo + dist,
         xs,
         d,
+        ld,
+        c_base,
     };
     let rows = &task;
-    match d {
-        8 => each_row::<F, 8>(&k, rows, x, out, lo),
-        16 => each_row::<F, 16>(&k, rows, x, out, lo),
-        32 => each_row::<F, 32>(&k, rows, x, out, lo),
-        64 => each_row::<F, 64>(&k, rows, x, out, lo),
-        128 => each_row::<F, 128>(&k, rows, x, out, lo),
-        256 => each_row::<F, 256>(&k, rows, x, out, lo),
-        _ => each_row::<F, 0>(&k, rows, x, out, lo),
+    let x = x.slice(ndarray::s![.., c_base..c_base + d]);
+    if ld == d {
+        // The whole of `X`: its row length is the block width, known at compile time.
+        match d {
+            8 => each_row::<F, 8, 8>(&k, rows, x, out, lo),
+            16 => each_row::<F, 16, 16>(&k, rows, x, out, lo),
+            32 => each_row::<F, 32, 32>(&k, rows, x, out, lo),
+            64 => each_row::<F, 64, 64>(&k, rows, x, out, lo),
+            128 => each_row::<F, 128, 128>(&k, rows, x, out, lo),
+            256 => each_row::<F, 256, 256>(&k, rows, x, out, lo),
+            _ => each_row::<F, 0, 0>(&k, rows, x, out, lo),
+        }
+    } else {
+        // A column tile: the widths a tile takes, the row length of `X` at run time.
+        match d {
+            8 => each_row::<F, 8, 0>(&k, rows, x, out, lo),
+            16 => each_row::<F, 16, 0>(&k, rows, x, out, lo),
+            32 => each_row::<F, 32, 0>(&k, rows, x, out, lo),
+            64 => each_row::<F, 64, 0>(&k, rows, x, out, lo),
+            128 => each_row::<F, 128, 0>(&k, rows, x, out, lo),
+            _ => each_row::<F, 0, 0>(&k, rows, x, out, lo),
+        }
     }
 }
 
-/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` for the contiguous ones,
-/// [`strided_row`] for the others. No closures: everything here is inlined into
-/// [`spmm_rows`]'s builds, so the AVX2 build compiles all of it for AVX2.
+/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` (`X`'s row length `LD`, 0 when
+/// known at run time only) for the contiguous ones, [`strided_row`] on the tile `x` for the
+/// others. No closures: everything here is inlined into [`spmm_rows`]'s builds, so the AVX2
+/// build compiles all of it for AVX2.
 #[inline(always)]
-fn each_row<F: Scalar, const W: usize>(
+fn each_row<F: Scalar, const W: usize, const LD: usize>(
     k: &Fast<'_, F>,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
@@ -280,27 +304,33 @@ fn each_row<F: Scalar, const W: usize>(
     let d = out.ncols();
     if let Some(s) = out.as_slice_mut() {
         for (r, o) in s.chunks_exact_mut(d).enumerate() {
-            k.row::<W>(rows.range(lo + r), o);
+            k.row::<W, LD>(rows.range(lo + r), o);
         }
     } else {
         for (r, mut orow) in out.rows_mut().into_iter().enumerate() {
             let (p0, p1) = rows.range(lo + r);
             match orow.as_slice_mut() {
-                Some(o) => k.row::<W>((p0, p1), o),
+                Some(o) => k.row::<W, LD>((p0, p1), o),
                 None => strided_row(k.alpha, rows, x, k.beta, orow, p0, p1),
             }
         }
     }
 }
 
-/// The fast path's operands: contiguous row-major `X` (`xs`, `d` columns).
+/// The fast path's operands: contiguous row-major `X` (`xs`, `ld` columns), of which the
+/// columns `c_base..c_base + d` are read (a tile, or all of them).
 struct Fast<'a, F> {
     alpha: F,
     beta: F,
     idx: &'a [u32],
     val: &'a [F],
     xs: &'a [F],
+    /// Width of the tile, the output row's length.
     d: usize,
+    /// Row length of `X` (`d` when the tile is all of `X`).
+    ld: usize,
+    /// First column of the tile.
+    c_base: usize,
     /// All of `A`'s indices, for the prefetch look-ahead only (a hint: these are never used
     /// to read `X`).
     pf_idx: &'a [u32],
@@ -311,38 +341,43 @@ struct Fast<'a, F> {
 
 impl<F: Scalar> Fast<'_, F> {
     /// One output row: column blocks of compile-time width `W = d` cut to the register file
-    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`.
+    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`. `LD` is `X`'s row
+    /// length when known at compile time (0: `self.ld`).
     #[inline(always)]
-    fn row<const W: usize>(&self, range: (usize, usize), o: &mut [F]) {
+    fn row<const W: usize, const LD: usize>(&self, range: (usize, usize), o: &mut [F]) {
         if W == 0 {
             self.row_blocked(range, o);
         } else if size_of::<F>() <= 4 {
-            self.blocks::<W, 64>(range, o);
+            self.blocks::<W, 64, LD>(range, o);
         } else {
-            self.blocks::<W, 32>(range, o);
+            self.blocks::<W, 32, LD>(range, o);
         }
     }
 
     /// A row of compile-time width `W` in blocks of `B` columns (`W <= B`, or `W` = 2, 4 or 8
     /// times `B`).
     #[inline(always)]
-    fn blocks<const W: usize, const B: usize>(&self, range: (usize, usize), o: &mut [F]) {
+    fn blocks<const W: usize, const B: usize, const LD: usize>(
+        &self,
+        range: (usize, usize),
+        o: &mut [F],
+    ) {
         // Separate calls with constant offsets (not a loop): LLVM then keeps every block's
         // accumulators in registers.
         if W <= B {
-            self.block::<W, W>(range, 0, o);
+            self.block::<W, LD>(range, 0, o);
         } else {
-            self.block::<B, W>(range, 0, o);
-            self.block::<B, W>(range, B, o);
+            self.block::<B, LD>(range, 0, o);
+            self.block::<B, LD>(range, B, o);
             if W > 2 * B {
-                self.block::<B, W>(range, 2 * B, o);
-                self.block::<B, W>(range, 3 * B, o);
+                self.block::<B, LD>(range, 2 * B, o);
+                self.block::<B, LD>(range, 3 * B, o);
             }
             if W > 4 * B {
-                self.block::<B, W>(range, 4 * B, o);
-                self.block::<B, W>(range, 5 * B, o);
-                self.block::<B, W>(range, 6 * B, o);
-                self.block::<B, W>(range, 7 * B, o);
+                self.block::<B, LD>(range, 4 * B, o);
+                self.block::<B, LD>(range, 5 * B, o);
+                self.block::<B, LD>(range, 6 * B, o);
+                self.block::<B, LD>(range, 7 * B, o);
             }
             assert!(W <= 8 * B);
         }
@@ -385,10 +420,11 @@ impl<F: Scalar> Fast<'_, F> {
         }
     }
 
-    /// Columns `c0..c0 + C` of the output row `o` over the non-zeros `p0..p1`, in a C-wide
-    /// accumulator that fits the vector registers. `LD` is the row length d of `X` when known
-    /// at compile time (0: the runtime `self.d`). Only the first block of a row (`c0 = 0`)
-    /// prefetches, whole rows of `X`; later blocks find them in cache.
+    /// Columns `c0..c0 + C` of the output row `o` (columns `c_base + c0..` of `X`) over the
+    /// non-zeros `p0..p1`, in a C-wide accumulator that fits the vector registers. `LD` is the
+    /// row length of `X` when known at compile time (0: the runtime `self.ld`). Only the first
+    /// block of a row (`c0 = 0`) prefetches, the tile's part of the rows of `X`; later blocks
+    /// find them in cache.
     ///
     /// Every index of `p0..p1` must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
     #[inline(always)]
@@ -398,10 +434,11 @@ impl<F: Scalar> Fast<'_, F> {
         c0: usize,
         o: &mut [F],
     ) {
-        let ld = if LD == 0 { self.d } else { LD };
+        let ld = if LD == 0 { self.ld } else { LD };
         let (alpha, beta, xs) = (self.alpha, self.beta, self.xs);
         let o = &mut o[c0..c0 + C];
-        assert!(c0 + C <= ld);
+        let col = self.c_base + c0;
+        assert!(col + C <= ld);
         let mut acc = [F::zero(); C];
         if beta == F::one() {
             acc.copy_from_slice(o);
@@ -410,19 +447,19 @@ impl<F: Scalar> Fast<'_, F> {
                 *a = v * beta;
             }
         }
-        let pf_base = xs.as_ptr();
+        let pf_base = xs.as_ptr().wrapping_add(self.c_base);
         for (q, (&j, &v)) in self.idx[p0..p1].iter().zip(&self.val[p0..p1]).enumerate() {
             if c0 == 0 {
                 if let Some(&jn) = self.pf_idx.get(p0 + q + self.pf_ahead) {
-                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), ld);
+                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), self.d);
                 }
             }
             let w = alpha * v;
-            let start = j as usize * ld + c0;
+            let start = j as usize * ld + col;
             // SAFETY: `rows_kernel_any` checked `j < k` for every index of `self.idx` (the
             // task's non-zeros; `j` is read from it with a bounds-checked slice), where
-            // `k·ld = xs.len()`, and `c0 + C <= ld` is asserted above, so
-            // `start + C = j·ld + c0 + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
+            // `k·ld = xs.len()`, and `col + C <= ld` is asserted above, so
+            // `start + C = j·ld + col + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
             // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
             let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
             for c in 0..C {
@@ -649,6 +686,7 @@ mod tests {
             1.0,
             &rows(&ip, &idx, &val),
             x.view(),
+            0,
             0.0,
             out.view_mut(),
             1,
@@ -666,6 +704,7 @@ mod tests {
             1.0,
             &rows(&ip, &idx, &val),
             x.view(),
+            0,
             0.0,
             out.view_mut(),
             0,
@@ -684,6 +723,7 @@ mod tests {
             1.0,
             &rows(&ip, &idx, &val),
             x.view(),
+            0,
             0.0,
             out.view_mut(),
             0,
@@ -700,6 +740,7 @@ mod tests {
             1.0,
             &rows(&ip, &idx, &val),
             x.view(),
+            0,
             0.0,
             out.view_mut(),
             1,

@@ -102,8 +102,82 @@ pub fn spmm<F: Scalar>(
         idx: a.indices(),
         val: a.data(),
     };
-    let d = x.ncols().max(1);
-    split(alpha, &rows, x, beta, out, 0, m, d, par);
+    tiled(alpha, &rows, x, beta, out, m, x.ncols(), par);
+}
+
+/// [`spmm`] in column tiles: an outer loop over tiles of `tile` columns of `X` and `out` (the
+/// last one narrower), each a parallel pass over all rows, so that one tile of every row of
+/// `X` (`k·tile` elements) can stay in the last-level cache while the rows are gathered
+/// ([`tile_width`] picks `tile` for a cache size). Every output element is computed in the same
+/// order as by [`spmm`], so the result is the same bit for bit for any `tile`; `tile ≥ d` is
+/// [`spmm`]. The cost: `A`'s indices and values are read once per tile.
+///
+/// # Panics
+/// If the shapes do not agree.
+#[track_caller]
+pub fn spmm_tiled<F: Scalar>(
+    alpha: F,
+    a: CsrView<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'_, F>,
+    par: Par,
+    tile: usize,
+) {
+    let (m, k) = a.shape();
+    if !a.is_csr() || x.nrows() != k || out.dim() != (m, x.ncols()) {
+        shape_panic("spmm", &[("a", (m, k)), ("x", x.dim()), ("out", out.dim())]);
+    }
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let rows = Rows {
+        ip,
+        off: ip[0],
+        idx: a.indices(),
+        val: a.data(),
+    };
+    tiled(alpha, &rows, x, beta, out, m, tile, par);
+}
+
+/// The tile width for an SpMM gathering from `k` rows of `d` elements of `elem_bytes` each,
+/// for a last-level cache of `cache_bytes`: `d` when all of `X` takes at most half the cache,
+/// otherwise the widest of 64, 32, 16 and 8 columns (below `d`) whose tile does, and 8 when
+/// even that one does not fit (the column tiles alone cannot bring such a graph into cache).
+pub fn tile_width(k: usize, d: usize, elem_bytes: usize, cache_bytes: usize) -> usize {
+    let budget = cache_bytes / 2;
+    let bytes = |t: usize| k.saturating_mul(t).saturating_mul(elem_bytes);
+    if d <= 8 || bytes(d) <= budget {
+        return d.max(1);
+    }
+    [64, 32, 16]
+        .into_iter()
+        .find(|&t| t < d && bytes(t) <= budget)
+        .unwrap_or(8)
+}
+
+/// Column tiles of `tile` columns (the last one narrower), each a parallel pass over the rows.
+fn tiled<F: Scalar>(
+    alpha: F,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    beta: F,
+    mut out: ArrayViewMut2<'_, F>,
+    m: usize,
+    tile: usize,
+    par: Par,
+) {
+    let d = x.ncols();
+    let tile = tile.clamp(1, d.max(1));
+    let mut c0 = 0;
+    loop {
+        let c1 = (c0 + tile).min(d);
+        let o = out.slice_mut(ndarray::s![.., c0..c1]);
+        split(alpha, rows, x, c0, beta, o, 0, m, (c1 - c0).max(1), par);
+        c0 = c1;
+        if c0 >= d {
+            break;
+        }
+    }
 }
 
 /// The CSR arrays of `A` as the row kernels read them: row `i`'s non-zeros are
@@ -133,6 +207,7 @@ fn split<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
     x: ArrayView2<'_, F>,
+    c_base: usize,
     beta: F,
     out: ArrayViewMut2<'_, F>,
     lo: usize,
@@ -142,7 +217,7 @@ fn split<F: Scalar>(
 ) {
     let w = work(rows.ip, lo, hi);
     if par == Par::Seq || hi - lo < 2 || w.saturating_mul(d) <= SPMM_TASK_WORK {
-        raw::spmm_rows(alpha, rows, x, beta, out, lo);
+        raw::spmm_rows(alpha, rows, x, c_base, beta, out, lo);
         return;
     }
     // The row where (nnz + rows) crosses half of this range's work: a monotone function of r.
@@ -151,8 +226,8 @@ fn split<F: Scalar>(
     let mid = mid.clamp(lo + 1, hi - 1);
     let (top, bottom) = out.split_at(Axis(0), mid - lo);
     rayon::join(
-        || split(alpha, rows, x, beta, top, lo, mid, d, par),
-        || split(alpha, rows, x, beta, bottom, mid, hi, d, par),
+        || split(alpha, rows, x, c_base, beta, top, lo, mid, d, par),
+        || split(alpha, rows, x, c_base, beta, bottom, mid, hi, d, par),
     );
 }
 
@@ -349,6 +424,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Column tiles of any width give the bits of the untiled kernel (f32 and f64, contiguous
+    /// and strided `X`, 1 or 2 threads).
+    fn tiles_match_untiled<F: Scalar>() {
+        let a = random_csr::<F>(300, 257, 11);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for d in [1, 7, 16, 40, 64, 100, 128, 256] {
+            let x = Array2::from_shape_fn((257, d), |(i, c)| {
+                F::from_f64_lossy(((i * 37 + c * 53) % 997) as f64 / 83.0 - 6.0)
+            });
+            let xt = x.t().as_standard_layout().into_owned();
+            let out0 = Array2::from_shape_fn((300, d), |(i, c)| {
+                F::from_f64_lossy(((i * 13 + c * 7) % 101) as f64 / 9.0 - 5.0)
+            });
+            for (alpha, beta) in [(1.0, 0.0), (-0.75, 1.0), (0.3, -1.7)] {
+                let (alpha, beta) = (F::from_f64_lossy(alpha), F::from_f64_lossy(beta));
+                let mut whole = out0.clone();
+                spmm(alpha, a.view(), x.view(), beta, whole.view_mut(), Par::Seq);
+                for tile in [1, 3, 8, 16, 32, 64, 100, 1000] {
+                    for (xv, par) in [(x.view(), Par::Rayon), (xt.t(), Par::Seq)] {
+                        let mut t = out0.clone();
+                        pool.install(|| {
+                            spmm_tiled(alpha, a.view(), xv, beta, t.view_mut(), par, tile)
+                        });
+                        let same = t.iter().zip(whole.iter()).all(|(u, v)| {
+                            u.to_f64_lossless().to_bits() == v.to_f64_lossless().to_bits()
+                        });
+                        assert!(same, "d = {d}, tile = {tile}, {par:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_match_untiled_bitwise() {
+        tiles_match_untiled::<f32>();
+        tiles_match_untiled::<f64>();
+    }
+
+    #[test]
+    fn tile_width_fits_half_the_cache() {
+        // All of X fits: no tiles.
+        assert_eq!(tile_width(1000, 128, 4, 1 << 20), 128);
+        // 169,343 rows in 32 MiB: 16 MiB / (169,343 · 4 B) = 24 columns → 16.
+        assert_eq!(tile_width(169_343, 128, 4, 32 << 20), 16);
+        assert_eq!(tile_width(169_343, 256, 4, 128 << 20), 64);
+        // Nothing fits: the narrowest tile.
+        assert_eq!(tile_width(2_449_029, 256, 4, 32 << 20), 8);
+        assert_eq!(tile_width(2_449_029, 4, 4, 32 << 20), 4);
+        assert_eq!(tile_width(10, 0, 4, 1 << 20), 1);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::machine::{anon_huge_pages_kib, BigBuffer};
 use crate::graph::normalize::NewTrusted;
 use crate::graph::NormAdj;
 use crate::kernels::raw::huge;
-use crate::kernels::{gemm, spmm, Csr, CsrView};
+use crate::kernels::{gemm, spmm_tiled, Csr, CsrView};
 use crate::{ConfigError, Par, Result};
 
 /// How far ahead the prefetching gather looks, in bytes of gathered rows (as `kernels::spmm`).
@@ -416,27 +416,32 @@ pub struct SpmmRun {
     pub anon_huge_pages_kib: Option<u64>,
 }
 
-/// Times `out ← Â·X` (`kernels::spmm`, α = 1, β = 0) for a seeded random X of width `d`, in
-/// buffers advised for huge pages on request.
+/// Times `out ← Â·X` (`kernels::spmm_tiled`, α = 1, β = 0, in column tiles of `tile`; `d`
+/// or more: untiled) for a seeded random X of width `d`, in buffers advised for huge pages on
+/// request.
 ///
 /// # Errors
 /// Allocation errors.
+#[allow(clippy::too_many_arguments)]
 pub fn spmm_time(
     adj: &NormAdj<f32>,
     d: usize,
+    tile: usize,
     warmup: usize,
     reps: usize,
     seed: u64,
     huge_pages: bool,
     par: Par,
 ) -> Result<SpmmRun> {
-    spmm_time_csr(adj.a(), d, warmup, reps, seed, huge_pages, par)
+    spmm_time_csr(adj.a(), d, tile, warmup, reps, seed, huge_pages, par)
 }
 
 /// [`spmm_time`] for any square CSR matrix.
+#[allow(clippy::too_many_arguments)]
 pub fn spmm_time_csr(
     a: CsrView<'_, f32>,
     d: usize,
+    tile: usize,
     warmup: usize,
     reps: usize,
     seed: u64,
@@ -451,7 +456,7 @@ pub fn spmm_time_csr(
     let xv = x.view(n, d)?;
     let mut yv = y.view_mut(n, d)?;
     let timing = time_reps(warmup, reps, || {
-        spmm(1.0, a, xv, 0.0, yv.view_mut(), par);
+        spmm_tiled(1.0, a, xv, 0.0, yv.view_mut(), par, tile);
         std::hint::black_box(&yv);
     });
     Ok(SpmmRun {

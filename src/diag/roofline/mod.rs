@@ -20,6 +20,11 @@
 //!   row-pointer bytes + n·d·4 output bytes) / time, reported as a fraction of the gather
 //!   bound at the same d and of the triad rate.
 //!
+//! - **Column tiles**: where X is larger than half the cache, the same two SpMMs in column tiles
+//!   of [`kernels::tile_width`] columns ([`kernels::spmm_tiled`]: one tile of every row of X
+//!   fits, at the price of one pass over Â per tile). Whether that pays depends on how much of
+//!   the last-level cache the process really gets (on a shared host, often less than the OS
+//!   reports).
 //! - **In-cache SpMM** ([`in_cache_pattern`]): the random-order Â with the k-th non-zero of each
 //!   row moved to column k, so that every gather reads one of the first rows of X, which stay
 //!   in L1/L2: the same row lengths, values, arithmetic and output stream without a cache miss
@@ -68,7 +73,7 @@ pub use self::measure::{
 };
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
-use crate::{ConfigError, Error, Par, Result};
+use crate::{kernels, ConfigError, Error, Par, Result};
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,6 +214,13 @@ pub struct DimReport {
     pub class_speedup: Option<f64>,
     /// The cache model at this width.
     pub miss_model: MissModel,
+    /// The column tile [`kernels::tile_width`] picks for this width and the cache size
+    /// ([`RooflineReport::cache_bytes`]); `d` when X fits as it is.
+    pub tile: usize,
+    /// SpMM in the random order in column tiles of `tile` (when `tile < d`).
+    pub random_tiled: Option<SpmmReport>,
+    /// SpMM in the reordered order in column tiles of `tile` (when `tile < d`).
+    pub reordered_tiled: Option<SpmmReport>,
 }
 
 /// [`order::cache_miss_model`] of each order, for a cache of [`RooflineReport::cache_bytes`]
@@ -363,16 +375,25 @@ pub fn run(
         advised &= gather.huge_pages;
         note_huge(gather.anon_huge_pages_kib);
         let gather_pattern = pattern_gather(&a_random, d, w, r, cfg.seed, huge, par)?;
-        let mut spmm_run = |adj: &NormAdj<f32>| -> Result<Timing> {
-            let s = spmm_time(adj, d, w, r, cfg.seed, huge, par)?;
+        let tile = kernels::tile_width(n, d, 4, cache_bytes as usize);
+        let mut spmm_run = |adj: &NormAdj<f32>, tile: usize| -> Result<Timing> {
+            let s = spmm_time(adj, d, tile, w, r, cfg.seed, huge, par)?;
             advised &= s.huge_pages;
             note_huge(s.anon_huge_pages_kib);
             Ok(s.timing)
         };
-        let t_random = spmm_run(&a_random)?;
-        let t_reordered = spmm_run(&a_reordered)?;
-        let t_class = a_class.as_ref().map(&mut spmm_run).transpose()?;
-        let s = spmm_time_csr(a_cache.view(), d, w, r, cfg.seed, huge, par)?;
+        let t_random = spmm_run(&a_random, d)?;
+        let t_reordered = spmm_run(&a_reordered, d)?;
+        let t_class = a_class.as_ref().map(|a| spmm_run(a, d)).transpose()?;
+        let (t_random_tiled, t_reordered_tiled) = if tile < d {
+            (
+                Some(spmm_run(&a_random, tile)?),
+                Some(spmm_run(&a_reordered, tile)?),
+            )
+        } else {
+            (None, None)
+        };
+        let s = spmm_time_csr(a_cache.view(), d, d, w, r, cfg.seed, huge, par)?;
         advised &= s.huge_pages;
         note_huge(s.anon_huge_pages_kib);
         let t_cache = s.timing;
@@ -387,6 +408,9 @@ pub fn run(
             reordered: mk(cfg.reorder.to_string(), t_reordered),
             class_order: t_class.map(|t| mk("class".into(), t)),
             in_cache: mk("in-cache".into(), t_cache),
+            tile,
+            random_tiled: t_random_tiled.map(|t| mk("random, tiled".into(), t)),
+            reordered_tiled: t_reordered_tiled.map(|t| mk(format!("{}, tiled", cfg.reorder), t)),
             class_speedup,
             miss_model,
             gather,

@@ -151,6 +151,22 @@ impl RooflineReport {
                 class
             );
         }
+        for r in &self.dims {
+            if let (Some(rt), Some(ot)) = (&r.random_tiled, &r.reordered_tiled) {
+                let _ = writeln!(
+                    s,
+                    "tiles     d={}: {} column tiles of {}: random {:.2} ms ({:.2}x untiled), {} {:.2} ms ({:.2}x)",
+                    r.d,
+                    r.d.div_ceil(r.tile),
+                    r.tile,
+                    rt.timing.median_s * 1e3,
+                    r.random.timing.median_s / rt.timing.median_s.max(f64::MIN_POSITIVE),
+                    self.reorder,
+                    ot.timing.median_s * 1e3,
+                    r.reordered.timing.median_s / ot.timing.median_s.max(f64::MIN_POSITIVE),
+                );
+            }
+        }
         s.push_str(LEGEND);
         s
     }
@@ -168,6 +184,8 @@ reading the table:
   %gath     SpMM GB/s as a percentage of the gather bound, %tri of the triad. Above 100 % is
             not an error: in a good node order many gathered rows are still in cache from a
             nearby row's gathers (reuse), so fewer bytes come from memory than are counted.
+  tiles     where X is over half the cache: the same SpMMs in column tiles that fit it (one
+            pass over the matrix per tile); the speedup over untiled (below 1: slower).
   in-cache  the same SpMM with every gather from the first rows of X (always in cache): the
             floor no node order can beat; the reordered SpMM's distance to it is what is left.
 ";
