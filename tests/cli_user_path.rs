@@ -821,3 +821,63 @@ fn a_nan_feature_is_reported_at_its_1_based_row_and_column() {
         &["f.txt", "NaN", "row 3, column 2 (counting from 1)"],
     );
 }
+
+/// `roofline --epoch`: the epoch and its floor per phase, the floors adding up to the epoch's;
+/// the model flags need `--epoch` (a usage error naming the flag otherwise).
+#[test]
+fn roofline_epoch_reports_the_floor_of_every_phase() {
+    let out = run(&[
+        "roofline",
+        "--preset",
+        "cora-like",
+        "--epoch",
+        "--layers",
+        "3",
+        "--hidden",
+        "32",
+        "--reps",
+        "2",
+        "--triad-mib",
+        "8",
+        "--json",
+    ]);
+    expect(&out, 0, &["floor", "weight-grad", "other"]);
+    let j = last_json(&out);
+    let (epoch, floor) = (
+        j["epoch_ms"].as_f64().unwrap(),
+        j["epoch_floor_ms"].as_f64().unwrap(),
+    );
+    assert!(epoch > 0.0 && floor > 0.0, "{epoch} {floor}");
+    assert!((j["ratio"].as_f64().unwrap() - epoch / floor).abs() < 1e-9 * epoch / floor);
+    assert_eq!(j["layers"], 3);
+    assert_eq!(j["hidden"], 32);
+    let phases = j["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    for p in [
+        "gemm",
+        "spmm",
+        "weight-grad",
+        "elementwise",
+        "loss",
+        "optimizer",
+        "other",
+    ] {
+        assert!(names.contains(&p), "{p} missing from {names:?}");
+    }
+    let floors: f64 = phases.iter().map(|p| p["floor_ms"].as_f64().unwrap()).sum();
+    assert!(
+        (floors - floor).abs() <= 1e-9 * floor,
+        "{floors} vs {floor}"
+    );
+    // Three convolutions: three weight gradients, one optimiser update per weight.
+    let calls = |name: &str| phases.iter().find(|p| p["phase"] == name).unwrap()["calls"].clone();
+    assert_eq!(calls("weight-grad"), 3);
+    assert_eq!(calls("optimizer"), 3);
+    assert!(phases.iter().all(|p| p["ms"].as_f64().unwrap() >= 0.0));
+
+    let out = run(&["roofline", "--layers", "3"]);
+    expect(&out, 2, &["--epoch"]);
+}

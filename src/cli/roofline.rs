@@ -4,9 +4,15 @@ use std::path::PathBuf;
 
 use sparse_gcn::data::io::{load as load_any, LoadOptions};
 use sparse_gcn::data::synthetic::Preset;
-use sparse_gcn::diag::roofline::{self, RooflineConfig};
+use sparse_gcn::data::Dataset;
+use sparse_gcn::diag::roofline::{self, EpochConfig, RooflineConfig};
+use sparse_gcn::nn::{Arch, NormKind};
 use sparse_gcn::order::Reorder;
+use sparse_gcn::train::recipe;
+use sparse_gcn::train::run::{Prepare, Prepared};
 use sparse_gcn::{par::thread_pool, Result};
+
+use super::args;
 
 #[derive(clap::Args)]
 pub(crate) struct RooflineArgs {
@@ -52,6 +58,31 @@ pub(crate) struct RooflineArgs {
     /// Print the report as one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+    /// Instead of the SpMM table: one training epoch of the model below on the data (in the
+    /// `--reorder` order) beside its floor on this machine, per phase (GEMM, SpMM, weight
+    /// gradients, sums, element-wise passes, loss, optimiser, the rest). `--reps` epochs are
+    /// timed after `--warmup` (at least 2 here) untimed ones, then as many with the kernel
+    /// profile on.
+    #[arg(long)]
+    epoch: bool,
+    /// The model of `--epoch` (as `train --model`).
+    #[arg(long, default_value = "gcn", requires = "epoch")]
+    model: Arch,
+    /// Graph convolutions of `--epoch` (as `train --layers`).
+    #[arg(long, default_value_t = 2, value_parser = args::count, requires = "epoch")]
+    layers: usize,
+    /// Hidden width of `--epoch` (as `train --hidden`).
+    #[arg(long, default_value_t = 16, value_parser = args::count, requires = "epoch")]
+    hidden: usize,
+    /// Dropout of `--epoch` (as `train --dropout`).
+    #[arg(long, value_parser = args::rate, requires = "epoch")]
+    dropout: Option<f64>,
+    /// Normalisation layer of `--epoch` (as `train --norm-layer`).
+    #[arg(long, requires = "epoch")]
+    norm_layer: Option<NormKind>,
+    /// Activation checkpointing of `--epoch` (as `train --checkpoint-every`).
+    #[arg(long, requires = "epoch")]
+    checkpoint_every: Option<usize>,
 }
 
 pub(crate) fn run(a: RooflineArgs) -> Result<()> {
@@ -61,6 +92,9 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
             Some(path) => load_any(path, &LoadOptions::default())?,
             None => a.preset.generate(a.data_seed)?,
         };
+        if a.epoch {
+            return run_epoch(&a, data);
+        }
         let cfg = RooflineConfig {
             dims: a.dims.clone(),
             reps: a.reps,
@@ -79,4 +113,46 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// `--epoch`: the model's training epoch beside its floor.
+fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
+    let mut cfg = recipe::default(a.model, a.layers);
+    cfg.model.n_layers = a.layers;
+    cfg.model.hidden_dim = a.hidden;
+    if let Some(p) = a.dropout {
+        cfg.model.dropout = p;
+        cfg.model.input_dropout = p;
+    }
+    if let Some(n) = a.norm_layer {
+        cfg.model.norm = n;
+    }
+    if let Some(k) = a.checkpoint_every {
+        cfg.model.checkpoint = k;
+    }
+    let name = data.name.clone();
+    let prepared = Prepared::new(
+        data,
+        &Prepare {
+            reorder: a.reorder,
+            ..Prepare::default()
+        },
+    )?;
+    let report = roofline::epoch(
+        &prepared.train_data(),
+        &name,
+        &EpochConfig {
+            train: cfg,
+            warmup: a.warmup.max(2),
+            reps: a.reps,
+            seed: a.seed,
+            triad_len: (a.triad_mib << 20) / 4,
+            huge_pages: !a.no_huge_pages,
+        },
+    )?;
+    print!("{}", report.table());
+    if a.json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    }
+    Ok(())
 }

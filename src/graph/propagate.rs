@@ -16,6 +16,7 @@ use ndarray::{ArrayView2, ArrayViewMut1, ArrayViewMut2};
 
 use super::reduce::{self, ReduceScratch};
 use super::NormAdj;
+use crate::kernels::profile::{self, Phase, Work};
 use crate::kernels::{self, spmm, Csr, CsrView};
 use crate::{Par, Scalar};
 
@@ -166,6 +167,11 @@ pub trait Propagate<F: Scalar>: Sync {
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
+        let _span = profile::span(Phase::WeightGrad, || Work::Gemm {
+            m: h.ncols(),
+            k: self.n_nodes(),
+            n: g.ncols(),
+        });
         let sum = |w: &mut [i64]| self.sum_words(w);
         let sum = self
             .spans_processes()
@@ -187,6 +193,11 @@ pub trait Propagate<F: Scalar>: Sync {
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
+        let _span = profile::span(Phase::WeightGrad, || Work::Spmm {
+            rows: x_t.rows(),
+            nnz: x_t.nnz(),
+            d: g.ncols(),
+        });
         let sum = |w: &mut [i64]| self.sum_words(w);
         let sum = self
             .spans_processes()
@@ -198,6 +209,9 @@ pub trait Propagate<F: Scalar>: Sync {
     /// out ← Gᵀ·1 + β·out: the column sums of G over every node (a bias gradient), per grid
     /// chunk in row order, the chunks combined exactly.
     fn col_sum(&self, g: ArrayView2<'_, F>, beta: F, out: ArrayViewMut1<'_, F>, par: Par) {
+        let _span = profile::span(Phase::Reduce, || Work::Stream {
+            bytes: g.len() * std::mem::size_of::<F>(),
+        });
         let sum = |w: &mut [i64]| self.sum_words(w);
         let sum = self
             .spans_processes()
@@ -220,6 +234,9 @@ pub trait Propagate<F: Scalar>: Sync {
         par: Par,
     ) {
         let len = total.len();
+        let _span = profile::span(Phase::Reduce, || Work::Stream {
+            bytes: self.n_rows() * len * std::mem::size_of::<F>(),
+        });
         let chunks = kernels::rows::chunk_sums(self.n_rows(), self.grid_rows(), parts, len, f, par);
         let sum = |w: &mut [i64]| self.sum_words(w);
         let sum = self

@@ -57,24 +57,34 @@ fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
     v
 }
 
-/// Adds `part[k]` into `accs[k]`, in parallel over blocks under [`Par::Rayon`].
-fn add_part<F: Scalar>(accs: &mut [F::Exact], part: &[F], par: Par) {
-    let add = |(a, p): (&mut [F::Exact], &[F])| {
-        for (acc, &v) in a.iter_mut().zip(p) {
-            if v != F::zero() {
-                v.add_to(acc);
+/// Chunks of the grid whose weight-gradient partials are formed together (in parallel, one GEMM
+/// each) and then added into the accumulators in one pass: the accumulators (13 words each for
+/// `f32`) are read and written once per group instead of once per chunk. The grouping changes
+/// no bit: exact sums do not depend on it.
+pub const T_MATMUL_GROUP: usize = 8;
+
+/// Adds `parts[j·len + k]` for every partial j into `accs[k]` (`len = accs.len()`), in parallel
+/// over blocks of accumulators under [`Par::Rayon`], each block's accumulators touched once.
+fn add_parts<F: Scalar>(accs: &mut [F::Exact], parts: &[F], par: Par) {
+    let len = accs.len();
+    if len == 0 {
+        return;
+    }
+    let count = parts.len() / len;
+    let add = |(b, a): (usize, &mut [F::Exact])| {
+        let lo = b * ADD_TASK;
+        for j in 0..count {
+            let p = &parts[j * len + lo..j * len + lo + a.len()];
+            for (acc, &v) in a.iter_mut().zip(p) {
+                if v != F::zero() {
+                    v.add_to(acc);
+                }
             }
         }
     };
     match par {
-        Par::Seq => accs
-            .chunks_mut(ADD_TASK)
-            .zip(part.chunks(ADD_TASK))
-            .for_each(add),
-        Par::Rayon => accs
-            .par_chunks_mut(ADD_TASK)
-            .zip(part.par_chunks(ADD_TASK))
-            .for_each(add),
+        Par::Seq => accs.chunks_mut(ADD_TASK).enumerate().for_each(add),
+        Par::Rayon => accs.par_chunks_mut(ADD_TASK).enumerate().for_each(add),
     }
 }
 
@@ -140,10 +150,13 @@ pub(crate) fn t_matmul<F: Scalar>(
         accs, part, words, ..
     } = scratch;
     let accs = refill(accs, a * c, F::Exact::default());
-    let part = refill(part, a * c, F::zero());
-    for start in (0..n).step_by(grid.max(1)) {
+    let grid = grid.max(1);
+    let group = T_MATMUL_GROUP.min(n.div_ceil(grid)).max(1);
+    let part = refill(part, group * a * c, F::zero());
+    // Chunk `start / grid`'s partial, one GEMM over its rows.
+    let partial = |start: usize, p: &mut [F]| {
         let rows = start..(start + grid).min(n);
-        let Ok(pv) = ArrayViewMut2::from_shape((a, c), &mut part[..]) else {
+        let Ok(pv) = ArrayViewMut2::from_shape((a, c), p) else {
             unreachable!("t_matmul: a partial of {a} × {c}")
         };
         gemm(
@@ -154,7 +167,23 @@ pub(crate) fn t_matmul<F: Scalar>(
             pv,
             par,
         );
-        add_part(accs, part, par);
+    };
+    if a * c > 0 {
+        for first in (0..n).step_by(grid * group) {
+            let count = (n - first).div_ceil(grid).min(group);
+            let parts = &mut part[..count * a * c];
+            match par {
+                Par::Seq => parts
+                    .chunks_mut(a * c)
+                    .enumerate()
+                    .for_each(|(j, p)| partial(first + j * grid, p)),
+                Par::Rayon => parts
+                    .par_chunks_mut(a * c)
+                    .enumerate()
+                    .for_each(|(j, p)| partial(first + j * grid, p)),
+            }
+            add_parts(accs, parts, par);
+        }
     }
     finish(accs, words, sum_words, |k, v| {
         axpby(alpha, v, beta, &mut out[[k / c.max(1), k % c.max(1)]])
@@ -270,9 +299,7 @@ pub(crate) fn col_sum<F: Scalar>(
         }
     }
     let accs = refill(accs, c, F::Exact::default());
-    for p in parts.chunks_exact(c.max(1)).take(chunks) {
-        add_part(accs, p, Par::Seq);
-    }
+    add_parts(accs, &parts[..chunks * c], Par::Seq);
     finish(accs, words, sum_words, |k, v| {
         axpby(F::one(), v, beta, &mut out[k])
     });

@@ -4,6 +4,7 @@ use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Zip};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::profile::{span, Phase, Work};
 use crate::{Par, Scalar};
 
 /// out ← out + 1·bᵀ (adds `b` to every row).
@@ -19,6 +20,9 @@ pub fn add_bias<F: Scalar>(mut out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>) 
         out.dim(),
         b.len()
     );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: 2 * out.len() * std::mem::size_of::<F>(),
+    });
     for mut row in out.axis_iter_mut(Axis(0)) {
         row += &b;
     }
@@ -37,6 +41,9 @@ pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<
         g.dim(),
         out.len()
     );
+    let _span = span(Phase::Reduce, || Work::Stream {
+        bytes: g.len() * std::mem::size_of::<F>(),
+    });
     if beta == F::zero() {
         out.fill(F::zero());
     } else {
@@ -49,6 +56,9 @@ pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<
 
 /// z ← max(z, 0). NaN becomes 0, like every other non-positive value.
 pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: 2 * z.len() * std::mem::size_of::<F>(),
+    });
     // Branch-free: a select, not a data-dependent jump (the signs of activations are close to
     // random, so a branch mispredicts half the time). `NaN > 0` is false, so NaN maps to 0.
     z.map_inplace(|v| *v = [F::zero(), *v][usize::from(*v > F::zero())]);
@@ -67,6 +77,9 @@ pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayVi
         dz.dim(),
         a.dim()
     );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: 3 * dz.len() * std::mem::size_of::<F>(),
+    });
     // Branch-free select, as in `relu_inplace` (NaN in `a` counts as not positive).
     Zip::from(&mut dz)
         .and(&a)
@@ -86,6 +99,9 @@ pub fn bias_relu<F: Scalar>(mut z: ArrayViewMut2<'_, F>, b: Option<ArrayView1<'_
         z.dim(),
         b.map(|b| b.len())
     );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: 2 * z.len() * std::mem::size_of::<F>(),
+    });
     let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
     match b {
         Some(b) => {
@@ -123,6 +139,9 @@ pub fn bias_relu_dropout_fold<F: Scalar>(
     mask: ArrayView2<'_, F>,
     mut code: ArrayViewMut2<'_, u8>,
 ) {
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: h.len() * (3 * std::mem::size_of::<F>() + 1),
+    });
     let dim = h.dim();
     assert!(
         b.is_none_or(|b| b.len() == dim.1) && mask.dim() == dim && code.dim() == dim,
@@ -172,6 +191,9 @@ pub fn dropout_relu_backward_code<F: Scalar>(
         dz.dim(),
         code.dim()
     );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: dz.len() * (2 * std::mem::size_of::<F>() + 1),
+    });
     Zip::from(&mut dz).and(&code).for_each(|g, &c| {
         *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
     });
@@ -194,6 +216,9 @@ pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask:
         (0.0..1.0).contains(&p),
         "dropout_mask: p = {p} not in [0, 1)"
     );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: std::mem::size_of_val(mask),
+    });
     let keep = F::from_f64_lossy(1.0 / (1.0 - p));
     // p < 1, so the threshold fits in u64 and is at most 2³².
     let threshold = (p * 4_294_967_296.0).round() as u64;

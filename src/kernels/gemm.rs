@@ -57,6 +57,11 @@ pub fn gemm<F: Scalar>(
             &[("a", a.dim()), ("b", b.dim()), ("out", out.dim())],
         );
     }
+    let _span = super::profile::span(super::profile::Phase::Gemm, || super::profile::Work::Gemm {
+        m,
+        k,
+        n,
+    });
     blocks(alpha, a, b, beta, out, par);
 }
 

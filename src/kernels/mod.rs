@@ -17,6 +17,7 @@
 pub mod elementwise;
 pub mod exact;
 pub mod gemm;
+pub mod profile;
 pub(crate) mod raw;
 pub mod reference;
 pub mod rows;

@@ -102,6 +102,11 @@ pub fn spmm<F: Scalar>(
         idx: a.indices(),
         val: a.data(),
     };
+    let _span = super::profile::span(super::profile::Phase::Spmm, || super::profile::Work::Spmm {
+        rows: m,
+        nnz: a.nnz(),
+        d: x.ncols(),
+    });
     tiled(alpha, &rows, x, beta, out, m, x.ncols(), par);
 }
 
@@ -136,6 +141,11 @@ pub fn spmm_tiled<F: Scalar>(
         idx: a.indices(),
         val: a.data(),
     };
+    let _span = super::profile::span(super::profile::Phase::Spmm, || super::profile::Work::Spmm {
+        rows: m,
+        nnz: a.nnz(),
+        d: x.ncols(),
+    });
     tiled(alpha, &rows, x, beta, out, m, tile, par);
 }
 

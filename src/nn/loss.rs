@@ -72,6 +72,12 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
     grad: Option<ArrayViewMut2<'_, F>>,
     across: &dyn Propagate<F>,
 ) -> F {
+    // The gradient is zeroed and written (the logits of the mask's rows are read).
+    let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
+        crate::kernels::profile::Work::Stream {
+            bytes: (2 * logits.len() + mask.len() * logits.ncols()) * std::mem::size_of::<F>(),
+        }
+    });
     let mut grad = grad;
     if let Some(g) = grad.as_mut() {
         assert_eq!(

@@ -59,6 +59,12 @@ impl<F: Scalar> Optimizer<F> for Adam<F> {
             f(decay_of(&self.weight_decay, group)),
         );
         let (m, v) = &mut self.state[index];
+        let _span =
+            crate::kernels::profile::span(crate::kernels::profile::Phase::Optimizer, || {
+                crate::kernels::profile::Work::Stream {
+                    bytes: 7 * p.value.len() * std::mem::size_of::<F>(),
+                }
+            });
         Zip::from(&mut p.value)
             .and(&p.grad)
             .and(m)

@@ -55,6 +55,7 @@
 //! measurements themselves are in `measure`, the machine description and the big buffers in
 //! `machine`, the text table in `table`.
 
+pub mod epoch;
 mod machine;
 mod measure;
 mod table;
@@ -65,6 +66,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+pub use self::epoch::{epoch, EpochConfig, EpochReport};
 pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
 use self::measure::gbs;
 pub use self::measure::{
