@@ -916,9 +916,9 @@ fn check_epilogues<F: Bits>(
     // The unfused forward: a = ReLU(z + b).
     let mut a = z0.clone();
     if let Some(b) = bias {
-        add_bias(a.view_mut(), b);
+        add_bias(a.view_mut(), b, Par::Seq);
     }
-    relu_inplace(a.view_mut());
+    relu_inplace(a.view_mut(), Par::Rayon);
 
     let mut fused = z0.clone();
     bias_relu(fused.view_mut(), bias);
@@ -962,7 +962,7 @@ fn check_epilogues<F: Bits>(
     relu_backward_inplace(expected_g.view_mut(), a.view());
     expected_g.zip_mut_with(&mask, |g, &m| *g *= m);
     let mut dz = g0.clone();
-    dropout_relu_backward_code(dz.view_mut(), code.view(), keep);
+    dropout_relu_backward_code(dz.view_mut(), code.view(), keep, Par::Rayon);
     assert_eq!(
         first_bit_diff(dz.view(), expected_g.view()),
         None,
@@ -1013,7 +1013,7 @@ fn fused_backward_hand_cases() {
         DROP_ZERO, DROP_ZERO, RELU_OFF, RELU_OFF, DROP_KEPT, RELU_OFF, DROP_KEPT, RELU_OFF,
     ]]);
     let mut dz = g.clone();
-    dropout_relu_backward_code(dz.view_mut(), code.view(), 2.0);
+    dropout_relu_backward_code(dz.view_mut(), code.view(), 2.0, Par::Seq);
     let got: Vec<u64> = dz.iter().map(|v| v.to_bits()).collect();
     // Dropped: exactly g·0 (−0 for a negative g); ReLU off: +0 even for −3, ∞ or NaN; kept:
     // g·keep (−0·2 = −0).
@@ -1023,7 +1023,12 @@ fn fused_backward_hand_cases() {
         .collect();
     assert_eq!(got, want);
     let mut dz = ndarray::arr2(&[[f64::INFINITY]]);
-    dropout_relu_backward_code(dz.view_mut(), ndarray::arr2(&[[DROP_ZERO]]).view(), 2.0);
+    dropout_relu_backward_code(
+        dz.view_mut(),
+        ndarray::arr2(&[[DROP_ZERO]]).view(),
+        2.0,
+        Par::Seq,
+    );
     assert!(dz[[0, 0]].is_nan(), "∞·0 is NaN, as the unfused g·mask");
 }
 

@@ -12,7 +12,7 @@ use crate::{Par, Scalar};
 /// # Panics
 /// If `out.ncols() != b.len()`.
 #[track_caller]
-pub fn add_bias<F: Scalar>(mut out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>) {
+pub fn add_bias<F: Scalar>(out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>, par: Par) {
     assert_eq!(
         out.ncols(),
         b.len(),
@@ -23,9 +23,7 @@ pub fn add_bias<F: Scalar>(mut out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>) 
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: 2 * out.len() * std::mem::size_of::<F>(),
     });
-    for mut row in out.axis_iter_mut(Axis(0)) {
-        row += &b;
-    }
+    super::rows::for_each_row(out, par, |_, mut row| row += &b);
 }
 
 /// out ← Gᵀ·1 + β·out (column sums, in row order: deterministic).
@@ -55,13 +53,15 @@ pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<
 }
 
 /// z ← max(z, 0). NaN becomes 0, like every other non-positive value.
-pub fn relu_inplace<F: Scalar>(mut z: ArrayViewMut2<'_, F>) {
+pub fn relu_inplace<F: Scalar>(z: ArrayViewMut2<'_, F>, par: Par) {
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: 2 * z.len() * std::mem::size_of::<F>(),
     });
     // Branch-free: a select, not a data-dependent jump (the signs of activations are close to
     // random, so a branch mispredicts half the time). `NaN > 0` is false, so NaN maps to 0.
-    z.map_inplace(|v| *v = [F::zero(), *v][usize::from(*v > F::zero())]);
+    map_elems(z, par, |v| {
+        *v = [F::zero(), *v][usize::from(*v > F::zero())]
+    });
 }
 
 /// dz ← dz ⊙ 𝟙(a > 0), with `a` the ReLU output (ReLU'(0) = 0).
@@ -180,9 +180,10 @@ pub fn bias_relu_dropout_fold<F: Scalar>(
 /// If the shapes differ.
 #[track_caller]
 pub fn dropout_relu_backward_code<F: Scalar>(
-    mut dz: ArrayViewMut2<'_, F>,
+    dz: ArrayViewMut2<'_, F>,
     code: ArrayView2<'_, u8>,
     keep: F,
+    par: Par,
 ) {
     assert_eq!(
         dz.dim(),
@@ -194,7 +195,7 @@ pub fn dropout_relu_backward_code<F: Scalar>(
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: dz.len() * (2 * std::mem::size_of::<F>() + 1),
     });
-    Zip::from(&mut dz).and(&code).for_each(|g, &c| {
+    zip_elems(dz, code, par, |g, &c| {
         *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
     });
 }
@@ -316,12 +317,213 @@ pub fn fill_dropout_mask_at<F: Scalar>(
     rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
 }
 
+/// Elements per task of the parallel element-wise kernels (data-determined chunks; every
+/// element is computed on its own, so the result does not depend on them).
+pub const ELEMS_TASK: usize = 1 << 15;
+
+/// `f(z_k)` for every element, in [`ELEMS_TASK`] chunks in parallel under [`Par::Rayon`] when
+/// `z` is contiguous (element by element otherwise).
+pub fn map_elems<F: Scalar>(mut z: ArrayViewMut2<'_, F>, par: Par, f: impl Fn(&mut F) + Sync) {
+    match (z.as_slice_mut(), par) {
+        (Some(s), Par::Rayon) => s
+            .par_chunks_mut(ELEMS_TASK)
+            .for_each(|c| c.iter_mut().for_each(&f)),
+        (Some(s), Par::Seq) => s.iter_mut().for_each(f),
+        (None, _) => z.map_inplace(f),
+    }
+}
+
+/// `f(a_k, b_k)` for every element of two arrays of one shape, in [`ELEMS_TASK`] chunks in
+/// parallel under [`Par::Rayon`] when both are contiguous (element by element otherwise).
+///
+/// # Panics
+/// If the shapes differ.
+#[track_caller]
+pub fn zip_elems<A: Send + Sync, B: Sync>(
+    mut a: ArrayViewMut2<'_, A>,
+    b: ArrayView2<'_, B>,
+    par: Par,
+    f: impl Fn(&mut A, &B) + Sync,
+) {
+    assert_eq!(a.dim(), b.dim(), "zip_elems: shapes differ");
+    match (a.as_slice_mut(), b.as_slice(), par) {
+        (Some(sa), Some(sb), Par::Rayon) => sa
+            .par_chunks_mut(ELEMS_TASK)
+            .zip(sb.par_chunks(ELEMS_TASK))
+            .for_each(|(ca, cb)| ca.iter_mut().zip(cb).for_each(|(x, y)| f(x, y))),
+        (Some(sa), Some(sb), Par::Seq) => sa.iter_mut().zip(sb).for_each(|(x, y)| f(x, y)),
+        _ => Zip::from(&mut a).and(&b).for_each(f),
+    }
+}
+
+/// [`fill_dropout_mask_at`] and [`bias_relu_dropout_fold`] (no bias) in one pass, without the
+/// mask: h ← ReLU(h) ⊙ mask and `code` as there, element k of `h` (row-major) taking element
+/// `before + k` of the mask of `total` elements drawn from `rng`, whose stream is left where
+/// that draw leaves it. Bit for bit the two kernels run one after the other, for any `par`;
+/// the mask's n × d factors are never written (4 bytes an element less to write and read).
+///
+/// # Panics
+/// If `p` is not in `[0, 1)`, the shapes differ or `before + h.len() > total`.
+#[track_caller]
+pub fn relu_dropout_at<F: Scalar>(
+    rng: &mut ChaCha8Rng,
+    p: f64,
+    mut h: ArrayViewMut2<'_, F>,
+    mut code: ArrayViewMut2<'_, u8>,
+    before: usize,
+    total: usize,
+    par: Par,
+) {
+    assert!(
+        (0.0..1.0).contains(&p),
+        "relu_dropout_at: p = {p} not in [0, 1)"
+    );
+    assert!(
+        h.dim() == code.dim() && before + h.len() <= total,
+        "relu_dropout_at: h {:?}, code {:?}, elements {before}..{} of {total}",
+        h.dim(),
+        code.dim(),
+        before + h.len()
+    );
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: h.len() * (2 * std::mem::size_of::<F>() + 1),
+    });
+    let keep = F::from_f64_lossy(1.0 / (1.0 - p));
+    let threshold = (p * 4_294_967_296.0).round() as u64;
+    let vals = [F::zero(), keep];
+    let w0 = rng.get_word_pos();
+    let start = w0 + before as u128;
+    // Task c of the mask draw (`MASK_CHUNK` elements from `before`) starts at its own word.
+    let at = |c: usize| {
+        let mut r = rng.clone();
+        r.set_word_pos(start + (c * MASK_CHUNK) as u128);
+        r
+    };
+    match (h.as_slice_mut(), code.as_slice_mut()) {
+        (Some(hs), Some(cs)) => {
+            let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
+                fold_drawn(
+                    &mut at(c),
+                    threshold,
+                    vals,
+                    hc.iter_mut().zip(cc.iter_mut()),
+                );
+            };
+            match par {
+                Par::Seq => hs
+                    .chunks_mut(MASK_CHUNK)
+                    .zip(cs.chunks_mut(MASK_CHUNK))
+                    .enumerate()
+                    .for_each(task),
+                Par::Rayon => hs
+                    .par_chunks_mut(MASK_CHUNK)
+                    .zip(cs.par_chunks_mut(MASK_CHUNK))
+                    .enumerate()
+                    .for_each(task),
+            }
+        }
+        _ => {
+            // Row-major element order, one task after the other.
+            let mut it = h.iter_mut().zip(code.iter_mut()).peekable();
+            let mut c = 0;
+            while it.peek().is_some() {
+                fold_drawn(&mut at(c), threshold, vals, it.by_ref().take(MASK_CHUNK));
+                c += 1;
+            }
+        }
+    }
+    rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
+}
+
+/// The loop of [`relu_dropout_at`] over the elements of one task, drawing their words from `r`
+/// in blocks of [`MASK_WORDS`] (the words [`dropout_mask`] reads for them).
+#[inline]
+fn fold_drawn<'a, F: Scalar + 'a>(
+    r: &mut ChaCha8Rng,
+    threshold: u64,
+    vals: [F; 2],
+    elems: impl Iterator<Item = (&'a mut F, &'a mut u8)>,
+) {
+    use rand::Rng as _;
+    let mut bytes = [0u8; 4 * MASK_WORDS];
+    let mut words = [0u32; MASK_WORDS];
+    let mut next = MASK_WORDS;
+    for (v, cd) in elems {
+        if next == MASK_WORDS {
+            r.fill_bytes(&mut bytes);
+            for (w, b) in words.iter_mut().zip(bytes.chunks_exact(4)) {
+                *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+            next = 0;
+        }
+        let m = vals[usize::from(u64::from(words[next]) >= threshold)];
+        next += 1;
+        let t = [F::zero(), *v][usize::from(*v > F::zero())];
+        *v = t * m;
+        *cd = u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
     use super::dropout_mask;
+
+    /// The fused ReLU·dropout gives the bits, the codes and the stream position of the mask
+    /// drawn first and folded after, for any part of a longer mask, layout and `par`.
+    #[test]
+    fn relu_dropout_at_is_the_mask_then_the_fold() {
+        use ndarray::{s, Array2};
+
+        use super::{bias_relu_dropout_fold, fill_dropout_mask_at, relu_dropout_at};
+        use crate::Par;
+        let (n, d) = (301, 257); // more than two MASK_CHUNKs, odd sizes
+        let h0 = Array2::from_shape_fn((n, d), |(i, c)| ((i * 7 + c * 13) % 29) as f32 - 14.5);
+        for (before, total) in [(0, n * d), (5, n * d + 5), (1000, n * d + 2001)] {
+            for p in [0.0, 0.1, 0.5] {
+                let mut r1 = ChaCha8Rng::seed_from_u64(9);
+                let mut mask = vec![0.0f32; n * d];
+                fill_dropout_mask_at(&mut r1, p, &mut mask, before, total, Par::Seq);
+                let mut h1 = h0.clone();
+                let mut c1 = Array2::<u8>::zeros((n, d));
+                let m = ndarray::ArrayView2::from_shape((n, d), &mask[..]).unwrap();
+                bias_relu_dropout_fold(h1.view_mut(), None, m, c1.view_mut());
+                for par in [Par::Seq, Par::Rayon] {
+                    let mut r2 = ChaCha8Rng::seed_from_u64(9);
+                    let mut h2 = h0.clone();
+                    let mut c2 = Array2::<u8>::from_elem((n, d), 7);
+                    relu_dropout_at(&mut r2, p, h2.view_mut(), c2.view_mut(), before, total, par);
+                    let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&h1), bits(&h2), "{before} {p} {par:?}");
+                    assert_eq!(c1, c2);
+                    assert_eq!(r1.get_word_pos(), r2.get_word_pos());
+                }
+                // A strided h (every other column of a wider array) takes the same elements.
+                let mut wide = Array2::<f32>::zeros((n, 2 * d));
+                wide.slice_mut(s![.., ..;2]).assign(&h0);
+                let mut c3 = Array2::<u8>::zeros((n, d));
+                let mut r3 = ChaCha8Rng::seed_from_u64(9);
+                relu_dropout_at(
+                    &mut r3,
+                    p,
+                    wide.slice_mut(s![.., ..;2]),
+                    c3.view_mut(),
+                    before,
+                    total,
+                    Par::Rayon,
+                );
+                assert!(wide
+                    .slice(s![.., ..;2])
+                    .iter()
+                    .zip(h1.iter())
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert_eq!(c1, c3);
+                assert_eq!(r1.get_word_pos(), r3.get_word_pos());
+            }
+        }
+    }
 
     /// The mask as first written: one `next_u64` per pair of elements, low half first.
     fn reference_mask(rng: &mut ChaCha8Rng, p: f64, mask: &mut [f32]) {

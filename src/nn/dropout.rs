@@ -16,8 +16,8 @@
 use ndarray::Zip;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
-use crate::kernels::elementwise::fill_dropout_mask_at;
-use crate::kernels::{bias_relu_dropout_fold, dropout_relu_backward_code, relu_inplace};
+use crate::kernels::elementwise::{fill_dropout_mask_at, relu_dropout_at, zip_elems};
+use crate::kernels::{dropout_relu_backward_code, relu_inplace};
 use crate::Scalar;
 
 /// ReLU and/or inverted dropout at rate `p`, in place (see the [module docs](self)).
@@ -86,7 +86,12 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         }
     }
     fn scratch(&self, n: usize) -> Req {
-        Req::f(if self.p > 0.0 { n * self.dim } else { 0 })
+        // Dropout alone keeps its mask in scratch; with ReLU it is drawn and applied in one pass.
+        Req::f(if self.p > 0.0 && !self.relu {
+            n * self.dim
+        } else {
+            0
+        })
     }
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
         let (out, mut saved, mut scratch) = (io.out, io.saved, io.scratch);
@@ -94,28 +99,29 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         if !train || self.p == 0.0 {
             if self.relu {
                 if train {
-                    let code = view_mut(saved.take_u8(out.len()), out.dim());
-                    Zip::from(&out)
-                        .and(code)
-                        .for_each(|&v, c| *c = u8::from(v > F::zero()));
+                    let mut code = view_mut(saved.take_u8(out.len()), out.dim());
+                    zip_elems(code.view_mut(), out.view(), cx.par, |c, &v| {
+                        *c = u8::from(v > F::zero())
+                    });
                 }
-                relu_inplace(out);
+                relu_inplace(out, cx.par);
             }
             return;
         }
         let (len, dim) = (out.len(), out.dim());
-        let mask = scratch.take_f(len);
         let rng = cx
             .rng
             .as_deref_mut()
             .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
         // Keyed by global position: this process's rows of the whole graph's mask.
         let (before, total) = cx.adj.global_span(len);
-        fill_dropout_mask_at(rng, self.p, mask, before, total, cx.par);
         let code = view_mut(saved.take_u8(len), dim);
         if self.relu {
-            bias_relu_dropout_fold(out, None, view(mask, dim), code);
+            // The mask drawn and applied in one pass, never stored.
+            relu_dropout_at(rng, self.p, out, code, before, total, cx.par);
         } else {
+            let mask = scratch.take_f(len);
+            fill_dropout_mask_at(rng, self.p, mask, before, total, cx.par);
             Zip::from(out)
                 .and(view(mask, dim))
                 .and(code)
@@ -134,17 +140,13 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         let code = view(saved.take_u8(dim.0 * dim.1), dim);
         let g = view_mut(grad.in_place(), dim);
         match (self.relu, self.p > 0.0) {
-            (true, true) => dropout_relu_backward_code(g, code, keep_factor(self.p)),
-            (true, false) => {
-                Zip::from(g)
-                    .and(code)
-                    .for_each(|g, &c| *g = [F::zero(), *g][usize::from(c)]);
-            }
+            (true, true) => dropout_relu_backward_code(g, code, keep_factor(self.p), cx.par),
+            (true, false) => zip_elems(g, code, cx.par, |g, &c| {
+                *g = [F::zero(), *g][usize::from(c)]
+            }),
             (false, _) => {
                 let vals = [F::zero(), keep_factor::<F>(self.p)];
-                Zip::from(g)
-                    .and(code)
-                    .for_each(|g, &c| *g *= vals[usize::from(c)]);
+                zip_elems(g, code, cx.par, |g, &c| *g *= vals[usize::from(c)]);
             }
         }
     }

@@ -362,7 +362,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             }
         }
         if let Some(b) = &self.bias {
-            add_bias(out, b.value.row(0));
+            add_bias(out, b.value.row(0), par);
         }
     }
 

@@ -71,7 +71,7 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         );
         x.times(self.weight.value.view(), out.view_mut(), cx.par);
         if let Some(b) = &self.bias {
-            add_bias(out, b.value.row(0));
+            add_bias(out, b.value.row(0), cx.par);
         }
     }
 

@@ -85,7 +85,6 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
             logits.dim(),
             "softmax_cross_entropy_across: grad vs logits"
         );
-        g.fill(F::zero());
     }
     masked_ce(logits, labels, mask, grad, Some(across))
 }
@@ -103,8 +102,16 @@ pub fn softmax_cross_entropy_loss<F: Scalar>(
     masked_ce(logits, labels, mask, None, None)
 }
 
-/// The loss, and the gradient rows of the mask's nodes written into a zeroed `grad`. The terms
-/// are summed exactly (in any order, over every process with `across`) and rounded once.
+/// Rows per task of [`masked_ce`] for `c` classes (data-determined; the terms are summed
+/// exactly, so the loss does not depend on them).
+fn loss_rows(c: usize) -> usize {
+    crate::kernels::rows::chunk_rows(c)
+}
+
+/// The loss, and the gradient written into `grad` (zero outside the mask's rows). The terms
+/// are summed exactly (in any order, over every process with `across`) and rounded once. Rows
+/// are taken in tasks of [`loss_rows`] (in parallel when `grad` is contiguous or absent), each
+/// task's terms summed into its own exact partial.
 #[track_caller]
 fn masked_ce<F: Scalar>(
     logits: ArrayView2<'_, F>,
@@ -113,6 +120,7 @@ fn masked_ce<F: Scalar>(
     mut grad: Option<ArrayViewMut2<'_, F>>,
     across: Option<&dyn Propagate<F>>,
 ) -> F {
+    use rayon::prelude::*;
     let mut count = [mask.len() as u64];
     if let Some(p) = across {
         p.sum_counts(&mut count);
@@ -123,29 +131,74 @@ fn masked_ce<F: Scalar>(
         logits.nrows(),
         "softmax_cross_entropy: labels vs rows"
     );
-    let c = logits.ncols();
+    let (n, c) = logits.dim();
     let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
-    let mut total = F::Exact::default();
-    for &i in mask.indices() {
-        let i = i as usize;
-        let y = labels[i] as usize;
-        assert!(
-            y < c,
-            "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
-        );
-        let z = logits.row(i);
-        let max = z.iter().copied().fold(F::neg_infinity(), F::max);
-        let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
-        let lse = max + sum.ln();
-        total.add((lse - z[y]).to_f64_lossless());
-        if let Some(grad) = grad.as_mut() {
-            let mut g = grad.row_mut(i);
-            for k in 0..c {
-                g[k] = (z[k] - lse).exp() * inv_m;
+    let idx = mask.indices();
+    // The mask's rows in lo..hi: their terms, and their gradient rows written into `g` (rows
+    // lo..hi, row-major) when given.
+    let rows = |lo: usize, hi: usize, mut g: Option<&mut [F]>| -> F::Exact {
+        let a = idx.partition_point(|&k| (k as usize) < lo);
+        let b = idx.partition_point(|&k| (k as usize) < hi);
+        let mut acc = F::Exact::default();
+        for &i in &idx[a..b] {
+            let i = i as usize;
+            let y = labels[i] as usize;
+            assert!(
+                y < c,
+                "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
+            );
+            let z = logits.row(i);
+            let max = z.iter().copied().fold(F::neg_infinity(), F::max);
+            let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
+            let lse = max + sum.ln();
+            acc.add((lse - z[y]).to_f64_lossless());
+            if let Some(g) = g.as_deref_mut() {
+                let g = &mut g[(i - lo) * c..(i - lo + 1) * c];
+                for k in 0..c {
+                    g[k] = (z[k] - lse).exp() * inv_m;
+                }
+                g[y] -= inv_m;
             }
-            g[y] -= inv_m;
         }
-    }
+        acc
+    };
+    let step = loss_rows(c);
+    let merge = |mut a: F::Exact, b: F::Exact| {
+        a.merge(&b);
+        a
+    };
+    let contiguous = grad.as_mut().map(|g| g.as_slice_mut().is_some());
+    let total = match (grad.as_mut(), contiguous) {
+        (Some(g), Some(true)) if c > 0 => {
+            let Some(gs) = g.as_slice_mut() else {
+                unreachable!("checked contiguous")
+            };
+            gs.par_chunks_mut(step * c)
+                .enumerate()
+                .map(|(k, gc)| {
+                    gc.fill(F::zero());
+                    rows(k * step, (k * step + gc.len() / c).min(n), Some(gc))
+                })
+                .reduce(F::Exact::default, merge)
+        }
+        (Some(g), _) => {
+            // A strided gradient: rows one after the other, through a row buffer.
+            g.fill(F::zero());
+            let mut row = vec![F::zero(); c];
+            let mut acc = F::Exact::default();
+            for &i in idx {
+                let i = i as usize;
+                row.iter_mut().for_each(|v| *v = F::zero());
+                acc.merge(&rows(i, i + 1, Some(&mut row)));
+                g.row_mut(i).assign(&ndarray::ArrayView1::from(&row[..]));
+            }
+            acc
+        }
+        (None, _) => (0..n.div_ceil(step))
+            .into_par_iter()
+            .map(|k| rows(k * step, ((k + 1) * step).min(n), None))
+            .reduce(F::Exact::default, merge),
+    };
     let total = match across {
         Some(p) => p.sum_exact(&total),
         None => total.value(),

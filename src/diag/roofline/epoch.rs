@@ -65,6 +65,19 @@ pub struct PhaseReport {
     pub ratio: Option<f64>,
 }
 
+/// One kernel call of the first profiled epoch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallReport {
+    /// Its phase.
+    pub phase: String,
+    /// Its work: `gemm MxKxN`, `spmm ROWSxD (NNZ nnz)` or `stream BYTES B`.
+    pub work: String,
+    /// Its time, ms.
+    pub ms: f64,
+    /// Its floor, ms.
+    pub floor_ms: f64,
+}
+
 /// A rate the floors were priced at.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GemmRate {
@@ -120,6 +133,9 @@ pub struct EpochReport {
     pub ratio: f64,
     /// Per phase.
     pub phases: Vec<PhaseReport>,
+    /// The calls furthest above their floors (time less floor) in the first profiled epoch,
+    /// at most eight, furthest first.
+    pub top_calls: Vec<CallReport>,
     /// Triad rate the element-wise floors use, GB/s (best of five).
     pub triad_gbs: f64,
     /// sgemm rates of the GEMM floors.
@@ -267,6 +283,22 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
             .collect(),
     );
     phases.push(phase_report("other", 0, other, 0.0));
+    let mut top_calls: Vec<CallReport> = epochs[0]
+        .1
+        .iter()
+        .map(|r| CallReport {
+            phase: r.phase.name().to_string(),
+            work: match r.work {
+                Work::Gemm { m, k, n } => format!("gemm {m}x{k}x{n}"),
+                Work::Spmm { rows, nnz, d } => format!("spmm {rows}x{d} ({nnz} nnz)"),
+                Work::Stream { bytes } => format!("stream {bytes} B"),
+            },
+            ms: r.seconds * 1e3,
+            floor_ms: floor_of(&r.work) * 1e3,
+        })
+        .collect();
+    top_calls.sort_by(|a, b| (b.ms - b.floor_ms).total_cmp(&(a.ms - a.floor_ms)));
+    top_calls.truncate(8);
     machine.load_after = super::load_average();
     let c = model.config();
     Ok(EpochReport {
@@ -285,6 +317,7 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
         epoch_floor_ms: floor_s * 1e3,
         ratio: epoch_s / floor_s.max(f64::MIN_POSITIVE),
         phases,
+        top_calls,
         triad_gbs: triad.gbs_best,
         gemm_rates: gemm_shapes
             .iter()
@@ -375,6 +408,14 @@ impl EpochReport {
                 p.ms,
                 p.floor_ms,
                 p.ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
+            );
+        }
+        let _ = writeln!(s, "furthest above their floors (first profiled epoch):");
+        for c in &self.top_calls {
+            let _ = writeln!(
+                s,
+                "  {:>12} {:<36} {:>9.2} ms, floor {:>9.2} ms",
+                c.phase, c.work, c.ms, c.floor_ms
             );
         }
         s.push_str(
