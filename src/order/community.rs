@@ -28,7 +28,10 @@ pub(super) fn tie_key(l: u32, i: usize, salt: u64) -> u64 {
 /// Parameters of [`label_propagation`] and [`community_order`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommunityConfig {
-    /// Sweeps over all nodes (fewer if no label changes in a sweep).
+    /// Sweeps over all nodes (fewer if no label changes in a sweep). Five by default: on
+    /// arxiv-like and products-like, 20 sweeps give the same modelled cache misses as 3 (0.206
+    /// vs 0.207, 0.551 vs 0.551) at 2.6x and 2.9x the time; 3 left one planted block of the
+    /// order tests 79 % contiguous, 5 recover every one to 80 % or more.
     pub iterations: usize,
     /// Seed of the order in which each sweep visits the nodes.
     pub seed: u64,
@@ -48,7 +51,7 @@ pub const DEFAULT_MAX_COMMUNITY: usize = 64;
 impl Default for CommunityConfig {
     fn default() -> Self {
         CommunityConfig {
-            iterations: 20,
+            iterations: 5,
             seed: 0,
             max_size: Some(DEFAULT_MAX_COMMUNITY),
         }
@@ -73,61 +76,118 @@ pub fn label_propagation(graph: &Graph, cfg: &CommunityConfig) -> Vec<u32> {
     propagate(&adj, None, cap, cfg)
 }
 
+/// Nodes per block of a label-propagation sweep on a graph of `n` nodes: n/256 within
+/// 1..=[`LP_BLOCK_MAX`], from the node count only (never the thread count). A block's moves
+/// are chosen in parallel from the labels as the block starts and applied in visit order; one
+/// node a block (graphs up to 511 nodes) is the serial asynchronous propagation.
+pub(super) fn lp_block(n: usize) -> usize {
+    (n / 256).clamp(1, LP_BLOCK_MAX)
+}
+
+/// The largest block of [`lp_block`].
+pub(super) const LP_BLOCK_MAX: usize = 4096;
+
+thread_local! {
+    /// Per-thread neighbour-label counts of [`best_label`] (all zero between calls) and the
+    /// labels they touched.
+    static COUNTS: std::cell::RefCell<(Vec<u32>, Vec<u32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Node i's most frequent admissible neighbour community (see [`label_propagation`]): its own
+/// when that is among the most frequent, else the tie broken by [`tie_key`]; communities
+/// without room for `w` more (`size + w > cap`) are not admissible.
+fn best_label(
+    adj: &Adj<'_>,
+    i: usize,
+    label: &[u32],
+    size: &[usize],
+    w: usize,
+    cap: usize,
+    salt: u64,
+) -> u32 {
+    COUNTS.with(|c| {
+        let (count, touched) = &mut *c.borrow_mut();
+        if count.len() < label.len() {
+            count.resize(label.len(), 0);
+        }
+        touched.clear();
+        for &j in adj.row(i) {
+            if j as usize == i {
+                continue;
+            }
+            let l = label[j as usize];
+            if count[l as usize] == 0 {
+                touched.push(l);
+            }
+            count[l as usize] += 1;
+        }
+        let own = label[i];
+        let (mut best, mut best_c) = (own, count[own as usize]);
+        for &l in touched.iter() {
+            let c = count[l as usize];
+            if l != own && size[l as usize] + w > cap {
+                continue;
+            }
+            let wins = c > best_c
+                || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
+            if wins {
+                best = l;
+                best_c = c;
+            }
+        }
+        for &l in touched.iter() {
+            count[l as usize] = 0;
+        }
+        best
+    })
+}
+
 /// Label propagation on `adj` (repeated entries count as edge weights); `weight[i]` is node
-/// i's size for the cap `cap` (1 each when `None`).
+/// i's size for the cap `cap` (1 each when `None`). Each sweep takes the visit order in blocks
+/// of [`lp_block`] nodes: the block's choices are made in parallel from the labels and sizes
+/// as the block starts, then applied in visit order (a move into a community that filled up
+/// meanwhile is not made). The result depends on the graph and the seed only.
 pub(super) fn propagate(
     adj: &Adj<'_>,
     weight: Option<&[usize]>,
     cap: usize,
     cfg: &CommunityConfig,
 ) -> Vec<u32> {
+    use rayon::prelude::*;
     let n = adj.n();
     let mut label = ids(n);
     let mut size = weight.map_or_else(|| vec![1usize; n], <[usize]>::to_vec);
     let cap = cap.max(1);
     let visit = Permutation::random(n, cfg.seed).into_new_to_old();
-    let mut count = vec![0u32; n];
-    let mut touched: Vec<u32> = Vec::new();
+    let block = lp_block(n);
+    let mut choice = vec![0u32; block];
     for it in 0..cfg.iterations {
         let salt = splitmix64(cfg.seed ^ (it as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut changed = 0usize;
-        for &i in &visit {
-            let i = i as usize;
-            let own = label[i];
-            let w = weight.map_or(1, |w| w[i]);
-            touched.clear();
-            for &j in adj.row(i) {
-                if j as usize == i {
-                    continue;
-                }
-                let l = label[j as usize];
-                if count[l as usize] == 0 {
-                    touched.push(l);
-                }
-                count[l as usize] += 1;
+        for nodes in visit.chunks(block) {
+            let choice = &mut choice[..nodes.len()];
+            let (label_now, size_now) = (&label[..], &size[..]);
+            let pick = |(c, &i): (&mut u32, &u32)| {
+                let i = i as usize;
+                let w = weight.map_or(1, |w| w[i]);
+                *c = best_label(adj, i, label_now, size_now, w, cap, salt);
+            };
+            if nodes.len() > 1 {
+                choice.par_iter_mut().zip(nodes.par_iter()).for_each(pick);
+            } else {
+                choice.iter_mut().zip(nodes.iter()).for_each(pick);
             }
-            // The most frequent admissible community: own, or one with room left.
-            let (mut best, mut best_c) = (own, count[own as usize]);
-            for &l in &touched {
-                let c = count[l as usize];
-                if l != own && size[l as usize] + w > cap {
-                    continue;
+            for (&best, &i) in choice.iter().zip(nodes) {
+                let i = i as usize;
+                let own = label[i];
+                let w = weight.map_or(1, |w| w[i]);
+                if best != own && size[best as usize] + w <= cap {
+                    size[own as usize] -= w;
+                    size[best as usize] += w;
+                    label[i] = best;
+                    changed += 1;
                 }
-                let wins = c > best_c
-                    || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
-                if wins {
-                    best = l;
-                    best_c = c;
-                }
-            }
-            for &l in &touched {
-                count[l as usize] = 0;
-            }
-            if best != own {
-                size[own as usize] -= w;
-                size[best as usize] += w;
-                label[i] = best;
-                changed += 1;
             }
         }
         if changed == 0 {

@@ -201,8 +201,10 @@ pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
         return (Permutation::identity(n), Reorder::None);
     }
     let p = community_order(graph, &CommunityConfig::default());
-    let given = cache_miss_model(graph, AUTO_CACHE_ROWS);
-    let community = cache_miss_model_permuted(graph, &p, AUTO_CACHE_ROWS);
+    let (given, community) = rayon::join(
+        || cache_miss_model(graph, AUTO_CACHE_ROWS),
+        || cache_miss_model_permuted(graph, &p, AUTO_CACHE_ROWS),
+    );
     if community <= (1.0 - AUTO_MIN_GAIN) * given {
         (p, Reorder::Community)
     } else {
