@@ -409,3 +409,45 @@ fn model_backward_matches_finite_differences_in_training_mode() {
         }
     }
 }
+
+/// The loss's gradient written into a strided view (every other column of a wider array,
+/// NaN-filled) and into a contiguous one: the same bits, zero outside the mask, the same loss
+/// and the value of `softmax_cross_entropy_loss`; more rows than one task of the loss.
+#[test]
+fn loss_gradient_is_the_same_in_any_layout() {
+    let (n, c) = (3000, 7);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let z = Array2::from_shape_simple_fn((n, c), || rng.random_range(-3.0f32..3.0));
+    let labels: Vec<u32> = (0..n as u32).map(|i| (i * 5 + 1) % c as u32).collect();
+    let mask = Mask::try_from_indices((0..n as u32).filter(|i| i % 3 != 1).collect(), n).unwrap();
+    let mut dense = Array2::<f32>::from_elem((n, c), f32::NAN);
+    let l1 = softmax_cross_entropy_into(z.view(), &labels, &mask, dense.view_mut());
+    let mut wide = Array2::<f32>::from_elem((n, 2 * c), f32::NAN);
+    let l2 = softmax_cross_entropy_into(
+        z.view(),
+        &labels,
+        &mask,
+        wide.slice_mut(ndarray::s![.., ..;2]),
+    );
+    assert_eq!(l1.to_bits(), l2.to_bits());
+    assert_eq!(
+        l1.to_bits(),
+        softmax_cross_entropy_loss(z.view(), &labels, &mask).to_bits()
+    );
+    let strided = wide.slice(ndarray::s![.., ..;2]);
+    assert!(dense
+        .iter()
+        .zip(strided.iter())
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(wide
+        .slice(ndarray::s![.., 1..;2])
+        .iter()
+        .all(|v| v.is_nan()));
+    for i in (1..n).step_by(3) {
+        assert!(
+            dense.row(i).iter().all(|&v| v == 0.0),
+            "row {i} is outside the mask"
+        );
+    }
+    assert!(dense.row(0).iter().any(|&v| v != 0.0));
+}

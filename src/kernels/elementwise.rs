@@ -59,8 +59,8 @@ pub fn relu_inplace<F: Scalar>(z: ArrayViewMut2<'_, F>, par: Par) {
     });
     // Branch-free: a select, not a data-dependent jump (the signs of activations are close to
     // random, so a branch mispredicts half the time). `NaN > 0` is false, so NaN maps to 0.
-    map_elems(z, par, |v| {
-        *v = [F::zero(), *v][usize::from(*v > F::zero())]
+    super::rows::for_each_row(z, par, |_, mut row| {
+        row.map_inplace(|v| *v = [F::zero(), *v][usize::from(*v > F::zero())]);
     });
 }
 
@@ -220,21 +220,32 @@ pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask:
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: std::mem::size_of_val(mask),
     });
+    let (threshold, vals) = mask_values::<F>(p);
+    mask_words(rng, mask.len(), |k, w| {
+        mask[k] = vals[usize::from(u64::from(w) >= threshold)];
+    });
+}
+
+/// The threshold of a kept element's word (`w ≥ threshold`) and the two factors `[0, keep]`
+/// of dropout at rate `p < 1` (the threshold fits in u64 and is at most 2³²; the factors are
+/// picked by index, branch-free: a dropped element is a coin flip, so a branch would
+/// mispredict).
+fn mask_values<F: Scalar>(p: f64) -> (u64, [F; 2]) {
     let keep = F::from_f64_lossy(1.0 / (1.0 - p));
-    // p < 1, so the threshold fits in u64 and is at most 2³².
-    let threshold = (p * 4_294_967_296.0).round() as u64;
-    // Branch-free select (a dropped element is a coin flip, so a branch would mispredict).
-    let vals = [F::zero(), keep];
-    // The words are read in blocks with `fill_bytes` (the same words, in the same order, as
-    // `next_u64` gives low half first), which is several times cheaper than a call per pair.
+    ((p * 4_294_967_296.0).round() as u64, [F::zero(), keep])
+}
+
+/// `f(k, w_k)` for k in `0..len` with the stream's next 32-bit words in order, read in blocks
+/// with `fill_bytes` (the words `next_u64` gives, low half first, several times cheaper than a
+/// call per pair); an odd last element takes a whole `u64`, as `next_u64` would.
+#[inline]
+fn mask_words<R: rand::Rng + ?Sized>(rng: &mut R, len: usize, mut f: impl FnMut(usize, u32)) {
     let mut bytes = [0u8; 4 * MASK_WORDS];
-    for chunk in mask.chunks_mut(MASK_WORDS) {
-        // A last odd element takes a whole u64, as `next_u64` would.
-        let words = chunk.len().next_multiple_of(2);
-        rng.fill_bytes(&mut bytes[..4 * words]);
-        for (m, w) in chunk.iter_mut().zip(bytes.chunks_exact(4)) {
-            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-            *m = vals[usize::from(u64::from(w) >= threshold)];
+    for start in (0..len).step_by(MASK_WORDS) {
+        let n = (len - start).min(MASK_WORDS);
+        rng.fill_bytes(&mut bytes[..4 * n.next_multiple_of(2)]);
+        for (k, w) in bytes.chunks_exact(4).take(n).enumerate() {
+            f(start + k, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
         }
     }
 }
@@ -272,6 +283,10 @@ impl MaskRng for ChaCha8Rng {
             (0.0..1.0).contains(&p),
             "dropout_mask: p = {p} not in [0, 1)"
         );
+        // One span for the whole draw (its tasks' spans are part of it).
+        let _span = span(Phase::Elementwise, || Work::Stream {
+            bytes: std::mem::size_of_val(mask),
+        });
         let w0 = self.get_word_pos();
         let len = mask.len();
         let rng: &ChaCha8Rng = self;
@@ -317,24 +332,11 @@ pub fn fill_dropout_mask_at<F: Scalar>(
     rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
 }
 
-/// Elements per task of the parallel element-wise kernels (data-determined chunks; every
-/// element is computed on its own, so the result does not depend on them).
-pub const ELEMS_TASK: usize = 1 << 15;
-
-/// `f(z_k)` for every element, in [`ELEMS_TASK`] chunks in parallel under [`Par::Rayon`] when
-/// `z` is contiguous (element by element otherwise).
-pub fn map_elems<F: Scalar>(mut z: ArrayViewMut2<'_, F>, par: Par, f: impl Fn(&mut F) + Sync) {
-    match (z.as_slice_mut(), par) {
-        (Some(s), Par::Rayon) => s
-            .par_chunks_mut(ELEMS_TASK)
-            .for_each(|c| c.iter_mut().for_each(&f)),
-        (Some(s), Par::Seq) => s.iter_mut().for_each(f),
-        (None, _) => z.map_inplace(f),
-    }
-}
-
-/// `f(a_k, b_k)` for every element of two arrays of one shape, in [`ELEMS_TASK`] chunks in
-/// parallel under [`Par::Rayon`] when both are contiguous (element by element otherwise).
+/// `f(a_k, b_k)` for every element of two arrays of one shape (of two element types: the row
+/// loop [`for_each_row2`](super::rows::for_each_row2) takes one), in
+/// [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel under [`Par::Rayon`]
+/// when both are contiguous (element by element otherwise). Every element is computed on its
+/// own, so the result does not depend on the chunks.
 ///
 /// # Panics
 /// If the shapes differ.
@@ -348,8 +350,8 @@ pub fn zip_elems<A: Send + Sync, B: Sync>(
     assert_eq!(a.dim(), b.dim(), "zip_elems: shapes differ");
     match (a.as_slice_mut(), b.as_slice(), par) {
         (Some(sa), Some(sb), Par::Rayon) => sa
-            .par_chunks_mut(ELEMS_TASK)
-            .zip(sb.par_chunks(ELEMS_TASK))
+            .par_chunks_mut(super::rows::CHUNK_ELEMS)
+            .zip(sb.par_chunks(super::rows::CHUNK_ELEMS))
             .for_each(|(ca, cb)| ca.iter_mut().zip(cb).for_each(|(x, y)| f(x, y))),
         (Some(sa), Some(sb), Par::Seq) => sa.iter_mut().zip(sb).for_each(|(x, y)| f(x, y)),
         _ => Zip::from(&mut a).and(&b).for_each(f),
@@ -388,9 +390,7 @@ pub fn relu_dropout_at<F: Scalar>(
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: h.len() * (2 * std::mem::size_of::<F>() + 1),
     });
-    let keep = F::from_f64_lossy(1.0 / (1.0 - p));
-    let threshold = (p * 4_294_967_296.0).round() as u64;
-    let vals = [F::zero(), keep];
+    let (threshold, vals) = mask_values::<F>(p);
     let w0 = rng.get_word_pos();
     let start = w0 + before as u128;
     // Task c of the mask draw (`MASK_CHUNK` elements from `before`) starts at its own word.
@@ -402,8 +402,10 @@ pub fn relu_dropout_at<F: Scalar>(
     match (h.as_slice_mut(), code.as_slice_mut()) {
         (Some(hs), Some(cs)) => {
             let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
+                let len = hc.len();
                 fold_drawn(
                     &mut at(c),
+                    len,
                     threshold,
                     vals,
                     hc.iter_mut().zip(cc.iter_mut()),
@@ -424,44 +426,36 @@ pub fn relu_dropout_at<F: Scalar>(
         }
         _ => {
             // Row-major element order, one task after the other.
-            let mut it = h.iter_mut().zip(code.iter_mut()).peekable();
-            let mut c = 0;
-            while it.peek().is_some() {
-                fold_drawn(&mut at(c), threshold, vals, it.by_ref().take(MASK_CHUNK));
-                c += 1;
+            let len = h.len();
+            let mut it = h.iter_mut().zip(code.iter_mut());
+            for (c, first) in (0..len).step_by(MASK_CHUNK).enumerate() {
+                let n = (len - first).min(MASK_CHUNK);
+                fold_drawn(&mut at(c), n, threshold, vals, it.by_ref().take(n));
             }
         }
     }
     rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
 }
 
-/// The loop of [`relu_dropout_at`] over the elements of one task, drawing their words from `r`
-/// in blocks of [`MASK_WORDS`] (the words [`dropout_mask`] reads for them).
+/// The loop of [`relu_dropout_at`] over the `len` elements of one task, with their words from
+/// `r` as [`dropout_mask`] reads them ([`mask_words`]).
 #[inline]
 fn fold_drawn<'a, F: Scalar + 'a>(
     r: &mut ChaCha8Rng,
+    len: usize,
     threshold: u64,
     vals: [F; 2],
-    elems: impl Iterator<Item = (&'a mut F, &'a mut u8)>,
+    mut elems: impl Iterator<Item = (&'a mut F, &'a mut u8)>,
 ) {
-    use rand::Rng as _;
-    let mut bytes = [0u8; 4 * MASK_WORDS];
-    let mut words = [0u32; MASK_WORDS];
-    let mut next = MASK_WORDS;
-    for (v, cd) in elems {
-        if next == MASK_WORDS {
-            r.fill_bytes(&mut bytes);
-            for (w, b) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-                *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
-            next = 0;
-        }
-        let m = vals[usize::from(u64::from(words[next]) >= threshold)];
-        next += 1;
+    mask_words(r, len, |_, w| {
+        let Some((v, cd)) = elems.next() else {
+            unreachable!("a task of `len` elements")
+        };
+        let m = vals[usize::from(u64::from(w) >= threshold)];
         let t = [F::zero(), *v][usize::from(*v > F::zero())];
         *v = t * m;
         *cd = u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()));
-    }
+    });
 }
 
 #[cfg(test)]

@@ -89,25 +89,7 @@ pub fn spmm<F: Scalar>(
     out: ArrayViewMut2<'_, F>,
     par: Par,
 ) {
-    let (m, k) = a.shape();
-    if !a.is_csr() || x.nrows() != k || out.dim() != (m, x.ncols()) {
-        shape_panic("spmm", &[("a", (m, k)), ("x", x.dim()), ("out", out.dim())]);
-    }
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
-    let off = ip[0];
-    let rows = Rows {
-        ip,
-        off,
-        idx: a.indices(),
-        val: a.data(),
-    };
-    let _span = super::profile::span(super::profile::Phase::Spmm, || super::profile::Work::Spmm {
-        rows: m,
-        nnz: a.nnz(),
-        d: x.ncols(),
-    });
-    tiled(alpha, &rows, x, beta, out, m, x.ncols(), par);
+    spmm_tiled(alpha, a, x, beta, out, par, x.ncols());
 }
 
 /// [`spmm`] in column tiles: an outer loop over tiles of `tile` columns of `X` and `out` (the

@@ -46,14 +46,13 @@ pub fn softmax_cross_entropy_into<F: Scalar>(
     logits: ArrayView2<'_, F>,
     labels: &[u32],
     mask: &Mask,
-    mut grad: ArrayViewMut2<'_, F>,
+    grad: ArrayViewMut2<'_, F>,
 ) -> F {
     assert_eq!(
         grad.dim(),
         logits.dim(),
         "softmax_cross_entropy_into: grad vs logits"
     );
-    grad.fill(F::zero());
     masked_ce(logits, labels, mask, Some(grad), None)
 }
 
@@ -134,9 +133,12 @@ fn masked_ce<F: Scalar>(
     let (n, c) = logits.dim();
     let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
     let idx = mask.indices();
-    // The mask's rows in lo..hi: their terms, and their gradient rows written into `g` (rows
-    // lo..hi, row-major) when given.
-    let rows = |lo: usize, hi: usize, mut g: Option<&mut [F]>| -> F::Exact {
+    // The terms of the mask's rows in lo..hi, and the gradient of rows lo..hi written into `g`
+    // (zero outside the mask) when given.
+    let rows = |lo: usize, hi: usize, mut g: Option<ArrayViewMut2<'_, F>>| -> F::Exact {
+        if let Some(g) = g.as_mut() {
+            g.fill(F::zero());
+        }
         let a = idx.partition_point(|&k| (k as usize) < lo);
         let b = idx.partition_point(|&k| (k as usize) < hi);
         let mut acc = F::Exact::default();
@@ -152,8 +154,8 @@ fn masked_ce<F: Scalar>(
             let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
             let lse = max + sum.ln();
             acc.add((lse - z[y]).to_f64_lossless());
-            if let Some(g) = g.as_deref_mut() {
-                let g = &mut g[(i - lo) * c..(i - lo + 1) * c];
+            if let Some(g) = g.as_mut() {
+                let mut g = g.row_mut(i - lo);
                 for k in 0..c {
                     g[k] = (z[k] - lse).exp() * inv_m;
                 }
@@ -167,34 +169,27 @@ fn masked_ce<F: Scalar>(
         a.merge(&b);
         a
     };
-    let contiguous = grad.as_mut().map(|g| g.as_slice_mut().is_some());
-    let total = match (grad.as_mut(), contiguous) {
-        (Some(g), Some(true)) if c > 0 => {
-            let Some(gs) = g.as_slice_mut() else {
-                unreachable!("checked contiguous")
-            };
-            gs.par_chunks_mut(step * c)
+    let total = match grad.as_mut() {
+        Some(g) if c > 0 => match g.as_slice_mut() {
+            Some(gs) => gs
+                .par_chunks_mut(step * c)
                 .enumerate()
                 .map(|(k, gc)| {
-                    gc.fill(F::zero());
-                    rows(k * step, (k * step + gc.len() / c).min(n), Some(gc))
+                    let len = gc.len() / c;
+                    let Ok(gv) = ArrayViewMut2::from_shape((len, c), gc) else {
+                        unreachable!("a chunk of whole rows")
+                    };
+                    rows(k * step, k * step + len, Some(gv))
                 })
-                .reduce(F::Exact::default, merge)
-        }
-        (Some(g), _) => {
-            // A strided gradient: rows one after the other, through a row buffer.
-            g.fill(F::zero());
-            let mut row = vec![F::zero(); c];
-            let mut acc = F::Exact::default();
-            for &i in idx {
-                let i = i as usize;
-                row.iter_mut().for_each(|v| *v = F::zero());
-                acc.merge(&rows(i, i + 1, Some(&mut row)));
-                g.row_mut(i).assign(&ndarray::ArrayView1::from(&row[..]));
-            }
-            acc
-        }
-        (None, _) => (0..n.div_ceil(step))
+                .reduce(F::Exact::default, merge),
+            // A strided gradient: the same tasks, one after the other.
+            None => g
+                .axis_chunks_iter_mut(ndarray::Axis(0), step)
+                .enumerate()
+                .map(|(k, gv)| rows(k * step, k * step + gv.nrows(), Some(gv)))
+                .fold(F::Exact::default(), merge),
+        },
+        _ => (0..n.div_ceil(step))
             .into_par_iter()
             .map(|k| rows(k * step, ((k + 1) * step).min(n), None))
             .reduce(F::Exact::default, merge),

@@ -28,10 +28,11 @@ pub(super) fn tie_key(l: u32, i: usize, salt: u64) -> u64 {
 /// Parameters of [`label_propagation`] and [`community_order`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommunityConfig {
-    /// Sweeps over all nodes (fewer if no label changes in a sweep). Five by default: on
-    /// arxiv-like and products-like, 20 sweeps give the same modelled cache misses as 3 (0.206
-    /// vs 0.207, 0.551 vs 0.551) at 2.6x and 2.9x the time; 3 left one planted block of the
-    /// order tests 79 % contiguous, 5 recover every one to 80 % or more.
+    /// Sweeps over all nodes (fewer if no label changes in a sweep). Five by default: more
+    /// sweeps left the modelled cache misses of the community order of arxiv-like and
+    /// products-like unchanged (the `model` line of `sparse-gcn roofline`) at up to three
+    /// times the time, and three left a planted block of the order tests under 80 %
+    /// contiguous.
     pub iterations: usize,
     /// Seed of the order in which each sweep visits the nodes.
     pub seed: u64,

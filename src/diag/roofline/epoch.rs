@@ -10,7 +10,8 @@
 //!   dimension as the rows, which is how such a product splits across threads);
 //! - an SpMM's time at the in-cache floor of Â at its width ([`in_cache_pattern`]: the same
 //!   row lengths and values with every gather hitting L1/L2), scaled by its non-zeros plus rows
-//!   over Â's;
+//!   over Â's (also the weight gradient of sparse features, Xᵀ·G, a sparse product of the same
+//!   kind);
 //! - an element-wise pass's bytes (read plus written, counted by each kernel) at the triad
 //!   rate measured here;
 //!
@@ -211,8 +212,7 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
     for r in &epochs[0].1 {
         match r.work {
             Work::Gemm { m, k, n } => {
-                let shape = if k > m { (k, m, n) } else { (m, k, n) };
-                gemm_shapes.entry(shape).or_insert(0.0);
+                gemm_shapes.entry(priced_shape(m, k, n)).or_insert(0.0);
             }
             Work::Spmm { d, .. } => {
                 widths.entry(d).or_insert(0.0);
@@ -237,8 +237,7 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
     let floor_of = |w: &Work| -> f64 {
         match *w {
             Work::Gemm { m, k, n } => {
-                let shape = if k > m { (k, m, n) } else { (m, k, n) };
-                2.0 * (m * k) as f64 * n as f64 / gemm_shapes[&shape]
+                2.0 * (m * k) as f64 * n as f64 / gemm_shapes[&priced_shape(m, k, n)]
             }
             Work::Spmm { rows, nnz, d } => widths[&d] * (nnz + rows) as f64 / unit,
             Work::Stream { bytes } => bytes as f64 / triad_bps,
@@ -333,6 +332,16 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
             .map(|(&d, &t)| SpmmFloor { d, ms: t * 1e3 })
             .collect(),
     })
+}
+
+/// The shape whose measured sgemm rate prices an (m × k)·(k × n) product: itself, or with the
+/// inner dimension as the rows when it is the longer one (a weight gradient over every node).
+fn priced_shape(m: usize, k: usize, n: usize) -> (usize, usize, usize) {
+    if k > m {
+        (k, m, n)
+    } else {
+        (m, k, n)
+    }
 }
 
 fn phase_report(name: &str, calls: usize, s: f64, floor: f64) -> PhaseReport {
