@@ -153,7 +153,15 @@ pub struct GcnConv<F> {
     spgemm_tmp: Vec<F>,
     /// What the stack said about the input ([`Layer::bind`]).
     input: InputDesc,
+    /// The largest dense Â·X (in elements) kept for evaluation when training never reads it
+    /// (input dropout): a larger one is recomputed into scratch at each evaluation.
+    eval_cache_limit: usize,
 }
+
+/// The largest dense Â·X, in bytes, that AggregateFirst keeps across evaluations when training
+/// does not read it (with input dropout): 256 MiB. Above it (products-like: 0.98 GB) each
+/// evaluation recomputes Â·X (one SpMM of the input's width) into the layer's scratch.
+pub const EVAL_CACHE_LIMIT_BYTES: usize = 256 << 20;
 
 impl<F: Scalar> Clone for GcnConv<F> {
     fn clone(&self) -> Self {
@@ -166,6 +174,7 @@ impl<F: Scalar> Clone for GcnConv<F> {
             sparse_own: false,
             spgemm_tmp: Vec::new(),
             input: self.input,
+            eval_cache_limit: self.eval_cache_limit,
         }
     }
 }
@@ -208,7 +217,14 @@ impl<F: Scalar> GcnConv<F> {
             sparse_own: false,
             spgemm_tmp: Vec::new(),
             input: InputDesc::default(),
+            eval_cache_limit: EVAL_CACHE_LIMIT_BYTES / std::mem::size_of::<F>(),
         }
+    }
+
+    /// Sets the largest dense Â·X (in elements) kept across evaluations when training does
+    /// not read it (default [`EVAL_CACHE_LIMIT_BYTES`]); results are the same either way.
+    pub fn set_eval_cache_limit(&mut self, elements: usize) {
+        self.eval_cache_limit = elements;
     }
 
     /// Input width.
@@ -300,7 +316,21 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         let w = self.weight.value.view();
         match self.order {
             Order::AggregateFirst => {
-                let s = if cx.fixed_input {
+                let recompute = cx.fixed_input
+                    && self.fixed.is_none()
+                    && !self.input.fixed_in_training
+                    && matches!(x, Value::Dense(_))
+                    && n * self.in_dim() > self.eval_cache_limit;
+                let s = if recompute {
+                    // Evaluation on the fixed input, too large to keep: Â·X into scratch.
+                    let Value::Dense(h) = x else {
+                        unreachable!("dense above")
+                    };
+                    let s = scratch.take_f(n * self.in_dim());
+                    cx.adj
+                        .a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
+                    Value::Dense(view(s, h.dim()))
+                } else if cx.fixed_input {
                     if self.fixed.is_none() {
                         self.fixed = Some(match x {
                             Value::Dense(h) => {
@@ -570,6 +600,45 @@ mod tests {
                 "sparse {sparse}"
             );
         }
+    }
+
+    #[test]
+    fn above_the_eval_cache_limit_evaluation_recomputes_the_aggregate() {
+        // With input dropout (the input fixed in evaluation only) a dense Â·X above the limit
+        // is not kept: each evaluation computes it again, with the same bits as a fresh layer.
+        let [_, (_, adj)] = &small_adjs();
+        let n = adj.n_nodes();
+        let mut r = rng(6);
+        let (x1, x2) = (random(n, 4, &mut r), random(n, 4, &mut r));
+        let eval_fixed = Harness {
+            fixed_input: true,
+            ..Harness::new(adj).mode(Mode::Eval)
+        };
+        let base = layer(4, 3, true, Order::AggregateFirst, 4);
+        let fresh = |x: &Array2<f64>| {
+            eval_fixed
+                .forward(&mut base.clone(), &[In::Dense(x.clone())])
+                .0
+        };
+        for limit in [0, n * 4 - 1] {
+            let mut l = base.clone();
+            l.set_eval_cache_limit(limit);
+            assert_eq!(
+                eval_fixed.forward(&mut l, &[In::Dense(x1.clone())]).0,
+                fresh(&x1)
+            );
+            assert!(l.fixed.is_none(), "limit {limit}");
+            assert_eq!(
+                eval_fixed.forward(&mut l, &[In::Dense(x2.clone())]).0,
+                fresh(&x2)
+            );
+        }
+        // At the limit it is kept (the second call reuses the first's Â·X).
+        let mut l = base.clone();
+        l.set_eval_cache_limit(n * 4);
+        let y1 = eval_fixed.forward(&mut l, &[In::Dense(x1.clone())]).0;
+        assert!(l.fixed.is_some());
+        assert_eq!(eval_fixed.forward(&mut l, &[In::Dense(x2.clone())]).0, y1);
     }
 
     #[test]
