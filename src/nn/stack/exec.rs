@@ -17,7 +17,8 @@ use crate::nn::layer::{Saved, Value};
 use crate::nn::Mode;
 use crate::{Par, Scalar};
 
-/// The shared scratch of the layer calls (the largest request of any layer).
+/// The scratch of a layer call: `f` is the pool buffer the plan lends the call (empty
+/// between calls), `u8` and `f64` the largest request of any layer.
 #[derive(Debug, Default)]
 pub(super) struct Scratch<F> {
     pub(super) f: Vec<F>,
@@ -40,11 +41,13 @@ impl<F> Scratch<F> {
 #[derive(Debug)]
 pub(super) struct Workspace<F> {
     pub(super) plan: Plan,
-    pub(super) vals: Vec<Vec<F>>,
+    /// Values and gradients (one pool, [`Plan::pool_sizes`]).
+    pub(super) pool: Vec<Vec<F>>,
+    /// The separate input gradients of the backward call under way, taken out of the pool.
+    pub(super) taken: Vec<Vec<F>>,
     pub(super) saved_f: Vec<Vec<F>>,
     pub(super) saved_u8: Vec<Vec<u8>>,
     pub(super) saved_f64: Vec<Vec<f64>>,
-    pub(super) grads: Vec<Vec<F>>,
     pub(super) scratch: Scratch<F>,
     /// Dropped sparse features (the pattern of X).
     pub(super) xd_sparse: Option<SparseFeatures<F>>,
@@ -148,7 +151,7 @@ impl<F: Scalar> Model<F> {
             if self.taps.get(tap) == Some(&i) {
                 let w = self.nodes[i].layer.out_dim();
                 let slot = ws.plan.fwd[i].out;
-                visit(tap, view(&ws.vals[slot], (ws.plan.n, w)));
+                visit(tap, view(&ws.pool[slot], (ws.plan.n, w)));
                 tap += 1;
             }
         }
@@ -229,7 +232,7 @@ fn drop_input<F: Scalar>(
                 .plan
                 .xd_slot
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
-            let buf = &mut ws.vals[slot][..d.len()];
+            let buf = &mut ws.pool[slot][..d.len()];
             let (before, total) = adj.global_span(buf.len());
             fill_dropout_mask_at(rng, p, buf, before, total, par);
             Zip::from(view_mut(buf, d.dim()))
@@ -337,9 +340,13 @@ fn run_forward<F: Scalar>(
     };
     let (n, w) = (plan.n, node.layer.out_dim());
     let train = flags.mode == Mode::Train;
-    // The output buffer leaves the pool while the inputs are borrowed from it.
-    let mut out_buf = std::mem::take(&mut ws.vals[call.out]);
-    let vals = &ws.vals;
+    // The output buffer leaves the pool while the inputs are borrowed from it, and the
+    // call's scratch buffer is lent.
+    let mut out_buf = std::mem::take(&mut ws.pool[call.out]);
+    if let Some(s) = call.scratch {
+        std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
+    }
+    let vals = &ws.pool;
     // (Only a node that reads X̃ may look at its buffer: another may be reusing it.)
     let reads_xd = node.inputs.contains(&Src::Xd);
     let xd = xd_value(plan, vals, x, &ws.xd_sparse, train && reads_xd);
@@ -372,7 +379,10 @@ fn run_forward<F: Scalar>(
             scratch: ws.scratch.bufs(),
         },
     );
-    ws.vals[call.out] = out_buf;
+    ws.pool[call.out] = out_buf;
+    if let Some(s) = call.scratch {
+        std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
+    }
 }
 
 /// The backward call of node `i` of `nodes`, then the accumulations into its inputs'
@@ -390,14 +400,8 @@ fn run_backward<F: Scalar>(
     let plan = &ws.plan;
     let b = &plan.bwd[i];
     let (n, out_w) = (plan.n, node.layer.out_dim());
-    let vals = &ws.vals;
-    let ins = Inputs {
-        pool: vals,
-        slots: &b.ins,
-        n,
-        x: x_value(x),
-        xd: xd_value(plan, vals, x, &ws.xd_sparse, node.inputs.contains(&Src::Xd)),
-    };
+    // X̃ is read only by a layer that keeps its inputs (its buffer lives that long).
+    let reads_xd = node.layer.keeps_input() && node.inputs.contains(&Src::Xd);
     let saved = match b.saved {
         Some(s) => Saved {
             f: &ws.saved_f[s][..],
@@ -406,16 +410,29 @@ fn run_backward<F: Scalar>(
         },
         None => Saved::default(),
     };
+    if let Some(s) = b.scratch {
+        std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
+    }
     let scratch = ws.scratch.bufs();
-    let grads = &mut ws.grads;
-    let mut dout_buf = std::mem::take(&mut grads[b.dout]);
+    let pool = &mut ws.pool;
+    let taken = &mut ws.taken;
+    let mut dout_buf = std::mem::take(&mut pool[b.dout]);
+    taken.extend(b.din_slots.iter().map(|&s| std::mem::take(&mut pool[s])));
+    let vals = &*pool;
+    let ins = Inputs {
+        pool: vals,
+        slots: &b.ins,
+        n,
+        x: x_value(x),
+        xd: xd_value(plan, vals, x, &ws.xd_sparse, reads_xd),
+    };
     let need_in = b.in_place.is_some_and(|(need, _)| need);
     let grad = match b.in_place {
         Some(_) => GradIo::InPlace(&mut dout_buf[..]),
         None => GradIo::Separate {
             dout: view(&dout_buf, (n, out_w)),
             din: Din {
-                pool: grads,
+                pool: taken,
                 slots: &b.din,
                 n,
             },
@@ -430,15 +447,21 @@ fn run_backward<F: Scalar>(
             grad,
         },
     );
+    for (&s, buf) in b.din_slots.iter().zip(taken.drain(..)) {
+        pool[s] = buf;
+    }
     if let Some((true, Some((to, w)))) = b.in_place {
-        add_into(&mut grads[to][..n * w], &dout_buf[..n * w]);
+        add_into(&mut pool[to][..n * w], &dout_buf[..n * w]);
     }
     for &(from, to, w) in &b.adds {
-        let src = std::mem::take(&mut grads[from]);
-        add_into(&mut grads[to][..n * w], &src[..n * w]);
-        grads[from] = src;
+        let src = std::mem::take(&mut pool[from]);
+        add_into(&mut pool[to][..n * w], &src[..n * w]);
+        pool[from] = src;
     }
-    grads[b.dout] = dout_buf;
+    pool[b.dout] = dout_buf;
+    if let Some(s) = b.scratch {
+        std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
+    }
 }
 
 /// dst ← dst + src, element by element.

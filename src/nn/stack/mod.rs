@@ -339,11 +339,11 @@ impl<F: Scalar> Model<F> {
         let plan = self.plan(n, x);
         let zeros = |len: usize| vec![F::zero(); len];
         Box::new(Workspace {
-            vals: plan.val_sizes.iter().map(|&s| zeros(s)).collect(),
+            pool: plan.pool_sizes.iter().map(|&s| zeros(s)).collect(),
+            taken: Vec::new(),
             saved_f: plan.saved_sizes.iter().map(|r| zeros(r.f)).collect(),
             saved_u8: plan.saved_sizes.iter().map(|r| vec![0u8; r.u8]).collect(),
             saved_f64: plan.saved_sizes.iter().map(|r| vec![0f64; r.f64]).collect(),
-            grads: plan.grad_sizes.iter().map(|&s| zeros(s)).collect(),
             scratch: exec::Scratch {
                 f: zeros(plan.scratch.f),
                 u8: vec![0u8; plan.scratch.u8],
@@ -376,7 +376,7 @@ impl<F: Scalar> Model<F> {
             Features::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
             _ => 0,
         };
-        f * (sum(&plan.val_sizes) + sum(&plan.grad_sizes) + plan.scratch.f)
+        f * (sum(&plan.pool_sizes) + plan.scratch.f)
             + plan.scratch.u8
             + 8 * plan.scratch.f64
             + saved
@@ -426,11 +426,12 @@ impl<F: Scalar> Model<F> {
         let n = ws.plan.n;
         let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
         let go = {
-            let Workspace {
-                vals, grads, plan, ..
-            } = &mut *ws;
-            let logits = view(&vals[plan.out_slot], (n, c));
-            loss(logits, view_mut(&mut grads[plan.dlogits_slot], (n, c)))
+            let Workspace { pool, plan, .. } = &mut *ws;
+            let mut dlogits = std::mem::take(&mut pool[plan.dlogits_slot]);
+            let logits = view(&pool[plan.out_slot], (n, c));
+            let go = loss(logits, view_mut(&mut dlogits, (n, c)));
+            pool[plan.dlogits_slot] = dlogits;
+            go
         };
         if go {
             self.backward(&mut ws, adj, base_adj, x, rng, par);
@@ -450,7 +451,7 @@ impl<F: Scalar> Model<F> {
         self.forward(&mut ws, adj, true, x, Mode::Eval, None, par, &mut |_, _| {});
         let n = ws.plan.n;
         let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
-        f(view(&ws.vals[ws.plan.out_slot], (n, c)));
+        f(view(&ws.pool[ws.plan.out_slot], (n, c)));
         self.ws = Some(ws);
     }
 

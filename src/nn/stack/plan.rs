@@ -2,7 +2,8 @@
 //! recomputations of checkpointed segments, backward calls), when each value, saved state and
 //! gradient is written and last read, and the pool buffer each one gets (by interval, best fit;
 //! an in-place layer takes over its input's buffer, an in-place backward hands its buffer to its
-//! input's gradient).
+//! input's gradient). Values and gradients share one pool: a value read for the last time by a
+//! backward call hosts a gradient written after it.
 
 use super::{Model, Src};
 use crate::data::Features;
@@ -32,6 +33,9 @@ pub(super) struct Call {
     /// An in-place layer whose input buffer cannot be taken over: copy input 0 first.
     pub(super) copy_from: Option<InSlot>,
     pub(super) saved: Option<usize>,
+    /// The pool buffer lent to the call as its [`Layer::scratch`](crate::nn::Layer::scratch)
+    /// of `F`.
+    pub(super) scratch: Option<usize>,
 }
 
 /// A backward call.
@@ -41,12 +45,16 @@ pub(super) struct BwdCall {
     /// The inputs (when the layer keeps them).
     pub(super) ins: Vec<InSlot>,
     pub(super) saved: Option<usize>,
+    /// The pool buffer lent to the call as its scratch of `F`.
+    pub(super) scratch: Option<usize>,
     pub(super) dout: usize,
     /// In-place gradient: whether ∂L/∂in is needed, and the buffer to add it into when it is
     /// not the first contribution (`None`: it stays in `dout`'s buffer, which becomes ∂L/∂in's).
     pub(super) in_place: Option<(bool, Option<(usize, usize)>)>,
-    /// Separate gradients: per input, where the layer writes it.
+    /// Separate gradients: per input, the index into `din_slots` and the width.
     pub(super) din: Vec<Option<(usize, usize)>>,
+    /// The pool buffers of the separate gradients, taken out of the pool during the call.
+    pub(super) din_slots: Vec<usize>,
     /// Accumulations after the call: (from, to, width).
     pub(super) adds: Vec<(usize, usize, usize)>,
 }
@@ -69,37 +77,67 @@ impl Intervals {
     fn extend(&mut self, i: usize, t: usize) {
         self.inst[i].1 = self.inst[i].1.max(t);
     }
-    /// Assigns a buffer to every instance (greedy by start time, best fit); returns each
-    /// instance's buffer and each buffer's size.
+    /// Assigns a buffer to every instance; returns each instance's buffer and each buffer's
+    /// size. A handoff chain is one group (one buffer, the largest member's size); groups go
+    /// largest first (then by start) to the smallest buffer at least their size whose intervals
+    /// they do not meet (else the largest such buffer, grown; else a new one). Intervals are
+    /// closed: an instance read for the last time at event t and one written at t never share.
     fn assign(&self) -> (Vec<usize>, Vec<usize>) {
-        let mut order: Vec<usize> = (0..self.inst.len()).collect();
-        order.sort_by_key(|&i| (self.inst[i].0, i));
-        let mut slot_of = vec![usize::MAX; self.inst.len()];
+        let n = self.inst.len();
+        let root = |mut i: usize| {
+            while let Some(j) = self.handoff[i] {
+                i = j;
+            }
+            i
+        };
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in 0..n {
+            members[root(i)].push(i);
+        }
+        let size = |g: usize| {
+            members[g]
+                .iter()
+                .map(|&i| self.inst[i].2)
+                .max()
+                .unwrap_or(0)
+        };
+        let start = |g: usize| {
+            members[g]
+                .iter()
+                .map(|&i| self.inst[i].0)
+                .min()
+                .unwrap_or(0)
+        };
+        let mut groups: Vec<usize> = (0..n).filter(|&g| !members[g].is_empty()).collect();
+        groups.sort_by_key(|&g| (std::cmp::Reverse(size(g)), start(g), g));
+        let meets = |a: (usize, usize, usize), b: (usize, usize, usize)| a.0 <= b.1 && b.0 <= a.1;
+        let mut slot_of = vec![usize::MAX; n];
         let mut cap: Vec<usize> = Vec::new();
-        let mut busy_until: Vec<usize> = Vec::new();
-        for i in order {
-            let (start, end, size) = self.inst[i];
-            let slot = match self.handoff[i] {
-                Some(j) => slot_of[j],
+        let mut held: Vec<Vec<usize>> = Vec::new();
+        for g in groups {
+            let sz = size(g);
+            let free = (0..cap.len()).filter(|&s| {
+                members[g]
+                    .iter()
+                    .all(|&i| held[s].iter().all(|&j| !meets(self.inst[i], self.inst[j])))
+            });
+            let fit = free
+                .clone()
+                .filter(|&s| cap[s] >= sz)
+                .min_by_key(|&s| (cap[s], s));
+            let slot = match fit.or_else(|| free.max_by_key(|&s| (cap[s], std::cmp::Reverse(s)))) {
+                Some(s) => s,
                 None => {
-                    let free = (0..cap.len()).filter(|&s| busy_until[s] < start);
-                    let fit = free
-                        .clone()
-                        .filter(|&s| cap[s] >= size)
-                        .min_by_key(|&s| cap[s]);
-                    match fit.or_else(|| free.max_by_key(|&s| cap[s])) {
-                        Some(s) => s,
-                        None => {
-                            cap.push(0);
-                            busy_until.push(0);
-                            cap.len() - 1
-                        }
-                    }
+                    cap.push(0);
+                    held.push(Vec::new());
+                    cap.len() - 1
                 }
             };
-            slot_of[i] = slot;
-            cap[slot] = cap[slot].max(size);
-            busy_until[slot] = busy_until[slot].max(end);
+            cap[slot] = cap[slot].max(sz);
+            for &i in &members[g] {
+                slot_of[i] = slot;
+                held[slot].push(i);
+            }
         }
         (slot_of, cap)
     }
@@ -127,9 +165,9 @@ pub(super) struct Plan {
     /// Index of each mask-drawing node among the sites (Shared streams), +1 for the input.
     pub(super) site_index: Vec<Option<usize>>,
     pub(super) n_sites: usize,
-    pub(super) val_sizes: Vec<usize>,
+    /// Sizes of the pool's buffers (values and gradients).
+    pub(super) pool_sizes: Vec<usize>,
     pub(super) saved_sizes: Vec<Req>,
-    pub(super) grad_sizes: Vec<usize>,
     pub(super) scratch: Req,
 }
 
@@ -225,7 +263,7 @@ impl<F: Scalar> Model<F> {
         }
         let t_end = events.len();
         // Value instances: Fwd of every node (and X̃), Rec of checkpointed nodes.
-        let mut vals = Intervals::default();
+        let mut vals = Intervals::default(); // values, then gradients
         let xd_inst = (xd_dropped && !x_sparse).then(|| vals.add(0, 0, n * x.n_cols()));
         let mut fwd_inst = vec![usize::MAX; n_nodes];
         let mut rec_inst = vec![None; n_nodes];
@@ -307,12 +345,100 @@ impl<F: Scalar> Model<F> {
                 }
             }
         }
-        let (val_slot, val_sizes) = vals.assign();
+        // Gradient instances: from the first contribution (or the loss) to the producer's
+        // backward call. An in-place backward hands its buffer to its input's gradient when it
+        // is the first contribution; later contributions go through a temporary and an add.
+        let runs = need.clone();
+        let mut g_inst: Vec<Option<usize>> = vec![None; n_nodes];
+        let last = n_nodes - 1;
+        let dlogits = vals.add(t_loss, t_bwd[last], n * self.nodes[last].layer.out_dim());
+        g_inst[last] = Some(dlogits);
+        // Per node: in-place (needed, add into), separate targets, adds (from, to).
+        let mut ip_plan: Vec<Option<(bool, Option<usize>)>> = vec![None; n_nodes];
+        let mut din_plan: Vec<Vec<Option<usize>>> = vec![Vec::new(); n_nodes];
+        let mut add_plan: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n_nodes];
+        for c in (0..n_nodes).rev() {
+            if !runs[c] {
+                continue;
+            }
+            let node = &self.nodes[c];
+            let dout = g_inst[c].unwrap_or_else(|| unreachable!("the gradient of node {c}"));
+            if node.layer.grad_in_place() {
+                let src = node.inputs[0];
+                let mut plan_ip = (false, None);
+                if let Src::Node(u) = src {
+                    if need[u] {
+                        let in_size = n * self.nodes[u].layer.out_dim();
+                        vals.inst[dout].2 = vals.inst[dout].2.max(in_size);
+                        match g_inst[u] {
+                            None => {
+                                let gi = vals.add(t_bwd[c], t_bwd[u], in_size);
+                                vals.handoff[gi] = Some(dout);
+                                g_inst[u] = Some(gi);
+                                plan_ip = (true, None);
+                            }
+                            Some(gi) => plan_ip = (true, Some(gi)),
+                        }
+                    }
+                }
+                ip_plan[c] = Some(plan_ip);
+            } else {
+                let mut dins = vec![None; node.inputs.len()];
+                for (k, src) in node.inputs.iter().enumerate() {
+                    let Src::Node(u) = *src else { continue };
+                    if !need[u] {
+                        continue;
+                    }
+                    let w = self.nodes[u].layer.out_dim();
+                    match g_inst[u] {
+                        None => {
+                            let gi = vals.add(t_bwd[c], t_bwd[u], n * w);
+                            g_inst[u] = Some(gi);
+                            dins[k] = Some(gi);
+                        }
+                        Some(gi) => {
+                            let tmp = vals.add(t_bwd[c], t_bwd[c], n * w);
+                            dins[k] = Some(tmp);
+                            add_plan[c].push((tmp, gi, w));
+                        }
+                    }
+                }
+                din_plan[c] = dins;
+            }
+        }
+        // Scratch of F: an instance at each call, so that a buffer dead by then lends it (the
+        // value a backward call no longer needs hosts the next call's Âᵀ·G).
+        let mut fwd_scr = vec![None; n_nodes];
+        let mut rec_scr = vec![None; n_nodes];
+        let mut bwd_scr = vec![None; n_nodes];
+        for c in 0..n_nodes {
+            let f = self.nodes[c].layer.scratch(n).f;
+            if f == 0 {
+                continue;
+            }
+            fwd_scr[c] = Some(vals.add(t_fwd[c], t_fwd[c], f));
+            if seg_of[c].is_some() {
+                rec_scr[c] = Some(vals.add(t_rec[c], t_rec[c], f));
+            }
+            if runs[c] {
+                bwd_scr[c] = Some(vals.add(t_bwd[c], t_bwd[c], f));
+            }
+        }
+        // A handed-over buffer (of a value or a gradient) must be as large as both ends.
+        for i in 0..vals.inst.len() {
+            if let Some(j) = vals.handoff[i] {
+                let s = vals.inst[i].2.max(vals.inst[j].2);
+                vals.inst[i].2 = s;
+                vals.inst[j].2 = s;
+            }
+        }
+        let (slot, pool_sizes) = vals.assign();
+
         let in_slot = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
             Src::X => InSlot::X,
             Src::Xd => InSlot::Xd,
             Src::Node(_) => InSlot::Buf {
-                slot: val_slot[inst_of(src, c, rec, rec_inst).unwrap_or_else(|| unreachable!())],
+                slot: slot[inst_of(src, c, rec, rec_inst).unwrap_or_else(|| unreachable!())],
                 width: width(src, &self.nodes),
             },
         };
@@ -369,86 +495,16 @@ impl<F: Scalar> Model<F> {
             };
             Call {
                 ins,
-                out: val_slot[out_inst],
+                out: slot[out_inst],
                 copy_from: (in_place && !took).then(|| in_slot(&node.inputs[0], c, rec, rec_inst)),
                 saved: if rec { rec_saved[c] } else { fwd_saved[c] }.map(|k| saved_slot[k]),
+                scratch: if rec { rec_scr[c] } else { fwd_scr[c] }.map(|k| slot[k]),
             }
         };
         let fwd: Vec<Call> = (0..n_nodes).map(|c| call(c, false, &rec_inst)).collect();
         let rec: Vec<Option<Call>> = (0..n_nodes)
             .map(|c| seg_of[c].map(|_| call(c, true, &rec_inst)))
             .collect();
-        // Gradient instances: from the first contribution (or the loss) to the producer's
-        // backward call. An in-place backward hands its buffer to its input's gradient when it
-        // is the first contribution; later contributions go through a temporary and an add.
-        let runs = need.clone();
-        let mut grads = Intervals::default();
-        let mut g_inst: Vec<Option<usize>> = vec![None; n_nodes];
-        let last = n_nodes - 1;
-        let dlogits = grads.add(t_loss, t_bwd[last], n * self.nodes[last].layer.out_dim());
-        g_inst[last] = Some(dlogits);
-        // Per node: in-place (needed, add into), separate targets, adds (from, to).
-        let mut ip_plan: Vec<Option<(bool, Option<usize>)>> = vec![None; n_nodes];
-        let mut din_plan: Vec<Vec<Option<usize>>> = vec![Vec::new(); n_nodes];
-        let mut add_plan: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n_nodes];
-        for c in (0..n_nodes).rev() {
-            if !runs[c] {
-                continue;
-            }
-            let node = &self.nodes[c];
-            let dout = g_inst[c].unwrap_or_else(|| unreachable!("the gradient of node {c}"));
-            if node.layer.grad_in_place() {
-                let src = node.inputs[0];
-                let mut plan_ip = (false, None);
-                if let Src::Node(u) = src {
-                    if need[u] {
-                        let in_size = n * self.nodes[u].layer.out_dim();
-                        grads.inst[dout].2 = grads.inst[dout].2.max(in_size);
-                        match g_inst[u] {
-                            None => {
-                                let gi = grads.add(t_bwd[c], t_bwd[u], in_size);
-                                grads.handoff[gi] = Some(dout);
-                                g_inst[u] = Some(gi);
-                                plan_ip = (true, None);
-                            }
-                            Some(gi) => plan_ip = (true, Some(gi)),
-                        }
-                    }
-                }
-                ip_plan[c] = Some(plan_ip);
-            } else {
-                let mut dins = vec![None; node.inputs.len()];
-                for (k, src) in node.inputs.iter().enumerate() {
-                    let Src::Node(u) = *src else { continue };
-                    if !need[u] {
-                        continue;
-                    }
-                    let w = self.nodes[u].layer.out_dim();
-                    match g_inst[u] {
-                        None => {
-                            let gi = grads.add(t_bwd[c], t_bwd[u], n * w);
-                            g_inst[u] = Some(gi);
-                            dins[k] = Some(gi);
-                        }
-                        Some(gi) => {
-                            let tmp = grads.add(t_bwd[c], t_bwd[c], n * w);
-                            dins[k] = Some(tmp);
-                            add_plan[c].push((tmp, gi, w));
-                        }
-                    }
-                }
-                din_plan[c] = dins;
-            }
-        }
-        // A handed-over buffer must be as large as both ends.
-        for i in 0..grads.inst.len() {
-            if let Some(j) = grads.handoff[i] {
-                let s = grads.inst[i].2.max(grads.inst[j].2);
-                grads.inst[i].2 = s;
-                grads.inst[j].2 = s;
-            }
-        }
-        let (grad_slot, grad_sizes) = grads.assign();
         let bwd: Vec<BwdCall> = (0..n_nodes)
             .map(|c| {
                 let node = &self.nodes[c];
@@ -473,26 +529,36 @@ impl<F: Scalar> Model<F> {
                         fwd_saved[c]
                     }
                     .map(|k| saved_slot[k]),
-                    dout: g_inst[c].map_or(usize::MAX, |g| grad_slot[g]),
+                    scratch: bwd_scr[c].map(|k| slot[k]),
+                    dout: g_inst[c].map_or(usize::MAX, |g| slot[g]),
                     in_place: ip_plan[c]
-                        .map(|(need_in, add)| (need_in, add.map(|gi| (grad_slot[gi], widths[0])))),
+                        .map(|(need_in, add)| (need_in, add.map(|gi| (slot[gi], widths[0])))),
                     din: din_plan[c]
                         .iter()
                         .zip(&widths)
-                        .map(|(d, &w)| d.map(|gi| (grad_slot[gi], w)))
+                        .scan(0, |k, (d, &w)| {
+                            Some(d.map(|_| {
+                                *k += 1;
+                                (*k - 1, w)
+                            }))
+                        })
                         .collect(),
+                    din_slots: din_plan[c].iter().flatten().map(|&gi| slot[gi]).collect(),
                     adds: add_plan[c]
                         .iter()
-                        .map(|&(from, to, w)| (grad_slot[from], grad_slot[to], w))
+                        .map(|&(from, to, w)| (slot[from], slot[to], w))
                         .collect(),
                 }
             })
             .collect();
-        // Scratch: the largest request.
+        // Scratch of u8 and f64: the largest request (F scratch is in the pool).
         let scratch = self
             .nodes
             .iter()
-            .map(|nd| nd.layer.scratch(n))
+            .map(|nd| Req {
+                f: 0,
+                ..nd.layer.scratch(n)
+            })
             .fold(Req::default(), Req::max);
         // Mask sites (Shared streams): the input, then every mask-drawing node.
         let mut n_sites = usize::from(xd_dropped);
@@ -512,20 +578,69 @@ impl<F: Scalar> Model<F> {
             x_cols: x.n_cols(),
             events,
             out_slot: fwd[n_nodes - 1].out,
-            dlogits_slot: grad_slot[dlogits],
+            dlogits_slot: slot[dlogits],
             fwd,
             rec,
             bwd,
-            xd_slot: xd_inst.map(|k| val_slot[k]),
+            xd_slot: xd_inst.map(|k| slot[k]),
             constant,
             fixed_train,
             fixed_eval,
             site_index,
             n_sites,
-            val_sizes,
+            pool_sizes,
             saved_sizes,
-            grad_sizes,
             scratch,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::data::synthetic::CitationLike;
+    use crate::data::Features;
+    use crate::graph::{Norm, NormAdj};
+    use crate::nn::{Arch, ModelConfig, Order};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    /// A 3-layer GCN (transform first, dropout on the input and between layers) needs at any
+    /// event three n × hidden buffers: in forward H₁, the next layer's H·W and its output; in
+    /// backward the two kept inputs and the gradient, then a dead input hosts Âᵀ·G. The pool
+    /// holds exactly those three (the first layer's scratch and the logits' fit in them), X̃
+    /// (kept for the first layer's weight gradient) and the logits: values, gradients and
+    /// scratch share it. (Planned apart, the gradients took a fourth n × hidden buffer.)
+    #[test]
+    fn values_gradients_and_scratch_share_one_pool() {
+        let n = 60;
+        let d = CitationLike {
+            n_nodes: n,
+            n_classes: 5,
+            ..Default::default()
+        }
+        .generate(1)
+        .unwrap();
+        let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
+        let x = Features::Dense(ndarray::Array2::from_shape_fn((n, 16), |(i, j)| {
+            ((i * 7 + j) % 5) as f32
+        }));
+        let (h, c) = (32, 5);
+        let cfg = ModelConfig {
+            in_dim: 16,
+            hidden_dim: h,
+            out_dim: c,
+            order: Order::TransformFirst,
+            dropout: 0.5,
+            input_dropout: 0.5,
+            ..ModelConfig::deep(Arch::Gcn, 3)
+        };
+        let mut m = cfg
+            .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
+            .unwrap();
+        let plan = m.plan(n, &x);
+        let mut sizes = plan.pool_sizes.clone();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![n * c, n * 16, n * h, n * h, n * h]);
+        assert_eq!(plan.scratch.f, 0, "F scratch is lent from the pool");
     }
 }
