@@ -898,6 +898,7 @@ fn check_epilogues<F: Bits>(
     with_bias: bool,
     seed: u64,
 ) -> CodeCounts {
+    use sparse_gcn::kernels::elementwise::{code_at, code_bytes};
     use sparse_gcn::kernels::{
         add_bias, bias_relu, bias_relu_dropout_fold, dropout_mask, dropout_relu_backward_code,
         relu_backward_inplace, relu_inplace, DROP_KEPT, DROP_ZERO, RELU_OFF,
@@ -935,8 +936,9 @@ fn check_epilogues<F: Bits>(
 
     let expected_h = &a * &mask;
     let mut h = z0.clone();
-    let mut code = Array2::from_elem((rows, width), 255u8);
-    bias_relu_dropout_fold(h.view_mut(), bias, mask.view(), code.view_mut());
+    let mut codes = vec![255u8; code_bytes(rows * width)];
+    bias_relu_dropout_fold(h.view_mut(), bias, mask.view(), &mut codes);
+    let code: Vec<u8> = (0..rows * width).map(|k| code_at(&codes, k)).collect();
     assert_eq!(
         first_bit_diff(h.view(), expected_h.view()),
         None,
@@ -962,11 +964,27 @@ fn check_epilogues<F: Bits>(
     relu_backward_inplace(expected_g.view_mut(), a.view());
     expected_g.zip_mut_with(&mask, |g, &m| *g *= m);
     let mut dz = g0.clone();
-    dropout_relu_backward_code(dz.view_mut(), code.view(), keep, Par::Rayon);
+    dropout_relu_backward_code(dz.view_mut(), &codes, keep, Par::Rayon);
     assert_eq!(
         first_bit_diff(dz.view(), expected_g.view()),
         None,
         "backward: {what}"
+    );
+    // Sequentially and on a transposed (non-contiguous) view: the same elements.
+    let mut dz_seq = g0.clone();
+    dropout_relu_backward_code(dz_seq.view_mut(), &codes, keep, Par::Seq);
+    assert_eq!(
+        first_bit_diff(dz_seq.view(), dz.view()),
+        None,
+        "backward Seq: {what}"
+    );
+    let mut dz_t = g0.t().to_owned();
+    let mut dz_tv = dz_t.view_mut().reversed_axes();
+    dropout_relu_backward_code(dz_tv.view_mut(), &codes, keep, Par::Rayon);
+    assert_eq!(
+        first_bit_diff(dz_tv.view(), dz.view()),
+        None,
+        "backward, strided: {what}"
     );
     // And elementwise from the codes, by the spec.
     for ((&d, &g), &c) in dz.iter().zip(&g0).zip(&code) {
@@ -1009,11 +1027,14 @@ fn fused_epilogues_equal_unfused_kernels_bitwise() {
 fn fused_backward_hand_cases() {
     use sparse_gcn::kernels::{dropout_relu_backward_code, DROP_KEPT, DROP_ZERO, RELU_OFF};
     let g = ndarray::arr2(&[[-3.0f64, 3.0, -3.0, 3.0, -0.0, f64::INFINITY, -2.5, f64::NAN]]);
-    let code = ndarray::arr2(&[[
-        DROP_ZERO, DROP_ZERO, RELU_OFF, RELU_OFF, DROP_KEPT, RELU_OFF, DROP_KEPT, RELU_OFF,
-    ]]);
+    // Packed four a byte, element k in bits 2k, 2k + 1 of its byte.
+    let pack = |c: [u8; 4]| c[0] | c[1] << 2 | c[2] << 4 | c[3] << 6;
+    let codes = [
+        pack([DROP_ZERO, DROP_ZERO, RELU_OFF, RELU_OFF]),
+        pack([DROP_KEPT, RELU_OFF, DROP_KEPT, RELU_OFF]),
+    ];
     let mut dz = g.clone();
-    dropout_relu_backward_code(dz.view_mut(), code.view(), 2.0, Par::Seq);
+    dropout_relu_backward_code(dz.view_mut(), &codes, 2.0, Par::Seq);
     let got: Vec<u64> = dz.iter().map(|v| v.to_bits()).collect();
     // Dropped: exactly g·0 (−0 for a negative g); ReLU off: +0 even for −3, ∞ or NaN; kept:
     // g·keep (−0·2 = −0).
@@ -1023,12 +1044,7 @@ fn fused_backward_hand_cases() {
         .collect();
     assert_eq!(got, want);
     let mut dz = ndarray::arr2(&[[f64::INFINITY]]);
-    dropout_relu_backward_code(
-        dz.view_mut(),
-        ndarray::arr2(&[[DROP_ZERO]]).view(),
-        2.0,
-        Par::Seq,
-    );
+    dropout_relu_backward_code(dz.view_mut(), &[DROP_ZERO], 2.0, Par::Seq);
     assert!(dz[[0, 0]].is_nan(), "∞·0 is NaN, as the unfused g·mask");
 }
 

@@ -122,81 +122,189 @@ pub const DROP_KEPT: u8 = 1;
 /// The code of a positive ReLU output that dropout dropped (factor 0).
 pub const DROP_ZERO: u8 = 2;
 
-/// The epilogue of a hidden layer with dropout, in place, keeping one byte per element instead
-/// of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and `code` ← [`RELU_OFF`] where
-/// ReLU(h + b) ≤ 0, else [`DROP_KEPT`] or [`DROP_ZERO`] as the mask keeps or drops the element.
-/// `mask` holds inverted-dropout factors (0 or `keep`, as [`dropout_mask`] draws them). The new
-/// `h` is bit for bit [`add_bias`], [`relu_inplace`] and the product with the mask run one
-/// after the other, and [`dropout_relu_backward_code`] with the code gives bit for bit
-/// `𝟙(a > 0) ⊙ (dh ⊙ mask)` for the ReLU output `a`.
+/// Codes per byte: the element-wise kernels keep 2-bit codes ([`RELU_OFF`], [`DROP_KEPT`],
+/// [`DROP_ZERO`]; ReLU alone or dropout alone use 0 and 1), element k of an array (row-major)
+/// in bits 2·(k mod 4) and 2·(k mod 4) + 1 of byte k / 4. A quarter of a byte an element: for
+/// products-like 3 × 256, 0.94 GB less than a byte each.
+pub const CODES_PER_BYTE: usize = 4;
+
+/// Bytes of the codes of `len` elements.
+pub const fn code_bytes(len: usize) -> usize {
+    len.div_ceil(CODES_PER_BYTE)
+}
+
+/// The code of element `k`.
 ///
 /// # Panics
-/// If `b`, `mask` or `code` do not match `h`'s shape.
+/// If `codes` has no byte for element `k`.
+#[inline]
+pub fn code_at(codes: &[u8], k: usize) -> u8 {
+    (codes[k / CODES_PER_BYTE] >> (2 * (k % CODES_PER_BYTE))) & 3
+}
+
+/// Packs the codes `code(k)` of elements `k` in `0..len` into `out` (whole bytes written, the
+/// unused bits of a last partial byte 0).
+#[inline]
+fn pack_codes(out: &mut [u8], len: usize, mut code: impl FnMut(usize) -> u8) {
+    for (b, byte) in out[..code_bytes(len)].iter_mut().enumerate() {
+        let first = b * CODES_PER_BYTE;
+        let mut v = 0u8;
+        for j in 0..(len - first).min(CODES_PER_BYTE) {
+            v |= (code(first + j) & 3) << (2 * j);
+        }
+        *byte = v;
+    }
+}
+
+/// `codes` ← f(a) for each element of `a` (row-major), packed ([`CODES_PER_BYTE`]), in
+/// [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel under [`Par::Rayon`].
+///
+/// # Panics
+/// If `codes` is shorter than [`code_bytes`]`(a.len())`.
+#[track_caller]
+pub fn codes_from<A: Sync>(
+    codes: &mut [u8],
+    a: ArrayView2<'_, A>,
+    par: Par,
+    f: impl Fn(&A) -> u8 + Sync,
+) {
+    let len = a.len();
+    assert!(
+        codes.len() >= code_bytes(len),
+        "codes_from: {} code bytes for {len} elements",
+        codes.len()
+    );
+    const CB: usize = super::rows::CHUNK_ELEMS / CODES_PER_BYTE;
+    let codes = &mut codes[..code_bytes(len)];
+    match (a.as_slice(), par) {
+        (Some(sa), Par::Rayon) => codes
+            .par_chunks_mut(CB)
+            .zip(sa.par_chunks(super::rows::CHUNK_ELEMS))
+            .for_each(|(cc, ca)| pack_codes(cc, ca.len(), |k| f(&ca[k]))),
+        (Some(sa), Par::Seq) => pack_codes(codes, len, |k| f(&sa[k])),
+        _ => {
+            let mut it = a.iter();
+            pack_codes(codes, len, |_| {
+                f(it.next().unwrap_or_else(|| unreachable!("len elements")))
+            });
+        }
+    }
+}
+
+/// f(g, code) for each element of `g` (row-major) and its code in `codes` (packed,
+/// [`CODES_PER_BYTE`]), in [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel
+/// under [`Par::Rayon`] (each element on its own: the result does not depend on the chunks).
+///
+/// # Panics
+/// If `codes` is shorter than [`code_bytes`]`(g.len())`.
+#[track_caller]
+pub fn zip_codes<A: Send>(
+    mut g: ArrayViewMut2<'_, A>,
+    codes: &[u8],
+    par: Par,
+    f: impl Fn(&mut A, u8) + Sync,
+) {
+    let len = g.len();
+    assert!(
+        codes.len() >= code_bytes(len),
+        "zip_codes: {} code bytes for {len} elements",
+        codes.len()
+    );
+    const CB: usize = super::rows::CHUNK_ELEMS / CODES_PER_BYTE;
+    let unpack = |gs: &mut [A], cs: &[u8]| {
+        for (g4, &byte) in gs.chunks_mut(CODES_PER_BYTE).zip(cs) {
+            for (j, x) in g4.iter_mut().enumerate() {
+                f(x, (byte >> (2 * j)) & 3);
+            }
+        }
+    };
+    match (g.as_slice_mut(), par) {
+        (Some(sg), Par::Rayon) => sg
+            .par_chunks_mut(super::rows::CHUNK_ELEMS)
+            .zip(codes.par_chunks(CB))
+            .for_each(|(cg, cc)| unpack(cg, cc)),
+        (Some(sg), Par::Seq) => unpack(sg, codes),
+        _ => g
+            .iter_mut()
+            .enumerate()
+            .for_each(|(k, x)| f(x, code_at(codes, k))),
+    }
+}
+
+/// The epilogue of a hidden layer with dropout, in place, keeping a 2-bit code per element
+/// ([`CODES_PER_BYTE`]) instead of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and
+/// the code of each element (row-major) [`RELU_OFF`] where ReLU(h + b) ≤ 0, else [`DROP_KEPT`]
+/// or [`DROP_ZERO`] as the mask keeps or drops the element. `mask` holds inverted-dropout
+/// factors (0 or `keep`, as [`dropout_mask`] draws them). The new `h` is bit for bit
+/// [`add_bias`], [`relu_inplace`] and the product with the mask run one after the other, and
+/// [`dropout_relu_backward_code`] with the codes gives bit for bit `𝟙(a > 0) ⊙ (dh ⊙ mask)` for
+/// the ReLU output `a`.
+///
+/// # Panics
+/// If `b` or `mask` do not match `h`'s shape, or `codes` is shorter than
+/// [`code_bytes`]`(h.len())`.
 #[track_caller]
 pub fn bias_relu_dropout_fold<F: Scalar>(
     mut h: ArrayViewMut2<'_, F>,
     b: Option<ArrayView1<'_, F>>,
     mask: ArrayView2<'_, F>,
-    mut code: ArrayViewMut2<'_, u8>,
+    codes: &mut [u8],
 ) {
     let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: h.len() * (3 * std::mem::size_of::<F>() + 1),
+        bytes: h.len() * (3 * std::mem::size_of::<F>()) + code_bytes(h.len()),
     });
     let dim = h.dim();
     assert!(
-        b.is_none_or(|b| b.len() == dim.1) && mask.dim() == dim && code.dim() == dim,
-        "bias_relu_dropout_fold: h {dim:?}, b {:?}, mask {:?}, code {:?}",
+        b.is_none_or(|b| b.len() == dim.1)
+            && mask.dim() == dim
+            && codes.len() >= code_bytes(h.len()),
+        "bias_relu_dropout_fold: h {dim:?}, b {:?}, mask {:?}, {} code bytes",
         b.map(|b| b.len()),
         mask.dim(),
-        code.dim()
+        codes.len()
     );
     let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
-    for ((mut hr, mr), mut cr) in h
+    let codes = &mut codes[..code_bytes(h.len())];
+    codes.fill(0);
+    for (i, (mut hr, mr)) in h
         .axis_iter_mut(Axis(0))
         .zip(mask.axis_iter(Axis(0)))
-        .zip(code.axis_iter_mut(Axis(0)))
+        .enumerate()
     {
-        Zip::indexed(&mut hr)
-            .and(&mr)
-            .and(&mut cr)
-            .for_each(|k, v, &m, c| {
-                let t = relu(match b {
-                    Some(b) => *v + b[k],
-                    None => *v,
-                });
-                *v = t * m;
-                // Branch-free: 0 when t ≤ 0, else 1 (kept) or 2 (dropped).
-                let on = u8::from(t > F::zero());
-                *c = on * (1 + u8::from(m == F::zero()));
+        Zip::indexed(&mut hr).and(&mr).for_each(|j, v, &m| {
+            let t = relu(match b {
+                Some(b) => *v + b[j],
+                None => *v,
             });
+            *v = t * m;
+            // Branch-free: 0 when t ≤ 0, else 1 (kept) or 2 (dropped).
+            let on = u8::from(t > F::zero());
+            let k = i * dim.1 + j;
+            codes[k / CODES_PER_BYTE] |=
+                (on * (1 + u8::from(m == F::zero()))) << (2 * (k % CODES_PER_BYTE));
+        });
     }
 }
 
-/// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where `code` is [`DROP_KEPT`],
-/// dz·0 where it is [`DROP_ZERO`] and +0 where it is [`RELU_OFF`] — exactly what
-/// `[a > 0] ? dz·m : +0` computes from the mask m (0 or `keep`) and the ReLU output a.
+/// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where the code (packed,
+/// [`CODES_PER_BYTE`]) is [`DROP_KEPT`], dz·0 where it is [`DROP_ZERO`] and +0 where it is
+/// [`RELU_OFF`] — exactly what `[a > 0] ? dz·m : +0` computes from the mask m (0 or `keep`) and
+/// the ReLU output a.
 ///
 /// # Panics
-/// If the shapes differ.
+/// If `codes` is shorter than [`code_bytes`]`(dz.len())`.
 #[track_caller]
 pub fn dropout_relu_backward_code<F: Scalar>(
     dz: ArrayViewMut2<'_, F>,
-    code: ArrayView2<'_, u8>,
+    codes: &[u8],
     keep: F,
     par: Par,
 ) {
-    assert_eq!(
-        dz.dim(),
-        code.dim(),
-        "dropout_relu_backward_code: dz {:?}, code {:?}",
-        dz.dim(),
-        code.dim()
-    );
     let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: dz.len() * (2 * std::mem::size_of::<F>() + 1),
+        bytes: dz.len() * (2 * std::mem::size_of::<F>()) + code_bytes(dz.len()),
     });
-    zip_elems(dz, code, par, |g, &c| {
-        *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
+    zip_codes(dz, codes, par, |g, c| {
+        *g = [F::zero(), *g * keep, *g * F::zero(), F::zero()][usize::from(c)];
     });
 }
 
@@ -254,8 +362,11 @@ fn mask_words<R: rand::Rng + ?Sized>(rng: &mut R, len: usize, mut f: impl FnMut(
 const MASK_WORDS: usize = 256;
 
 /// Mask elements per parallel task of [`MaskRng::fill_dropout_mask`] (even, so a task never
-/// splits a `u64` between two elements of different tasks).
+/// splits a `u64` between two elements of different tasks; a multiple of [`CODES_PER_BYTE`],
+/// so it never splits a byte of codes).
 pub const MASK_CHUNK: usize = 1 << 15;
+const _: () = assert!(MASK_CHUNK % 2 == 0 && MASK_CHUNK % CODES_PER_BYTE == 0);
+const _: () = assert!(super::rows::CHUNK_ELEMS % CODES_PER_BYTE == 0);
 
 /// A random stream that dropout masks are drawn from: [`MaskRng::fill_dropout_mask`] gives
 /// exactly [`dropout_mask`]'s mask and leaves the stream where [`dropout_mask`] would, but may
@@ -359,19 +470,21 @@ pub fn zip_elems<A: Send + Sync, B: Sync>(
 }
 
 /// [`fill_dropout_mask_at`] and [`bias_relu_dropout_fold`] (no bias) in one pass, without the
-/// mask: h ← ReLU(h) ⊙ mask and `code` as there, element k of `h` (row-major) taking element
-/// `before + k` of the mask of `total` elements drawn from `rng`, whose stream is left where
-/// that draw leaves it. Bit for bit the two kernels run one after the other, for any `par`;
-/// the mask's n × d factors are never written (4 bytes an element less to write and read).
+/// mask: h ← ReLU(h) ⊙ mask and the packed codes as there, element k of `h` (row-major) taking
+/// element `before + k` of the mask of `total` elements drawn from `rng`, whose stream is left
+/// where that draw leaves it. Bit for bit the two kernels run one after the other, for any
+/// `par`; the mask's n × d factors are never written (4 bytes an element less to write and
+/// read).
 ///
 /// # Panics
-/// If `p` is not in `[0, 1)`, the shapes differ or `before + h.len() > total`.
+/// If `p` is not in `[0, 1)`, `codes` is shorter than [`code_bytes`]`(h.len())` or
+/// `before + h.len() > total`.
 #[track_caller]
 pub fn relu_dropout_at<F: Scalar>(
     rng: &mut ChaCha8Rng,
     p: f64,
     mut h: ArrayViewMut2<'_, F>,
-    mut code: ArrayViewMut2<'_, u8>,
+    codes: &mut [u8],
     before: usize,
     total: usize,
     par: Par,
@@ -381,14 +494,14 @@ pub fn relu_dropout_at<F: Scalar>(
         "relu_dropout_at: p = {p} not in [0, 1)"
     );
     assert!(
-        h.dim() == code.dim() && before + h.len() <= total,
-        "relu_dropout_at: h {:?}, code {:?}, elements {before}..{} of {total}",
+        codes.len() >= code_bytes(h.len()) && before + h.len() <= total,
+        "relu_dropout_at: h {:?}, {} code bytes, elements {before}..{} of {total}",
         h.dim(),
-        code.dim(),
+        codes.len(),
         before + h.len()
     );
     let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: h.len() * (2 * std::mem::size_of::<F>() + 1),
+        bytes: h.len() * (2 * std::mem::size_of::<F>()) + code_bytes(h.len()),
     });
     let (threshold, vals) = mask_values::<F>(p);
     let w0 = rng.get_word_pos();
@@ -399,38 +512,34 @@ pub fn relu_dropout_at<F: Scalar>(
         r.set_word_pos(start + (c * MASK_CHUNK) as u128);
         r
     };
-    match (h.as_slice_mut(), code.as_slice_mut()) {
-        (Some(hs), Some(cs)) => {
+    const CB: usize = MASK_CHUNK / CODES_PER_BYTE;
+    let len = h.len();
+    let codes = &mut codes[..code_bytes(len)];
+    match h.as_slice_mut() {
+        Some(hs) => {
             let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
-                let len = hc.len();
-                fold_drawn(
-                    &mut at(c),
-                    len,
-                    threshold,
-                    vals,
-                    hc.iter_mut().zip(cc.iter_mut()),
-                );
+                let n = hc.len();
+                fold_drawn(&mut at(c), n, threshold, vals, hc.iter_mut(), cc);
             };
             match par {
                 Par::Seq => hs
                     .chunks_mut(MASK_CHUNK)
-                    .zip(cs.chunks_mut(MASK_CHUNK))
+                    .zip(codes.chunks_mut(CB))
                     .enumerate()
                     .for_each(task),
                 Par::Rayon => hs
                     .par_chunks_mut(MASK_CHUNK)
-                    .zip(cs.par_chunks_mut(MASK_CHUNK))
+                    .zip(codes.par_chunks_mut(CB))
                     .enumerate()
                     .for_each(task),
             }
         }
-        _ => {
+        None => {
             // Row-major element order, one task after the other.
-            let len = h.len();
-            let mut it = h.iter_mut().zip(code.iter_mut());
-            for (c, first) in (0..len).step_by(MASK_CHUNK).enumerate() {
-                let n = (len - first).min(MASK_CHUNK);
-                fold_drawn(&mut at(c), n, threshold, vals, it.by_ref().take(n));
+            let mut it = h.iter_mut();
+            for (c, cc) in codes.chunks_mut(CB).enumerate() {
+                let n = (len - c * MASK_CHUNK).min(MASK_CHUNK);
+                fold_drawn(&mut at(c), n, threshold, vals, it.by_ref().take(n), cc);
             }
         }
     }
@@ -438,24 +547,34 @@ pub fn relu_dropout_at<F: Scalar>(
 }
 
 /// The loop of [`relu_dropout_at`] over the `len` elements of one task, with their words from
-/// `r` as [`dropout_mask`] reads them ([`mask_words`]).
+/// `r` as [`dropout_mask`] reads them ([`mask_words`]), their codes packed into `codes`.
 #[inline]
 fn fold_drawn<'a, F: Scalar + 'a>(
     r: &mut ChaCha8Rng,
     len: usize,
     threshold: u64,
     vals: [F; 2],
-    mut elems: impl Iterator<Item = (&'a mut F, &'a mut u8)>,
+    mut elems: impl Iterator<Item = &'a mut F>,
+    codes: &mut [u8],
 ) {
-    mask_words(r, len, |_, w| {
-        let Some((v, cd)) = elems.next() else {
+    let mut byte = 0u8;
+    mask_words(r, len, |k, w| {
+        let Some(v) = elems.next() else {
             unreachable!("a task of `len` elements")
         };
         let m = vals[usize::from(u64::from(w) >= threshold)];
         let t = [F::zero(), *v][usize::from(*v > F::zero())];
         *v = t * m;
-        *cd = u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()));
+        let j = k % CODES_PER_BYTE;
+        byte |= (u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()))) << (2 * j);
+        if j == CODES_PER_BYTE - 1 {
+            codes[k / CODES_PER_BYTE] = byte;
+            byte = 0;
+        }
     });
+    if len % CODES_PER_BYTE != 0 {
+        codes[len / CODES_PER_BYTE] = byte;
+    }
 }
 
 #[cfg(test)]
@@ -471,7 +590,8 @@ mod tests {
     fn relu_dropout_at_is_the_mask_then_the_fold() {
         use ndarray::{s, Array2};
 
-        use super::{bias_relu_dropout_fold, fill_dropout_mask_at, relu_dropout_at};
+        use super::{bias_relu_dropout_fold, code_at, code_bytes, fill_dropout_mask_at};
+        use super::{relu_dropout_at, DROP_KEPT, DROP_ZERO, RELU_OFF};
         use crate::Par;
         let (n, d) = (301, 257); // more than two MASK_CHUNKs, odd sizes
         let h0 = Array2::from_shape_fn((n, d), |(i, c)| ((i * 7 + c * 13) % 29) as f32 - 14.5);
@@ -481,14 +601,24 @@ mod tests {
                 let mut mask = vec![0.0f32; n * d];
                 fill_dropout_mask_at(&mut r1, p, &mut mask, before, total, Par::Seq);
                 let mut h1 = h0.clone();
-                let mut c1 = Array2::<u8>::zeros((n, d));
+                let mut c1 = vec![0xAAu8; code_bytes(n * d)];
                 let m = ndarray::ArrayView2::from_shape((n, d), &mask[..]).unwrap();
-                bias_relu_dropout_fold(h1.view_mut(), None, m, c1.view_mut());
+                bias_relu_dropout_fold(h1.view_mut(), None, m, &mut c1);
+                // The codes by their definition, element by element (row-major).
+                for (k, (&v, &mk)) in h0.iter().zip(&mask).enumerate() {
+                    let want = match (v > 0.0, mk == 0.0) {
+                        (false, _) => RELU_OFF,
+                        (true, false) => DROP_KEPT,
+                        (true, true) => DROP_ZERO,
+                    };
+                    assert_eq!(code_at(&c1, k), want, "element {k}");
+                }
+                assert_eq!(c1.last().map(|b| b >> (2 * ((n * d) % 4))), Some(0));
                 for par in [Par::Seq, Par::Rayon] {
                     let mut r2 = ChaCha8Rng::seed_from_u64(9);
                     let mut h2 = h0.clone();
-                    let mut c2 = Array2::<u8>::from_elem((n, d), 7);
-                    relu_dropout_at(&mut r2, p, h2.view_mut(), c2.view_mut(), before, total, par);
+                    let mut c2 = vec![7u8; code_bytes(n * d)];
+                    relu_dropout_at(&mut r2, p, h2.view_mut(), &mut c2, before, total, par);
                     let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&h1), bits(&h2), "{before} {p} {par:?}");
                     assert_eq!(c1, c2);
@@ -497,13 +627,13 @@ mod tests {
                 // A strided h (every other column of a wider array) takes the same elements.
                 let mut wide = Array2::<f32>::zeros((n, 2 * d));
                 wide.slice_mut(s![.., ..;2]).assign(&h0);
-                let mut c3 = Array2::<u8>::zeros((n, d));
+                let mut c3 = vec![0xFFu8; code_bytes(n * d)];
                 let mut r3 = ChaCha8Rng::seed_from_u64(9);
                 relu_dropout_at(
                     &mut r3,
                     p,
                     wide.slice_mut(s![.., ..;2]),
-                    c3.view_mut(),
+                    &mut c3,
                     before,
                     total,
                     Par::Rayon,

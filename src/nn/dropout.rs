@@ -16,7 +16,8 @@
 use ndarray::Zip;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
-use crate::kernels::elementwise::{fill_dropout_mask_at, relu_dropout_at, zip_elems};
+use crate::kernels::elementwise::{code_bytes, codes_from, fill_dropout_mask_at};
+use crate::kernels::elementwise::{relu_dropout_at, zip_codes};
 use crate::kernels::{dropout_relu_backward_code, relu_inplace};
 use crate::Scalar;
 
@@ -81,7 +82,7 @@ impl<F: Scalar> Layer<F> for ReluDropout {
     }
     fn saved(&self, n: usize) -> Req {
         Req {
-            u8: n * self.dim,
+            u8: code_bytes(n * self.dim),
             ..Req::default()
         }
     }
@@ -99,10 +100,8 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         if !train || self.p == 0.0 {
             if self.relu {
                 if train {
-                    let mut code = view_mut(saved.take_u8(out.len()), out.dim());
-                    zip_elems(code.view_mut(), out.view(), cx.par, |c, &v| {
-                        *c = u8::from(v > F::zero())
-                    });
+                    let codes = saved.take_u8(code_bytes(out.len()));
+                    codes_from(codes, out.view(), cx.par, |&v| u8::from(v > F::zero()));
                 }
                 relu_inplace(out, cx.par);
             }
@@ -115,20 +114,16 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
         // Keyed by global position: this process's rows of the whole graph's mask.
         let (before, total) = cx.adj.global_span(len);
-        let code = view_mut(saved.take_u8(len), dim);
+        let codes = saved.take_u8(code_bytes(len));
         if self.relu {
             // The mask drawn and applied in one pass, never stored.
-            relu_dropout_at(rng, self.p, out, code, before, total, cx.par);
+            relu_dropout_at(rng, self.p, out, codes, before, total, cx.par);
         } else {
             let mask = scratch.take_f(len);
             fill_dropout_mask_at(rng, self.p, mask, before, total, cx.par);
-            Zip::from(out)
-                .and(view(mask, dim))
-                .and(code)
-                .for_each(|o, &m, c| {
-                    *o *= m;
-                    *c = u8::from(m != F::zero());
-                });
+            let mask = view(mask, dim);
+            Zip::from(out).and(mask).for_each(|o, &m| *o *= m);
+            codes_from(codes, mask, cx.par, |&m| u8::from(m != F::zero()));
         }
     }
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
@@ -137,16 +132,16 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             return;
         }
         let dim = (cx.n(), self.dim);
-        let code = view(saved.take_u8(dim.0 * dim.1), dim);
+        let codes = saved.take_u8(code_bytes(dim.0 * dim.1));
         let g = view_mut(grad.in_place(), dim);
         match (self.relu, self.p > 0.0) {
-            (true, true) => dropout_relu_backward_code(g, code, keep_factor(self.p), cx.par),
-            (true, false) => zip_elems(g, code, cx.par, |g, &c| {
-                *g = [F::zero(), *g][usize::from(c)]
+            (true, true) => dropout_relu_backward_code(g, codes, keep_factor(self.p), cx.par),
+            (true, false) => zip_codes(g, codes, cx.par, |g, c| {
+                *g = [F::zero(), *g][usize::from(c & 1)]
             }),
             (false, _) => {
                 let vals = [F::zero(), keep_factor::<F>(self.p)];
-                zip_elems(g, code, cx.par, |g, &c| *g *= vals[usize::from(c)]);
+                zip_codes(g, codes, cx.par, |g, c| *g *= vals[usize::from(c & 1)]);
             }
         }
     }
