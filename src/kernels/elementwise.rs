@@ -142,6 +142,20 @@ pub fn code_at(codes: &[u8], k: usize) -> u8 {
     (codes[k / CODES_PER_BYTE] >> (2 * (k % CODES_PER_BYTE))) & 3
 }
 
+/// Four codes, one a byte of `w` (little-endian, each < 4), packed into one byte.
+#[inline(always)]
+fn pack4(w: u32) -> u8 {
+    let x = w & 0x0303_0303;
+    (x | x >> 6 | x >> 12 | x >> 18) as u8
+}
+
+/// The four codes of a byte, one a byte of the result (little-endian): [`pack4`]'s inverse.
+#[inline(always)]
+fn unpack4(byte: u8) -> u32 {
+    let w = u32::from(byte);
+    (w | w << 6 | w << 12 | w << 18) & 0x0303_0303
+}
+
 /// Packs the codes `code(k)` of elements `k` in `0..len` into `out` (whole bytes written, the
 /// unused bits of a last partial byte 0).
 #[inline]
@@ -211,11 +225,16 @@ pub fn zip_codes<A: Send>(
         codes.len()
     );
     const CB: usize = super::rows::CHUNK_ELEMS / CODES_PER_BYTE;
+    // Codes unpacked a block at a time into one byte each, then the element loop as over
+    // byte codes (the form the compiler vectorises).
+    const BLOCK: usize = 1024;
     let unpack = |gs: &mut [A], cs: &[u8]| {
-        for (g4, &byte) in gs.chunks_mut(CODES_PER_BYTE).zip(cs) {
-            for (j, x) in g4.iter_mut().enumerate() {
-                f(x, (byte >> (2 * j)) & 3);
+        let mut buf = [0u8; BLOCK];
+        for (gb, cb) in gs.chunks_mut(BLOCK).zip(cs.chunks(BLOCK / CODES_PER_BYTE)) {
+            for (b4, &byte) in buf.chunks_exact_mut(CODES_PER_BYTE).zip(cb) {
+                b4.copy_from_slice(&unpack4(byte).to_le_bytes());
             }
+            gb.iter_mut().zip(&buf).for_each(|(x, &c)| f(x, c));
         }
     };
     match (g.as_slice_mut(), par) {
@@ -304,7 +323,7 @@ pub fn dropout_relu_backward_code<F: Scalar>(
         bytes: dz.len() * (2 * std::mem::size_of::<F>()) + code_bytes(dz.len()),
     });
     zip_codes(dz, codes, par, |g, c| {
-        *g = [F::zero(), *g * keep, *g * F::zero(), F::zero()][usize::from(c)];
+        *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
     });
 }
 
@@ -518,8 +537,7 @@ pub fn relu_dropout_at<F: Scalar>(
     match h.as_slice_mut() {
         Some(hs) => {
             let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
-                let n = hc.len();
-                fold_drawn(&mut at(c), n, threshold, vals, hc.iter_mut(), cc);
+                fold_drawn_slice(&mut at(c), threshold, vals, hc, cc);
             };
             match par {
                 Par::Seq => hs
@@ -546,8 +564,19 @@ pub fn relu_dropout_at<F: Scalar>(
     rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
 }
 
-/// The loop of [`relu_dropout_at`] over the `len` elements of one task, with their words from
-/// `r` as [`dropout_mask`] reads them ([`mask_words`]), their codes packed into `codes`.
+/// One element of [`relu_dropout_at`]: v ← ReLU(v)·m with m picked by the word `w`; returns
+/// its code.
+#[inline(always)]
+fn fold_one<F: Scalar>(v: &mut F, w: u32, threshold: u64, vals: [F; 2]) -> u8 {
+    let m = vals[usize::from(u64::from(w) >= threshold)];
+    let t = [F::zero(), *v][usize::from(*v > F::zero())];
+    *v = t * m;
+    u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()))
+}
+
+/// The loop of [`relu_dropout_at`] over the `len` elements of one task (any layout), with
+/// their words from `r` as [`dropout_mask`] reads them ([`mask_words`]), their codes packed
+/// into `codes`.
 #[inline]
 fn fold_drawn<'a, F: Scalar + 'a>(
     r: &mut ChaCha8Rng,
@@ -562,11 +591,8 @@ fn fold_drawn<'a, F: Scalar + 'a>(
         let Some(v) = elems.next() else {
             unreachable!("a task of `len` elements")
         };
-        let m = vals[usize::from(u64::from(w) >= threshold)];
-        let t = [F::zero(), *v][usize::from(*v > F::zero())];
-        *v = t * m;
         let j = k % CODES_PER_BYTE;
-        byte |= (u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()))) << (2 * j);
+        byte |= fold_one(v, w, threshold, vals) << (2 * j);
         if j == CODES_PER_BYTE - 1 {
             codes[k / CODES_PER_BYTE] = byte;
             byte = 0;
@@ -577,12 +603,61 @@ fn fold_drawn<'a, F: Scalar + 'a>(
     }
 }
 
+/// [`fold_drawn`] on a contiguous task: the same words (blocks of [`MASK_WORDS`] read with
+/// `fill_bytes`, as [`mask_words`] reads them), four elements and one code byte at a time.
+#[inline]
+fn fold_drawn_slice<F: Scalar>(
+    r: &mut ChaCha8Rng,
+    threshold: u64,
+    vals: [F; 2],
+    h: &mut [F],
+    codes: &mut [u8],
+) {
+    use rand::Rng as _;
+    const _: () = assert!(MASK_WORDS % CODES_PER_BYTE == 0);
+    let mut bytes = [0u8; 4 * MASK_WORDS];
+    for (hb, cb) in h
+        .chunks_mut(MASK_WORDS)
+        .zip(codes.chunks_mut(MASK_WORDS / CODES_PER_BYTE))
+    {
+        let n = hb.len();
+        r.fill_bytes(&mut bytes[..4 * n.next_multiple_of(2)]);
+        // One code a byte first (the element loop as without packing), then packed.
+        let mut one = [0u8; MASK_WORDS];
+        for ((v, w), c) in hb.iter_mut().zip(bytes.chunks_exact(4)).zip(&mut one) {
+            *c = fold_one(
+                v,
+                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+                threshold,
+                vals,
+            );
+        }
+        one[n..].fill(0);
+        for (c, o) in cb.iter_mut().zip(one.chunks_exact(CODES_PER_BYTE)) {
+            *c = pack4(u32::from_le_bytes([o[0], o[1], o[2], o[3]]));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
     use super::dropout_mask;
+
+    /// `pack4` and `unpack4` are inverse: every byte, and every four codes < 4.
+    #[test]
+    fn pack4_and_unpack4_are_inverse() {
+        use super::{code_at, pack4, unpack4};
+        for b in 0..=255u8 {
+            let w = unpack4(b);
+            assert_eq!(pack4(w), b);
+            for j in 0..4 {
+                assert_eq!(w.to_le_bytes()[j], code_at(&[b], j), "byte {b} code {j}");
+            }
+        }
+    }
 
     /// The fused ReLU·dropout gives the bits, the codes and the stream position of the mask
     /// drawn first and folded after, for any part of a longer mask, layout and `par`.
