@@ -424,14 +424,7 @@ impl<F: Scalar> Model<F> {
                 bwd_scr[c] = Some(vals.add(t_bwd[c], t_bwd[c], f));
             }
         }
-        // A handed-over buffer (of a value or a gradient) must be as large as both ends.
-        for i in 0..vals.inst.len() {
-            if let Some(j) = vals.handoff[i] {
-                let s = vals.inst[i].2.max(vals.inst[j].2);
-                vals.inst[i].2 = s;
-                vals.inst[j].2 = s;
-            }
-        }
+        // (A handoff chain's buffer takes its largest member's size in `assign`.)
         let (slot, pool_sizes) = vals.assign();
 
         let in_slot = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
