@@ -12,7 +12,6 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::Graph;
-use crate::kernels::transpose::transpose_pattern;
 use crate::{Error, Result};
 
 /// A permutation of `0..n` node ids, stored both ways (`new → old` and `old → new`).
@@ -199,41 +198,45 @@ fn invert_checked(v: &[u32]) -> Result<Vec<u32>> {
 /// different relative order than before, and SpMM on the permuted Â sums each row in a
 /// different order: results agree to rounding, not bit for bit.
 ///
+/// Rows are built in parallel (blocks of rows, each row relabelled and sorted on its own), so
+/// the result does not depend on the thread count.
+///
 /// # Panics
 /// If `perm.len() != graph.n_nodes()`.
 ///
 /// # Complexity
-/// O(n + nnz) time (two counting passes; one transpose first for a directed graph), no sort.
+/// O(n + Σ deg·log deg) work, O(n + nnz) memory.
 #[track_caller]
 pub fn permute_graph(graph: &Graph, perm: &Permutation) -> Graph {
+    use rayon::prelude::*;
     let n = graph.n_nodes();
     len_check("permute_graph", n, perm.len());
     let (q, p) = (perm.new_to_old(), perm.old_to_new());
-    let (ip, idx) = (graph.indptr(), graph.indices());
     let mut new_ip = vec![0usize; n + 1];
     for r in 0..n {
         new_ip[r + 1] = new_ip[r] + graph.degree(q[r] as usize);
     }
-    // Scanning new column ids c in ascending order and appending c to each row that has it
-    // fills every row sorted. The rows having old column j are row j of Aᵀ: A itself when
-    // undirected (symmetric pattern), a transpose otherwise.
-    let transposed;
-    let (tip, tidx): (&[usize], &[u32]) = if graph.is_directed() {
-        transposed = transpose_pattern(n, ip, idx);
-        (&transposed.0, &transposed.1)
-    } else {
-        (ip, idx)
-    };
-    let mut fill = new_ip.clone();
-    let mut new_idx = vec![0u32; idx.len()];
-    for c in 0..n {
-        let oc = q[c] as usize;
-        for &i in &tidx[tip[oc]..tip[oc + 1]] {
-            let r = p[i as usize] as usize;
-            new_idx[fill[r]] = c as u32;
-            fill[r] += 1;
-        }
+    let mut new_idx = vec![0u32; graph.indices().len()];
+    // Blocks of PERMUTE_BLOCK rows, each owning its stretch of `new_idx`.
+    let mut blocks: Vec<(usize, &mut [u32])> = Vec::with_capacity(n.div_ceil(PERMUTE_BLOCK));
+    let mut rest: &mut [u32] = &mut new_idx;
+    for r0 in (0..n).step_by(PERMUTE_BLOCK) {
+        let r1 = (r0 + PERMUTE_BLOCK).min(n);
+        let (head, tail) = rest.split_at_mut(new_ip[r1] - new_ip[r0]);
+        blocks.push((r0, head));
+        rest = tail;
     }
+    blocks.into_par_iter().for_each(|(r0, out)| {
+        let r1 = (r0 + PERMUTE_BLOCK).min(n);
+        let base = new_ip[r0];
+        for r in r0..r1 {
+            let row = &mut out[new_ip[r] - base..new_ip[r + 1] - base];
+            for (o, &j) in row.iter_mut().zip(graph.neighbors(q[r] as usize)) {
+                *o = p[j as usize];
+            }
+            row.sort_unstable();
+        }
+    });
     Graph {
         n_nodes: n,
         indptr: new_ip,
@@ -243,12 +246,15 @@ pub fn permute_graph(graph: &Graph, perm: &Permutation) -> Graph {
     }
 }
 
+/// Rows per parallel block of [`permute_graph`].
+const PERMUTE_BLOCK: usize = 4096;
+
 /// Rows of `a` in the new order: row `r` of the result is row `new_to_old[r]` of `a`.
 ///
 /// # Panics
 /// If `a.nrows() != perm.len()`.
 #[track_caller]
-pub fn permute_rows<F: Clone>(perm: &Permutation, a: ArrayView2<'_, F>) -> Array2<F> {
+pub fn permute_rows<F: Clone + Send + Sync>(perm: &Permutation, a: ArrayView2<'_, F>) -> Array2<F> {
     len_check("permute_rows", a.nrows(), perm.len());
     gather_rows(a, perm.new_to_old())
 }
@@ -268,7 +274,10 @@ pub fn permute_rows<F: Clone>(perm: &Permutation, a: ArrayView2<'_, F>) -> Array
 /// assert_eq!(unpermute_rows(&p, permute_rows(&p, x.view()).view()), x);
 /// ```
 #[track_caller]
-pub fn unpermute_rows<F: Clone>(perm: &Permutation, a: ArrayView2<'_, F>) -> Array2<F> {
+pub fn unpermute_rows<F: Clone + Send + Sync>(
+    perm: &Permutation,
+    a: ArrayView2<'_, F>,
+) -> Array2<F> {
     len_check("unpermute_rows", a.nrows(), perm.len());
     gather_rows(a, perm.old_to_new())
 }
@@ -301,19 +310,37 @@ pub fn unpermute_slice<T: Clone>(perm: &Permutation, a: &[T]) -> Vec<T> {
 }
 
 /// Row `k` of the result is row `rows[k]` of `a`.
-pub(crate) fn gather_rows<F: Clone>(a: ArrayView2<'_, F>, rows: &[u32]) -> Array2<F> {
+pub(crate) fn gather_rows<F: Clone + Send + Sync>(a: ArrayView2<'_, F>, rows: &[u32]) -> Array2<F> {
+    use rayon::prelude::*;
     let d = a.ncols();
+    if d == 0 || rows.is_empty() {
+        return Array2::from_shape_fn((rows.len(), d), |(r, c)| a[[rows[r] as usize, c]].clone());
+    }
+    // Blocks of rows in parallel; each element is a copy, so the result is the serial one.
+    let parts: Vec<Vec<F>> = rows
+        .par_chunks(GATHER_BLOCK)
+        .map(|rs| {
+            let mut v = Vec::with_capacity(rs.len() * d);
+            for &r in rs {
+                let row = a.row(r as usize);
+                match row.as_slice() {
+                    Some(s) => v.extend_from_slice(s),
+                    None => v.extend(row.iter().cloned()),
+                }
+            }
+            v
+        })
+        .collect();
     let mut v = Vec::with_capacity(rows.len() * d);
-    for &r in rows {
-        let row = a.row(r as usize);
-        match row.as_slice() {
-            Some(s) => v.extend_from_slice(s),
-            None => v.extend(row.iter().cloned()),
-        }
+    for part in parts {
+        v.extend(part);
     }
     Array2::from_shape_vec((rows.len(), d), v)
         .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
 }
+
+/// Rows per parallel block of [`gather_rows`].
+const GATHER_BLOCK: usize = 4096;
 
 #[cold]
 #[inline(never)]

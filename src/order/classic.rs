@@ -6,6 +6,18 @@ use crate::graph::{Graph, Permutation};
 /// Nodes sorted by degree (descending or ascending), ties by ascending id: a counting sort.
 pub(super) fn by_degree(adj: &Adj<'_>, descending: bool) -> Vec<u32> {
     let n = adj.n();
+    if adj.wt.is_some() {
+        // Weighted degrees (a community graph): a stable sort, the same order the counting
+        // sort below gives an unweighted graph with repeated entries.
+        let deg: Vec<u64> = (0..n).map(|i| adj.weighted_degree(i)).collect();
+        let mut out: Vec<u32> = (0..n as u32).collect();
+        if descending {
+            out.sort_by_key(|&i| std::cmp::Reverse(deg[i as usize]));
+        } else {
+            out.sort_by_key(|&i| deg[i as usize]);
+        }
+        return out;
+    }
     let max = (0..n).map(|i| adj.degree(i)).max().unwrap_or(0);
     let mut start = vec![0usize; max + 2];
     for i in 0..n {

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::classic::by_degree;
 use super::Adj;
@@ -65,12 +66,17 @@ impl Default for CommunityConfig {
 /// (self-loops ignored), keeping its own when that is among the most frequent and otherwise
 /// breaking the tie by a fixed hash of (community, node, sweep, seed), a reproducible stand-in
 /// for the usual random choice (always taking the smallest id lets the low ids flood the
-/// graph). With [`CommunityConfig::max_size`], full communities admit no new node. Updates
-/// are immediate (asynchronous) and serial, hence deterministic. Returns one community id per
-/// node, numbered `0..k` by first occurrence.
+/// graph). With [`CommunityConfig::max_size`], full communities admit no new node. A sweep
+/// takes the nodes in blocks whose moves are chosen in parallel from the labels as the block
+/// starts and applied in visit order, so the result depends on the graph and the seed only,
+/// never on the thread count. A node whose community had the largest count among its
+/// neighbours' and none of whose neighbours has moved since is not examined again: it would
+/// stay (the result is that of examining every node every sweep). Returns one community id
+/// per node, numbered `0..k` by first occurrence.
 ///
 /// # Complexity
-/// O(iterations·(n + nnz)) time, O(n) memory besides the graph.
+/// O(iterations·(n + nnz)) time at most (later sweeps examine only the nodes near a move),
+/// O(n) memory besides the graph.
 pub fn label_propagation(graph: &Graph, cfg: &CommunityConfig) -> Vec<u32> {
     let adj = Adj::new(graph);
     let cap = cfg.max_size.unwrap_or(usize::MAX);
@@ -89,15 +95,63 @@ pub(super) fn lp_block(n: usize) -> usize {
 pub(super) const LP_BLOCK_MAX: usize = 4096;
 
 thread_local! {
-    /// Per-thread neighbour-label counts of [`best_label`] (all zero between calls) and the
-    /// labels they touched.
-    static COUNTS: std::cell::RefCell<(Vec<u32>, Vec<u32>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// Per-thread scratch of [`best_label`]: an open-addressing table of (community, count),
+    /// empty slots holding `u32::MAX`, sized for the largest row seen, and the slots a call
+    /// filled (emptied again before it returns).
+    static TABLE: std::cell::RefCell<LabelTable> =
+        const { std::cell::RefCell::new(LabelTable { key: Vec::new(), count: Vec::new(), used: Vec::new() }) };
+}
+
+/// The neighbour-community counts of one node (see [`best_label`]).
+struct LabelTable {
+    key: Vec<u32>,
+    count: Vec<u64>,
+    used: Vec<u32>,
+}
+
+impl LabelTable {
+    /// Makes room for a row of `len` entries: at least twice as many slots, a power of two.
+    fn reserve(&mut self, len: usize) {
+        let want = (2 * len).next_power_of_two().max(16);
+        if self.key.len() < want {
+            self.key = vec![u32::MAX; want];
+            self.count = vec![0; want];
+        }
+    }
+
+    /// Adds `w` to community `l`'s count (`l` is not `u32::MAX`: ids are below the node count).
+    #[inline]
+    fn add(&mut self, l: u32, w: u64) {
+        let mask = self.key.len() - 1;
+        // Fibonacci hashing of the id, then linear probing.
+        let mut s = (u64::from(l).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
+        loop {
+            let k = self.key[s];
+            if k == l {
+                self.count[s] += w;
+                return;
+            }
+            if k == u32::MAX {
+                self.key[s] = l;
+                self.count[s] = w;
+                self.used.push(s as u32);
+                return;
+            }
+            s = (s + 1) & mask;
+        }
+    }
 }
 
 /// Node i's most frequent admissible neighbour community (see [`label_propagation`]): its own
 /// when that is among the most frequent, else the tie broken by [`tie_key`]; communities
-/// without room for `w` more (`size + w > cap`) are not admissible.
+/// without room for `w` more (`size + w > cap`) are not admissible. Entries count with their
+/// weights ([`Adj::weight`]).
+///
+/// The result does not depend on the order in which the communities are examined: the own
+/// community is the starting best and is displaced only by a strictly larger count; among
+/// other communities of the largest admissible count the smallest tie key wins. So the
+/// counts live in a small hash table (in L1 for most rows) rather than an array over all
+/// communities, and a community's size is looked up only when it would win.
 fn best_label(
     adj: &Adj<'_>,
     i: usize,
@@ -106,42 +160,73 @@ fn best_label(
     w: usize,
     cap: usize,
     salt: u64,
-) -> u32 {
-    COUNTS.with(|c| {
-        let (count, touched) = &mut *c.borrow_mut();
-        if count.len() < label.len() {
-            count.resize(label.len(), 0);
-        }
-        touched.clear();
-        for &j in adj.row(i) {
-            if j as usize == i {
-                continue;
-            }
-            let l = label[j as usize];
-            if count[l as usize] == 0 {
-                touched.push(l);
-            }
-            count[l as usize] += 1;
-        }
+) -> Pick {
+    TABLE.with(|t| {
+        let t = &mut *t.borrow_mut();
+        let row = adj.row(i);
+        t.reserve(row.len());
         let own = label[i];
-        let (mut best, mut best_c) = (own, count[own as usize]);
-        for &l in touched.iter() {
-            let c = count[l as usize];
-            if l != own && size[l as usize] + w > cap {
-                continue;
+        let mut own_c = 0u64;
+        match adj.row_weights(i) {
+            None => {
+                for &j in row {
+                    if j as usize == i {
+                        continue;
+                    }
+                    let l = label[j as usize];
+                    if l == own {
+                        own_c += 1;
+                    } else {
+                        t.add(l, 1);
+                    }
+                }
             }
+            Some(wt) => {
+                for (&j, &x) in row.iter().zip(wt) {
+                    if j as usize == i {
+                        continue;
+                    }
+                    let l = label[j as usize];
+                    if l == own {
+                        own_c += x;
+                    } else {
+                        t.add(l, x);
+                    }
+                }
+            }
+        }
+        let (mut best, mut best_c) = (own, own_c);
+        let mut max_other = 0u64;
+        for &s in &t.used {
+            let s = s as usize;
+            let (l, c) = (t.key[s], t.count[s]);
+            t.key[s] = u32::MAX;
+            max_other = max_other.max(c);
             let wins = c > best_c
                 || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
-            if wins {
+            if wins && size[l as usize] + w <= cap {
                 best = l;
                 best_c = c;
             }
         }
-        for &l in touched.iter() {
-            count[l as usize] = 0;
+        t.used.clear();
+        Pick {
+            best,
+            own_max: own_c >= max_other,
+            best_max: best_c >= max_other,
         }
-        best
     })
+}
+
+/// What [`best_label`] found for a node: the community to join and whether, with the
+/// neighbours' communities as they were, the node would stay put whatever the sizes and the
+/// tie salt (its community's count is the largest, admissible or not) if it stays
+/// (`own_max`) or once it has moved to `best` (`best_max`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Pick {
+    best: u32,
+    own_max: bool,
+    best_max: bool,
 }
 
 /// Label propagation on `adj` (repeated entries count as edge weights); `weight[i]` is node
@@ -162,33 +247,66 @@ pub(super) fn propagate(
     let cap = cap.max(1);
     let visit = Permutation::random(n, cfg.seed).into_new_to_old();
     let block = lp_block(n);
-    let mut choice = vec![0u32; block];
+    let mut choice = vec![None::<Pick>; block];
+    // Skipping settled nodes (exact): a node whose community had the largest count among its
+    // neighbours' (`settled`) and none of whose neighbours has moved since (`dirty` false)
+    // would choose its own community again, whatever the sizes and the salt, so it is not
+    // examined (`None`). The adjacency is symmetric: a move makes the mover's neighbours dirty.
+    let mut settled = vec![false; n];
+    let mut dirty: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(true)).collect();
+    let mut moved: Vec<u32> = Vec::with_capacity(block);
     for it in 0..cfg.iterations {
         let salt = splitmix64(cfg.seed ^ (it as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut changed = 0usize;
         for nodes in visit.chunks(block) {
             let choice = &mut choice[..nodes.len()];
             let (label_now, size_now) = (&label[..], &size[..]);
-            let pick = |(c, &i): (&mut u32, &u32)| {
+            let (settled_now, dirty_now) = (&settled[..], &dirty[..]);
+            let dirty_now = |i: usize| dirty_now[i].load(Ordering::Relaxed);
+            let pick = |(c, &i): (&mut Option<Pick>, &u32)| {
                 let i = i as usize;
-                let w = weight.map_or(1, |w| w[i]);
-                *c = best_label(adj, i, label_now, size_now, w, cap, salt);
+                *c = (dirty_now(i) || !settled_now[i]).then(|| {
+                    let w = weight.map_or(1, |w| w[i]);
+                    best_label(adj, i, label_now, size_now, w, cap, salt)
+                });
             };
             if nodes.len() > 1 {
                 choice.par_iter_mut().zip(nodes.par_iter()).for_each(pick);
             } else {
                 choice.iter_mut().zip(nodes.iter()).for_each(pick);
             }
-            for (&best, &i) in choice.iter().zip(nodes) {
+            // Every node of the block saw the labels as the block started.
+            for &i in nodes {
+                *dirty[i as usize].get_mut() = false;
+            }
+            moved.clear();
+            for (pick, &i) in choice.iter().zip(nodes) {
+                let Some(pick) = *pick else { continue };
                 let i = i as usize;
                 let own = label[i];
                 let w = weight.map_or(1, |w| w[i]);
+                let best = pick.best;
                 if best != own && size[best as usize] + w <= cap {
                     size[own as usize] -= w;
                     size[best as usize] += w;
                     label[i] = best;
                     changed += 1;
+                    settled[i] = pick.best_max;
+                    moved.push(i as u32);
+                } else {
+                    settled[i] = pick.own_max;
                 }
+            }
+            // The movers' neighbours, in parallel: a set union, the same for any schedule.
+            let mark = |&i: &u32| {
+                for &j in adj.row(i as usize) {
+                    dirty[j as usize].store(true, Ordering::Relaxed);
+                }
+            };
+            if moved.len() > 1 {
+                moved.par_iter().for_each(mark);
+            } else {
+                moved.iter().for_each(mark);
             }
         }
         if changed == 0 {
@@ -222,9 +340,9 @@ pub(super) fn propagate(
 /// block).
 ///
 /// Then the same is done one level up, on the community graph (a node per community, an entry
-/// per edge between two, sizes counted in nodes, a cap 16 times larger), and the level-0
-/// blocks are placed in the order of that level's layout; and so on, up to 6 levels, until a
-/// level merges fewer than half of its nodes. Small communities (topics) thus sit inside
+/// per linked pair weighing the edges between them, sizes counted in nodes, a cap 16 times
+/// larger), and the level-0 blocks are placed in the order of that level's layout; and so on,
+/// up to 6 levels, until a level merges fewer than half of its nodes. Small communities (topics) thus sit inside
 /// larger ones (fields), which is what keeps most gathers of an SpMM inside the caches; it is
 /// the idea of Rabbit Order (Arai et al., IPDPS 2016) with label propagation in place of
 /// modularity merging.
@@ -258,7 +376,7 @@ pub(super) const MAX_LEVELS: usize = 6;
 
 /// The nested community order of `adj` (nodes of sizes `weight`): communities by label
 /// propagation, laid out contiguously, the communities themselves in the nested community
-/// order of the community graph (one node per community, one entry per edge between two).
+/// order of the community graph ([`community_graph`]).
 pub(super) fn nested_order(
     adj: &Adj<'_>,
     weight: &[usize],
@@ -273,38 +391,11 @@ pub(super) fn nested_order(
     if level + 1 >= MAX_LEVELS || k < 2 || 2 * k > n {
         return flat;
     }
-    // The community graph: an entry per edge between two communities.
-    let mut ip = vec![0usize; k + 1];
-    for i in 0..n {
-        for &j in adj.row(i) {
-            if comm[j as usize] != comm[i] {
-                ip[comm[i] as usize + 1] += 1;
-            }
-        }
-    }
-    for c in 0..k {
-        ip[c + 1] += ip[c];
-    }
-    let mut fill = ip.clone();
-    let mut idx = vec![0u32; ip[k]];
-    for i in 0..n {
-        let ci = comm[i] as usize;
-        for &j in adj.row(i) {
-            let cj = comm[j as usize];
-            if cj as usize != ci {
-                idx[fill[ci]] = cj;
-                fill[ci] += 1;
-            }
-        }
-    }
+    let cadj = community_graph(adj, &comm, k);
     let mut csize = vec![0usize; k];
     for (i, &c) in comm.iter().enumerate() {
         csize[c as usize] += weight[i];
     }
-    let cadj = Adj {
-        ip: Cow::Owned(ip),
-        idx: Cow::Owned(idx),
-    };
     let corder = nested_order(
         &cadj,
         &csize,
@@ -338,6 +429,87 @@ pub(super) fn nested_order(
     out
 }
 
+/// The community graph of `comm` (ids `0..k`) on `adj`: one node per community, one entry
+/// per pair of communities joined by an edge, weighing the edges (their weights) it stands
+/// for. Community c's row lists its neighbour communities in the order they are first met
+/// going through c's members by ascending id, each member's row in stored order: the order
+/// in which a graph with one repeated entry per edge would first list them, so label
+/// propagation and the layout see the same graph, only without the repeats. Built in
+/// parallel over blocks of communities; the result does not depend on the blocks.
+///
+/// # Complexity
+/// O(n + nnz) time; O(k) scratch per thread besides the output.
+fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
+    use rayon::prelude::*;
+    let n = adj.n();
+    let mut mstart = vec![0usize; k + 1];
+    for &c in comm {
+        mstart[c as usize + 1] += 1;
+    }
+    for c in 0..k {
+        mstart[c + 1] += mstart[c];
+    }
+    let mut members = vec![0u32; n];
+    let mut fill = mstart.clone();
+    for (i, &c) in comm.iter().enumerate() {
+        members[fill[c as usize]] = i as u32;
+        fill[c as usize] += 1;
+    }
+    drop(fill);
+    let block = k.div_ceil(256).max(1);
+    type Rows = (Vec<usize>, Vec<u32>, Vec<u64>);
+    let parts: Vec<Rows> = (0..k.div_ceil(block))
+        .into_par_iter()
+        .map(|b| {
+            let (mut lens, mut idx, mut wt) = (Vec::new(), Vec::<u32>::new(), Vec::<u64>::new());
+            TABLE.with(|t| {
+                let t = &mut *t.borrow_mut();
+                for c in b * block..((b + 1) * block).min(k) {
+                    let mine = &members[mstart[c]..mstart[c + 1]];
+                    let len: usize = mine.iter().map(|&i| adj.degree(i as usize)).sum();
+                    t.reserve(len.min(k));
+                    for &i in mine {
+                        let i = i as usize;
+                        let ws = adj.row_weights(i);
+                        for (e, &j) in adj.row(i).iter().enumerate() {
+                            let cj = comm[j as usize];
+                            if cj as usize != c {
+                                t.add(cj, ws.map_or(1, |w| w[e]));
+                            }
+                        }
+                    }
+                    // `used` lists the communities in the order they were first met.
+                    lens.push(t.used.len());
+                    for &s in &t.used {
+                        let s = s as usize;
+                        idx.push(t.key[s]);
+                        wt.push(t.count[s]);
+                        t.key[s] = u32::MAX;
+                    }
+                    t.used.clear();
+                }
+            });
+            (lens, idx, wt)
+        })
+        .collect();
+    let total = parts.iter().map(|p| p.1.len()).sum();
+    let mut ip = Vec::with_capacity(k + 1);
+    ip.push(0usize);
+    let (mut idx, mut wt) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    for (lens, i, w) in parts {
+        for l in lens {
+            ip.push(ip[ip.len() - 1] + l);
+        }
+        idx.extend_from_slice(&i);
+        wt.extend_from_slice(&w);
+    }
+    Adj {
+        ip: Cow::Owned(ip),
+        idx: Cow::Owned(idx),
+        wt: Some(wt),
+    }
+}
+
 /// Growth of the community size cap from one level to the next.
 pub(super) const LEVEL_GROWTH: usize = 16;
 
@@ -364,13 +536,17 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
     fill.copy_from_slice(&mstart[..k]);
 
     let mut placed = vec![false; n];
+    // Whether a node was ever queued in `frontier`: a node is queued once, at its first
+    // meeting, since a later copy of it would be popped after the first, when its community
+    // is placed already (placement is final).
+    let mut queued = vec![false; n];
     let mut done = vec![false; k];
     let mut frontier: VecDeque<u32> = VecDeque::new();
     let seeds = by_degree(adj, true);
     let mut next_seed = 0usize;
     let mut out: Vec<u32> = Vec::with_capacity(n);
     // Edges from the current community to each unplaced one, and the first node met there.
-    let mut links = vec![0u32; k];
+    let mut links = vec![0u64; k];
     let mut met = vec![0u32; k];
     let mut touched: Vec<u32> = Vec::new();
     let mut next: Option<u32> = None;
@@ -401,7 +577,8 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
             while head < out.len() {
                 let u = out[head] as usize;
                 head += 1;
-                for &v in adj.row(u) {
+                let ws = adj.row_weights(u);
+                for (e, &v) in adj.row(u).iter().enumerate() {
                     let vu = v as usize;
                     if placed[vu] {
                         continue;
@@ -411,12 +588,15 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
                         placed[vu] = true;
                         out.push(v);
                     } else if !done[cv as usize] {
-                        frontier.push_back(v);
+                        if !queued[vu] {
+                            queued[vu] = true;
+                            frontier.push_back(v);
+                        }
                         if links[cv as usize] == 0 {
                             touched.push(cv);
                             met[cv as usize] = v;
                         }
-                        links[cv as usize] += 1;
+                        links[cv as usize] += ws.map_or(1, |w| w[e]);
                     }
                 }
             }

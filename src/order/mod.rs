@@ -17,7 +17,7 @@
 //! | `bfs` | breadth-first from the highest-degree node of each component | O(n + nnz) |
 //! | `rcm` | reverse Cuthill–McKee from a pseudo-peripheral node of each component | O(n + nnz·log) |
 //! | `community` | nested label-propagation communities laid out contiguously ([`community_order`]) | O(levels·iterations·nnz) |
-//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s |
+//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s on one cache set in [`AUTO_MODEL_SAMPLE`] |
 //! | `metis` | the parts of a METIS recursive bisection, contiguous, parts balancing Ã's non-zeros (`metis::metis_order`; feature `metis`) | METIS's, about O(nnz·log parts) |
 //!
 //! Every order reads the graph structure only (the functions take no labels or features) and
@@ -184,17 +184,22 @@ pub const AUTO_CACHE_ROWS: usize = (32 << 20) / (128 * 4);
 /// The relative drop in modelled misses for which [`auto_order`] takes the community order.
 pub const AUTO_MIN_GAIN: f64 = 0.1;
 
+/// [`auto_order`] models one cache set in this many (an unbiased sample of the gathers,
+/// exact for the sets it keeps): the two models cost an eighth of the whole ones.
+pub const AUTO_MODEL_SAMPLE: usize = 8;
+
 /// [`Reorder::Auto`]: the community order if it pays, else the identity; also says which.
 ///
 /// A graph of at most [`AUTO_CACHE_ROWS`] nodes keeps its order: X's rows fit in the cache
 /// whatever the order (at d ≤ 128). A larger one gets [`community_order`] when that cuts the
-/// [`cache_miss_model`] of the SpMM's gathers (a cache of [`AUTO_CACHE_ROWS`] rows) by at least
+/// [`cache_miss_model`] of the SpMM's gathers (a cache of [`AUTO_CACHE_ROWS`] rows, one set in
+/// [`AUTO_MODEL_SAMPLE`] modelled) by at least
 /// [`AUTO_MIN_GAIN`] of the given order's; a graph without communities, or one already in a
 /// good order (as a crawl or a previous reordering may leave it), keeps its order.
 ///
 /// # Complexity
-/// O(1) for small graphs; otherwise that of [`community_order`] plus two cache models,
-/// O((nnz + n)·[`CACHE_MODEL_WAYS`]).
+/// O(1) for small graphs; otherwise that of [`community_order`] plus two sampled cache
+/// models, O(nnz + n + (nnz + n)·[`CACHE_MODEL_WAYS`] / [`AUTO_MODEL_SAMPLE`]).
 pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
     let n = graph.n_nodes();
     if n <= AUTO_CACHE_ROWS {
@@ -202,8 +207,8 @@ pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
     }
     let p = community_order(graph, &CommunityConfig::default());
     let (given, community) = rayon::join(
-        || cache_miss_model(graph, AUTO_CACHE_ROWS),
-        || cache_miss_model_permuted(graph, &p, AUTO_CACHE_ROWS),
+        || cache::cache_miss_model_sampled(graph, None, AUTO_CACHE_ROWS, AUTO_MODEL_SAMPLE),
+        || cache::cache_miss_model_sampled(graph, Some(&p), AUTO_CACHE_ROWS, AUTO_MODEL_SAMPLE),
     );
     if community <= (1.0 - AUTO_MIN_GAIN) * given {
         (p, Reorder::Community)
@@ -214,10 +219,13 @@ pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
 
 /// The symmetric neighbour structure the orders walk: the graph's own CSR when undirected
 /// (its pattern is symmetric by construction), A + Aᵀ (possibly with repeated entries) when
-/// directed. Self-loops are skipped by the users.
+/// directed. Self-loops are skipped by the users. The community graphs of
+/// [`community_order`] carry a weight per entry (the number of edges it stands for).
 struct Adj<'a> {
     ip: Cow<'a, [usize]>,
     idx: Cow<'a, [u32]>,
+    /// One weight per entry of `idx`; `None`: every entry weighs 1.
+    wt: Option<Vec<u64>>,
 }
 
 impl<'a> Adj<'a> {
@@ -226,6 +234,7 @@ impl<'a> Adj<'a> {
             return Adj {
                 ip: Cow::Borrowed(graph.indptr()),
                 idx: Cow::Borrowed(graph.indices()),
+                wt: None,
             };
         }
         let n = graph.n_nodes();
@@ -253,6 +262,7 @@ impl<'a> Adj<'a> {
         Adj {
             ip: Cow::Owned(ip),
             idx: Cow::Owned(idx),
+            wt: None,
         }
     }
     fn n(&self) -> usize {
@@ -262,9 +272,21 @@ impl<'a> Adj<'a> {
     fn row(&self, i: usize) -> &[u32] {
         &self.idx[self.ip[i]..self.ip[i + 1]]
     }
+    /// The weights of row `i`'s entries (`None`: all 1).
+    #[inline]
+    fn row_weights(&self, i: usize) -> Option<&[u64]> {
+        self.wt.as_deref().map(|w| &w[self.ip[i]..self.ip[i + 1]])
+    }
+    /// The number of entries of row `i`.
     #[inline]
     fn degree(&self, i: usize) -> usize {
         self.ip[i + 1] - self.ip[i]
+    }
+    /// The sum of row `i`'s weights (its [`Adj::degree`] when unweighted).
+    #[inline]
+    fn weighted_degree(&self, i: usize) -> u64 {
+        self.row_weights(i)
+            .map_or(self.degree(i) as u64, |w| w.iter().sum())
     }
 }
 
