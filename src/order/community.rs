@@ -99,7 +99,7 @@ thread_local! {
     /// empty slots holding `u32::MAX`, sized for the largest row seen, and the slots a call
     /// filled (emptied again before it returns).
     static TABLE: std::cell::RefCell<LabelTable> =
-        const { std::cell::RefCell::new(LabelTable { key: Vec::new(), count: Vec::new(), used: Vec::new() }) };
+        const { std::cell::RefCell::new(LabelTable { key: Vec::new(), count: Vec::new(), used: Vec::new(), buf: Vec::new() }) };
 }
 
 /// The neighbour-community counts of one node (see [`best_label`]).
@@ -107,6 +107,9 @@ struct LabelTable {
     key: Vec<u32>,
     count: Vec<u64>,
     used: Vec<u32>,
+    /// The communities of a row's entries, gathered first in a loop without branches (so
+    /// that the random loads overlap), then counted.
+    buf: Vec<u32>,
 }
 
 impl LabelTable {
@@ -167,13 +170,15 @@ fn best_label(
         t.reserve(row.len());
         let own = label[i];
         let mut own_c = 0u64;
+        let mut buf = std::mem::take(&mut t.buf);
+        buf.clear();
+        buf.extend(row.iter().map(|&j| label[j as usize]));
         match adj.row_weights(i) {
             None => {
-                for &j in row {
+                for (&j, &l) in row.iter().zip(&buf) {
                     if j as usize == i {
                         continue;
                     }
-                    let l = label[j as usize];
                     if l == own {
                         own_c += 1;
                     } else {
@@ -182,11 +187,10 @@ fn best_label(
                 }
             }
             Some(wt) => {
-                for (&j, &x) in row.iter().zip(wt) {
+                for ((&j, &l), &x) in row.iter().zip(&buf).zip(wt) {
                     if j as usize == i {
                         continue;
                     }
-                    let l = label[j as usize];
                     if l == own {
                         own_c += x;
                     } else {
@@ -195,6 +199,7 @@ fn best_label(
                 }
             }
         }
+        t.buf = buf;
         let (mut best, mut best_c) = (own, own_c);
         let mut max_other = 0u64;
         for &s in &t.used {
@@ -468,16 +473,30 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
                     let mine = &members[mstart[c]..mstart[c + 1]];
                     let len: usize = mine.iter().map(|&i| adj.degree(i as usize)).sum();
                     t.reserve(len.min(k));
+                    let mut buf = std::mem::take(&mut t.buf);
                     for &i in mine {
                         let i = i as usize;
-                        let ws = adj.row_weights(i);
-                        for (e, &j) in adj.row(i).iter().enumerate() {
-                            let cj = comm[j as usize];
-                            if cj as usize != c {
-                                t.add(cj, ws.map_or(1, |w| w[e]));
+                        let row = adj.row(i);
+                        buf.clear();
+                        buf.extend(row.iter().map(|&j| comm[j as usize]));
+                        match adj.row_weights(i) {
+                            None => {
+                                for &cj in &buf {
+                                    if cj as usize != c {
+                                        t.add(cj, 1);
+                                    }
+                                }
+                            }
+                            Some(ws) => {
+                                for (&cj, &x) in buf.iter().zip(ws) {
+                                    if cj as usize != c {
+                                        t.add(cj, x);
+                                    }
+                                }
                             }
                         }
                     }
+                    t.buf = buf;
                     // `used` lists the communities in the order they were first met.
                     lens.push(t.used.len());
                     for &s in &t.used {
