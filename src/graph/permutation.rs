@@ -316,31 +316,16 @@ pub(crate) fn gather_rows<F: Clone + Send + Sync>(a: ArrayView2<'_, F>, rows: &[
     if d == 0 || rows.is_empty() {
         return Array2::from_shape_fn((rows.len(), d), |(r, c)| a[[rows[r] as usize, c]].clone());
     }
-    // Blocks of rows in parallel; each element is a copy, so the result is the serial one.
-    let parts: Vec<Vec<F>> = rows
-        .par_chunks(GATHER_BLOCK)
-        .map(|rs| {
-            let mut v = Vec::with_capacity(rs.len() * d);
-            for &r in rs {
-                let row = a.row(r as usize);
-                match row.as_slice() {
-                    Some(s) => v.extend_from_slice(s),
-                    None => v.extend(row.iter().cloned()),
-                }
-            }
-            v
-        })
-        .collect();
-    let mut v = Vec::with_capacity(rows.len() * d);
-    for part in parts {
-        v.extend(part);
-    }
+    // Every element in parallel, written in place (an indexed collect): each is a copy, so
+    // the result is the serial one.
+    let mut v = Vec::new();
+    (0..rows.len() * d)
+        .into_par_iter()
+        .map(|e| a[[rows[e / d] as usize, e % d]].clone())
+        .collect_into_vec(&mut v);
     Array2::from_shape_vec((rows.len(), d), v)
         .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
 }
-
-/// Rows per parallel block of [`gather_rows`].
-const GATHER_BLOCK: usize = 4096;
 
 #[cold]
 #[inline(never)]

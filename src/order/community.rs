@@ -106,6 +106,7 @@ thread_local! {
 struct LabelTable {
     key: Vec<u32>,
     count: Vec<u64>,
+    /// The slots filled, in first-met order.
     used: Vec<u32>,
     /// The communities of a row's entries, gathered first in a loop without branches (so
     /// that the random loads overlap), then counted.
@@ -113,9 +114,10 @@ struct LabelTable {
 }
 
 impl LabelTable {
-    /// Makes room for a row of `len` entries: at least twice as many slots, a power of two.
-    fn reserve(&mut self, len: usize) {
-        let want = (2 * len).next_power_of_two().max(16);
+    /// Makes room for a row of `len` entries among `labels` community ids: at least twice
+    /// min(`len`, `labels`) slots, a power of two.
+    fn reserve(&mut self, len: usize, labels: usize) {
+        let want = (2 * len.min(labels)).next_power_of_two().max(16);
         if self.key.len() < want {
             self.key = vec![u32::MAX; want];
             self.count = vec![0; want];
@@ -143,6 +145,17 @@ impl LabelTable {
             s = (s + 1) & mask;
         }
     }
+
+    /// Each counted community and its count, in the order first added; empties the table.
+    #[inline]
+    fn drain(&mut self, mut f: impl FnMut(u32, u64)) {
+        for &u in &self.used {
+            let u = u as usize;
+            f(self.key[u], self.count[u]);
+            self.key[u] = u32::MAX;
+        }
+        self.used.clear();
+    }
 }
 
 /// Node i's most frequent admissible neighbour community (see [`label_propagation`]): its own
@@ -167,7 +180,7 @@ fn best_label(
     TABLE.with(|t| {
         let t = &mut *t.borrow_mut();
         let row = adj.row(i);
-        t.reserve(row.len());
+        t.reserve(row.len(), label.len());
         let own = label[i];
         let mut own_c = 0u64;
         let mut buf = std::mem::take(&mut t.buf);
@@ -192,9 +205,9 @@ fn best_label(
                         continue;
                     }
                     if l == own {
-                        own_c += x;
+                        own_c += u64::from(x);
                     } else {
-                        t.add(l, x);
+                        t.add(l, u64::from(x));
                     }
                 }
             }
@@ -202,10 +215,7 @@ fn best_label(
         t.buf = buf;
         let (mut best, mut best_c) = (own, own_c);
         let mut max_other = 0u64;
-        for &s in &t.used {
-            let s = s as usize;
-            let (l, c) = (t.key[s], t.count[s]);
-            t.key[s] = u32::MAX;
+        t.drain(|l, c| {
             max_other = max_other.max(c);
             let wins = c > best_c
                 || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
@@ -213,8 +223,7 @@ fn best_label(
                 best = l;
                 best_c = c;
             }
-        }
-        t.used.clear();
+        });
         Pick {
             best,
             own_max: own_c >= max_other,
@@ -462,17 +471,28 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
     }
     drop(fill);
     let block = k.div_ceil(256).max(1);
-    type Rows = (Vec<usize>, Vec<u32>, Vec<u64>);
+    type Rows = (Vec<usize>, Vec<u32>, Vec<u32>);
     let parts: Vec<Rows> = (0..k.div_ceil(block))
         .into_par_iter()
         .map(|b| {
-            let (mut lens, mut idx, mut wt) = (Vec::new(), Vec::<u32>::new(), Vec::<u64>::new());
+            let cs = b * block..((b + 1) * block).min(k);
+            // At most one entry per entry below: reserved (untouched pages cost nothing) so
+            // that the rows never move while they grow.
+            let most: usize = members[mstart[cs.start]..mstart[cs.end]]
+                .iter()
+                .map(|&i| adj.degree(i as usize))
+                .sum();
+            let (mut lens, mut idx, mut wt) = (
+                Vec::with_capacity(cs.len()),
+                Vec::with_capacity(most),
+                Vec::with_capacity(most),
+            );
             TABLE.with(|t| {
                 let t = &mut *t.borrow_mut();
-                for c in b * block..((b + 1) * block).min(k) {
+                for c in cs {
                     let mine = &members[mstart[c]..mstart[c + 1]];
                     let len: usize = mine.iter().map(|&i| adj.degree(i as usize)).sum();
-                    t.reserve(len.min(k));
+                    t.reserve(len, k);
                     let mut buf = std::mem::take(&mut t.buf);
                     for &i in mine {
                         let i = i as usize;
@@ -490,7 +510,7 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
                             Some(ws) => {
                                 for (&cj, &x) in buf.iter().zip(ws) {
                                     if cj as usize != c {
-                                        t.add(cj, x);
+                                        t.add(cj, u64::from(x));
                                     }
                                 }
                             }
@@ -499,29 +519,40 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
                     t.buf = buf;
                     // `used` lists the communities in the order they were first met.
                     lens.push(t.used.len());
-                    for &s in &t.used {
-                        let s = s as usize;
-                        idx.push(t.key[s]);
-                        wt.push(t.count[s]);
-                        t.key[s] = u32::MAX;
-                    }
-                    t.used.clear();
+                    t.drain(|l, c| {
+                        idx.push(l);
+                        wt.push(u32::try_from(c).unwrap_or(u32::MAX));
+                    });
                 }
             });
             (lens, idx, wt)
         })
         .collect();
-    let total = parts.iter().map(|p| p.1.len()).sum();
+    // The parts into one CSR, copied in parallel.
+    let total: usize = parts.iter().map(|p| p.1.len()).sum();
     let mut ip = Vec::with_capacity(k + 1);
     ip.push(0usize);
-    let (mut idx, mut wt) = (Vec::with_capacity(total), Vec::with_capacity(total));
-    for (lens, i, w) in parts {
-        for l in lens {
+    for (lens, _, _) in &parts {
+        for &l in lens {
             ip.push(ip[ip.len() - 1] + l);
         }
-        idx.extend_from_slice(&i);
-        wt.extend_from_slice(&w);
     }
+    let (mut idx, mut wt) = (vec![0u32; total], vec![0u32; total]);
+    let mut slots = Vec::with_capacity(parts.len());
+    let (mut ri, mut rw): (&mut [u32], &mut [u32]) = (&mut idx, &mut wt);
+    for p in &parts {
+        let (hi, ti) = ri.split_at_mut(p.1.len());
+        let (hw, tw) = rw.split_at_mut(p.1.len());
+        slots.push((hi, hw));
+        (ri, rw) = (ti, tw);
+    }
+    slots
+        .into_par_iter()
+        .zip(parts.into_par_iter())
+        .for_each(|((hi, hw), (_, i, w))| {
+            hi.copy_from_slice(&i);
+            hw.copy_from_slice(&w);
+        });
     Adj {
         ip: Cow::Owned(ip),
         idx: Cow::Owned(idx),
@@ -568,6 +599,7 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
     let mut links = vec![0u64; k];
     let mut met = vec![0u32; k];
     let mut touched: Vec<u32> = Vec::new();
+    let mut row_comm: Vec<u32> = Vec::new();
     let mut next: Option<u32> = None;
     loop {
         // The entry node of the next community: in the unplaced community most connected to
@@ -597,12 +629,16 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
                 let u = out[head] as usize;
                 head += 1;
                 let ws = adj.row_weights(u);
-                for (e, &v) in adj.row(u).iter().enumerate() {
+                let row = adj.row(u);
+                // The row's communities first, in a loop without branches (the random loads
+                // overlap), then the search over them.
+                row_comm.clear();
+                row_comm.extend(row.iter().map(|&v| comm[v as usize]));
+                for (e, (&v, &cv)) in row.iter().zip(&row_comm).enumerate() {
                     let vu = v as usize;
                     if placed[vu] {
                         continue;
                     }
-                    let cv = comm[vu];
                     if cv == c {
                         placed[vu] = true;
                         out.push(v);
@@ -615,7 +651,7 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
                             touched.push(cv);
                             met[cv as usize] = v;
                         }
-                        links[cv as usize] += ws.map_or(1, |w| w[e]);
+                        links[cv as usize] += ws.map_or(1, |w| u64::from(w[e]));
                     }
                 }
             }

@@ -201,19 +201,33 @@ pub const AUTO_MODEL_SAMPLE: usize = 8;
 /// O(1) for small graphs; otherwise that of [`community_order`] plus two sampled cache
 /// models, O(nnz + n + (nnz + n)·[`CACHE_MODEL_WAYS`] / [`AUTO_MODEL_SAMPLE`]).
 pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
+    let (p, r, _) = auto_order_with_graph(graph);
+    (p, r)
+}
+
+/// [`auto_order`], also returning `permute_graph(graph, &perm)` when it takes the community
+/// order: the model of the community order runs on that graph (rows in order, no relabelling
+/// or sorting per row), and [`apply_with_graph`] reuses it instead of permuting again.
+pub fn auto_order_with_graph(graph: &Graph) -> (Permutation, Reorder, Option<Graph>) {
     let n = graph.n_nodes();
     if n <= AUTO_CACHE_ROWS {
-        return (Permutation::identity(n), Reorder::None);
+        return (Permutation::identity(n), Reorder::None, None);
     }
     let p = community_order(graph, &CommunityConfig::default());
-    let (given, community) = rayon::join(
-        || cache::cache_miss_model_sampled(graph, None, AUTO_CACHE_ROWS, AUTO_MODEL_SAMPLE),
-        || cache::cache_miss_model_sampled(graph, Some(&p), AUTO_CACHE_ROWS, AUTO_MODEL_SAMPLE),
+    let model =
+        |g: &Graph| cache::cache_miss_model_sampled(g, None, AUTO_CACHE_ROWS, AUTO_MODEL_SAMPLE);
+    let (given, (h, community)) = rayon::join(
+        || model(graph),
+        || {
+            let h = permute_graph(graph, &p);
+            let m = model(&h);
+            (h, m)
+        },
     );
     if community <= (1.0 - AUTO_MIN_GAIN) * given {
-        (p, Reorder::Community)
+        (p, Reorder::Community, Some(h))
     } else {
-        (Permutation::identity(n), Reorder::None)
+        (Permutation::identity(n), Reorder::None, None)
     }
 }
 
@@ -224,8 +238,10 @@ pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
 struct Adj<'a> {
     ip: Cow<'a, [usize]>,
     idx: Cow<'a, [u32]>,
-    /// One weight per entry of `idx`; `None`: every entry weighs 1.
-    wt: Option<Vec<u64>>,
+    /// One weight per entry of `idx`; `None`: every entry weighs 1. (A weight counts edges of
+    /// the graph below; one above `u32::MAX` is stored as `u32::MAX`, which takes a graph of
+    /// more than 4·10⁹ non-zeros.)
+    wt: Option<Vec<u32>>,
 }
 
 impl<'a> Adj<'a> {
@@ -274,7 +290,7 @@ impl<'a> Adj<'a> {
     }
     /// The weights of row `i`'s entries (`None`: all 1).
     #[inline]
-    fn row_weights(&self, i: usize) -> Option<&[u64]> {
+    fn row_weights(&self, i: usize) -> Option<&[u32]> {
         self.wt.as_deref().map(|w| &w[self.ip[i]..self.ip[i + 1]])
     }
     /// The number of entries of row `i`.
@@ -285,8 +301,9 @@ impl<'a> Adj<'a> {
     /// The sum of row `i`'s weights (its [`Adj::degree`] when unweighted).
     #[inline]
     fn weighted_degree(&self, i: usize) -> u64 {
-        self.row_weights(i)
-            .map_or(self.degree(i) as u64, |w| w.iter().sum())
+        self.row_weights(i).map_or(self.degree(i) as u64, |w| {
+            w.iter().map(|&x| u64::from(x)).sum()
+        })
     }
 }
 
@@ -312,6 +329,31 @@ fn permute_mask(mask: &Mask, perm: &Permutation) -> Mask {
         b[p[i as usize] as usize] = true;
     }
     Mask::from_bool(&b)
+}
+
+/// [`apply`] with the relabelled graph given: `graph` must be `permute_graph(&dataset.graph,
+/// perm)` (as [`auto_order_with_graph`] returns it).
+///
+/// # Errors
+/// [`Error::Mismatch`] if `perm.len()` or `graph`'s node count is not the dataset's.
+pub fn apply_with_graph(dataset: &Dataset, perm: &Permutation, graph: Graph) -> Result<Dataset> {
+    check_len(dataset.graph.n_nodes(), perm)?;
+    if graph.n_nodes() != dataset.graph.n_nodes() || graph.n_edges() != dataset.graph.n_edges() {
+        return Err(Error::Mismatch {
+            what: "relabelled graph nodes vs dataset nodes".into(),
+            expected: dataset.graph.n_nodes(),
+            got: graph.n_nodes(),
+        });
+    }
+    let s = &dataset.split;
+    Dataset::try_new(
+        dataset.name.clone(),
+        graph,
+        permute_features(&dataset.features, perm),
+        permute_slice(perm, &dataset.labels),
+        dataset.n_classes,
+        permute_split(s, perm),
+    )
 }
 
 /// The dataset relabelled by `perm`: graph, features, labels and split masks (name and class

@@ -414,6 +414,11 @@ fn auto_order_reorders_only_where_it_pays() {
     let (p, how) = auto_order(&g);
     assert_eq!(how, Reorder::Community);
     assert_eq!(p, community_order(&g, &CommunityConfig::default()));
+    // The graph auto hands over is the relabelled one, and applying with it is `apply`.
+    let (pg, howg, hg) = auto_order_with_graph(&g);
+    assert!(pg == p && howg == how);
+    let hg = hg.expect("the community order's graph");
+    assert_eq!(hg, permute_graph(&g, &p));
     let c = contiguity(&p, &block, blocks, size);
     assert!(c.iter().all(|&x| x >= 0.8), "{c:?}");
     // ... and, once in it, keep it.
@@ -516,6 +521,15 @@ fn apply_permutes_every_part_and_inverts() {
         let p = order(&d.graph, Reorder::Community).unwrap();
         let e = apply(&d, &p).unwrap();
         e.validate().unwrap();
+        // The same with the relabelled graph handed over (as auto does).
+        let f = apply_with_graph(&d, &p, permute_graph(&d.graph, &p)).unwrap();
+        assert_eq!(f.graph, e.graph);
+        assert_eq!(f.labels, e.labels);
+        assert_eq!(f.features.to_dense(), e.features.to_dense());
+        assert_eq!(f.split.train.indices(), e.split.train.indices());
+        assert_eq!(f.split.test.indices(), e.split.test.indices());
+        let small = crate::graph::Graph::try_from_edges(3, &[], Direction::Undirected).unwrap();
+        assert!(apply_with_graph(&d, &p, small).is_err());
         let (x, y) = (d.features.to_dense(), e.features.to_dense());
         for i in 0..300 {
             let r = p.old_to_new()[i] as usize;

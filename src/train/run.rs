@@ -124,10 +124,20 @@ impl Prepared {
     /// From reordering (a permutation that does not fit the data).
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
         let t = Instant::now();
-        let (perm, applied) = choose_order(&data.graph, p.reorder)?;
-        if let Some(perm) = &perm {
-            data = order::apply(&data, perm)?;
-        }
+        let (perm, applied) = if p.reorder == Reorder::Auto {
+            // The relabelled graph auto's model builds is the one `apply` would build.
+            let (perm, applied, graph) = order::auto_order_with_graph(&data.graph);
+            if let Some(graph) = graph {
+                data = order::apply_with_graph(&data, &perm, graph)?;
+            }
+            ((!perm.is_identity()).then_some(perm), applied)
+        } else {
+            let (perm, applied) = choose_order(&data.graph, p.reorder)?;
+            if let Some(perm) = &perm {
+                data = order::apply(&data, perm)?;
+            }
+            (perm, applied)
+        };
         let reorder_s = t.elapsed().as_secs_f64();
         let row_normalized = p.row_norm.applies(|| data.features.is_non_negative());
         if row_normalized {
