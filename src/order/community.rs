@@ -400,12 +400,13 @@ pub(super) fn nested_order(
 ) -> Vec<u32> {
     let n = adj.n();
     let comm = propagate(adj, Some(weight), cap, cfg);
-    let flat = layout_communities(adj, &comm).into_new_to_old();
-    let k = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    let m = Members::new(&comm);
+    let flat = layout_communities(adj, &comm, &m).into_new_to_old();
+    let k = m.k();
     if level + 1 >= MAX_LEVELS || k < 2 || 2 * k > n {
         return flat;
     }
-    let cadj = community_graph(adj, &comm, k);
+    let cadj = community_graph(adj, &comm, &m);
     let mut csize = vec![0usize; k];
     for (i, &c) in comm.iter().enumerate() {
         csize[c as usize] += weight[i];
@@ -453,23 +454,9 @@ pub(super) fn nested_order(
 ///
 /// # Complexity
 /// O(n + nnz) time; O(k) scratch per thread besides the output.
-fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
+fn community_graph(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Adj<'static> {
     use rayon::prelude::*;
-    let n = adj.n();
-    let mut mstart = vec![0usize; k + 1];
-    for &c in comm {
-        mstart[c as usize + 1] += 1;
-    }
-    for c in 0..k {
-        mstart[c + 1] += mstart[c];
-    }
-    let mut members = vec![0u32; n];
-    let mut fill = mstart.clone();
-    for (i, &c) in comm.iter().enumerate() {
-        members[fill[c as usize]] = i as u32;
-        fill[c as usize] += 1;
-    }
-    drop(fill);
+    let (k, mstart, members) = (m.k(), &m.start[..], &m.members[..]);
     let block = k.div_ceil(256).max(1);
     type Rows = (Vec<usize>, Vec<u32>, Vec<u32>);
     let parts: Vec<Rows> = (0..k.div_ceil(block))
@@ -519,9 +506,9 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
                     t.buf = buf;
                     // `used` lists the communities in the order they were first met.
                     lens.push(t.used.len());
-                    t.drain(|l, c| {
+                    t.drain(|l, count| {
                         idx.push(l);
-                        wt.push(u32::try_from(c).unwrap_or(u32::MAX));
+                        wt.push(u32::try_from(count).unwrap_or(u32::MAX));
                     });
                 }
             });
@@ -560,30 +547,48 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], k: usize) -> Adj<'static> {
     }
 }
 
+/// The members of each community `0..k`, by ascending id (a counting sort): community c's are
+/// `members[start[c]..start[c + 1]]`. Computed once per level for the layout and the
+/// community graph.
+pub(super) struct Members {
+    start: Vec<usize>,
+    members: Vec<u32>,
+}
+
+impl Members {
+    pub(super) fn new(comm: &[u32]) -> Self {
+        let k = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+        let mut start = vec![0usize; k + 1];
+        for &c in comm {
+            start[c as usize + 1] += 1;
+        }
+        for c in 0..k {
+            start[c + 1] += start[c];
+        }
+        let mut members = vec![0u32; comm.len()];
+        let mut fill = start.clone();
+        for (i, &c) in comm.iter().enumerate() {
+            members[fill[c as usize]] = i as u32;
+            fill[c as usize] += 1;
+        }
+        Members { start, members }
+    }
+
+    /// The number of communities.
+    fn k(&self) -> usize {
+        self.start.len() - 1
+    }
+}
+
 /// Growth of the community size cap from one level to the next.
 pub(super) const LEVEL_GROWTH: usize = 16;
 
 /// Lays out the communities `comm` (ids `0..k`) contiguously, see [`community_order`].
-pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32]) -> Permutation {
+pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Permutation {
     let n = adj.n();
-    let k = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-    // Members of each community, by id (counting sort).
-    let mut mstart = vec![0usize; k + 1];
-    for &c in comm {
-        mstart[c as usize + 1] += 1;
-    }
-    for c in 0..k {
-        mstart[c + 1] += mstart[c];
-    }
-    let mut members = vec![0u32; n];
-    let mut fill = mstart.clone();
-    for (i, &c) in comm.iter().enumerate() {
-        members[fill[c as usize]] = i as u32;
-        fill[c as usize] += 1;
-    }
-    // `fill[c]` now scans community c's members for ones the search did not reach.
-    fill.truncate(k);
-    fill.copy_from_slice(&mstart[..k]);
+    let (k, mstart, members) = (m.k(), &m.start[..], &m.members[..]);
+    // `fill[c]` scans community c's members for ones the search did not reach.
+    let mut fill = mstart[..k].to_vec();
 
     let mut placed = vec![false; n];
     // Whether a node was ever queued in `frontier`: a node is queued once, at its first
