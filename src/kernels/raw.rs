@@ -7,7 +7,9 @@
 //!   hint (the safe splitting, dispatch and generic strided path stay in
 //!   [`kernels::spmm`](mod@super::spmm));
 //! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`)
-//!   and its row prefetch.
+//!   and its row prefetch;
+//! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
+//!   (a hint never faults, but the pointer arithmetic stays in bounds).
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
 //! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
@@ -488,6 +490,21 @@ fn prefetch_elems<F>(p: *const F, len: usize) {
     prefetch_line(p.wrapping_add(bytes - 1));
 }
 
+/// Prefetches the cache lines of `s` (a hint, for loops whose next loads are random: the
+/// label propagation of [`order`](crate::order) fetches the rows it will visit next).
+#[inline(always)]
+pub(crate) fn prefetch_slice<T>(s: &[T]) {
+    prefetch_elems(s.as_ptr(), s.len());
+}
+
+/// Prefetches the cache line of `s[i]` (a hint; nothing when `i` is out of range).
+#[inline(always)]
+pub(crate) fn prefetch_at<T>(s: &[T], i: usize) {
+    if let Some(x) = s.get(i) {
+        prefetch_line(std::ptr::from_ref(x).cast::<u8>());
+    }
+}
+
 #[inline(always)]
 fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -596,18 +613,9 @@ pub(crate) mod huge {
     #[inline(always)]
     pub(crate) fn prefetch_row(xs: &[f32], start: usize, len: usize) {
         let end = (start + len).min(xs.len());
-        if start >= end {
-            return;
+        if start < end {
+            super::prefetch_slice(&xs[start..end]);
         }
-        let row = &xs[start..end];
-        let p = row.as_ptr().cast::<u8>();
-        let bytes = row.len() * 4;
-        let mut b = 0;
-        while b < bytes {
-            super::prefetch_line(p.wrapping_add(b));
-            b += 64;
-        }
-        super::prefetch_line(p.wrapping_add(bytes - 1));
     }
 }
 

@@ -8,6 +8,7 @@ use super::classic::by_degree;
 use super::Adj;
 use crate::graph::permutation::ids;
 use crate::graph::{Graph, Permutation};
+use crate::kernels::raw::{prefetch_at, prefetch_slice};
 
 /// SplitMix64's finaliser: a fixed, well-mixed hash of a 64-bit word.
 #[inline]
@@ -91,21 +92,35 @@ pub(super) fn lp_block(n: usize) -> usize {
     (n / 256).clamp(1, LP_BLOCK_MAX)
 }
 
+/// Nodes a thread takes at a time in a sweep's block (their choices are independent).
+const LP_CHUNK: usize = 128;
+
+/// Rows up to this long have their entries' labels fetched one node ahead (longer rows keep
+/// enough loads in flight by themselves).
+const LP_SHORT_ROW: usize = 256;
+
+/// How many nodes ahead a thread fetches the rows it will read.
+const LP_AHEAD: usize = 4;
+
 /// The largest block of [`lp_block`].
 pub(super) const LP_BLOCK_MAX: usize = 4096;
 
 thread_local! {
     /// Per-thread scratch of [`best_label`]: an open-addressing table of (community, count),
-    /// empty slots holding `u32::MAX`, sized for the largest row seen, and the slots a call
+    /// empty slots holding `u32::MAX`, allocated for the largest row seen (each row uses the
+    /// first slots, as many as it needs: [`LabelTable::reserve`]), and the slots a call
     /// filled (emptied again before it returns).
     static TABLE: std::cell::RefCell<LabelTable> =
-        const { std::cell::RefCell::new(LabelTable { key: Vec::new(), count: Vec::new(), used: Vec::new(), buf: Vec::new() }) };
+        const { std::cell::RefCell::new(LabelTable { key: Vec::new(), count: Vec::new(), mask: 0, used: Vec::new(), buf: Vec::new() }) };
 }
 
 /// The neighbour-community counts of one node (see [`best_label`]).
 struct LabelTable {
     key: Vec<u32>,
     count: Vec<u64>,
+    /// The slots in use for the current row are `0..=mask` (sized by [`LabelTable::reserve`]
+    /// for that row, not the largest row seen, so that a small row's probes stay in L1).
+    mask: usize,
     /// The slots filled, in first-met order.
     used: Vec<u32>,
     /// The communities of a row's entries, gathered first in a loop without branches (so
@@ -122,12 +137,13 @@ impl LabelTable {
             self.key = vec![u32::MAX; want];
             self.count = vec![0; want];
         }
+        self.mask = want - 1;
     }
 
     /// Adds `w` to community `l`'s count (`l` is not `u32::MAX`: ids are below the node count).
     #[inline]
     fn add(&mut self, l: u32, w: u64) {
-        let mask = self.key.len() - 1;
+        let mask = self.mask;
         // Fibonacci hashing of the id, then linear probing.
         let mut s = (u64::from(l).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
         loop {
@@ -214,14 +230,23 @@ fn best_label(
         }
         t.buf = buf;
         let (mut best, mut best_c) = (own, own_c);
+        // The tie key of `best` once computed (`best` is not `own`): on the first sweep all
+        // counts tie, and each key is computed once.
+        let mut best_key: Option<u64> = None;
         let mut max_other = 0u64;
         t.drain(|l, c| {
             max_other = max_other.max(c);
-            let wins = c > best_c
-                || (c == best_c && best != own && tie_key(l, i, salt) < tie_key(best, i, salt));
-            if wins && size[l as usize] + w <= cap {
-                best = l;
-                best_c = c;
+            if c > best_c {
+                if size[l as usize] + w <= cap {
+                    (best, best_c, best_key) = (l, c, None);
+                }
+            } else if c == best_c && best != own {
+                let key = tie_key(l, i, salt);
+                if key < *best_key.get_or_insert_with(|| tie_key(best, i, salt))
+                    && size[l as usize] + w <= cap
+                {
+                    (best, best_key) = (l, Some(key));
+                }
             }
         });
         Pick {
@@ -277,17 +302,47 @@ pub(super) fn propagate(
             let (label_now, size_now) = (&label[..], &size[..]);
             let (settled_now, dirty_now) = (&settled[..], &dirty[..]);
             let dirty_now = |i: usize| dirty_now[i].load(Ordering::Relaxed);
-            let pick = |(c, &i): (&mut Option<Pick>, &u32)| {
-                let i = i as usize;
-                *c = (dirty_now(i) || !settled_now[i]).then(|| {
-                    let w = weight.map_or(1, |w| w[i]);
-                    best_label(adj, i, label_now, size_now, w, cap, salt)
-                });
+            let examine = |i: usize| dirty_now(i) || !settled_now[i];
+            // A chunk's nodes one after the other, fetching ahead what the next ones read
+            // (their rows are random loads: the visit order is random).
+            let pick = |(cs, ns): (&mut [Option<Pick>], &[u32])| {
+                for (k, (c, &i)) in cs.iter_mut().zip(ns).enumerate() {
+                    if let Some(&a) = ns.get(k + 2 * LP_AHEAD) {
+                        let a = a as usize;
+                        prefetch_at(&adj.ip, a);
+                        prefetch_at(settled_now, a);
+                        prefetch_at(&dirty[..], a);
+                        if let Some(w) = weight {
+                            prefetch_at(w, a);
+                        }
+                    }
+                    if let Some(&b) = ns.get(k + LP_AHEAD) {
+                        if examine(b as usize) {
+                            prefetch_slice(adj.row(b as usize));
+                        }
+                    }
+                    if let Some(&b) = ns.get(k + 1) {
+                        if adj.degree(b as usize) <= LP_SHORT_ROW && examine(b as usize) {
+                            for &j in adj.row(b as usize) {
+                                prefetch_at(label_now, j as usize);
+                            }
+                        }
+                    }
+                    let i = i as usize;
+                    *c = examine(i).then(|| {
+                        let w = weight.map_or(1, |w| w[i]);
+                        best_label(adj, i, label_now, size_now, w, cap, salt)
+                    });
+                }
             };
             if nodes.len() > 1 {
-                choice.par_iter_mut().zip(nodes.par_iter()).for_each(pick);
+                let chunk = nodes.len().div_ceil(32).min(LP_CHUNK);
+                choice
+                    .par_chunks_mut(chunk)
+                    .zip(nodes.par_chunks(chunk))
+                    .for_each(pick);
             } else {
-                choice.iter_mut().zip(nodes.iter()).for_each(pick);
+                pick((choice, nodes));
             }
             // Every node of the block saw the labels as the block started.
             for &i in nodes {
@@ -590,11 +645,12 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Pe
     // `fill[c]` scans community c's members for ones the search did not reach.
     let mut fill = mstart[..k].to_vec();
 
-    let mut placed = vec![false; n];
-    // Whether a node was ever queued in `frontier`: a node is queued once, at its first
-    // meeting, since a later copy of it would be popped after the first, when its community
-    // is placed already (placement is final).
-    let mut queued = vec![false; n];
+    // Per node: PLACED once laid out (final), QUEUED once in `frontier` — a node is queued
+    // once, at its first meeting, since a later copy of it would be popped after the first,
+    // when its community is placed already. One byte for both: one random load per entry.
+    const PLACED: u8 = 1;
+    const QUEUED: u8 = 2;
+    let mut state = vec![0u8; n];
     let mut done = vec![false; k];
     let mut frontier: VecDeque<u32> = VecDeque::new();
     let seeds = by_degree(adj, true);
@@ -626,13 +682,30 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Pe
         let Some(entry) = entry else { break };
         let c = comm[entry as usize];
         done[c as usize] = true;
-        placed[entry as usize] = true;
+        state[entry as usize] |= PLACED;
         out.push(entry);
         let mut head = out.len() - 1;
         loop {
             while head < out.len() {
                 let u = out[head] as usize;
                 head += 1;
+                // The nodes placed ahead are searched next: fetch their rows and what the
+                // search reads of their entries (random loads) while this one is searched.
+                if let Some(&a) = out.get(head + 2 * LP_AHEAD) {
+                    prefetch_at(&adj.ip, a as usize);
+                }
+                if let Some(&b) = out.get(head + LP_AHEAD) {
+                    prefetch_slice(adj.row(b as usize));
+                }
+                if let Some(&b) = out.get(head) {
+                    let row = adj.row(b as usize);
+                    if row.len() <= LP_SHORT_ROW {
+                        for &v in row {
+                            prefetch_at(comm, v as usize);
+                            prefetch_at(&state, v as usize);
+                        }
+                    }
+                }
                 let ws = adj.row_weights(u);
                 let row = adj.row(u);
                 // The row's communities first, in a loop without branches (the random loads
@@ -641,15 +714,16 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Pe
                 row_comm.extend(row.iter().map(|&v| comm[v as usize]));
                 for (e, (&v, &cv)) in row.iter().zip(&row_comm).enumerate() {
                     let vu = v as usize;
-                    if placed[vu] {
+                    let st = state[vu];
+                    if st & PLACED != 0 {
                         continue;
                     }
                     if cv == c {
-                        placed[vu] = true;
+                        state[vu] = st | PLACED;
                         out.push(v);
                     } else if !done[cv as usize] {
-                        if !queued[vu] {
-                            queued[vu] = true;
+                        if st & QUEUED == 0 {
+                            state[vu] = st | QUEUED;
                             frontier.push_back(v);
                         }
                         if links[cv as usize] == 0 {
@@ -663,14 +737,14 @@ pub(super) fn layout_communities(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Pe
             // Members the search did not reach (a community need not be connected).
             let end = mstart[c as usize + 1];
             let f = &mut fill[c as usize];
-            while *f < end && placed[members[*f] as usize] {
+            while *f < end && state[members[*f] as usize] & PLACED != 0 {
                 *f += 1;
             }
             if *f == end {
                 break;
             }
             let m = members[*f];
-            placed[m as usize] = true;
+            state[m as usize] |= PLACED;
             out.push(m);
         }
         // The most connected unplaced neighbour community (the first met on ties).
