@@ -461,7 +461,7 @@ pub(super) fn nested_order(
     if level + 1 >= MAX_LEVELS || k < 2 || 2 * k > n {
         return flat;
     }
-    let cadj = community_graph(adj, &comm, &m);
+    let cadj = prune_links(community_graph(adj, &comm, &m), LINKS_KEPT);
     let mut csize = vec![0usize; k];
     for (i, &c) in comm.iter().enumerate() {
         csize[c as usize] += weight[i];
@@ -513,7 +513,6 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Adj<'static> {
     use rayon::prelude::*;
     let (k, mstart, members) = (m.k(), &m.start[..], &m.members[..]);
     let block = k.div_ceil(256).max(1);
-    type Rows = (Vec<usize>, Vec<u32>, Vec<u32>);
     let parts: Vec<Rows> = (0..k.div_ceil(block))
         .into_par_iter()
         .map(|b| {
@@ -570,9 +569,18 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Adj<'static> {
             (lens, idx, wt)
         })
         .collect();
-    // The parts into one CSR, copied in parallel.
+    rows_into_adj(parts)
+}
+
+/// Rows built in parallel blocks (each: its rows' lengths, entries and weights), in order.
+type Rows = (Vec<usize>, Vec<u32>, Vec<u32>);
+
+/// The blocks of rows `parts`, in order, as one weighted CSR, copied in parallel.
+fn rows_into_adj(parts: Vec<Rows>) -> Adj<'static> {
+    use rayon::prelude::*;
     let total: usize = parts.iter().map(|p| p.1.len()).sum();
-    let mut ip = Vec::with_capacity(k + 1);
+    let rows: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut ip = Vec::with_capacity(rows + 1);
     ip.push(0usize);
     for (lens, _, _) in &parts {
         for &l in lens {
@@ -600,6 +608,81 @@ fn community_graph(adj: &Adj<'_>, comm: &[u32], m: &Members) -> Adj<'static> {
         idx: Cow::Owned(idx),
         wt: Some(wt),
     }
+}
+
+/// Links of a community graph each community keeps on its own account before the graph goes
+/// to the next level ([`prune_links`]).
+pub(super) const LINKS_KEPT: usize = 16;
+
+/// The rank of the link between communities `c` and `d` of weight `w`, heaviest first: the
+/// weight, then a fixed hash of the unordered pair, so both ends rank a link alike and no two
+/// links of one row tie but by a 32-bit hash collision.
+#[inline]
+pub(super) fn link_key(c: u32, d: u32, w: u32) -> u64 {
+    let (a, b) = if c < d { (c, d) } else { (d, c) };
+    (u64::from(w) << 32) | (splitmix64(u64::from(a) << 32 | u64::from(b)) & 0xFFFF_FFFF)
+}
+
+/// The symmetric community graph `adj` with its light links dropped: with θ(c) the
+/// `keep`-th largest [`link_key`] of row c (0 when the row has at most `keep` entries), the
+/// link c–d stays iff its key is at least min(θ(c), θ(d)), i.e. iff it is among the `keep`
+/// heaviest of c's links or of d's. The result is symmetric, every row keeps its `keep`
+/// heaviest links at least (all of them when it has no more), and the kept entries keep their
+/// order and weights. The upper levels of products-like's community graphs are near-dense
+/// (rows of hundreds to thousands of links, most weighing a few edges): label propagation
+/// and the layout there follow the heavy links, and their time is the rows' length. Built in
+/// parallel over rows; the result does not depend on the threads.
+///
+/// # Complexity
+/// O(nnz) expected time (one selection per row); O(n) and one row's keys per thread scratch.
+pub(super) fn prune_links(adj: Adj<'static>, keep: usize) -> Adj<'static> {
+    use rayon::prelude::*;
+    let n = adj.n();
+    let keep = keep.max(1);
+    let Some(wt) = adj.wt.as_deref() else {
+        return adj;
+    };
+    if (0..n).all(|c| adj.degree(c) <= keep) {
+        return adj;
+    }
+    let key = |c: usize, r: std::ops::Range<usize>| {
+        adj.idx[r.clone()]
+            .iter()
+            .zip(&wt[r])
+            .map(move |(&d, &w)| link_key(c as u32, d, w))
+    };
+    let theta: Vec<u64> = (0..n)
+        .into_par_iter()
+        .map_init(Vec::new, |keys: &mut Vec<u64>, c| {
+            if adj.degree(c) <= keep {
+                return 0;
+            }
+            keys.clear();
+            keys.extend(key(c, adj.ip[c]..adj.ip[c + 1]));
+            *keys.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a)).1
+        })
+        .collect();
+    let block = n.div_ceil(256).max(1);
+    let parts: Vec<Rows> = (0..n.div_ceil(block))
+        .into_par_iter()
+        .map(|b| {
+            let cs = b * block..((b + 1) * block).min(n);
+            let (mut lens, mut idx, mut w) = (Vec::with_capacity(cs.len()), Vec::new(), Vec::new());
+            for c in cs {
+                let r = adj.ip[c]..adj.ip[c + 1];
+                let before = idx.len();
+                for ((&d, &x), kc) in adj.idx[r.clone()].iter().zip(&wt[r.clone()]).zip(key(c, r)) {
+                    if kc >= theta[c].min(theta[d as usize]) {
+                        idx.push(d);
+                        w.push(x);
+                    }
+                }
+                lens.push(idx.len() - before);
+            }
+            (lens, idx, w)
+        })
+        .collect();
+    rows_into_adj(parts)
 }
 
 /// The members of each community `0..k`, by ascending id (a counting sort): community c's are

@@ -719,10 +719,29 @@ fn ref_nested(
             }
         }
     }
+    // The light links dropped (`prune_links`), written plainly: each pair's weight, each
+    // row's `LINKS_KEPT` heaviest links by sorting, a link kept if either end keeps it.
+    let weight_of = |c: usize, d: u32| rows[c].iter().filter(|&&x| x == d).count() as u32;
+    let mut heavy: Vec<Vec<u32>> = Vec::with_capacity(k);
+    for (c, r) in rows.iter().enumerate() {
+        let mut pairs: Vec<u32> = Vec::new();
+        for &d in r {
+            if !pairs.contains(&d) {
+                pairs.push(d);
+            }
+        }
+        pairs.sort_by_key(|&d| std::cmp::Reverse(link_key(c as u32, d, weight_of(c, d))));
+        pairs.truncate(LINKS_KEPT);
+        heavy.push(pairs);
+    }
     let mut ip = vec![0usize];
     let mut idx = Vec::new();
-    for r in rows {
-        idx.extend(r);
+    for (c, r) in rows.iter().enumerate() {
+        idx.extend(
+            r.iter()
+                .copied()
+                .filter(|&d| heavy[c].contains(&d) || heavy[d as usize].contains(&(c as u32))),
+        );
         ip.push(idx.len());
     }
     let cadj = Adj {
@@ -907,4 +926,86 @@ fn sampled_cache_model_is_the_whole_model_at_one_and_close_at_eight() {
             "{rows}: {s} vs {whole_p}"
         );
     }
+}
+
+#[test]
+fn pruned_links_keep_each_rows_heaviest_and_stay_symmetric() {
+    // A symmetric weighted graph of 300 nodes, rows of about 40 links weighing 1 to 6.
+    let n = 300usize;
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut w = vec![vec![0u32; n]; n];
+    for _ in 0..6000 {
+        let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+        if a != b {
+            let x = rng.random_range(1..7u32);
+            (w[a][b], w[b][a]) = (x, x);
+        }
+    }
+    let (mut ip, mut idx, mut wt) = (vec![0usize], Vec::new(), Vec::new());
+    for (c, row) in w.iter().enumerate() {
+        // Stored order: a rotation, so that it is neither the ids' nor the weights' order.
+        for d in (0..n).map(|j| (j + 7 * c) % n) {
+            if row[d] > 0 {
+                idx.push(d as u32);
+                wt.push(row[d]);
+            }
+        }
+        ip.push(idx.len());
+    }
+    let full = Adj {
+        ip: std::borrow::Cow::Owned(ip),
+        idx: std::borrow::Cow::Owned(idx),
+        wt: Some(wt),
+    };
+    let keep = 5;
+    let top = |c: usize| -> Vec<u32> {
+        let mut r: Vec<(u64, u32)> = full
+            .row(c)
+            .iter()
+            .zip(full.row_weights(c).unwrap())
+            .map(|(&d, &x)| (link_key(c as u32, d, x), d))
+            .collect();
+        r.sort_unstable_by(|a, b| b.cmp(a));
+        r.into_iter().take(keep).map(|(_, d)| d).collect()
+    };
+    let copy = Adj {
+        ip: full.ip.clone(),
+        idx: full.idx.clone(),
+        wt: full.wt.clone(),
+    };
+    let p = prune_links(copy, keep);
+    assert!(
+        p.idx.len() < full.idx.len() / 2,
+        "{} of {}",
+        p.idx.len(),
+        full.idx.len()
+    );
+    for c in 0..n {
+        let (row, ws) = (p.row(c), p.row_weights(c).unwrap());
+        // The row's own heaviest all stay, and nothing else but another end's heaviest.
+        for d in top(c) {
+            assert!(row.contains(&d), "row {c} lost {d}");
+        }
+        for (&d, &x) in row.iter().zip(ws) {
+            assert_eq!(x, w[c][d as usize]);
+            assert!(top(c).contains(&d) || top(d as usize).contains(&(c as u32)));
+            // Symmetric.
+            assert!(p.row(d as usize).contains(&(c as u32)));
+        }
+        // In stored order: a subsequence of the full row.
+        let mut it = full.row(c).iter();
+        assert!(row.iter().all(|d| it.any(|e| e == d)), "row {c} reordered");
+    }
+    // Rows no longer than `keep`: unchanged.
+    let q = prune_links(p, n);
+    assert_eq!(q.ip.len(), n + 1);
+    let again = prune_links(
+        Adj {
+            ip: full.ip.clone(),
+            idx: full.idx.clone(),
+            wt: full.wt.clone(),
+        },
+        n,
+    );
+    assert_eq!(&again.idx[..], &full.idx[..]);
 }
