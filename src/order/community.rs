@@ -409,9 +409,11 @@ pub(super) fn propagate(
 /// block).
 ///
 /// Then the same is done one level up, on the community graph (a node per community, an entry
-/// per linked pair weighing the edges between them, sizes counted in nodes, a cap 16 times
-/// larger), and the level-0 blocks are placed in the order of that level's layout; and so on,
-/// up to 6 levels, until a level merges fewer than half of its nodes. Small communities (topics) thus sit inside
+/// per linked pair weighing the edges between them, only each community's 16 heaviest links
+/// and the links that are among the 16 heaviest of their other end kept, sizes counted in
+/// nodes, a cap 16 times larger), and the level-0 blocks are placed in the order of that
+/// level's layout; and so on, up to 6 levels, until a level merges fewer than half of its
+/// nodes. Small communities (topics) thus sit inside
 /// larger ones (fields), which is what keeps most gathers of an SpMM inside the caches; it is
 /// the idea of Rabbit Order (Arai et al., IPDPS 2016) with label propagation in place of
 /// modularity merging.
@@ -445,7 +447,8 @@ pub(super) const MAX_LEVELS: usize = 6;
 
 /// The nested community order of `adj` (nodes of sizes `weight`): communities by label
 /// propagation, laid out contiguously, the communities themselves in the nested community
-/// order of the community graph ([`community_graph`]).
+/// order of the community graph ([`community_graph`]) without its light links
+/// ([`prune_links`]).
 pub(super) fn nested_order(
     adj: &Adj<'_>,
     weight: &[usize],
@@ -639,18 +642,13 @@ pub(super) fn prune_links(adj: Adj<'static>, keep: usize) -> Adj<'static> {
     use rayon::prelude::*;
     let n = adj.n();
     let keep = keep.max(1);
+    // Community graphs are weighted; an unweighted graph has no light links to tell apart.
     let Some(wt) = adj.wt.as_deref() else {
         return adj;
     };
     if (0..n).all(|c| adj.degree(c) <= keep) {
         return adj;
     }
-    let key = |c: usize, r: std::ops::Range<usize>| {
-        adj.idx[r.clone()]
-            .iter()
-            .zip(&wt[r])
-            .map(move |(&d, &w)| link_key(c as u32, d, w))
-    };
     let theta: Vec<u64> = (0..n)
         .into_par_iter()
         .map_init(Vec::new, |keys: &mut Vec<u64>, c| {
@@ -658,7 +656,13 @@ pub(super) fn prune_links(adj: Adj<'static>, keep: usize) -> Adj<'static> {
                 return 0;
             }
             keys.clear();
-            keys.extend(key(c, adj.ip[c]..adj.ip[c + 1]));
+            let r = adj.ip[c]..adj.ip[c + 1];
+            keys.extend(
+                adj.idx[r.clone()]
+                    .iter()
+                    .zip(&wt[r])
+                    .map(|(&d, &w)| link_key(c as u32, d, w)),
+            );
             *keys.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a)).1
         })
         .collect();
@@ -671,8 +675,10 @@ pub(super) fn prune_links(adj: Adj<'static>, keep: usize) -> Adj<'static> {
             for c in cs {
                 let r = adj.ip[c]..adj.ip[c + 1];
                 let before = idx.len();
-                for ((&d, &x), kc) in adj.idx[r.clone()].iter().zip(&wt[r.clone()]).zip(key(c, r)) {
-                    if kc >= theta[c].min(theta[d as usize]) {
+                for (&d, &x) in adj.idx[r.clone()].iter().zip(&wt[r]) {
+                    // θ = 0: a row short enough to keep all its links; no key to compute.
+                    let t = theta[c].min(theta[d as usize]);
+                    if t == 0 || link_key(c as u32, d, x) >= t {
                         idx.push(d);
                         w.push(x);
                     }
