@@ -300,7 +300,7 @@ fn reused_fresh_and_checkpointed_passes_agree_bit_for_bit() {
                 continue;
             }
             for (fname, x) in [("dense", &dense), ("sparse", &sparse)] {
-                for order in [Order::AggregateFirst, Order::TransformFirst] {
+                for order in [Order::AggregateFirst, Order::TransformFirst, Order::Lean] {
                     let cfg = ModelConfig {
                         hidden_dim: 12,
                         norm,

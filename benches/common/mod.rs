@@ -99,11 +99,12 @@ pub fn short(n: usize) -> String {
     }
 }
 
-/// The short name of an order in benchmark ids: `agg`, `tf`, `auto`.
+/// The short name of an order in benchmark ids: `agg`, `tf`, `lean`, `auto`.
 pub fn order_name(o: Order) -> &'static str {
     match o {
         Order::AggregateFirst => "agg",
         Order::TransformFirst => "tf",
+        Order::Lean => "lean",
         Order::Auto => "auto",
     }
 }

@@ -35,7 +35,7 @@ impl Report {
 
 /// Whether a launcher started this process (`mpirun`/`mpiexec` of Open MPI, MPICH or Hydra).
 #[cfg(feature = "mpi")]
-fn launched() -> bool {
+pub(crate) fn launched() -> bool {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"]
         .iter()
         .any(|v| std::env::var_os(v).is_some())

@@ -34,6 +34,9 @@ pub(crate) enum OrderArg {
     Auto,
     AggregateFirst,
     TransformFirst,
+    /// Aggregate first in forward, transform first in backward, in row blocks: the least
+    /// memory (every convolution but the first).
+    Lean,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -265,6 +268,7 @@ impl TrainArgs {
             OrderArg::Auto => Order::Auto,
             OrderArg::AggregateFirst => Order::AggregateFirst,
             OrderArg::TransformFirst => Order::TransformFirst,
+            OrderArg::Lean => Order::Lean,
         };
         if let Some(lr) = self.lr {
             cfg.lr = lr;
@@ -314,6 +318,10 @@ impl TrainArgs {
                 "--layers {}: --model residual needs at least 2 layers",
                 m.n_layers
             ));
+        }
+        #[cfg(feature = "mpi")]
+        if m.order == Order::Lean && dist::launched() {
+            return Err("--order lean: not under mpirun (it needs Â held whole)".into());
         }
         let placeholder = ModelConfig {
             in_dim: 1,

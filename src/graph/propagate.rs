@@ -24,6 +24,13 @@ use crate::{Par, Scalar};
 /// and the row of `ext` holding own row 0.
 pub type NeighbourFn<'f, F> = dyn FnMut(CsrView<'_, F>, ArrayView2<'_, F>, usize) + 'f;
 
+/// What [`Propagate::t_matmul_rows`] hands its rows to: `(first row, rows of H, the same rows of
+/// G)`, the first row on the reduction grid ([`Propagate::grid_rows`]).
+pub type RowSink<'s, F> = dyn FnMut(usize, ArrayView2<'_, F>, ArrayView2<'_, F>) + 's;
+
+/// What [`Propagate::a_times_blocks`] calls for each block: `(its rows, those rows of Â·X)`.
+pub type BlockFn<'f, F> = dyn FnMut(std::ops::Range<usize>, ArrayView2<'_, F>) + 'f;
+
 /// Â as the layers see it: products with Â and Âᵀ, and sums across nodes.
 ///
 /// Row counts: every node-indexed matrix a layer holds has [`Propagate::n_rows`] rows (all
@@ -98,6 +105,50 @@ pub trait Propagate<F: Scalar>: Sync {
     /// # Shapes
     /// `x`, `out`: [`Propagate::n_rows`] × d.
     fn a_times(&self, alpha: F, x: ArrayView2<'_, F>, beta: F, out: ArrayViewMut2<'_, F>, par: Par);
+
+    /// Â·X block by block without holding all of it: for each block of `block` rows (the
+    /// last one shorter; `block` a multiple of 1024, so that every block starts on the
+    /// reduction grid), those rows of Â·X into `buf` (at least `block·d` long) and `f(rows,
+    /// them)`, blocks in row order. Every row is computed as [`Propagate::a_times`] computes
+    /// it, so the blocks are the same bits. One collective call in a partitioned run (through
+    /// [`Propagate::with_neighbours`]: the whole halo of `x` at once).
+    ///
+    /// # Panics
+    /// If `block` is 0 or `buf` is too short.
+    #[track_caller]
+    fn a_times_blocks(
+        &self,
+        x: ArrayView2<'_, F>,
+        block: usize,
+        buf: &mut [F],
+        f: &mut BlockFn<'_, F>,
+        par: Par,
+    ) {
+        self.with_neighbours(x, &mut |a, ext, _own| blocks(a, ext, block, buf, f, par));
+    }
+
+    /// Âᵀ·G block by block, as [`Propagate::a_times_blocks`] gives Â·X: each block's rows of
+    /// Âᵀ·G, the same bits as [`Propagate::at_times`]. The default needs Â held whole
+    /// ([`Propagate::as_local`]).
+    ///
+    /// # Panics
+    /// If `block` is 0 or `buf` is too short, or this backend does not hold Â whole (the
+    /// [`Lean`](crate::nn::Order::Lean) order, the only caller, is refused for such a backend
+    /// when the model is built).
+    #[track_caller]
+    fn at_times_blocks(
+        &self,
+        g: ArrayView2<'_, F>,
+        block: usize,
+        buf: &mut [F],
+        f: &mut BlockFn<'_, F>,
+        par: Par,
+    ) {
+        let Some(local) = self.as_local() else {
+            panic!("at_times_blocks: this backend does not hold Â whole")
+        };
+        blocks(local.a_t(), g, block, buf, f, par);
+    }
 
     /// out ← α·Âᵀ·G + β·out (the backward of [`Propagate::a_times`]).
     ///
@@ -178,6 +229,30 @@ pub trait Propagate<F: Scalar>: Sync {
             .then_some(&sum as &dyn Fn(&mut [i64]));
         let mut s = lock(self.reduce_scratch());
         reduce::t_matmul(self.grid_rows(), alpha, h, g, beta, out, par, &mut s, sum);
+    }
+
+    /// out ← α·Hᵀ·G + β·out as [`Propagate::t_matmul`] forms it (the same bits), with the rows
+    /// of H and G handed over block by block: `fill` calls its sink with each block (first row
+    /// on the grid, every row once, in any order), so H need not be held whole (a weight
+    /// gradient whose H is recomputed block by block).
+    ///
+    /// # Panics
+    /// If a block starts off the grid or its shapes disagree with `out` (a × c).
+    fn t_matmul_rows(
+        &self,
+        alpha: F,
+        beta: F,
+        out: ArrayViewMut2<'_, F>,
+        par: Par,
+        fill: &mut dyn FnMut(&mut RowSink<'_, F>),
+    ) {
+        // (No span of its own: the products `fill` runs and the chunks' GEMMs record theirs.)
+        let sum = |w: &mut [i64]| self.sum_words(w);
+        let sum = self
+            .spans_processes()
+            .then_some(&sum as &dyn Fn(&mut [i64]));
+        let mut s = lock(self.reduce_scratch());
+        reduce::t_matmul_rows(self.grid_rows(), alpha, beta, out, par, &mut s, sum, fill);
     }
 
     /// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ (sorted column indices), summed
@@ -283,6 +358,36 @@ pub trait Propagate<F: Scalar>: Sync {
     }
 }
 
+/// For each block of `block` rows of `a` (m × k, the last block shorter): those rows of a·x
+/// into `buf` and `f(rows, them)`, in row order. The rows are [`spmm`]'s.
+#[track_caller]
+fn blocks<F: Scalar>(
+    a: CsrView<'_, F>,
+    x: ArrayView2<'_, F>,
+    block: usize,
+    buf: &mut [F],
+    f: &mut BlockFn<'_, F>,
+    par: Par,
+) {
+    assert!(block > 0, "a product in blocks of 0 rows");
+    let (m, d) = (a.rows(), x.ncols());
+    for lo in (0..m).step_by(block) {
+        let rows = lo..(lo + block).min(m);
+        let len = rows.len();
+        let mut out = ArrayViewMut2::from_shape((len, d), &mut buf[..len * d])
+            .unwrap_or_else(|_| unreachable!("a block of {len} × {d}"));
+        spmm(
+            F::one(),
+            a.slice_outer(rows.clone()),
+            x,
+            F::zero(),
+            out.view_mut(),
+            par,
+        );
+        f(rows, out.view());
+    }
+}
+
 /// The scratch of a `Propagate`, also after a panic elsewhere (it holds no invariant).
 fn lock<F: Scalar>(m: &Mutex<ReduceScratch<F>>) -> MutexGuard<'_, ReduceScratch<F>> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -352,5 +457,73 @@ impl<F: Scalar> Propagate<F> for NormAdj<F> {
         tmp: &mut [F],
     ) {
         sprs::smmp::numeric(self.a(), x, out, tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::Array2;
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::data::synthetic::CitationLike;
+    use crate::graph::{Direction, Graph, Norm};
+
+    #[test]
+    fn products_in_row_blocks_are_the_whole_products_rows() {
+        let d = CitationLike {
+            n_nodes: 700,
+            ..Default::default()
+        }
+        .generate(2)
+        .unwrap();
+        let n = d.graph.n_nodes();
+        let one_way: Vec<(u32, u32)> = (0..n)
+            .flat_map(|i| d.graph.neighbors(i).iter().map(move |&j| (i as u32, j)))
+            .filter(|&(i, j)| i < j)
+            .collect();
+        let directed = Graph::try_from_edges(n, &one_way, Direction::Directed).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let x = Array2::from_shape_fn((n, 9), |_| rng.random::<f32>() - 0.5);
+        for adj in [
+            NormAdj::<f32>::new(&d.graph, Norm::Symmetric),
+            NormAdj::<f32>::new(&directed, Norm::Row),
+        ] {
+            let (mut ax, mut atx) = (Array2::zeros((n, 9)), Array2::zeros((n, 9)));
+            adj.a_times(1.0, x.view(), 0.0, ax.view_mut(), Par::Rayon);
+            adj.at_times(1.0, x.view(), 0.0, atx.view_mut(), Par::Rayon);
+            assert!(
+                adj.is_symmetric() || ax != atx,
+                "Âᵀ ≠ Â in the directed case"
+            );
+            for block in [1, 128, 300, 700, 5000] {
+                let mut buf = vec![f32::NAN; block.min(n) * 9];
+                let (mut got, mut got_t) = (Array2::zeros((n, 9)), Array2::zeros((n, 9)));
+                let mut next = 0;
+                adj.a_times_blocks(
+                    x.view(),
+                    block,
+                    &mut buf,
+                    &mut |rows, b| {
+                        assert_eq!(rows.start, next, "blocks in row order");
+                        next = rows.end;
+                        got.slice_mut(ndarray::s![rows, ..]).assign(&b);
+                    },
+                    Par::Seq,
+                );
+                assert_eq!(next, n);
+                adj.at_times_blocks(
+                    x.view(),
+                    block,
+                    &mut buf,
+                    &mut |rows, b| {
+                        got_t.slice_mut(ndarray::s![rows, ..]).assign(&b);
+                    },
+                    Par::Rayon,
+                );
+                assert!(got == ax && got_t == atx, "blocks of {block}");
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@
 use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use rayon::prelude::*;
 
+use super::propagate::RowSink;
 use crate::kernels::exact::{Accumulator, ExactSum};
 use crate::kernels::{gemm, CsrView};
 use crate::{Par, Scalar};
@@ -132,43 +133,83 @@ pub(crate) fn t_matmul<F: Scalar>(
     h: ArrayView2<'_, F>,
     g: ArrayView2<'_, F>,
     beta: F,
-    mut out: ArrayViewMut2<'_, F>,
+    out: ArrayViewMut2<'_, F>,
     par: Par,
     scratch: &mut ReduceScratch<F>,
     sum_words: Option<SumWords<'_>>,
 ) {
-    let (n, a) = h.dim();
-    let c = g.ncols();
-    assert_eq!(
-        g.nrows(),
-        n,
-        "t_matmul: h is {n} × {a}, g has {} rows",
-        g.nrows()
-    );
+    let (a, c) = (h.ncols(), g.ncols());
     assert_eq!(out.dim(), (a, c), "t_matmul: out vs {a} × {c}");
+    t_matmul_rows(
+        grid,
+        alpha,
+        beta,
+        out,
+        par,
+        scratch,
+        sum_words,
+        &mut |sink| sink(0, h, g),
+    );
+}
+
+/// out ← α·Hᵀ·G + β·out where `fill` hands the rows of H and G to its sink block by block
+/// (each block's first row on the `grid`, blocks in any order, every row once): the partial of
+/// every grid chunk is the GEMM over its rows, as in [`t_matmul`], and exact sums do not depend
+/// on which block brought a chunk, so the result is [`t_matmul`]'s bit for bit.
+///
+/// # Panics
+/// If a block starts off the grid, or its shapes disagree with `out`.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+pub(crate) fn t_matmul_rows<F: Scalar>(
+    grid: usize,
+    alpha: F,
+    beta: F,
+    mut out: ArrayViewMut2<'_, F>,
+    par: Par,
+    scratch: &mut ReduceScratch<F>,
+    sum_words: Option<SumWords<'_>>,
+    fill: &mut dyn FnMut(&mut RowSink<'_, F>),
+) {
+    let (a, c) = out.dim();
     let ReduceScratch {
         accs, part, words, ..
     } = scratch;
     let accs = refill(accs, a * c, F::Exact::default());
     let grid = grid.max(1);
-    let group = T_MATMUL_GROUP.min(n.div_ceil(grid)).max(1);
-    let part = refill(part, group * a * c, F::zero());
-    // Chunk `start / grid`'s partial, one GEMM over its rows.
-    let partial = |start: usize, p: &mut [F]| {
-        let rows = start..(start + grid).min(n);
-        let Ok(pv) = ArrayViewMut2::from_shape((a, c), p) else {
-            unreachable!("t_matmul: a partial of {a} × {c}")
-        };
-        gemm(
-            F::one(),
-            h.slice(s![rows.clone(), ..]).t(),
-            g.slice(s![rows, ..]),
-            F::zero(),
-            pv,
-            par,
+    let mut sink = |first_row: usize, h: ArrayView2<'_, F>, g: ArrayView2<'_, F>| {
+        let n = h.nrows();
+        assert!(
+            h.ncols() == a && g.dim() == (n, c),
+            "t_matmul: h is {n} × {}, g {:?}, out {a} × {c}",
+            h.ncols(),
+            g.dim()
         );
-    };
-    if a * c > 0 {
+        assert_eq!(
+            first_row % grid,
+            0,
+            "t_matmul: a block at row {first_row}, off the grid of {grid}"
+        );
+        if a * c == 0 || n == 0 {
+            return;
+        }
+        let group = T_MATMUL_GROUP.min(n.div_ceil(grid)).max(1);
+        let part = refill(part, group * a * c, F::zero());
+        // Chunk `start / grid`'s partial, one GEMM over its rows.
+        let partial = |start: usize, p: &mut [F]| {
+            let rows = start..(start + grid).min(n);
+            let Ok(pv) = ArrayViewMut2::from_shape((a, c), p) else {
+                unreachable!("t_matmul: a partial of {a} × {c}")
+            };
+            gemm(
+                F::one(),
+                h.slice(s![rows.clone(), ..]).t(),
+                g.slice(s![rows, ..]),
+                F::zero(),
+                pv,
+                par,
+            );
+        };
         for first in (0..n).step_by(grid * group) {
             let count = (n - first).div_ceil(grid).min(group);
             let parts = &mut part[..count * a * c];
@@ -184,7 +225,8 @@ pub(crate) fn t_matmul<F: Scalar>(
             }
             add_parts(accs, parts, par);
         }
-    }
+    };
+    fill(&mut sink);
     finish(accs, words, sum_words, |k, v| {
         axpby(alpha, v, beta, &mut out[[k / c.max(1), k % c.max(1)]])
     });
@@ -459,6 +501,74 @@ mod tests {
             None,
         );
         assert_eq!(fresh + &prior * 2.0, whole);
+    }
+
+    #[test]
+    fn weight_gradients_from_row_blocks_in_any_order_are_the_whole_products_bits() {
+        let (h, g) = (random(500, 7, 1), random(500, 5, 2));
+        let prior = Array2::<f32>::from_elem((7, 5), 3.0);
+        let mut s = ReduceScratch::<f32>::default();
+        let mut whole = prior.clone();
+        let (hv, gv) = (h.view(), g.view());
+        t_matmul(
+            GRID,
+            0.5,
+            hv,
+            gv,
+            2.0,
+            whole.view_mut(),
+            Par::Rayon,
+            &mut s,
+            None,
+        );
+        // Blocks of 64 and 192 rows on the grid, last block first, and the whole in one.
+        for starts in [
+            vec![448, 384, 320, 256, 192, 128, 64, 0],
+            vec![384, 0, 192],
+            vec![0],
+        ] {
+            let mut ends: Vec<usize> = starts.clone();
+            ends.sort_unstable();
+            let end_of = |lo: usize| ends.iter().copied().find(|&e| e > lo).unwrap_or(500);
+            let mut out = prior.clone();
+            t_matmul_rows(
+                GRID,
+                0.5,
+                2.0,
+                out.view_mut(),
+                Par::Seq,
+                &mut s,
+                None,
+                &mut |sink| {
+                    for &lo in &starts {
+                        let r = lo..end_of(lo);
+                        sink(lo, hv.slice(s![r.clone(), ..]), gv.slice(s![r, ..]));
+                    }
+                },
+            );
+            assert_eq!(out, whole, "blocks from {starts:?}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "off the grid")]
+    fn a_row_block_off_the_grid_is_refused() {
+        let (h, g) = (random(100, 2, 1), random(100, 2, 2));
+        let mut out = Array2::<f32>::zeros((2, 2));
+        let mut s = ReduceScratch::<f32>::default();
+        t_matmul_rows(
+            GRID,
+            1.0,
+            0.0,
+            out.view_mut(),
+            Par::Seq,
+            &mut s,
+            None,
+            &mut |sink| {
+                sink(0, h.slice(s![..32, ..]), g.slice(s![..32, ..]));
+                sink(32, h.slice(s![32.., ..]), g.slice(s![32.., ..]));
+            },
+        );
     }
 
     #[test]

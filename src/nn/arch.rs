@@ -267,6 +267,12 @@ impl ModelConfig {
         rng: &mut R,
     ) -> Result<Model<F>, ConfigError> {
         self.check()?;
+        let lean = self.order == Order::Lean || orders.is_some_and(|o| o.contains(&Order::Lean));
+        if lean && adj.as_local().is_none() {
+            return Err(ConfigError::Unsupported {
+                what: "the lean order on a backend that does not hold Â whole",
+            });
+        }
         let mut b = Builder::new(self, adj, x, orders);
         let h = self.hidden_dim;
         let (input_site, taps) = match self.arch {
@@ -528,6 +534,9 @@ impl<'a, F: Scalar> Builder<'a, F> {
         };
         let order = match self.orders.and_then(|o| o.get(self.n_convs)) {
             Some(&o) => o,
+            // The first layer gains nothing from the lean order (it keeps X̃ or S = Â·X̃
+            // alike, and needs no dH): the cost model orders it.
+            None if self.cfg.order == Order::Lean && first => choose_order(Order::Auto, &shape),
             None => choose_order(self.cfg.order, &shape),
         };
         self.n_convs += 1;

@@ -3,9 +3,14 @@
 //!
 //! Node-wise: z_i = Σ_{j ∈ N(i) ∪ {i}} Â_ij · Wᵀh_j + b, with Â_ij = 1/√(d̃_i d̃_j).
 //!
-//! Two evaluation orders ([`Order`]), equal in exact arithmetic:
+//! Three evaluation orders ([`Order`]), equal in exact arithmetic:
 //! - **AggregateFirst**, (ÂH)W: saves S = ÂH; backward dW = SᵀG, dH = Âᵀ(GWᵀ).
 //! - **TransformFirst**, Â(HW): keeps H; backward P = ÂᵀG, dW = HᵀP, dH = PWᵀ.
+//! - **Lean**: forward (ÂH)W and backward as TransformFirst's, both in blocks of
+//!   [`LEAN_BLOCK`] rows: keeps H and holds no n-row temporary (no S, T = HW or P whole), and
+//!   leaves dH over H when the stack grants it ([`Layer::grad_over_input`]). The least memory
+//!   (the input, the output or its gradient, and one block), for an SpMM at width in_dim in
+//!   forward and out_dim in backward.
 //!
 //! In both, db = Gᵀ1. The first layer needs no dH; with a sparse input X the products with X
 //! use the sparse kernels (X·W and Xᵀ·P, and the sparse Â·X). When the input is the model's fixed
@@ -21,10 +26,10 @@
 //! | b | 1 × out_dim |
 //! | Z, G | n × out_dim |
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::{s, Array2, ArrayView2};
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Value};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, Layer, Req, Value};
 use super::param::Param;
 use crate::data::SparseFeatures;
 use crate::graph::Propagate;
@@ -38,6 +43,10 @@ pub enum Order {
     AggregateFirst,
     /// Â(HW): the SpMM runs at width out_dim.
     TransformFirst,
+    /// (ÂH)W in forward, Âᵀ·G first in backward, in row blocks: no n-row temporaries (see
+    /// the [module docs](self)). A sparse input or the first layer takes the cost model's
+    /// order instead.
+    Lean,
     /// Chosen per layer by [`choose_order`], counting forward and backward work.
     #[default]
     Auto,
@@ -47,7 +56,12 @@ crate::error::names!(Order, "order", [
     Order::Auto => "auto",
     Order::AggregateFirst => "aggregate-first",
     Order::TransformFirst => "transform-first",
+    Order::Lean => "lean",
 ]);
+
+/// Rows per block of [`Order::Lean`] (a multiple of 1024, so every block starts on the
+/// reduction grid of [`Propagate::t_matmul_rows`]).
+pub const LEAN_BLOCK: usize = 8192;
 
 /// Relative cost of one SpMM multiply-add against one GEMM multiply-add on the target machine
 /// (~2 GFLOP/s against ~60 GFLOP/s, `../shared/LIMITS.md`).
@@ -156,6 +170,10 @@ pub struct GcnConv<F> {
     /// The largest dense Â·X (in elements) kept for evaluation when training never reads it
     /// (input dropout): a larger one is recomputed into scratch at each evaluation.
     eval_cache_limit: usize,
+    /// Whether the stack leaves ∂L/∂in over the kept input ([`Layer::set_grad_over_input`]).
+    over_input: bool,
+    /// Rows per block of the lean order ([`LEAN_BLOCK`]; smaller in tests).
+    lean_block: usize,
 }
 
 /// The largest dense Â·X, in bytes, that AggregateFirst keeps across evaluations when training
@@ -175,6 +193,8 @@ impl<F: Scalar> Clone for GcnConv<F> {
             spgemm_tmp: Vec::new(),
             input: self.input,
             eval_cache_limit: self.eval_cache_limit,
+            over_input: false,
+            lean_block: self.lean_block,
         }
     }
 }
@@ -218,6 +238,8 @@ impl<F: Scalar> GcnConv<F> {
             spgemm_tmp: Vec::new(),
             input: InputDesc::default(),
             eval_cache_limit: EVAL_CACHE_LIMIT_BYTES / std::mem::size_of::<F>(),
+            over_input: false,
+            lean_block: LEAN_BLOCK,
         }
     }
 
@@ -225,6 +247,13 @@ impl<F: Scalar> GcnConv<F> {
     /// not read it (default [`EVAL_CACHE_LIMIT_BYTES`]); results are the same either way.
     pub fn set_eval_cache_limit(&mut self, elements: usize) {
         self.eval_cache_limit = elements;
+    }
+
+    /// Sets the rows per block of the lean order (default [`LEAN_BLOCK`]); it must be a
+    /// multiple of the reduction grid ([`Propagate::grid_rows`]) of the graphs the layer runs
+    /// on. Results are the same bits for any such block.
+    pub fn set_lean_block(&mut self, rows: usize) {
+        self.lean_block = rows.max(1);
     }
 
     /// Input width.
@@ -259,6 +288,38 @@ impl<F: Scalar> GcnConv<F> {
     }
 }
 
+impl<F: Scalar> GcnConv<F> {
+    /// [`Order::Lean`]'s backward with ∂L/∂H left over H (`h`): per block b of
+    /// [`LEAN_BLOCK`] rows, P_b = (Âᵀ·G)_b, dW += H_bᵀ·P_b, then dH_b = P_b·Wᵀ over H_b. Every
+    /// row of P and of dH, and dW's exact sum, are those of TransformFirst's backward.
+    fn backward_over_input(
+        &mut self,
+        cx: &mut Cx<'_, F>,
+        g: ArrayView2<'_, F>,
+        h: &mut [F],
+        mut scratch: super::layer::Bufs<'_, F>,
+    ) {
+        let (n, par, adj) = (cx.n(), cx.par, cx.adj);
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        if let Some(b) = &mut self.bias {
+            adj.col_sum(g, F::one(), b.grad.row_mut(0), par);
+        }
+        let block = self.lean_block;
+        let p = scratch.take_f(n.min(block) * dout);
+        let wt = self.weight.value.t();
+        let dw = self.weight.grad.view_mut();
+        adj.t_matmul_rows(F::one(), F::one(), dw, par, &mut |sink| {
+            let f = &mut |rows: std::ops::Range<usize>, p_b: ArrayView2<'_, F>| {
+                let (lo, len) = (rows.start, rows.len());
+                let h_b = &mut h[lo * din..(lo + len) * din];
+                sink(lo, view(h_b, (len, din)), p_b);
+                gemm(F::one(), p_b, wt, F::zero(), view_mut(h_b, (len, din)), par);
+            };
+            adj.at_times_blocks(g, block, p, f, par);
+        });
+    }
+}
+
 impl<F: Scalar> Layer<F> for GcnConv<F> {
     fn name(&self) -> &'static str {
         "gcn_conv"
@@ -273,11 +334,23 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
     }
 
     fn keeps_input(&self) -> bool {
-        self.order == Order::TransformFirst
+        matches!(self.order, Order::TransformFirst | Order::Lean)
     }
 
+    fn grad_over_input(&self) -> bool {
+        self.order == Order::Lean
+    }
+
+    fn set_grad_over_input(&mut self, granted: bool) {
+        self.over_input = granted;
+    }
+
+    /// Binds the input; a [`Order::Lean`] layer on sparse features becomes TransformFirst.
     fn bind(&mut self, inputs: &[InputDesc]) {
         self.input = inputs.first().copied().unwrap_or_default();
+        if self.order == Order::Lean && self.input.sparse {
+            self.order = Order::TransformFirst;
+        }
     }
 
     fn saved(&self, n: usize) -> Req {
@@ -295,6 +368,14 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         match self.order {
             // G·Wᵀ in backward.
             Order::AggregateFirst => Req::f(n * self.in_dim()),
+            // One block of Â·H in forward and of P = Âᵀ·G in backward; without dH over H,
+            // P whole.
+            Order::Lean => {
+                let block = n.min(self.lean_block);
+                let fwd = block * self.in_dim();
+                let bwd = if self.over_input { block } else { n } * self.out_dim();
+                Req::f(fwd.max(bwd))
+            }
             // T = H·W in forward, P = Âᵀ·G in backward.
             _ => Req::f(n * self.out_dim()),
         }
@@ -383,6 +464,23 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                 };
                 s.times(w, out.view_mut(), par);
             }
+            Order::Lean => {
+                // Block by block: S_b = (Â·H)_b, out_b = S_b·W.
+                let h = x.dense();
+                let block = self.lean_block;
+                let s = scratch.take_f(n.min(block) * self.in_dim());
+                let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
+                    gemm(
+                        F::one(),
+                        s_b,
+                        w,
+                        F::zero(),
+                        out.slice_mut(s![rows, ..]),
+                        par,
+                    );
+                };
+                cx.adj.a_times_blocks(h, block, s, f, par);
+            }
             _ => {
                 let t = scratch.take_f(n * self.out_dim());
                 let mut t = view_mut(t, (n, self.out_dim()));
@@ -398,9 +496,18 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
 
     fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
         let (ins, mut saved, mut scratch, grad) = (io.ins, io.saved, io.scratch, io.grad);
-        let grad = grad.in_place();
         let (n, par) = (cx.n(), cx.par);
         let (din, dout) = (self.in_dim(), self.out_dim());
+        let grad = match grad {
+            GradIo::OverInput { dout: g, input } => {
+                assert!(
+                    g.len() >= n * dout && input.len() >= n * din,
+                    "GcnConv::backward: G or H shape"
+                );
+                return self.backward_over_input(cx, view(g, (n, dout)), input, scratch);
+            }
+            grad => grad.in_place(),
+        };
         let need_dh = cx.need_din;
         assert!(grad.len() >= n * dout, "GcnConv::backward: G shape");
         let g = view(grad, (n, dout));
@@ -425,7 +532,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                         .at_times(F::one(), y, F::zero(), view_mut(grad, (n, din)), par);
                 }
             }
-            _ => {
+            // (Lean without dH over H: TransformFirst's backward, the same bits.)
+            Order::TransformFirst | Order::Lean | Order::Auto => {
                 // P = Âᵀ·G ; dW += Hᵀ·P ; dH = P·Wᵀ
                 let p = scratch.take_f(n * dout);
                 cx.adj
@@ -798,3 +906,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod lean_tests;

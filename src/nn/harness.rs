@@ -157,6 +157,9 @@ pub(crate) struct Harness<'a, F: Scalar> {
     /// [`InputDesc::fixed_in_training`] of every input.
     pub fixed_in_training: bool,
     pub base_adj: bool,
+    /// Whether a [`Layer::grad_over_input`] layer is granted ∂L/∂in over its input (the
+    /// stack's [`GradIo::OverInput`]) when that gradient is needed.
+    pub over_input: bool,
 }
 
 impl<'a, F: Scalar> Harness<'a, F> {
@@ -171,6 +174,15 @@ impl<'a, F: Scalar> Harness<'a, F> {
             fixed_input: false,
             fixed_in_training: false,
             base_adj: true,
+            over_input: true,
+        }
+    }
+
+    /// The same with [`Layer::grad_over_input`] refused (∂L/∂in in ∂L/∂out's buffer).
+    pub(crate) fn refuse_over_input(self) -> Self {
+        Harness {
+            over_input: false,
+            ..self
         }
     }
 
@@ -217,6 +229,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             })
             .collect();
         layer.bind(&descs);
+        layer.set_grad_over_input(self.over_input && layer.grad_over_input());
         let w = layer.out_dim();
         let skip = usize::from(layer.in_place());
         let mut out = if layer.in_place() {
@@ -262,9 +275,14 @@ impl<'a, F: Scalar> Harness<'a, F> {
         let w = layer.out_dim();
         assert_eq!(dout.dim(), (n, w), "harness: ∂L/∂out shape");
         assert_eq!(need.len(), ins.len(), "harness: one flag per input");
+        // Over the input: ∂L/∂out in a buffer of its own size, the input in its own, which
+        // holds ∂L/∂in after the call (as the stack lays them out when it grants it).
+        let over = layer.grad_in_place() && self.over_input && layer.grad_over_input() && need[0];
+        layer.set_grad_over_input(over);
         let mut scratch = State::new(layer.scratch(n));
         let kept = if layer.keeps_input() { ins } else { &[] };
-        let packed = Packed::new(kept);
+        // (Over the input, the layer reads its input from the gradient's buffer only.)
+        let packed = Packed::new(if over { &[] } else { kept });
         let dout_s = dout.as_standard_layout();
         let dout_s = dout_s.as_slice().unwrap();
         let in_place = layer.grad_in_place();
@@ -277,7 +295,16 @@ impl<'a, F: Scalar> Harness<'a, F> {
             .enumerate()
             .map(|(k, i)| need[k].then_some((k, i.width())))
             .collect();
-        let grad = if in_place {
+        let mut over_in = Vec::new();
+        let grad = if over {
+            assert!(layer.keeps_input(), "harness: over the input it keeps");
+            buf = dout_s.to_vec();
+            over_in = ins[0].dense().iter().copied().collect();
+            GradIo::OverInput {
+                dout: &mut buf,
+                input: &mut over_in,
+            }
+        } else if in_place {
             assert_eq!(ins.len(), 1, "harness: in-place gradients are single-input");
             buf = vec![F::nan(); n * w.max(in_w)];
             buf[..n * w].copy_from_slice(dout_s);
@@ -302,6 +329,9 @@ impl<'a, F: Scalar> Harness<'a, F> {
                 grad,
             },
         );
+        if over {
+            return vec![Some(view(&over_in, (n, in_w)).to_owned())];
+        }
         if in_place {
             return vec![need[0].then(|| view(&buf, (n, in_w)).to_owned())];
         }

@@ -384,6 +384,15 @@ pub enum GradIo<'a, F> {
     /// (n × in_dim) on exit, in one buffer at least n·max(in, out) long. Whether ∂L/∂in is
     /// needed is `Cx::need_din`.
     InPlace(&'a mut [F]),
+    /// [`Layer::grad_over_input`], granted: ∂L/∂out (n × out_dim) in `dout`, which the layer
+    /// may overwrite, and the kept first input (n × in_dim) in `input` on entry, ∂L/∂in in
+    /// `input` on exit (nothing reads that input after this call). ∂L/∂in is needed.
+    OverInput {
+        /// ∂L/∂out (n·out_dim long).
+        dout: &'a mut [F],
+        /// The first input on entry, its gradient on exit (n·in_dim long).
+        input: &'a mut [F],
+    },
     /// ∂L/∂out, and where each input's gradient goes.
     Separate {
         /// ∂L/∂out.
@@ -401,7 +410,9 @@ impl<'a, F> GradIo<'a, F> {
     pub fn in_place(self) -> &'a mut [F] {
         match self {
             GradIo::InPlace(g) => g,
-            GradIo::Separate { .. } => unreachable!("an in-place layer's gradient is in place"),
+            GradIo::OverInput { .. } | GradIo::Separate { .. } => {
+                unreachable!("an in-place layer's gradient is in place")
+            }
         }
     }
 
@@ -412,7 +423,9 @@ impl<'a, F> GradIo<'a, F> {
     pub fn separate(self) -> (ArrayView2<'a, F>, Din<'a, F>) {
         match self {
             GradIo::Separate { dout, din } => (dout, din),
-            GradIo::InPlace(_) => unreachable!("a separate layer's gradient is separate"),
+            GradIo::InPlace(_) | GradIo::OverInput { .. } => {
+                unreachable!("a separate layer's gradient is separate")
+            }
         }
     }
 }
@@ -458,6 +471,19 @@ pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
     fn keeps_input(&self) -> bool {
         false
     }
+
+    /// For a [`Layer::grad_in_place`] layer that keeps its input: whether backward can leave
+    /// ∂L/∂in over that input ([`GradIo::OverInput`]) instead of in ∂L/∂out's buffer. The stack
+    /// grants it when nothing reads the input after this backward call and its gradient starts
+    /// there, and says so with [`Layer::set_grad_over_input`] before asking for
+    /// [`Layer::scratch`].
+    fn grad_over_input(&self) -> bool {
+        false
+    }
+
+    /// Whether the stack grants [`Layer::grad_over_input`] (then every backward call gets
+    /// [`GradIo::OverInput`]; otherwise [`GradIo::InPlace`]).
+    fn set_grad_over_input(&mut self, _granted: bool) {}
 
     /// Whether the output depends only on Â and the inputs (no parameters, no random mask): on
     /// the model's fixed input the stack computes it once and keeps it.

@@ -417,6 +417,9 @@ fn run_backward<F: Scalar>(
     let pool = &mut ws.pool;
     let taken = &mut ws.taken;
     let mut dout_buf = std::mem::take(&mut pool[b.dout]);
+    // (Over the input: the input leaves the pool; the layer reads it from its gradient's
+    // buffer.)
+    let mut over_buf = b.over_input.map(|s| std::mem::take(&mut pool[s]));
     taken.extend(b.din_slots.iter().map(|&s| std::mem::take(&mut pool[s])));
     let vals = &*pool;
     let ins = Inputs {
@@ -427,9 +430,13 @@ fn run_backward<F: Scalar>(
         xd: xd_value(plan, vals, x, &ws.xd_sparse, reads_xd),
     };
     let need_in = b.in_place.is_some_and(|(need, _)| need);
-    let grad = match b.in_place {
-        Some(_) => GradIo::InPlace(&mut dout_buf[..]),
-        None => GradIo::Separate {
+    let grad = match (b.in_place, over_buf.as_mut()) {
+        (Some(_), Some(input)) => GradIo::OverInput {
+            dout: &mut dout_buf[..],
+            input: &mut input[..],
+        },
+        (Some(_), None) => GradIo::InPlace(&mut dout_buf[..]),
+        (None, _) => GradIo::Separate {
             dout: view(&dout_buf, (n, out_w)),
             din: Din {
                 pool: taken,
@@ -448,6 +455,9 @@ fn run_backward<F: Scalar>(
         },
     );
     for (&s, buf) in b.din_slots.iter().zip(taken.drain(..)) {
+        pool[s] = buf;
+    }
+    if let (Some(s), Some(buf)) = (b.over_input, over_buf) {
         pool[s] = buf;
     }
     if let Some((true, Some((to, w)))) = b.in_place {

@@ -51,6 +51,9 @@ pub(super) struct BwdCall {
     /// In-place gradient: whether ∂L/∂in is needed, and the buffer to add it into when it is
     /// not the first contribution (`None`: it stays in `dout`'s buffer, which becomes ∂L/∂in's).
     pub(super) in_place: Option<(bool, Option<(usize, usize)>)>,
+    /// ∂L/∂in left over the kept first input ([`Layer::grad_over_input`](crate::nn::Layer)
+    /// granted): that input's buffer, which becomes ∂L/∂in's.
+    pub(super) over_input: Option<usize>,
     /// Separate gradients: per input, the index into `din_slots` and the width.
     pub(super) din: Vec<Option<(usize, usize)>>,
     /// The pool buffers of the separate gradients, taken out of the pool during the call.
@@ -355,6 +358,8 @@ impl<F: Scalar> Model<F> {
         g_inst[last] = Some(dlogits);
         // Per node: in-place (needed, add into), separate targets, adds (from, to).
         let mut ip_plan: Vec<Option<(bool, Option<usize>)>> = vec![None; n_nodes];
+        // Per node: the value instance over which ∂L/∂in is left (grad_over_input granted).
+        let mut over_plan: Vec<Option<usize>> = vec![None; n_nodes];
         let mut din_plan: Vec<Vec<Option<usize>>> = vec![Vec::new(); n_nodes];
         let mut add_plan: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n_nodes];
         for c in (0..n_nodes).rev() {
@@ -367,7 +372,25 @@ impl<F: Scalar> Model<F> {
                 let src = node.inputs[0];
                 let mut plan_ip = (false, None);
                 if let Src::Node(u) = src {
-                    if need[u] {
+                    // ∂L/∂in over the input: its first contribution, and nothing reads the
+                    // input after this call.
+                    let kept = inst_of(&src, c, true, &rec_inst)
+                        .filter(|&k| vals.inst[k].1 == t_bwd[c] && !constant[u]);
+                    let over = match kept {
+                        Some(_) if need[u] && g_inst[u].is_none() => {
+                            node.layer.grad_over_input() && node.layer.keeps_input()
+                        }
+                        _ => false,
+                    };
+                    if over {
+                        let k = kept.unwrap_or_else(|| unreachable!("checked above"));
+                        let in_size = n * self.nodes[u].layer.out_dim();
+                        let gi = vals.add(t_bwd[c], t_bwd[u], in_size);
+                        vals.handoff[gi] = Some(k);
+                        g_inst[u] = Some(gi);
+                        over_plan[c] = Some(k);
+                        plan_ip = (true, None);
+                    } else if need[u] {
                         let in_size = n * self.nodes[u].layer.out_dim();
                         vals.inst[dout].2 = vals.inst[dout].2.max(in_size);
                         match g_inst[u] {
@@ -405,6 +428,9 @@ impl<F: Scalar> Model<F> {
                 }
                 din_plan[c] = dins;
             }
+        }
+        for (c, over) in over_plan.iter().enumerate() {
+            self.nodes[c].layer.set_grad_over_input(over.is_some());
         }
         // Scratch of F: an instance at each call, so that a buffer dead by then lends it (the
         // value a backward call no longer needs hosts the next call's Âᵀ·G).
@@ -526,6 +552,7 @@ impl<F: Scalar> Model<F> {
                     dout: g_inst[c].map_or(usize::MAX, |g| slot[g]),
                     in_place: ip_plan[c]
                         .map(|(need_in, add)| (need_in, add.map(|gi| (slot[gi], widths[0])))),
+                    over_input: over_plan[c].map(|k| slot[k]),
                     din: din_plan[c]
                         .iter()
                         .zip(&widths)
@@ -602,7 +629,8 @@ mod tests {
     /// backward the two kept inputs and the gradient, then a dead input hosts Âᵀ·G. The pool
     /// holds exactly those three (the first layer's scratch and the logits' fit in them), X̃
     /// (kept for the first layer's weight gradient) and the logits: values, gradients and
-    /// scratch share it. (Planned apart, the gradients took a fourth n × hidden buffer.)
+    /// scratch share it. (Planned apart, the gradients took a fourth n × hidden buffer.) The
+    /// lean order needs two.
     #[test]
     fn values_gradients_and_scratch_share_one_pool() {
         let n = 60;
@@ -635,5 +663,34 @@ mod tests {
         sizes.sort_unstable();
         assert_eq!(sizes, vec![n * c, n * 16, n * h, n * h, n * h]);
         assert_eq!(plan.scratch.f, 0, "F scratch is lent from the pool");
+        // The lean order (every layer but the first): in forward the input and the output, in
+        // backward the input, which takes ∂L/∂in, and the gradient: two n × hidden buffers
+        // (n above a few blocks, so a block is not the whole of a value).
+        let n = 40000;
+        let d = CitationLike {
+            n_nodes: n,
+            n_classes: 5,
+            ..Default::default()
+        }
+        .generate(1)
+        .unwrap();
+        let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
+        let x = Features::Dense(ndarray::Array2::zeros((n, 16)));
+        let mut lean = ModelConfig {
+            order: Order::Lean,
+            ..cfg
+        }
+        .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
+        .unwrap();
+        let plan = lean.plan(n, &x);
+        let mut sizes = plan.pool_sizes.clone();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![n * c, n * c, n * 16, n * h, n * h]);
+        let over: Vec<bool> = plan.bwd.iter().map(|b| b.over_input.is_some()).collect();
+        assert_eq!(
+            over,
+            [false, false, true, false, true],
+            "dH over H in layers 1 and 2"
+        );
     }
 }
