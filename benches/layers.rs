@@ -164,7 +164,7 @@ fn forward(
     rng: &mut ChaCha8Rng,
     par: Par,
 ) {
-    model.train_pass(adj, true, x, rng, par, &mut |z, _| {
+    model.train_pass(adj, true, x, rng, par, &mut |z| {
         black_box(z);
         false
     });
@@ -181,7 +181,7 @@ fn timed_backward(
 ) -> Duration {
     model.zero_grad();
     let mut t0 = None;
-    model.train_pass(adj, true, x, rng, par, &mut |_, mut dz| {
+    model.train_pass(adj, true, x, rng, par, &mut |mut dz| {
         dz.assign(g);
         t0 = Some(Instant::now());
         true

@@ -20,7 +20,7 @@ use std::time::Instant;
 use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::nn::loss::softmax_cross_entropy_into;
+use sparse_gcn::nn::loss::softmax_cross_entropy_in_place_across;
 use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::train::rng_stream;
 use sparse_gcn::Par;
@@ -236,19 +236,12 @@ fn main() {
     let mut t_train_fwd = 0.0;
     let mut t_loss = Instant::now();
     let mut loss = f32::NAN;
-    model.train_pass(
-        &adj,
-        true,
-        &features,
-        &mut rng,
-        args.par,
-        &mut |logits, dlogits| {
-            t_train_fwd = report("forward (train)", t);
-            t_loss = Instant::now();
-            loss = softmax_cross_entropy_into(logits, &labels, &split.train, dlogits);
-            true
-        },
-    );
+    model.train_pass(&adj, true, &features, &mut rng, args.par, &mut |z| {
+        t_train_fwd = report("forward (train)", t);
+        t_loss = Instant::now();
+        loss = softmax_cross_entropy_in_place_across(z, &labels, &split.train, &adj);
+        true
+    });
     let t_bwd = report("loss + backward", t_loss);
 
     // Sizes and the analytic estimate.

@@ -169,9 +169,10 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
         let pass = |m: &mut Model<f32>, r: &mut ChaCha8Rng| {
             m.zero_grad();
             let mut cap = Vec::new();
-            m.train_pass(adj, true, x, r, Par::Rayon, &mut |lg, dl| {
-                cap = bits(lg);
-                dloss(lg, dl);
+            m.train_pass(adj, true, x, r, Par::Rayon, &mut |z| {
+                cap = bits(z.view());
+                let lg = z.to_owned();
+                dloss(lg.view(), z);
                 true
             });
             assert!(!cap.is_empty(), "{what}: no logits");

@@ -22,7 +22,7 @@ use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::dropedge::DropEdge;
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::metrics::accuracy;
-use sparse_gcn::nn::loss::{softmax_cross_entropy_into, softmax_cross_entropy_loss};
+use sparse_gcn::nn::loss::{softmax_cross_entropy_in_place_across, softmax_cross_entropy_loss};
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::train::{
     build_model, rng_stream, train_model, DropEdgeSource, FitOptions, RunResult, StopRule,
@@ -100,19 +100,13 @@ fn reference_loop(
         model.release();
         model.zero_grad();
         let mut train = (f64::NAN, 0.0);
-        model.train_pass(
-            &sampled,
-            false,
-            x,
-            &mut drop_rng,
-            par,
-            &mut |logits, dlogits| {
-                let l = softmax_cross_entropy_into(logits, &d.labels, &d.split.train, dlogits)
-                    .to_f64_lossless();
-                train = (l, accuracy(logits, &d.labels, &d.split.train));
-                l.is_finite()
-            },
-        );
+        model.train_pass(&sampled, false, x, &mut drop_rng, par, &mut |z| {
+            let acc = accuracy(z.view(), &d.labels, &d.split.train);
+            let l = softmax_cross_entropy_in_place_across(z, &d.labels, &d.split.train, &sampled)
+                .to_f64_lossless();
+            train = (l, acc);
+            l.is_finite()
+        });
         assert!(train.0.is_finite());
         let mut index = 0;
         model.visit_params(&mut |group, p| {

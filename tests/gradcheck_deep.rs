@@ -90,7 +90,7 @@ fn loss(
 ) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut l = f64::NAN;
-    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |z, _| {
+    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |z| {
         l = (&z * r).sum();
         false
     });
@@ -107,7 +107,7 @@ fn analytic(
 ) -> Vec<f64> {
     m.zero_grad();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |_, mut dz| {
+    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |mut dz| {
         dz.assign(r);
         true
     });
@@ -417,9 +417,9 @@ fn checkpointing_gives_identical_gradients_and_logits() {
                     .unwrap();
                 let mut drop = ChaCha8Rng::seed_from_u64(2);
                 let mut z = None;
-                m.train_pass(&adj, true, &x, &mut drop, Par::Rayon, &mut |l, mut dl| {
-                    dl.assign(&l.mapv(|v| v.sin()));
-                    z = Some(l.to_owned());
+                m.train_pass(&adj, true, &x, &mut drop, Par::Rayon, &mut |mut dl| {
+                    z = Some(dl.to_owned());
+                    dl.mapv_inplace(|v| v.sin());
                     true
                 });
                 let mut gr = Vec::new();
@@ -454,7 +454,7 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
         m.snapshot_into(&mut snap);
         let before = m.predict(&adj, &x, Par::Seq);
         // A training pass moves BatchNorm's running statistics, a fake step moves weights.
-        m.train_pass(&adj, true, &x, &mut rng, Par::Seq, &mut |_, _| false);
+        m.train_pass(&adj, true, &x, &mut rng, Par::Seq, &mut |_| false);
         m.visit_params(&mut |_, p| p.value.mapv_inplace(|v| v + 0.1));
         assert_ne!(m.predict(&adj, &x, Par::Seq), before);
         m.restore(&snap);

@@ -16,7 +16,8 @@ use rand_chacha::ChaCha8Rng;
 use sparse_gcn::data::{Features, Mask};
 use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 use sparse_gcn::nn::loss::{
-    softmax_cross_entropy, softmax_cross_entropy_into, softmax_cross_entropy_loss,
+    softmax_cross_entropy, softmax_cross_entropy_in_place_across, softmax_cross_entropy_into,
+    softmax_cross_entropy_loss,
 };
 use sparse_gcn::nn::{Model, ModelConfig, Named, Order};
 use sparse_gcn::testing::{max_rel_err, numerical_grad};
@@ -102,11 +103,11 @@ fn train_loss(
     backward: bool,
 ) -> f64 {
     let mut loss = f64::NAN;
-    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z, dz| {
+    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z| {
         if backward {
-            loss = softmax_cross_entropy_into(z, labels, mask, dz);
+            loss = softmax_cross_entropy_in_place_across(z, labels, mask, adj);
         } else {
-            loss = softmax_cross_entropy_loss(z, labels, mask);
+            loss = softmax_cross_entropy_loss(z.view(), labels, mask);
         }
         backward
     });
@@ -121,7 +122,7 @@ fn train_logits(
     state: &ChaCha8Rng,
 ) -> Array2<f64> {
     let mut out = None;
-    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z, _| {
+    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z| {
         out = Some(z.to_owned());
         false
     });

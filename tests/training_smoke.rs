@@ -235,7 +235,7 @@ fn predict_equals_the_eval_forward_pass_bitwise() {
                     &d.features,
                     &mut rng_stream(4, 1),
                     Par::Rayon,
-                    &mut |l, _| {
+                    &mut |l| {
                         t = Some(l.to_owned());
                         false
                     },

@@ -590,7 +590,10 @@ impl<'a, F: Scalar> Builder<'a, F> {
         self.blocks.push(self.block_start..self.nodes.len());
     }
 
-    /// The node ranges recomputed under `strategy`: segments of k consecutive hidden blocks.
+    /// The node ranges recomputed under `strategy`: segments of k consecutive hidden blocks,
+    /// but for those whose recomputation would free nothing: where no node keeps its input
+    /// or saves values for backward (a GCN block of ReLU and dropout alone saves its 2-bit
+    /// codes; recomputing it would keep the convolution's output instead).
     fn segments(&self, strategy: Checkpointing) -> Vec<std::ops::Range<usize>> {
         match strategy {
             Checkpointing::None => Vec::new(),
@@ -598,6 +601,11 @@ impl<'a, F: Scalar> Builder<'a, F> {
                 .blocks
                 .chunks(k.max(1))
                 .map(|c| c[0].start..c[c.len() - 1].end)
+                .filter(|r| {
+                    self.nodes[r.clone()]
+                        .iter()
+                        .any(|nd| nd.layer.keeps_input() || nd.layer.saved(1).f > 0)
+                })
                 .collect(),
         }
     }

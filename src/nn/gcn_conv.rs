@@ -366,8 +366,10 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
 
     fn scratch(&self, n: usize) -> Req {
         match self.order {
-            // G·Wᵀ in backward.
-            Order::AggregateFirst => Req::f(n * self.in_dim()),
+            // G·Wᵀ in backward (when the input needs a gradient), one block of Â·X for an
+            // evaluation that recomputes it.
+            Order::AggregateFirst if self.input.grad => Req::f(n * self.in_dim()),
+            Order::AggregateFirst => Req::f(n.min(self.lean_block) * self.in_dim()),
             // One block of Â·H in forward and of P = Âᵀ·G in backward; without dH over H,
             // P whole.
             Order::Lean => {
@@ -402,16 +404,31 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     && !self.input.fixed_in_training
                     && matches!(x, Value::Dense(_))
                     && n * self.in_dim() > self.eval_cache_limit;
-                let s = if recompute {
-                    // Evaluation on the fixed input, too large to keep: Â·X into scratch.
+                if recompute {
+                    // Evaluation on the fixed input, too large to keep: Â·X block by block
+                    // (the rows a_times gives), each block times W.
                     let Value::Dense(h) = x else {
                         unreachable!("dense above")
                     };
-                    let s = scratch.take_f(n * self.in_dim());
-                    cx.adj
-                        .a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
-                    Value::Dense(view(s, h.dim()))
-                } else if cx.fixed_input {
+                    let block = self.lean_block;
+                    let s = scratch.take_f(n.min(block) * self.in_dim());
+                    let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
+                        gemm(
+                            F::one(),
+                            s_b,
+                            w,
+                            F::zero(),
+                            out.slice_mut(s![rows, ..]),
+                            par,
+                        );
+                    };
+                    cx.adj.a_times_blocks(h, block, s, f, par);
+                    if let Some(b) = &self.bias {
+                        add_bias(out, b.value.row(0), par);
+                    }
+                    return;
+                }
+                let s = if cx.fixed_input {
                     if self.fixed.is_none() {
                         self.fixed = Some(match x {
                             Value::Dense(h) => {

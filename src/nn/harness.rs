@@ -226,6 +226,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             .map(|i| InputDesc {
                 sparse: matches!(i, In::Sparse(_)),
                 fixed_in_training: self.fixed_in_training,
+                grad: true,
             })
             .collect();
         layer.bind(&descs);

@@ -251,6 +251,8 @@ pub struct InputDesc {
     /// The input is the model's fixed input in training passes too (the raw features: no input
     /// dropout, no DropEdge), so [`Cx::fixed_input`] is set in every pass.
     pub fixed_in_training: bool,
+    /// The stack may ask for this input's gradient (it is not the features).
+    pub grad: bool,
 }
 
 /// The context of one layer call.

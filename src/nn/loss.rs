@@ -88,6 +88,90 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
     masked_ce(logits, labels, mask, grad, Some(across))
 }
 
+/// [`softmax_cross_entropy_across`] with the gradient written over the logits: `z` holds the
+/// logits on entry and ∂L/∂logits on exit (zero outside the mask's rows). The loss and the
+/// gradient are the same bits as [`softmax_cross_entropy_across`]'s; one n × classes buffer
+/// instead of two.
+///
+/// # Panics
+/// As [`softmax_cross_entropy_across`].
+#[track_caller]
+pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
+    mut z: ArrayViewMut2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    across: &dyn Propagate<F>,
+) -> F {
+    use rayon::prelude::*;
+    let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
+        crate::kernels::profile::Work::Stream {
+            bytes: (2 * z.len() + mask.len() * z.ncols()) * std::mem::size_of::<F>(),
+        }
+    });
+    let mut count = [mask.len() as u64];
+    across.sum_counts(&mut count);
+    assert!(count[0] > 0, "softmax_cross_entropy: empty mask");
+    assert_eq!(
+        labels.len(),
+        z.nrows(),
+        "softmax_cross_entropy: labels vs rows"
+    );
+    let c = z.ncols();
+    let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
+    let idx = mask.indices();
+    // Rows lo.. of chunk `zc`: each mask row's term, then its gradient over it; other rows 0.
+    let rows = |lo: usize, mut zc: ArrayViewMut2<'_, F>| -> F::Exact {
+        let mut acc = F::Exact::default();
+        let mut next = idx.partition_point(|&k| (k as usize) < lo);
+        for (r, mut row) in zc.rows_mut().into_iter().enumerate() {
+            let i = lo + r;
+            if idx.get(next).is_none_or(|&k| k as usize != i) {
+                row.fill(F::zero());
+                continue;
+            }
+            next += 1;
+            let y = labels[i] as usize;
+            assert!(
+                y < c,
+                "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
+            );
+            let max = row.iter().copied().fold(F::neg_infinity(), F::max);
+            let sum: F = row.iter().map(|&v| (v - max).exp()).sum();
+            let lse = max + sum.ln();
+            acc.add((lse - row[y]).to_f64_lossless());
+            for v in row.iter_mut() {
+                *v = (*v - lse).exp() * inv_m;
+            }
+            row[y] -= inv_m;
+        }
+        acc
+    };
+    let step = loss_rows(c);
+    let merge = |mut a: F::Exact, b: F::Exact| {
+        a.merge(&b);
+        a
+    };
+    let total = match z.as_slice_mut() {
+        Some(zs) if c > 0 => zs
+            .par_chunks_mut(step * c)
+            .enumerate()
+            .map(|(k, zc)| {
+                let len = zc.len() / c;
+                let Ok(v) = ArrayViewMut2::from_shape((len, c), zc) else {
+                    unreachable!("a chunk of whole rows")
+                };
+                rows(k * step, v)
+            })
+            .reduce(F::Exact::default, merge),
+        _ => z
+            .axis_chunks_iter_mut(ndarray::Axis(0), step)
+            .enumerate()
+            .map(|(k, v)| rows(k * step, v))
+            .fold(F::Exact::default(), merge),
+    };
+    F::from_f64_lossy(across.sum_exact(&total)) * inv_m
+}
+
 /// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.
 ///
 /// # Panics
@@ -199,4 +283,54 @@ fn masked_ce<F: Scalar>(
         None => total.value(),
     };
     F::from_f64_lossy(total) * inv_m
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::Array2;
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::data::Mask;
+    use crate::nn::harness::citation;
+
+    #[test]
+    fn the_gradient_over_the_logits_is_the_two_buffer_gradient_bit_for_bit() {
+        let (adj, _) = citation();
+        let n = adj.n_nodes();
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let c = 7;
+        let z = Array2::from_shape_fn((n, c), |_| rng.random::<f32>() * 8.0 - 4.0);
+        let labels: Vec<u32> = (0..n).map(|i| (i * 5 % c) as u32).collect();
+        // Every third node, and one chunk boundary's neighbours.
+        let mask = Mask::from_bool(&(0..n).map(|i| i % 3 == 0 || i == 1).collect::<Vec<_>>());
+        let mut want = Array2::from_elem((n, c), f32::NAN);
+        let loss =
+            softmax_cross_entropy_across(z.view(), &labels, &mask, Some(want.view_mut()), &adj);
+        let mut got = z.clone();
+        let loss2 = softmax_cross_entropy_in_place_across(got.view_mut(), &labels, &mask, &adj);
+        assert_eq!(loss.to_bits(), loss2.to_bits());
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "the gradients differ"
+        );
+        assert!(
+            got.row(2).iter().all(|&v| v == 0.0),
+            "a row outside the mask is zero"
+        );
+        // A strided view takes the sequential path: the same bits.
+        let mut wide = Array2::from_elem((n, c + 2), 1.0f32);
+        wide.slice_mut(ndarray::s![.., ..c]).assign(&z);
+        let loss3 = softmax_cross_entropy_in_place_across(
+            wide.slice_mut(ndarray::s![.., ..c]),
+            &labels,
+            &mask,
+            &adj,
+        );
+        assert_eq!(loss.to_bits(), loss3.to_bits());
+        assert_eq!(wide.slice(ndarray::s![.., ..c]), got);
+    }
 }

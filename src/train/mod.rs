@@ -7,7 +7,7 @@ pub mod run;
 
 use std::time::Instant;
 
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::ArrayViewMut2;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -19,7 +19,7 @@ use crate::graph::dropedge::DropEdge;
 use crate::graph::{Graph, Norm, NormAdj, Propagate};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
-use crate::nn::loss::softmax_cross_entropy_across;
+use crate::nn::loss::{softmax_cross_entropy_across, softmax_cross_entropy_in_place_across};
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::{ConfigError, Error, Par, Result, Scalar};
@@ -344,10 +344,11 @@ pub fn train_step<F: Scalar>(
 ) -> (f64, f64) {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
-    let mut loss = |logits: ArrayView2<'_, F>, dlogits: ArrayViewMut2<'_, F>| {
-        let loss = softmax_cross_entropy_across(logits, labels, train, Some(dlogits), adj)
-            .to_f64_lossless();
-        out = (loss, accuracy_across(logits, labels, train, adj));
+    let mut loss = |z: ArrayViewMut2<'_, F>| {
+        // The accuracy first: the gradient is written over the logits.
+        let acc = accuracy_across(z.view(), labels, train, adj);
+        let loss = softmax_cross_entropy_in_place_across(z, labels, train, adj).to_f64_lossless();
+        out = (loss, acc);
         loss.is_finite()
     };
     model.train_pass(adj, base_adj, x, rng, par, &mut loss);

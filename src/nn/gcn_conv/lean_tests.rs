@@ -141,6 +141,7 @@ fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
     l.bind(&[InputDesc {
         sparse: true,
         fixed_in_training: false,
+        grad: false,
     }]);
     assert_eq!(l.order, Order::TransformFirst);
 }

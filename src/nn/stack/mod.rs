@@ -386,8 +386,9 @@ impl<F: Scalar> Model<F> {
     // -----------------------------------------------------------------------------------------
     // Passes.
 
-    /// A training pass: forward (dropout on, masks from `rng`), then `loss(logits, dlogits)`,
-    /// which must write ∂L/∂logits into `dlogits` (every entry) and returns whether to go on,
+    /// A training pass: forward (dropout on, masks from `rng`), then `loss(z)`, where `z`
+    /// holds the logits and must be left holding ∂L/∂logits (every entry; the gradient is
+    /// written over the logits, one n × classes buffer for both), returning whether to go on,
     /// then (if so) backward, which **adds** every parameter's gradient. `adj` may be another
     /// Â than the model's own for each pass (DropEdge's samples; `base_adj = false`), with the
     /// same nodes, if the model was configured with `drop_edge > 0`.
@@ -402,7 +403,7 @@ impl<F: Scalar> Model<F> {
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
-        loss: &mut dyn FnMut(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) -> bool,
+        loss: &mut dyn FnMut(ArrayViewMut2<'_, F>) -> bool,
     ) {
         assert!(
             base_adj || self.config.drop_edge > 0.0,
@@ -428,8 +429,11 @@ impl<F: Scalar> Model<F> {
         let go = {
             let Workspace { pool, plan, .. } = &mut *ws;
             let mut dlogits = std::mem::take(&mut pool[plan.dlogits_slot]);
-            let logits = view(&pool[plan.out_slot], (n, c));
-            let go = loss(logits, view_mut(&mut dlogits, (n, c)));
+            if plan.dlogits_slot != plan.out_slot {
+                // (Logits the model keeps, e.g. a constant last layer's: a copy.)
+                dlogits[..n * c].copy_from_slice(&pool[plan.out_slot][..n * c]);
+            }
+            let go = loss(view_mut(&mut dlogits, (n, c)));
             pool[plan.dlogits_slot] = dlogits;
             go
         };

@@ -226,6 +226,7 @@ impl<F: Scalar> Model<F> {
                             Src::Xd => !xd_dropped,
                             Src::Node(j) => out_fixed_train[*j],
                         },
+                    grad: matches!(s, Src::Node(j) if need[*j]),
                 })
                 .collect();
             self.nodes[i].layer.bind(&descs);
@@ -355,6 +356,10 @@ impl<F: Scalar> Model<F> {
         let mut g_inst: Vec<Option<usize>> = vec![None; n_nodes];
         let last = n_nodes - 1;
         let dlogits = vals.add(t_loss, t_bwd[last], n * self.nodes[last].layer.out_dim());
+        // ∂L/∂logits over the logits (the loss reads nothing else after it).
+        if !constant[last] && vals.inst[fwd_inst[last]].1 == t_loss {
+            vals.handoff[dlogits] = Some(fwd_inst[last]);
+        }
         g_inst[last] = Some(dlogits);
         // Per node: in-place (needed, add into), separate targets, adds (from, to).
         let mut ip_plan: Vec<Option<(bool, Option<usize>)>> = vec![None; n_nodes];
@@ -665,7 +670,7 @@ mod tests {
         assert_eq!(plan.scratch.f, 0, "F scratch is lent from the pool");
         // The lean order (every layer but the first): in forward the input and the output, in
         // backward the input, which takes ∂L/∂in, and the gradient: two n × hidden buffers
-        // (n above a few blocks, so a block is not the whole of a value).
+        // (n above a few blocks, so that a block is not the whole of a value).
         let n = 40000;
         let d = CitationLike {
             n_nodes: n,
@@ -685,7 +690,10 @@ mod tests {
         let plan = lean.plan(n, &x);
         let mut sizes = plan.pool_sizes.clone();
         sizes.sort_unstable();
-        assert_eq!(sizes, vec![n * c, n * c, n * 16, n * h, n * h]);
+        // (X̃ shares a hidden buffer, the logits' gradient the logits' buffer; one block of
+        // scratch.)
+        let block = crate::nn::gcn_conv::LEAN_BLOCK * h;
+        assert_eq!(sizes, vec![n * c, block, n * h, n * h]);
         let over: Vec<bool> = plan.bwd.iter().map(|b| b.over_input.is_some()).collect();
         assert_eq!(
             over,
