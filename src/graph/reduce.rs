@@ -194,7 +194,11 @@ pub(crate) fn t_matmul_rows<F: Scalar>(
             return;
         }
         let group = T_MATMUL_GROUP.min(n.div_ceil(grid)).max(1);
-        let part = refill(part, group * a * c, F::zero());
+        // (Every partial is overwritten by its GEMM: the buffer only grows, never refilled, so
+        // a call in many blocks clears nothing per block.)
+        if part.len() < group * a * c {
+            part.resize(group * a * c, F::zero());
+        }
         // Chunk `start / grid`'s partial, one GEMM over its rows.
         let partial = |start: usize, p: &mut [F]| {
             let rows = start..(start + grid).min(n);

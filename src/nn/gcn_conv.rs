@@ -289,6 +289,32 @@ impl<F: Scalar> GcnConv<F> {
 }
 
 impl<F: Scalar> GcnConv<F> {
+    /// out ← (Â·H)·W block by block of `lean_block` rows (one block of Â·H in `scratch`): the
+    /// lean order's forward, and aggregate-first's recomputation for evaluation; every row as
+    /// the whole products give it.
+    fn aggregate_then_transform_blocks(
+        &self,
+        adj: &dyn Propagate<F>,
+        h: ArrayView2<'_, F>,
+        mut out: ndarray::ArrayViewMut2<'_, F>,
+        mut scratch: super::layer::Bufs<'_, F>,
+        par: crate::Par,
+    ) {
+        let (n, block, w) = (h.nrows(), self.lean_block, self.weight.value.view());
+        let s = scratch.take_f(n.min(block) * self.in_dim());
+        let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
+            gemm(
+                F::one(),
+                s_b,
+                w,
+                F::zero(),
+                out.slice_mut(s![rows, ..]),
+                par,
+            );
+        };
+        adj.a_times_blocks(h, block, s, f, par);
+    }
+
     /// [`Order::Lean`]'s backward with ∂L/∂H left over H (`h`): per block b of
     /// [`LEAN_BLOCK`] rows, P_b = (Âᵀ·G)_b, dW += H_bᵀ·P_b, then dH_b = P_b·Wᵀ over H_b. Every
     /// row of P and of dH, and dW's exact sum, are those of TransformFirst's backward.
@@ -397,37 +423,20 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             self.out_dim()
         );
         let w = self.weight.value.view();
+        // Aggregate-first evaluation on the fixed input, too large to keep: Â·X block by block,
+        // as the lean order's forward.
+        let recompute = self.order == Order::AggregateFirst
+            && cx.fixed_input
+            && self.fixed.is_none()
+            && !self.input.fixed_in_training
+            && matches!(x, Value::Dense(_))
+            && n * self.in_dim() > self.eval_cache_limit;
         match self.order {
+            _ if recompute || self.order == Order::Lean => {
+                let out = out.view_mut();
+                self.aggregate_then_transform_blocks(cx.adj, x.dense(), out, scratch, par);
+            }
             Order::AggregateFirst => {
-                let recompute = cx.fixed_input
-                    && self.fixed.is_none()
-                    && !self.input.fixed_in_training
-                    && matches!(x, Value::Dense(_))
-                    && n * self.in_dim() > self.eval_cache_limit;
-                if recompute {
-                    // Evaluation on the fixed input, too large to keep: Â·X block by block
-                    // (the rows a_times gives), each block times W.
-                    let Value::Dense(h) = x else {
-                        unreachable!("dense above")
-                    };
-                    let block = self.lean_block;
-                    let s = scratch.take_f(n.min(block) * self.in_dim());
-                    let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
-                        gemm(
-                            F::one(),
-                            s_b,
-                            w,
-                            F::zero(),
-                            out.slice_mut(s![rows, ..]),
-                            par,
-                        );
-                    };
-                    cx.adj.a_times_blocks(h, block, s, f, par);
-                    if let Some(b) = &self.bias {
-                        add_bias(out, b.value.row(0), par);
-                    }
-                    return;
-                }
                 let s = if cx.fixed_input {
                     if self.fixed.is_none() {
                         self.fixed = Some(match x {
@@ -480,23 +489,6 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     }
                 };
                 s.times(w, out.view_mut(), par);
-            }
-            Order::Lean => {
-                // Block by block: S_b = (Â·H)_b, out_b = S_b·W.
-                let h = x.dense();
-                let block = self.lean_block;
-                let s = scratch.take_f(n.min(block) * self.in_dim());
-                let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
-                    gemm(
-                        F::one(),
-                        s_b,
-                        w,
-                        F::zero(),
-                        out.slice_mut(s![rows, ..]),
-                        par,
-                    );
-                };
-                cx.adj.a_times_blocks(h, block, s, f, par);
             }
             _ => {
                 let t = scratch.take_f(n * self.out_dim());

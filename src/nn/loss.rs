@@ -97,79 +97,17 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
 /// As [`softmax_cross_entropy_across`].
 #[track_caller]
 pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
-    mut z: ArrayViewMut2<'_, F>,
+    z: ArrayViewMut2<'_, F>,
     labels: &[u32],
     mask: &Mask,
     across: &dyn Propagate<F>,
 ) -> F {
-    use rayon::prelude::*;
     let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
         crate::kernels::profile::Work::Stream {
             bytes: (2 * z.len() + mask.len() * z.ncols()) * std::mem::size_of::<F>(),
         }
     });
-    let mut count = [mask.len() as u64];
-    across.sum_counts(&mut count);
-    assert!(count[0] > 0, "softmax_cross_entropy: empty mask");
-    assert_eq!(
-        labels.len(),
-        z.nrows(),
-        "softmax_cross_entropy: labels vs rows"
-    );
-    let c = z.ncols();
-    let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
-    let idx = mask.indices();
-    // Rows lo.. of chunk `zc`: each mask row's term, then its gradient over it; other rows 0.
-    let rows = |lo: usize, mut zc: ArrayViewMut2<'_, F>| -> F::Exact {
-        let mut acc = F::Exact::default();
-        let mut next = idx.partition_point(|&k| (k as usize) < lo);
-        for (r, mut row) in zc.rows_mut().into_iter().enumerate() {
-            let i = lo + r;
-            if idx.get(next).is_none_or(|&k| k as usize != i) {
-                row.fill(F::zero());
-                continue;
-            }
-            next += 1;
-            let y = labels[i] as usize;
-            assert!(
-                y < c,
-                "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
-            );
-            let max = row.iter().copied().fold(F::neg_infinity(), F::max);
-            let sum: F = row.iter().map(|&v| (v - max).exp()).sum();
-            let lse = max + sum.ln();
-            acc.add((lse - row[y]).to_f64_lossless());
-            for v in row.iter_mut() {
-                *v = (*v - lse).exp() * inv_m;
-            }
-            row[y] -= inv_m;
-        }
-        acc
-    };
-    let step = loss_rows(c);
-    let merge = |mut a: F::Exact, b: F::Exact| {
-        a.merge(&b);
-        a
-    };
-    let total = match z.as_slice_mut() {
-        Some(zs) if c > 0 => zs
-            .par_chunks_mut(step * c)
-            .enumerate()
-            .map(|(k, zc)| {
-                let len = zc.len() / c;
-                let Ok(v) = ArrayViewMut2::from_shape((len, c), zc) else {
-                    unreachable!("a chunk of whole rows")
-                };
-                rows(k * step, v)
-            })
-            .reduce(F::Exact::default, merge),
-        _ => z
-            .axis_chunks_iter_mut(ndarray::Axis(0), step)
-            .enumerate()
-            .map(|(k, v)| rows(k * step, v))
-            .fold(F::Exact::default(), merge),
-    };
-    F::from_f64_lossy(across.sum_exact(&total)) * inv_m
+    masked_ce_in_place(z, labels, mask, Some(across))
 }
 
 /// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.
@@ -191,98 +129,149 @@ fn loss_rows(c: usize) -> usize {
     crate::kernels::rows::chunk_rows(c)
 }
 
-/// The loss, and the gradient written into `grad` (zero outside the mask's rows). The terms
-/// are summed exactly (in any order, over every process with `across`) and rounded once. Rows
-/// are taken in tasks of [`loss_rows`] (in parallel when `grad` is contiguous or absent), each
-/// task's terms summed into its own exact partial.
+/// |M| over every process, and 1/|M|.
 #[track_caller]
-fn masked_ce<F: Scalar>(
-    logits: ArrayView2<'_, F>,
-    labels: &[u32],
+fn mask_count<F: Scalar>(
     mask: &Mask,
-    mut grad: Option<ArrayViewMut2<'_, F>>,
+    n: usize,
+    labels: &[u32],
     across: Option<&dyn Propagate<F>>,
 ) -> F {
-    use rayon::prelude::*;
     let mut count = [mask.len() as u64];
     if let Some(p) = across {
         p.sum_counts(&mut count);
     }
     assert!(count[0] > 0, "softmax_cross_entropy: empty mask");
-    assert_eq!(
-        labels.len(),
-        logits.nrows(),
-        "softmax_cross_entropy: labels vs rows"
+    assert_eq!(labels.len(), n, "softmax_cross_entropy: labels vs rows");
+    F::one() / F::from_u64(count[0]).unwrap_or_else(F::one)
+}
+
+/// Row `i`'s label (checked against `c` classes) and log-sum-exp (the row's maximum
+/// subtracted first).
+#[track_caller]
+fn label_lse<F: Scalar>(z: ndarray::ArrayView1<'_, F>, labels: &[u32], i: usize) -> (usize, F) {
+    let c = z.len();
+    let y = labels[i] as usize;
+    assert!(
+        y < c,
+        "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
     );
-    let (n, c) = logits.dim();
-    let inv_m = F::one() / F::from_u64(count[0]).unwrap_or_else(F::one);
-    let idx = mask.indices();
-    // The terms of the mask's rows in lo..hi, and the gradient of rows lo..hi written into `g`
-    // (zero outside the mask) when given.
-    let rows = |lo: usize, hi: usize, mut g: Option<ArrayViewMut2<'_, F>>| -> F::Exact {
-        if let Some(g) = g.as_mut() {
-            g.fill(F::zero());
-        }
-        let a = idx.partition_point(|&k| (k as usize) < lo);
-        let b = idx.partition_point(|&k| (k as usize) < hi);
-        let mut acc = F::Exact::default();
-        for &i in &idx[a..b] {
-            let i = i as usize;
-            let y = labels[i] as usize;
-            assert!(
-                y < c,
-                "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
-            );
-            let z = logits.row(i);
-            let max = z.iter().copied().fold(F::neg_infinity(), F::max);
-            let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
-            let lse = max + sum.ln();
-            acc.add((lse - z[y]).to_f64_lossless());
-            if let Some(g) = g.as_mut() {
-                let mut g = g.row_mut(i - lo);
-                for k in 0..c {
-                    g[k] = (z[k] - lse).exp() * inv_m;
-                }
-                g[y] -= inv_m;
-            }
-        }
-        acc
-    };
-    let step = loss_rows(c);
-    let merge = |mut a: F::Exact, b: F::Exact| {
-        a.merge(&b);
-        a
-    };
-    let total = match grad.as_mut() {
-        Some(g) if c > 0 => match g.as_slice_mut() {
-            Some(gs) => gs
-                .par_chunks_mut(step * c)
-                .enumerate()
-                .map(|(k, gc)| {
-                    let len = gc.len() / c;
-                    let Ok(gv) = ArrayViewMut2::from_shape((len, c), gc) else {
-                        unreachable!("a chunk of whole rows")
-                    };
-                    rows(k * step, k * step + len, Some(gv))
-                })
-                .reduce(F::Exact::default, merge),
-            // A strided gradient: the same tasks, one after the other.
-            None => g
-                .axis_chunks_iter_mut(ndarray::Axis(0), step)
-                .enumerate()
-                .map(|(k, gv)| rows(k * step, k * step + gv.nrows(), Some(gv)))
-                .fold(F::Exact::default(), merge),
-        },
-        _ => (0..n.div_ceil(step))
-            .into_par_iter()
-            .map(|k| rows(k * step, ((k + 1) * step).min(n), None))
-            .reduce(F::Exact::default, merge),
-    };
+    let max = z.iter().copied().fold(F::neg_infinity(), F::max);
+    let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
+    (y, max + sum.ln())
+}
+
+/// The exact sum (over every process with `across`) of the tasks' partials, rounded once,
+/// times 1/|M|.
+fn finish_loss<F: Scalar>(total: F::Exact, inv_m: F, across: Option<&dyn Propagate<F>>) -> F {
     let total = match across {
         Some(p) => p.sum_exact(&total),
         None => total.value(),
     };
     F::from_f64_lossy(total) * inv_m
+}
+
+fn merge<A: Accumulator>(mut a: A, b: A) -> A {
+    a.merge(&b);
+    a
+}
+
+/// The loss, and the gradient written into `grad` (zero outside the mask's rows): the logits
+/// are copied into `grad` and [`masked_ce_in_place`] writes the gradient over them. Without
+/// `grad`, the terms alone, in tasks of [`loss_rows`] rows, each summed into its own exact
+/// partial; the terms are summed exactly (in any order, over every process with `across`) and
+/// rounded once.
+#[track_caller]
+fn masked_ce<F: Scalar>(
+    logits: ArrayView2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    grad: Option<ArrayViewMut2<'_, F>>,
+    across: Option<&dyn Propagate<F>>,
+) -> F {
+    use rayon::prelude::*;
+    if let Some(mut g) = grad {
+        g.assign(&logits);
+        return masked_ce_in_place(g, labels, mask, across);
+    }
+    let (n, c) = logits.dim();
+    let inv_m = mask_count(mask, n, labels, across);
+    let idx = mask.indices();
+    // The terms of the mask's rows in lo..hi.
+    let rows = |lo: usize, hi: usize| -> F::Exact {
+        let a = idx.partition_point(|&k| (k as usize) < lo);
+        let b = idx.partition_point(|&k| (k as usize) < hi);
+        let mut acc = F::Exact::default();
+        for &i in &idx[a..b] {
+            let z = logits.row(i as usize);
+            let (y, lse) = label_lse(z, labels, i as usize);
+            acc.add((lse - z[y]).to_f64_lossless());
+        }
+        acc
+    };
+    let step = loss_rows(c);
+    let total = (0..n.div_ceil(step))
+        .into_par_iter()
+        .map(|k| rows(k * step, ((k + 1) * step).min(n)))
+        .reduce(F::Exact::default, merge);
+    finish_loss(total, inv_m, across)
+}
+
+/// The loss, with the gradient written over the logits `z` (zero outside the mask's rows), in
+/// tasks of [`loss_rows`] rows (in parallel when `z` is contiguous), each task's terms summed
+/// into its own exact partial.
+#[track_caller]
+fn masked_ce_in_place<F: Scalar>(
+    mut z: ArrayViewMut2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    across: Option<&dyn Propagate<F>>,
+) -> F {
+    use rayon::prelude::*;
+    let c = z.ncols();
+    let inv_m = mask_count(mask, z.nrows(), labels, across);
+    let idx = mask.indices();
+    // Rows lo.. of chunk `zc`: each mask row's term, then its gradient over it; other rows 0.
+    let rows = |lo: usize, mut zc: ArrayViewMut2<'_, F>| -> F::Exact {
+        let mut acc = F::Exact::default();
+        let mut next = idx.partition_point(|&k| (k as usize) < lo);
+        for (r, mut row) in zc.rows_mut().into_iter().enumerate() {
+            let i = lo + r;
+            if idx.get(next).is_none_or(|&k| k as usize != i) {
+                row.fill(F::zero());
+                continue;
+            }
+            next += 1;
+            let (y, lse) = label_lse(row.view(), labels, i);
+            acc.add((lse - row[y]).to_f64_lossless());
+            for v in row.iter_mut() {
+                *v = (*v - lse).exp() * inv_m;
+            }
+            row[y] -= inv_m;
+        }
+        acc
+    };
+    let step = loss_rows(c);
+    let total = match z.as_slice_mut() {
+        Some(zs) if c > 0 => zs
+            .par_chunks_mut(step * c)
+            .enumerate()
+            .map(|(k, zc)| {
+                let len = zc.len() / c;
+                let Ok(v) = ArrayViewMut2::from_shape((len, c), zc) else {
+                    unreachable!("a chunk of whole rows")
+                };
+                rows(k * step, v)
+            })
+            .reduce(F::Exact::default, merge),
+        // A strided buffer (or no classes): the same tasks, one after the other.
+        _ => z
+            .axis_chunks_iter_mut(ndarray::Axis(0), step)
+            .enumerate()
+            .map(|(k, v)| rows(k * step, v))
+            .fold(F::Exact::default(), merge),
+    };
+    finish_loss(total, inv_m, across)
 }
 
 #[cfg(test)]

@@ -629,16 +629,9 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    /// A 3-layer GCN (transform first, dropout on the input and between layers) needs at any
-    /// event three n × hidden buffers: in forward H₁, the next layer's H·W and its output; in
-    /// backward the two kept inputs and the gradient, then a dead input hosts Âᵀ·G. The pool
-    /// holds exactly those three (the first layer's scratch and the logits' fit in them), X̃
-    /// (kept for the first layer's weight gradient) and the logits: values, gradients and
-    /// scratch share it. (Planned apart, the gradients took a fourth n × hidden buffer.) The
-    /// lean order needs two.
-    #[test]
-    fn values_gradients_and_scratch_share_one_pool() {
-        let n = 60;
+    /// The plan of a 3-layer GCN (16 → 32 → 32 → 5, dropout on the input and between layers)
+    /// in `order` on a citation-like graph of `n` nodes.
+    fn gcn_plan(n: usize, order: Order) -> super::Plan {
         let d = CitationLike {
             n_nodes: n,
             n_classes: 5,
@@ -650,12 +643,11 @@ mod tests {
         let x = Features::Dense(ndarray::Array2::from_shape_fn((n, 16), |(i, j)| {
             ((i * 7 + j) % 5) as f32
         }));
-        let (h, c) = (32, 5);
         let cfg = ModelConfig {
             in_dim: 16,
-            hidden_dim: h,
-            out_dim: c,
-            order: Order::TransformFirst,
+            hidden_dim: 32,
+            out_dim: 5,
+            order,
             dropout: 0.5,
             input_dropout: 0.5,
             ..ModelConfig::deep(Arch::Gcn, 3)
@@ -663,7 +655,20 @@ mod tests {
         let mut m = cfg
             .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
             .unwrap();
-        let plan = m.plan(n, &x);
+        m.plan(n, &x)
+    }
+
+    /// A 3-layer GCN (transform first, dropout on the input and between layers) needs at any
+    /// event three n × hidden buffers: in forward H₁, the next layer's H·W and its output; in
+    /// backward the two kept inputs and the gradient, then a dead input hosts Âᵀ·G. The pool
+    /// holds exactly those three (the first layer's scratch and the logits' fit in them), X̃
+    /// (kept for the first layer's weight gradient) and the logits: values, gradients and
+    /// scratch share it. (Planned apart, the gradients took a fourth n × hidden buffer.) The
+    /// lean order needs two.
+    #[test]
+    fn values_gradients_and_scratch_share_one_pool() {
+        let (n, h, c) = (60, 32, 5);
+        let plan = gcn_plan(n, Order::TransformFirst);
         let mut sizes = plan.pool_sizes.clone();
         sizes.sort_unstable();
         assert_eq!(sizes, vec![n * c, n * 16, n * h, n * h, n * h]);
@@ -672,22 +677,7 @@ mod tests {
         // backward the input, which takes ∂L/∂in, and the gradient: two n × hidden buffers
         // (n above a few blocks, so that a block is not the whole of a value).
         let n = 40000;
-        let d = CitationLike {
-            n_nodes: n,
-            n_classes: 5,
-            ..Default::default()
-        }
-        .generate(1)
-        .unwrap();
-        let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-        let x = Features::Dense(ndarray::Array2::zeros((n, 16)));
-        let mut lean = ModelConfig {
-            order: Order::Lean,
-            ..cfg
-        }
-        .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
-        .unwrap();
-        let plan = lean.plan(n, &x);
+        let plan = gcn_plan(n, Order::Lean);
         let mut sizes = plan.pool_sizes.clone();
         sizes.sort_unstable();
         // (X̃ shares a hidden buffer, the logits' gradient the logits' buffer; one block of
