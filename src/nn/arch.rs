@@ -534,9 +534,6 @@ impl<'a, F: Scalar> Builder<'a, F> {
         };
         let order = match self.orders.and_then(|o| o.get(self.n_convs)) {
             Some(&o) => o,
-            // The first layer gains nothing from the lean order (it keeps X̃ or S = Â·X̃
-            // alike, and needs no dH): the cost model orders it.
-            None if self.cfg.order == Order::Lean && first => choose_order(Order::Auto, &shape),
             None => choose_order(self.cfg.order, &shape),
         };
         self.n_convs += 1;

@@ -44,8 +44,7 @@ pub enum Order {
     /// Â(HW): the SpMM runs at width out_dim.
     TransformFirst,
     /// (ÂH)W in forward, Âᵀ·G first in backward, in row blocks: no n-row temporaries (see
-    /// the [module docs](self)). A sparse input or the first layer takes the cost model's
-    /// order instead.
+    /// the [module docs](self)). A layer on a sparse input runs TransformFirst instead.
     Lean,
     /// Chosen per layer by [`choose_order`], counting forward and backward work.
     #[default]
@@ -315,14 +314,14 @@ impl<F: Scalar> GcnConv<F> {
         adj.a_times_blocks(h, block, s, f, par);
     }
 
-    /// [`Order::Lean`]'s backward with ∂L/∂H left over H (`h`): per block b of
-    /// [`LEAN_BLOCK`] rows, P_b = (Âᵀ·G)_b, dW += H_bᵀ·P_b, then dH_b = P_b·Wᵀ over H_b. Every
-    /// row of P and of dH, and dW's exact sum, are those of TransformFirst's backward.
-    fn backward_over_input(
+    /// [`Order::Lean`]'s backward: per block b of [`LEAN_BLOCK`] rows, P_b = (Âᵀ·G)_b and
+    /// dW += H_bᵀ·P_b, then (with ∂L/∂H left over H, [`LeanInput::Over`]) dH_b = P_b·Wᵀ over
+    /// H_b. Every row of P and of dH, and dW's exact sum, are those of TransformFirst's backward.
+    fn lean_backward(
         &mut self,
         cx: &mut Cx<'_, F>,
         g: ArrayView2<'_, F>,
-        h: &mut [F],
+        mut h: LeanInput<'_, F>,
         mut scratch: super::layer::Bufs<'_, F>,
     ) {
         let (n, par, adj) = (cx.n(), cx.par, cx.adj);
@@ -337,13 +336,24 @@ impl<F: Scalar> GcnConv<F> {
         adj.t_matmul_rows(F::one(), F::one(), dw, par, &mut |sink| {
             let f = &mut |rows: std::ops::Range<usize>, p_b: ArrayView2<'_, F>| {
                 let (lo, len) = (rows.start, rows.len());
-                let h_b = &mut h[lo * din..(lo + len) * din];
-                sink(lo, view(h_b, (len, din)), p_b);
-                gemm(F::one(), p_b, wt, F::zero(), view_mut(h_b, (len, din)), par);
+                match &mut h {
+                    LeanInput::Over(h) => {
+                        let h_b = &mut h[lo * din..(lo + len) * din];
+                        sink(lo, view(h_b, (len, din)), p_b);
+                        gemm(F::one(), p_b, wt, F::zero(), view_mut(h_b, (len, din)), par);
+                    }
+                    LeanInput::Read(h) => sink(lo, h.slice(s![rows, ..]), p_b),
+                }
             };
             adj.at_times_blocks(g, block, p, f, par);
         });
     }
+}
+
+/// The kept input of [`Order::Lean`]'s backward: overwritten by ∂L/∂H, or only read (no dH).
+enum LeanInput<'a, F> {
+    Over(&'a mut [F]),
+    Read(ArrayView2<'a, F>),
 }
 
 impl<F: Scalar> Layer<F> for GcnConv<F> {
@@ -396,12 +406,13 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             // evaluation that recomputes it.
             Order::AggregateFirst if self.input.grad => Req::f(n * self.in_dim()),
             Order::AggregateFirst => Req::f(n.min(self.lean_block) * self.in_dim()),
-            // One block of Â·H in forward and of P = Âᵀ·G in backward; without dH over H,
+            // One block of Â·H in forward and of P = Âᵀ·G in backward; with dH not over H,
             // P whole.
             Order::Lean => {
                 let block = n.min(self.lean_block);
                 let fwd = block * self.in_dim();
-                let bwd = if self.over_input { block } else { n } * self.out_dim();
+                let whole = self.input.grad && !self.over_input;
+                let bwd = if whole { n } else { block } * self.out_dim();
                 Req::f(fwd.max(bwd))
             }
             // T = H·W in forward, P = Âᵀ·G in backward.
@@ -513,13 +524,18 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     g.len() >= n * dout && input.len() >= n * din,
                     "GcnConv::backward: G or H shape"
                 );
-                return self.backward_over_input(cx, view(g, (n, dout)), input, scratch);
+                let g = view(g, (n, dout));
+                return self.lean_backward(cx, g, LeanInput::Over(input), scratch);
             }
             grad => grad.in_place(),
         };
         let need_dh = cx.need_din;
         assert!(grad.len() >= n * dout, "GcnConv::backward: G shape");
         let g = view(grad, (n, dout));
+        if self.order == Order::Lean && !need_dh {
+            // No dH (the first layer): the blocks of P against the kept input.
+            return self.lean_backward(cx, g, LeanInput::Read(ins.get(0).dense()), scratch);
+        }
         if let Some(b) = &mut self.bias {
             cx.adj.col_sum(g, F::one(), b.grad.row_mut(0), cx.par);
         }

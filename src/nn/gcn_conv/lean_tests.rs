@@ -51,34 +51,46 @@ fn lean_gradients_match_finite_differences() {
     for (name, adj) in &cases {
         let n = adj.n_nodes();
         for block in [64, 8192] {
-            for over in [true, false] {
+            // (No dH: the first layer's blocked backward against the kept input.)
+            for (over, need) in [(true, true), (false, true), (false, false)] {
                 for (a, c) in [(3, 5), (5, 3)] {
                     let mut r = rng(7);
                     let x = random(n, a, &mut r);
                     let g = random(n, c, &mut r);
-                    let what = format!("{name}, block {block}, over {over}, {a}→{c}");
+                    let what = format!("{name}, block {block}, over {over}, dH {need}, {a}→{c}");
                     let h = if over {
                         Harness::new(adj)
                     } else {
                         Harness::new(adj).refuse_over_input()
                     };
                     let mut l = layer::<f64>(a, c, Order::Lean, block);
-                    h.grad_check(&mut l, &[In::Dense(x)], &[true], &g, &what);
+                    h.grad_check(&mut l, &[In::Dense(x)], &[need], &g, &what);
                 }
             }
         }
     }
 }
 
-/// Output, weight and bias gradients and ∂L/∂H of one forward and backward call.
+/// Output, weight and bias gradients and ∂L/∂H (empty when not needed) of one forward and
+/// backward call.
 type Run = (Vec<u64>, Vec<Vec<u64>>, Vec<u64>);
 
-fn run(l: &mut GcnConv<f32>, x: &Array2<f32>, g: &Array2<f32>, h: Harness<'_, f32>) -> Run {
+fn run_for(
+    l: &mut GcnConv<f32>,
+    x: &Array2<f32>,
+    g: &Array2<f32>,
+    h: Harness<'_, f32>,
+    need: bool,
+) -> Run {
     zero_grads(l);
-    let (out, din) = h.run(l, &[In::Dense(x.clone())], g, &[true]);
+    let (out, din) = h.run(l, &[In::Dense(x.clone())], g, &[need]);
     let grads = params(l, true).iter().map(|(_, p)| bits(p)).collect();
-    let din = din[0].as_ref().unwrap_or_else(|| unreachable!("needed"));
-    (bits(&out), grads, bits(din))
+    let din = din[0].as_ref().map(bits).unwrap_or_default();
+    (bits(&out), grads, din)
+}
+
+fn run(l: &mut GcnConv<f32>, x: &Array2<f32>, g: &Array2<f32>, h: Harness<'_, f32>) -> Run {
+    run_for(l, x, g, h, true)
 }
 
 #[test]
@@ -125,6 +137,24 @@ fn lean_is_aggregate_first_forward_and_transform_first_backward_bit_for_bit() {
                     &what,
                 );
             }
+            // Without dH (the first layer): the weight and bias gradients, in blocks.
+            let what = format!("{name}, block {block}, no dH");
+            same_for_any_thread_count(
+                |par| {
+                    let h = Harness {
+                        par,
+                        ..Harness::new(adj)
+                    };
+                    let got = run_for(&mut layer(24, 16, Order::Lean, block), &x, &g, h, false);
+                    assert!(got.0 == agg_out && got.2.is_empty(), "{what}: the output");
+                    assert!(
+                        got.1 == tf_grads,
+                        "{what}: the gradients are not TransformFirst's"
+                    );
+                    got
+                },
+                &what,
+            );
         }
     }
 }
@@ -133,10 +163,22 @@ fn lean_is_aggregate_first_forward_and_transform_first_backward_bit_for_bit() {
 fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
     let mut l = layer::<f32>(24, 16, Order::Lean, 256);
     assert!(l.keeps_input() && l.grad_over_input() && l.saved(1000).is_empty());
+    let dense = |grad| InputDesc {
+        sparse: false,
+        fixed_in_training: false,
+        grad,
+    };
+    l.bind(&[dense(true)]);
     l.set_grad_over_input(true);
     assert_eq!(l.scratch(1000).f, 256 * 24);
     l.set_grad_over_input(false);
-    assert_eq!(l.scratch(1000).f, 1000 * 16, "P whole without dH over H");
+    assert_eq!(l.scratch(1000).f, 1000 * 16, "P whole with dH not over H");
+    // No dH (the first layer): one block of P, the larger forward block here.
+    l.bind(&[dense(false)]);
+    assert_eq!(l.scratch(1000).f, 256 * 24, "one block without dH");
+    let mut l = layer::<f32>(16, 24, Order::Lean, 256);
+    l.bind(&[dense(false)]);
+    assert_eq!(l.scratch(1000).f, 256 * 24, "one block of P without dH");
     // On sparse features the lean order is TransformFirst's.
     l.bind(&[InputDesc {
         sparse: true,

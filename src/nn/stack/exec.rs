@@ -119,7 +119,7 @@ impl<F: Scalar> Model<F> {
                 .as_deref_mut()
                 .unwrap_or_else(|| unreachable!("a training RNG"));
             let r = self.site_rng(ws, None, false, shared, &mut local);
-            drop_input(ws, x, self.input_dropout, r, adj, par);
+            drop_input(ws, x, self.input_dropout, r, adj, par, false);
         }
         let mut tap = 0;
         for i in 0..self.nodes.len() {
@@ -177,6 +177,10 @@ impl<F: Scalar> Model<F> {
             .unwrap_or(n_events);
         for t in loss_at + 1..n_events {
             match ws.plan.events[t] {
+                Ev::RecInput => {
+                    let r = self.site_rng(ws, None, true, rng, &mut local);
+                    drop_input(ws, x, self.input_dropout, r, adj, par, true);
+                }
                 Ev::Rec(i) => {
                     let r = if self.nodes[i].layer.draws_mask() {
                         Some(self.site_rng(ws, Some(i), true, rng, &mut local))
@@ -215,8 +219,8 @@ struct Flags {
     recompute: bool,
 }
 
-/// X̃ = X ⊙ M into the workspace's X̃ buffer, with M drawn from `rng` (in element order for
-/// dense X, in stored order for sparse X).
+/// X̃ = X ⊙ M into the workspace's X̃ buffer (the one of the reads after the loss when `rec`),
+/// with M drawn from `rng` (in element order for dense X, in stored order for sparse X).
 fn drop_input<F: Scalar>(
     ws: &mut Workspace<F>,
     x: &Features<F>,
@@ -224,13 +228,14 @@ fn drop_input<F: Scalar>(
     rng: &mut ChaCha8Rng,
     adj: &dyn Propagate<F>,
     par: Par,
+    rec: bool,
 ) {
     // Keyed by global position: this process's part of the whole graph's mask.
     match x {
         Features::Dense(d) => {
             let slot = ws
                 .plan
-                .xd_slot
+                .xd_slot(rec)
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let buf = &mut ws.pool[slot][..d.len()];
             let (before, total) = adj.global_span(buf.len());
@@ -271,8 +276,9 @@ fn xd_value<'a, F: Scalar>(
     x: &'a Features<F>,
     xd_sparse: &'a Option<SparseFeatures<F>>,
     train: bool,
+    rec: bool,
 ) -> Value<'a, F> {
-    match (train, plan.xd_slot, xd_sparse) {
+    match (train, plan.xd_slot(rec), xd_sparse) {
         (true, Some(slot), _) => Value::Dense(view(&vals[slot], (plan.n, plan.x_cols))),
         (true, None, Some(s)) => Value::Sparse(s.x(), s.x_t()),
         _ => x_value(x),
@@ -349,7 +355,14 @@ fn run_forward<F: Scalar>(
     let vals = &ws.pool;
     // (Only a node that reads X̃ may look at its buffer: another may be reusing it.)
     let reads_xd = node.inputs.contains(&Src::Xd);
-    let xd = xd_value(plan, vals, x, &ws.xd_sparse, train && reads_xd);
+    let xd = xd_value(
+        plan,
+        vals,
+        x,
+        &ws.xd_sparse,
+        train && reads_xd,
+        flags.recompute,
+    );
     if let Some(src) = call.copy_from {
         let mut out = view_mut(&mut out_buf, (n, w));
         match src {
@@ -427,7 +440,7 @@ fn run_backward<F: Scalar>(
         slots: &b.ins,
         n,
         x: x_value(x),
-        xd: xd_value(plan, vals, x, &ws.xd_sparse, reads_xd),
+        xd: xd_value(plan, vals, x, &ws.xd_sparse, reads_xd, true),
     };
     let need_in = b.in_place.is_some_and(|(need, _)| need);
     let grad = match (b.in_place, over_buf.as_mut()) {

@@ -16,7 +16,10 @@
 //! segment's activations and saved states are not kept from the forward pass. Before the
 //! backward calls of a segment, the loop runs the segment's forward calls again (same masks,
 //! same batch statistics, running statistics untouched), keeping what backward needs. The same
-//! layer calls run either way; only which buffers live how long differs.
+//! layer calls run either way; only which buffers live how long differs. The dropped input X̃
+//! (dense features) is not held through the pass either when a layer reads it in backward (one
+//! that keeps its input, or a recomputed one): it is drawn again from the recorded stream just
+//! before that read.
 //!
 //! # Buffers
 //! On the first pass the model plans its buffers from what each layer asks for

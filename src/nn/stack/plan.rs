@@ -18,6 +18,8 @@ use crate::Scalar;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ev {
     Input,
+    /// X̃ drawn again (checkpointing) before the first backward-time read of it.
+    RecInput,
     Fwd(usize),
     Loss,
     Rec(usize),
@@ -158,6 +160,8 @@ pub(super) struct Plan {
     pub(super) bwd: Vec<BwdCall>,
     /// The dense X̃ buffer (dense features with input dropout).
     pub(super) xd_slot: Option<usize>,
+    /// The buffer of X̃ drawn again for the reads after the loss ([`Ev::RecInput`]).
+    pub(super) xd_rec_slot: Option<usize>,
     pub(super) out_slot: usize,
     pub(super) dlogits_slot: usize,
     /// Node outputs computed once on the fixed input (constant layers).
@@ -172,6 +176,16 @@ pub(super) struct Plan {
     pub(super) pool_sizes: Vec<usize>,
     pub(super) saved_sizes: Vec<Req>,
     pub(super) scratch: Req,
+}
+
+impl Plan {
+    /// The dense X̃ buffer of the forward pass, or (`rec`) of the reads after the loss.
+    pub(super) fn xd_slot(&self, rec: bool) -> Option<usize> {
+        match self.xd_rec_slot {
+            Some(s) if rec => Some(s),
+            _ => self.xd_slot,
+        }
+    }
 }
 
 impl<F: Scalar> Model<F> {
@@ -252,12 +266,30 @@ impl<F: Scalar> Model<F> {
             }
             events.push(Ev::Bwd(i));
         }
+        // Under checkpointing, a dense X̃ read after the loss (by a layer that keeps it, or by
+        // a recomputed one) is drawn again just before that read, from the same stream
+        // positions, rather than held from the forward pass.
+        let checkpointing = self.config.checkpoint > 0 || !self.segments.is_empty();
+        let reads_xd_late = |e: &Ev| match *e {
+            Ev::Rec(c) => self.nodes[c].inputs.contains(&Src::Xd),
+            Ev::Bwd(c) => {
+                self.nodes[c].inputs.contains(&Src::Xd) && self.nodes[c].layer.keeps_input()
+            }
+            _ => false,
+        };
+        if checkpointing && xd_dropped && !x_sparse {
+            if let Some(t) = events.iter().position(reads_xd_late) {
+                events.insert(t, Ev::RecInput);
+            }
+        }
         let mut t_fwd = vec![0; n_nodes];
         let mut t_rec = vec![usize::MAX; n_nodes];
         let mut t_bwd = vec![0; n_nodes];
         let mut t_loss = 0;
+        let mut t_rec_xd = None;
         for (t, e) in events.iter().enumerate() {
             match *e {
+                Ev::RecInput => t_rec_xd = Some(t),
                 Ev::Fwd(i) => t_fwd[i] = t,
                 Ev::Rec(i) => t_rec[i] = t,
                 Ev::Bwd(i) => t_bwd[i] = t,
@@ -269,6 +301,7 @@ impl<F: Scalar> Model<F> {
         // Value instances: Fwd of every node (and X̃), Rec of checkpointed nodes.
         let mut vals = Intervals::default(); // values, then gradients
         let xd_inst = (xd_dropped && !x_sparse).then(|| vals.add(0, 0, n * x.n_cols()));
+        let xd_rec_inst = t_rec_xd.map(|t| vals.add(t, t, n * x.n_cols()));
         let mut fwd_inst = vec![usize::MAX; n_nodes];
         let mut rec_inst = vec![None; n_nodes];
         for i in 0..n_nodes {
@@ -289,6 +322,7 @@ impl<F: Scalar> Model<F> {
         // recomputation and backward (`rec = true`).
         let inst_of = |src: &Src, c: usize, rec: bool, rec_inst: &[Option<usize>]| match src {
             Src::X => None,
+            Src::Xd if rec => xd_rec_inst.or(xd_inst),
             Src::Xd => xd_inst,
             Src::Node(u) => {
                 if rec && seg_of[c].is_some() && seg_of[*u] == seg_of[c] {
@@ -608,6 +642,7 @@ impl<F: Scalar> Model<F> {
             rec,
             bwd,
             xd_slot: xd_inst.map(|k| slot[k]),
+            xd_rec_slot: xd_rec_inst.map(|k| slot[k]),
             constant,
             fixed_train,
             fixed_eval,
@@ -632,6 +667,11 @@ mod tests {
     /// The plan of a 3-layer GCN (16 → 32 → 32 → 5, dropout on the input and between layers)
     /// in `order` on a citation-like graph of `n` nodes.
     fn gcn_plan(n: usize, order: Order) -> super::Plan {
+        gcn_plan_checkpointed(n, order, 0)
+    }
+
+    /// [`gcn_plan`] with `--checkpoint-every k` (0: none).
+    fn gcn_plan_checkpointed(n: usize, order: Order, k: usize) -> super::Plan {
         let d = CitationLike {
             n_nodes: n,
             n_classes: 5,
@@ -650,6 +690,7 @@ mod tests {
             order,
             dropout: 0.5,
             input_dropout: 0.5,
+            checkpoint: k,
             ..ModelConfig::deep(Arch::Gcn, 3)
         };
         let mut m = cfg
@@ -673,22 +714,54 @@ mod tests {
         sizes.sort_unstable();
         assert_eq!(sizes, vec![n * c, n * 16, n * h, n * h, n * h]);
         assert_eq!(plan.scratch.f, 0, "F scratch is lent from the pool");
-        // The lean order (every layer but the first): in forward the input and the output, in
-        // backward the input, which takes ∂L/∂in, and the gradient: two n × hidden buffers
-        // (n above a few blocks, so that a block is not the whole of a value).
+        // The lean order: in forward the input and the output, in backward the input, which
+        // takes ∂L/∂in, and the gradient: two n × hidden buffers (n above a few blocks, so that
+        // a block is not the whole of a value). The first layer keeps X̃ (16 wide) for its
+        // weight gradient and saves nothing.
         let n = 40000;
         let plan = gcn_plan(n, Order::Lean);
         let mut sizes = plan.pool_sizes.clone();
         sizes.sort_unstable();
-        // (X̃ shares a hidden buffer, the logits' gradient the logits' buffer; one block of
-        // scratch.)
+        // (The logits' gradient takes the logits' buffer; one block of scratch.)
         let block = crate::nn::gcn_conv::LEAN_BLOCK * h;
-        assert_eq!(sizes, vec![n * c, block, n * h, n * h]);
+        assert_eq!(sizes, vec![n * c, block, n * 16, n * h, n * h]);
+        assert!(
+            plan.saved_sizes.iter().all(|r| r.f == 0),
+            "no S = Â·X̃ saved"
+        );
         let over: Vec<bool> = plan.bwd.iter().map(|b| b.over_input.is_some()).collect();
         assert_eq!(
             over,
             [false, false, true, false, true],
             "dH over H in layers 1 and 2"
         );
+    }
+
+    /// Under checkpointing, X̃ is drawn again just before the first layer's backward instead of
+    /// being held through the pass: in the lean order it then shares a hidden buffer, and the
+    /// pool is two n × hidden buffers, the logits and a block.
+    #[test]
+    fn checkpointing_draws_the_dropped_input_again_for_backward() {
+        use super::Ev;
+        let (n, h, c) = (40000, 32, 5);
+        let plan = gcn_plan_checkpointed(n, Order::Lean, 1);
+        let at = plan.events.iter().position(|e| *e == Ev::RecInput);
+        let bwd0 = plan.events.iter().position(|e| *e == Ev::Bwd(0));
+        assert!(
+            at.is_some() && at.map(|t| t + 1) == bwd0,
+            "{:?}",
+            plan.events
+        );
+        assert!(plan.xd_rec_slot.is_some() && plan.xd_slot.is_some());
+        let mut sizes = plan.pool_sizes.clone();
+        sizes.sort_unstable();
+        let block = crate::nn::gcn_conv::LEAN_BLOCK * h;
+        assert_eq!(sizes, vec![n * c, block, n * h, n * h]);
+        // Not checkpointed: drawn once.
+        for order in [Order::Lean, Order::TransformFirst] {
+            let plan = gcn_plan_checkpointed(n, order, 0);
+            assert!(!plan.events.contains(&Ev::RecInput), "{order:?}");
+            assert!(plan.xd_rec_slot.is_none());
+        }
     }
 }
