@@ -1,4 +1,4 @@
-//! Helpers shared by `tests/io_errors.rs` and `tests/io_fuzz.rs` (included with `#[path]`):
+//! Helpers shared by `tests/suite/io_errors.rs` and `tests/suite/io_fuzz.rs` (included with `#[path]`):
 //! scratch folders, the valid templates of every loader, and writers for `.npy`, stored zip
 //! (`.npz`) and gzip files. `binary_fixtures()` generates every binary file of `bad/`.
 #![allow(dead_code)]

@@ -49,7 +49,7 @@
 //! O(n + E + n·in_dim) time; memory proportional to the output (the packed edge keys, 8 bytes
 //! per edge, twice during the radix sort, then the `(u32, u32)` list handed to
 //! [`Graph::try_from_edges`]). `products-like` (2.4 M nodes, 62 M edges, 100 dense features)
-//! builds in memory in about a minute's fraction on 2 cores; see `tests/synthetic.rs`.
+//! builds in memory in about a minute's fraction on 2 cores; see `tests/suite/synthetic.rs`.
 //!
 //! [`Graph::try_from_edges`]: crate::graph::Graph::try_from_edges
 //!

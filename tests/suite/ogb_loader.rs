@@ -1,10 +1,9 @@
 //! The loaders on valid inputs: `load_ogb` on tiny OGB folders written at run time (valid and
 //! malformed) and on the real Planetoid copies when `SPARSE_GCN_DATA` is set; the `.npz` loaders
 //! on reference files written by numpy and scipy (`tests/data/npz/`); edge lists; and the format
-//! detection of `load`. Malformed inputs of every format are in `tests/io_errors.rs`.
+//! detection of `load`. Malformed inputs of every format are in `tests/suite/io_errors.rs`.
 
-#[path = "data/support.rs"]
-mod support;
+use crate::support;
 
 use std::fs;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! homophily, and a write → load round trip.
 //!
 //! The `#[ignore]`d tests measure the big presets:
-//! `cargo test --release --test synthetic -- --ignored --nocapture products_like`
+//! `cargo test --release --test suite synthetic::products_like -- --ignored --nocapture`
 //! (run under `/usr/bin/time -v` for the peak RSS).
 
 use std::path::PathBuf;

@@ -17,7 +17,7 @@
 //! without failing (for recording):
 //!
 //! ```text
-//! FINGERPRINT_PRINT=1 cargo test --test fingerprints -- --nocapture
+//! FINGERPRINT_PRINT=1 cargo test --test suite fingerprints:: -- --nocapture
 //! ```
 
 use std::collections::BTreeMap;

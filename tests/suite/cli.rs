@@ -140,7 +140,7 @@ fn exit_codes_are_two_for_usage_and_one_for_data_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.contains("no-such-dir"), "{stderr}");
-    // An option value out of range is a usage error naming the flag (tests/cli_user_path.rs
+    // An option value out of range is a usage error naming the flag (tests/suite/cli_user_path.rs
     // has every one).
     let out = run(&["train", "--lr", "-1"]);
     assert_eq!(out.status.code(), Some(2));
@@ -155,7 +155,7 @@ fn exit_codes_are_two_for_usage_and_one_for_data_errors() {
 #[test]
 fn every_malformed_data_file_exits_with_one_and_one_line() {
     // Fixtures that are themselves a `--data` argument (edge lists, npz files, odd paths);
-    // the OGB, feature and label fixtures are mapped to their errors in tests/io_errors.rs.
+    // the OGB, feature and label fixtures are mapped to their errors in tests/suite/io_errors.rs.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {

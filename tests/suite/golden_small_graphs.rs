@@ -2,7 +2,7 @@
 //! the eigenvector D̃^{1/2}·1 of the symmetric normalisation, duplicate merging and the
 //! out-of-range error.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, rng};
 use ndarray::Array2;

@@ -3,7 +3,7 @@
 //! strides, β = 0 never reads `out`, the adjoint identity, and the normalisation invariants
 //! checked against a BTreeSet oracle.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

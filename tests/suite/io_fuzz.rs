@@ -5,8 +5,7 @@
 //! Mutations: flip bits of a byte, insert a byte (biased towards digits, separators, newlines,
 //! signs), delete a byte, truncate, duplicate a line; one to four per input.
 
-#[path = "data/support.rs"]
-mod support;
+use crate::support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;

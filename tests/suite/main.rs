@@ -1,0 +1,32 @@
+//! The integration tests, one module a file, in one test binary: the library's generic code is
+//! compiled and linked once for all of them instead of once a file. Tests that need a process
+//! of their own stay apart: `tests/no_alloc.rs` (a counting global allocator),
+//! `tests/profile.rs` (the process-wide kernel profile) and `tests/distributed.rs` (under
+//! `mpirun`, with the `mpi` feature).
+
+mod common;
+#[path = "../data/support.rs"]
+mod support;
+
+mod checkpoint;
+#[cfg(feature = "cli")]
+mod cli;
+#[cfg(feature = "cli")]
+mod cli_user_path;
+mod clustering;
+mod deep_training;
+mod deep_workspace;
+mod dropedge_training;
+mod fingerprints;
+mod golden_small_graphs;
+mod gradcheck_deep;
+mod gradcheck_model;
+mod io_errors;
+mod io_fuzz;
+mod kernels_prop;
+mod ogb_loader;
+mod optim;
+mod planetoid_accuracy;
+mod restore_best;
+mod synthetic;
+mod training_smoke;
