@@ -744,7 +744,7 @@ mod tests {
     fn checkpointing_draws_the_dropped_input_again_for_backward() {
         use super::Ev;
         let (n, h, c) = (40000, 32, 5);
-        let plan = gcn_plan_checkpointed(n, Order::Lean, 1);
+        let mut plan = gcn_plan_checkpointed(n, Order::Lean, 1);
         let at = plan.events.iter().position(|e| *e == Ev::RecInput);
         let bwd0 = plan.events.iter().position(|e| *e == Ev::Bwd(0));
         assert!(
@@ -753,6 +753,13 @@ mod tests {
             plan.events
         );
         assert!(plan.xd_rec_slot.is_some() && plan.xd_slot.is_some());
+        // (Here the redraw reuses the forward draw's buffer, a hidden value's in between; in
+        // general each read takes its own instance's.)
+        let mut other = plan.xd_slot.map(|s| s + 100);
+        std::mem::swap(&mut other, &mut plan.xd_rec_slot);
+        assert_eq!(plan.xd_slot(false), plan.xd_slot);
+        assert_eq!(plan.xd_slot(true), plan.xd_rec_slot);
+        plan.xd_rec_slot = other;
         let mut sizes = plan.pool_sizes.clone();
         sizes.sort_unstable();
         let block = crate::nn::gcn_conv::LEAN_BLOCK * h;
@@ -762,6 +769,7 @@ mod tests {
             let plan = gcn_plan_checkpointed(n, order, 0);
             assert!(!plan.events.contains(&Ev::RecInput), "{order:?}");
             assert!(plan.xd_rec_slot.is_none());
+            assert_eq!(plan.xd_slot(true), plan.xd_slot, "{order:?}: one X̃ buffer");
         }
     }
 }
