@@ -35,7 +35,7 @@ pub(crate) enum OrderArg {
     AggregateFirst,
     TransformFirst,
     /// Aggregate first in forward, transform first in backward, in row blocks: the least
-    /// memory (every convolution but the first).
+    /// memory (every convolution on dense input; one on sparse features transforms first).
     Lean,
 }
 
