@@ -1,10 +1,12 @@
 //! Kernel benches: `spmm` (Â·X: ours serial and under rayon, on uniform and power-law degree
-//! graphs, in a random and a reordered node order, against sprs's reference kernel) and `gemm`
-//! (the dense products of a GCN layer: H·W, Hᵀ·G, G·Wᵀ).
+//! graphs, in a random and a reordered node order, against sprs's reference kernel), `gemm`
+//! (the dense products of a GCN layer: H·W, Hᵀ·G, G·Wᵀ) and `elementwise` (a hidden layer's
+//! ReLU·dropout, its mask draw alone, and its backward).
 //!
 //! ```text
 //! cargo bench --bench kernels                       # both groups (about 6–8 min)
 //! cargo bench --bench kernels -- spmm               # one group
+//! cargo bench --bench kernels -- elementwise        # the ReLU·dropout passes (about 1 min)
 //! SPARSE_GCN_DATA=../shared/datasets cargo bench --bench kernels -- spmm_real   # real graphs
 //! cargo bench --bench kernels -- 'spmm/powerlaw'    # a filter on the ids
 //! ```
@@ -18,8 +20,10 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ndarray::Array2;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use sparse_gcn::graph::{Graph, Norm, NormAdj};
-use sparse_gcn::kernels::{gemm, spmm};
+use sparse_gcn::kernels::{elementwise, gemm, spmm, MaskRng};
 use sparse_gcn::Par;
 
 use common::{Degrees, N_NODES, SEED, SPMM_WIDTHS};
@@ -260,9 +264,68 @@ fn bench_gemm(c: &mut Criterion) {
     group.finish();
 }
 
+/// `elementwise`: a hidden layer's element-wise passes at arxiv-like's 169,343 × 256 (f32,
+/// dropout 0.5), under rayon: `relu_dropout` (ReLU and dropout in one pass with the mask drawn
+/// from ChaCha8 as it goes, writing 2-bit codes), `mask` (the same mask drawn alone into an
+/// n × 256 array of factors: how much of the pass the random draw is) and `backward` (the
+/// gradient through the codes). Set against the triad rate of `sparse-gcn roofline`: the pass
+/// moves 8.25 bytes an element, the backward 8.25.
+///
+/// Ids: `<relu_dropout|mask|backward>,n=169k,d=256`.
+fn bench_elementwise(c: &mut Criterion) {
+    let (n, d, p) = (ARXIV_N, 256, 0.5);
+    let h0 = common::dense(n, d, SEED + 77);
+    let mut h = h0.clone();
+    let mut codes = vec![0u8; elementwise::code_bytes(n * d)];
+    let mut mask = Array2::<f32>::zeros((n, d));
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
+    let mut group = c.benchmark_group("elementwise");
+    common::slow(&mut group);
+    group.throughput(Throughput::Elements((n * d) as u64));
+    let tag = format!("n={},d={d}", common::short(n));
+    group.bench_function(
+        BenchmarkId::from_parameter(format!("relu_dropout,{tag}")),
+        |b| {
+            b.iter(|| {
+                // A fresh copy would be a second pass: ReLU of its own output is the same work.
+                elementwise::relu_dropout_at(
+                    &mut rng,
+                    p,
+                    h.view_mut(),
+                    &mut codes,
+                    0,
+                    n * d,
+                    Par::Rayon,
+                );
+                black_box(&h);
+            })
+        },
+    );
+    group.bench_function(BenchmarkId::from_parameter(format!("mask,{tag}")), |b| {
+        b.iter(|| {
+            let Some(m) = mask.as_slice_mut() else {
+                unreachable!("a new array is contiguous")
+            };
+            rng.fill_dropout_mask(p, m, Par::Rayon);
+            black_box(&mask);
+        })
+    });
+    h.assign(&h0);
+    group.bench_function(
+        BenchmarkId::from_parameter(format!("backward,{tag}")),
+        |b| {
+            b.iter(|| {
+                elementwise::dropout_relu_backward_code(h.view_mut(), &codes, 2.0, Par::Rayon);
+                black_box(&h);
+            })
+        },
+    );
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = common::config();
-    targets = bench_spmm, bench_spmm_real, bench_gemm
+    targets = bench_spmm, bench_spmm_real, bench_gemm, bench_elementwise
 }
 criterion_main!(benches);

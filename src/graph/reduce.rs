@@ -25,6 +25,10 @@ use crate::{Par, Scalar};
 /// How partial sums' words are added across processes (`None`: one process, nothing to add).
 pub(crate) type SumWords<'a> = &'a dyn Fn(&mut [i64]);
 
+/// Below this magnitude an f64 sum of partials is kept as it is while every addition is exact
+/// (far inside the range of both exact formats).
+const FAST_LIMIT: f64 = 1.2676506002282294e30; // 2¹⁰⁰
+
 /// Elements per task when adding a partial into its accumulators.
 const ADD_TASK: usize = 2048;
 
@@ -111,6 +115,32 @@ fn finish<A: Accumulator>(
     sum_words(words);
     for (k, ws) in words.chunks_exact(w).enumerate() {
         emit(k, A::from_words(ws).take_value());
+    }
+}
+
+/// t ← t + x·g element by element (`t` and `g` of one length; `x·g` rounded, then added, as
+/// written: the same bits for every length), with the common widths unrolled at compile time.
+#[inline(always)]
+fn add_row<F: Scalar>(t: &mut [F], x: F, g: &[F]) {
+    #[inline(always)]
+    fn fixed<F: Scalar, const W: usize>(t: &mut [F], x: F, g: &[F]) {
+        let (Ok(t), Ok(g)) = (<&mut [F; W]>::try_from(t), <&[F; W]>::try_from(g)) else {
+            unreachable!("add_row: {W} elements each")
+        };
+        for k in 0..W {
+            t[k] += x * g[k];
+        }
+    }
+    debug_assert_eq!(t.len(), g.len());
+    match t.len() {
+        16 => fixed::<F, 16>(t, x, g),
+        32 => fixed::<F, 32>(t, x, g),
+        64 => fixed::<F, 64>(t, x, g),
+        _ => {
+            for (t, &v) in t.iter_mut().zip(g) {
+                *t += x * v;
+            }
+        }
     }
 }
 
@@ -261,37 +291,107 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     let indptr = x_t.indptr();
     let indptr = indptr.raw_storage();
     let (indices, data) = (x_t.indices(), x_t.data());
-    let ReduceScratch { accs, words, .. } = scratch;
-    let accs = refill(accs, a * c, F::Exact::default());
     let c1 = c.max(1);
     let grid = grid.max(1);
-    // Row f of Xᵀ on its own (its accumulators are its own): its entries chunk by chunk of the
-    // grid, each chunk's partial folded in stored order in a block of at most BLOCK columns,
+    // G's rows as one slice when it is row-major (the usual case), read without views.
+    let g_rows = g.as_slice();
+    // Columns c0 .. c0 + acc.len() of row f of Xᵀ·G into `acc` (at most BLOCK of them): the
+    // row's entries chunk by chunk of the grid, each chunk's partial folded in stored order,
     // then added exactly; only chunks where the row has entries.
     const BLOCK: usize = 64;
-    let row = |(f, acc): (usize, &mut [F::Exact])| {
+    // `add(partial)` for each chunk's partial of the block (its first `w` values).
+    let row_block = |f: usize, c0: usize, w: usize, add: &mut dyn FnMut(&[F])| {
         let (lo, hi) = (indptr[f], indptr[f + 1]);
         let mut tmp = [F::zero(); BLOCK];
-        for c0 in (0..c).step_by(BLOCK) {
-            let w = BLOCK.min(c - c0);
-            let mut e = lo;
-            while e < hi {
-                let end = (indices[e] as usize / grid + 1) * grid;
-                tmp[..w].fill(F::zero());
-                while e < hi && (indices[e] as usize) < end {
-                    let (j, x) = (indices[e] as usize, data[e]);
-                    let gr = g.row(j);
-                    for (k, t) in tmp[..w].iter_mut().enumerate() {
-                        *t += x * gr[c0 + k];
+        let mut e = lo;
+        while e < hi {
+            let end = (indices[e] as usize / grid + 1) * grid;
+            tmp[..w].fill(F::zero());
+            while e < hi && (indices[e] as usize) < end {
+                let (j, x) = (indices[e] as usize, data[e]);
+                match g_rows {
+                    Some(gs) => add_row(&mut tmp[..w], x, &gs[j * c + c0..j * c + c0 + w]),
+                    None => {
+                        let gr = g.row(j);
+                        for (k, t) in tmp[..w].iter_mut().enumerate() {
+                            *t += x * gr[c0 + k];
+                        }
                     }
-                    e += 1;
                 }
-                for (acc, &t) in acc[c0..c0 + w].iter_mut().zip(&tmp[..w]) {
-                    if t != F::zero() {
-                        t.add_to(acc);
+                e += 1;
+            }
+            add(&tmp[..w]);
+        }
+    };
+    // A chunk's partial added exactly (its zeros skipped).
+    let add_exact = |acc: &mut [F::Exact], part: &[F]| {
+        for (acc, &t) in acc.iter_mut().zip(part) {
+            if t != F::zero() {
+                t.add_to(acc);
+            }
+        }
+    };
+    if let (None, Some(os)) = (sum_words, out.as_slice_mut()) {
+        // One process and a row-major `out`: each row's sums are finished as soon as they are
+        // formed, in one block of accumulators per task (no n-long array to clear and read
+        // back). The same exact sums, rounded once: the same bits as below.
+        //
+        // First in f64, checking every addition for rounding (Knuth's TwoSum); only a block
+        // where one rounds is summed again in exact accumulators. An f64 sum of the partials
+        // that never rounded is their exact sum, and is its own rounding to f64.
+        let row = |acc: &mut [F::Exact; BLOCK], (f, o): (usize, &mut [F])| {
+            for c0 in (0..c).step_by(BLOCK) {
+                let w = BLOCK.min(c - c0);
+                let mut fast = [0.0f64; BLOCK];
+                let mut exact = true;
+                row_block(f, c0, w, &mut |part| {
+                    let mut ok = true;
+                    for (a, &t) in fast.iter_mut().zip(part) {
+                        let b = t.to_f64_lossless();
+                        let s = *a + b;
+                        let bb = s - *a;
+                        let err = (*a - (s - bb)) + (b - bb);
+                        // NaN and the infinities fail (err is NaN), as does a huge sum.
+                        ok &= err == 0.0 && s.abs() < FAST_LIMIT;
+                        *a = s;
                     }
+                    exact &= ok;
+                });
+                if exact {
+                    for (&v, o) in fast[..w].iter().zip(&mut o[c0..c0 + w]) {
+                        axpby(F::one(), v + 0.0, beta, o);
+                    }
+                    continue;
+                }
+                acc[..w].fill(F::Exact::default());
+                row_block(f, c0, w, &mut |p| add_exact(&mut acc[..w], p));
+                for (a, o) in acc[..w].iter_mut().zip(&mut o[c0..c0 + w]) {
+                    axpby(F::one(), a.take_value(), beta, o);
                 }
             }
+        };
+        let init = || std::array::from_fn(|_| F::Exact::default());
+        match par {
+            Par::Seq => {
+                let mut acc = init();
+                os.chunks_mut(c1)
+                    .enumerate()
+                    .for_each(|fo| row(&mut acc, fo));
+            }
+            Par::Rayon => os
+                .par_chunks_mut(c1)
+                .enumerate()
+                .with_min_len(ROWS_TASK)
+                .for_each_init(init, row),
+        }
+        return;
+    }
+    let ReduceScratch { accs, words, .. } = scratch;
+    let accs = refill(accs, a * c, F::Exact::default());
+    let row = |(f, acc): (usize, &mut [F::Exact])| {
+        for c0 in (0..c).step_by(BLOCK) {
+            let w = BLOCK.min(c - c0);
+            row_block(f, c0, w, &mut |p| add_exact(&mut acc[c0..c0 + w], p));
         }
     };
     match par {
@@ -331,10 +431,17 @@ pub(crate) fn col_sum<F: Scalar>(
         accs, part, words, ..
     } = scratch;
     let parts = refill(part, chunks * c, F::zero());
+    let g_rows = g.as_slice();
     let fold = |(k, p): (usize, &mut [F])| {
         for i in k * grid..((k + 1) * grid).min(n) {
-            for (s, &v) in p.iter_mut().zip(g.row(i)) {
-                *s += v;
+            match g_rows {
+                // Row-major G: its rows as slices (the same additions, vectorised).
+                Some(gs) => add_row(p, F::one(), &gs[i * c..(i + 1) * c]),
+                None => {
+                    for (s, &v) in p.iter_mut().zip(g.row(i)) {
+                        *s += v;
+                    }
+                }
             }
         }
     };
@@ -650,6 +757,63 @@ mod tests {
             cs
         }) {
             assert_eq!(cs, sums);
+        }
+    }
+
+    #[test]
+    fn a_sparse_weight_gradient_in_one_process_is_exact_where_f64_would_round() {
+        // X (192 × 2, three chunks of the grid): feature 0 at rows 0, 64 and 128 (one per
+        // chunk), feature 1 at rows 1 and 2 (one chunk). Column 0 of G makes feature 0's chunk
+        // partials 1e20, 1 and −1e20: their f64 sum rounds (0), the exact one is 1, so the f64
+        // pass must hand the block to the exact accumulators. Column 1 sums exactly in f64;
+        // column 2 brings an infinity and a NaN.
+        let mut x = Array2::<f32>::zeros((192, 2));
+        for r in [0, 64, 128] {
+            x[[r, 0]] = 1.0;
+        }
+        x[[1, 1]] = 1.0;
+        x[[2, 1]] = 1.0;
+        let mut g = Array2::<f32>::zeros((192, 3));
+        for (r, row) in [
+            (0, [1e20, 3.0, f32::INFINITY]),
+            (64, [1.0, 5.0, 1.0]),
+            (128, [-1e20, 7.0, 2.0]),
+            (1, [0.5, 0.25, f32::NAN]),
+            (2, [0.25, 0.125, 1.0]),
+        ] {
+            g.row_mut(r).assign(&ndarray::arr1(&row));
+        }
+        let x_t: Csr<f32> = Csr::csr_from_dense(x.t(), 0.0);
+        let run = |par: Par, beta: f32, sum: Option<SumWords<'_>>| {
+            let mut out = Array2::<f32>::from_elem((2, 3), 2.0);
+            let mut s = ReduceScratch::<f32>::default();
+            t_matmul_sparse(
+                64,
+                x_t.view(),
+                g.view(),
+                beta,
+                out.view_mut(),
+                par,
+                &mut s,
+                sum,
+            );
+            out
+        };
+        let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for beta in [0.0, 0.5] {
+            let local = run(Par::Seq, beta, None);
+            let b = 2.0 * beta;
+            assert_eq!(local[[0, 0]], 1.0 + b);
+            assert_eq!(local[[0, 1]], 15.0 + b);
+            assert_eq!(local[[0, 2]], f32::INFINITY);
+            assert_eq!(local[[1, 0]], 0.75 + b);
+            assert_eq!(local[[1, 1]], 0.375 + b);
+            assert!(local[[1, 2]].is_nan());
+            // The same bits under rayon and through the accumulators of a run of ranks (one
+            // rank here: its words summed with no one).
+            assert_eq!(bits(&run(Par::Rayon, beta, None)), bits(&local));
+            let alone = |_: &mut [i64]| {};
+            assert_eq!(bits(&run(Par::Seq, beta, Some(&alone))), bits(&local));
         }
     }
 

@@ -36,9 +36,12 @@ pub type ExactSum = Exact<DIGITS, 1074>;
 pub type ExactSum32 = Exact<10, 149>;
 
 /// An exact sum of multiples of 2^−LOW in `N` digits (see the [module docs](self)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Exact<const N: usize, const LOW: usize> {
     digits: [i64; N],
+    /// A part of the sum held as an `f64` (only [`ExactSum32::add_f32`] adds to it, and only
+    /// while that is exact): the sum is `digits` plus `fast`, exactly.
+    fast: f64,
     pending: u32,
     pos_inf: bool,
     neg_inf: bool,
@@ -49,6 +52,7 @@ impl<const N: usize, const LOW: usize> Default for Exact<N, LOW> {
     fn default() -> Self {
         Exact {
             digits: [0; N],
+            fast: 0.0,
             pending: 0,
             pos_inf: false,
             neg_inf: false,
@@ -66,11 +70,36 @@ fn pow2(e: i64) -> f64 {
     }
 }
 
+/// Below this magnitude the `f64` part of an [`Exact`] (its `fast` field) may grow: far inside
+/// [`ExactSum32`]'s range (2¹³⁹), so moving it into the digits is always exact.
+const FAST_LIMIT: f64 = 1.2676506002282294e30; // 2¹⁰⁰
+
 impl ExactSum32 {
-    /// Adds the `f32` `v` exactly, straight from its bits (what [`Exact::add`] does with it,
-    /// faster: an `f32` needs two digits and no range checks in this format).
+    /// Adds the `f32` `v` exactly (what [`Exact::add`] does with it, faster).
+    ///
+    /// While every addition into the sum's `f64` part is exact (checked with Knuth's TwoSum:
+    /// its rounding error is 0) the value stays there, at the cost of a few flops; the first
+    /// addition that would round moves that part into the digits and adds `v` to them from its
+    /// bits (an `f32` needs two digits and no range checks in this format). Either way the sum
+    /// is the same exact number, so every read gives the same bits.
     #[inline]
     pub fn add_f32(&mut self, v: f32) {
+        let (a, b) = (self.fast, f64::from(v));
+        let s = a + b;
+        let bb = s - a;
+        let err = (a - (s - bb)) + (b - bb);
+        // NaN and the infinities fail both tests (err is NaN), and so take the digits' path.
+        if err == 0.0 && s.abs() < FAST_LIMIT {
+            self.fast = s;
+            return;
+        }
+        self.fold_fast();
+        self.add_f32_digits(v);
+    }
+
+    /// [`ExactSum32::add_f32`] into the digits, from the bits of `v`.
+    #[inline]
+    fn add_f32_digits(&mut self, v: f32) {
         let bits = v.to_bits();
         let exp = (bits >> 23) & 0xff;
         if exp == 0xff {
@@ -188,8 +217,10 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
 
     /// Adds another sum exactly (a partial formed elsewhere: a chunk, a rank).
     pub fn merge(&mut self, other: &Self) {
+        self.fold_fast();
         self.normalize();
         let mut o = other.clone();
+        o.fold_fast();
         o.normalize();
         for (d, e) in self.digits.iter_mut().zip(o.digits) {
             *d += e;
@@ -198,6 +229,15 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
         self.neg_inf |= o.neg_inf;
         self.nan |= o.nan;
         self.normalize();
+    }
+
+    /// Moves the `f64` part of the sum into the digits (exact: it is a sum of values of the
+    /// format, below [`FAST_LIMIT`]).
+    fn fold_fast(&mut self) {
+        if self.fast != 0.0 {
+            let f = std::mem::replace(&mut self.fast, 0.0);
+            self.add(f);
+        }
     }
 
     /// Propagates carries: every digit but the last in 0..2³² (the last holds the sign).
@@ -213,6 +253,7 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
     /// The digits, for exchanging a partial sum (with [`Exact::from_digits`]).
     pub fn digits(&self) -> [i64; N] {
         let mut c = self.clone();
+        c.fold_fast();
         c.normalize();
         c.digits
     }
@@ -242,6 +283,12 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
         if self.neg_inf {
             return f64::NEG_INFINITY;
         }
+        if self.digits.iter().all(|&d| d == 0) {
+            // The whole sum is the `f64` part, which is exact: it is its own rounding (+0 for
+            // an empty sum or one that cancels, as below).
+            return self.fast + 0.0;
+        }
+        self.fold_fast();
         self.normalize();
         let negative = self.digits[N - 1] < 0;
         // The magnitude as 32-bit digits: negate every digit of a negative sum and propagate
@@ -366,6 +413,7 @@ impl<const N: usize, const LOW: usize> Accumulator for Exact<N, LOW> {
         digits.copy_from_slice(&words[..N]);
         Exact {
             digits,
+            fast: 0.0,
             pending: 0,
             pos_inf: words[N] != 0,
             neg_inf: words[N + 1] != 0,
@@ -560,6 +608,45 @@ mod tests {
     }
 
     #[test]
+    fn the_f64_part_of_an_f32_sum_spills_into_the_digits_without_losing_a_bit() {
+        // 1e20 + 1 rounds in f64: the second addition must move the sum into the digits.
+        let mut s = ExactSum32::new();
+        for v in [1e20f32, 1.0, -1e20] {
+            s.add_f32(v);
+        }
+        assert_eq!(s.value(), 1.0);
+        // Values of mixed magnitudes, some additions exact in f64 and some not, read at any
+        // point, merged, and through words: always the exact sum's bits.
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        for case in 0..100 {
+            let xs: Vec<f32> = (0..rng.random_range(1..200))
+                .map(|_| (rng.random::<f32>() - 0.5) * 2f32.powi(rng.random_range(-40..40)))
+                .collect();
+            let reference = exact_sum(xs.iter().map(|&v| f64::from(v)));
+            let cut = rng.random_range(0..=xs.len());
+            let (mut a, mut b) = (ExactSum32::new(), ExactSum32::new());
+            for (k, &v) in xs[..cut].iter().enumerate() {
+                a.add_f32(v);
+                let partial = exact_sum(xs[..=k].iter().map(|&v| f64::from(v)));
+                assert_eq!(a.value().to_bits(), partial.to_bits(), "case {case}, {k}");
+            }
+            xs[cut..].iter().for_each(|&v| b.add_f32(v));
+            let mut w = vec![0i64; ExactSum32::WORDS];
+            b.to_words(&mut w);
+            let from_words = <ExactSum32 as Accumulator>::from_words(&w);
+            a.merge(&from_words);
+            assert_eq!(a.value().to_bits(), reference.to_bits(), "case {case}");
+        }
+        // An empty sum and one that cancels read +0, as the digits do.
+        let mut z = ExactSum32::new();
+        assert_eq!(z.take_value().to_bits(), 0.0f64.to_bits());
+        z.add_f32(-0.0);
+        z.add_f32(-2.5);
+        z.add_f32(2.5);
+        assert_eq!(z.take_value().to_bits(), 0.0f64.to_bits());
+    }
+
+    #[test]
     fn add_f32_is_add_on_every_kind_of_f32() {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let mut vals: Vec<f32> = (0..5000).map(|_| f32::from_bits(rng.random())).collect();
@@ -577,12 +664,20 @@ mod tests {
             a.add(f64::from(v));
             b.add_f32(v);
         }
-        assert_eq!(a, b);
+        assert_eq!(a.digits(), b.digits());
+        assert_eq!(a.value().to_bits(), b.value().to_bits());
         for v in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
             let (mut a, mut b) = (ExactSum32::new(), ExactSum32::new());
             a.add(f64::from(v));
+            b.add_f32(1.5);
             b.add_f32(v);
-            assert_eq!(a, b);
+            b.add_f32(-1.5);
+            let mut w = vec![0i64; ExactSum32::WORDS];
+            let mut w2 = vec![0i64; ExactSum32::WORDS];
+            a.to_words(&mut w);
+            b.to_words(&mut w2);
+            assert_eq!(w, w2);
+            assert_eq!(a.value().to_bits(), b.value().to_bits());
         }
     }
 }

@@ -27,6 +27,10 @@ use crate::Scalar;
 /// Cache line size assumed by the prefetch loops.
 const LINE: usize = 64;
 
+/// The SpMM kernels prefetch no rows of an `X` of at most this many bytes: it stays in a core's
+/// L2 (512 KiB or more on the hosts this targets), where a prefetch only costs.
+const NO_PREFETCH_BYTES: usize = 256 << 10;
+
 // ---------------------------------------------------------------------------------------------
 // GEMM
 
@@ -258,7 +262,12 @@ fn rows_kernel_any<F: Scalar>(
         beta,
         idx: task.idx,
         val: task.val,
-        pf_idx: rows.idx,
+        // No prefetch when all of `X` fits in a core's L2 (a hint that only costs there).
+        pf_idx: if size_of_val(xs) <= NO_PREFETCH_BYTES {
+            &[]
+        } else {
+            rows.idx
+        },
         pf_ahead: p_lo + dist,
         xs,
         d,
