@@ -144,6 +144,30 @@ fn add_row<F: Scalar>(t: &mut [F], x: F, g: &[F]) {
     }
 }
 
+/// Σ x·G[j, c0 .. c0 + W] over the entries (j, x) in order, from 0: one chunk's partial of a
+/// row of Xᵀ·G, each element folded as [`add_row`] folds it (the same bits), `gs` being G's
+/// rows (`c` wide).
+#[inline(always)]
+fn chunk_partial<F: Scalar, const W: usize>(
+    idx: &[u32],
+    val: &[F],
+    gs: &[F],
+    c: usize,
+    c0: usize,
+) -> [F; W] {
+    let mut t = [F::zero(); W];
+    for (&j, &x) in idx.iter().zip(val) {
+        let start = j as usize * c + c0;
+        let Ok(g) = <&[F; W]>::try_from(&gs[start..start + W]) else {
+            unreachable!("chunk_partial: {W} elements")
+        };
+        for k in 0..W {
+            t[k] += x * g[k];
+        }
+    }
+    t
+}
+
 /// out ← α·s + β·out for an exact sum s (β = 0 overwrites).
 fn axpby<F: Scalar>(alpha: F, s: f64, beta: F, out: &mut F) {
     let v = alpha * F::from_f64_lossy(s);
@@ -305,22 +329,36 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
         let mut tmp = [F::zero(); BLOCK];
         let mut e = lo;
         while e < hi {
+            // The row's entries in this chunk of the grid: e .. e1.
             let end = (indices[e] as usize / grid + 1) * grid;
-            tmp[..w].fill(F::zero());
-            while e < hi && (indices[e] as usize) < end {
-                let (j, x) = (indices[e] as usize, data[e]);
-                match g_rows {
-                    Some(gs) => add_row(&mut tmp[..w], x, &gs[j * c + c0..j * c + c0 + w]),
-                    None => {
-                        let gr = g.row(j);
-                        for (k, t) in tmp[..w].iter_mut().enumerate() {
-                            *t += x * gr[c0 + k];
+            let mut e1 = e + 1;
+            while e1 < hi && (indices[e1] as usize) < end {
+                e1 += 1;
+            }
+            let (ix, xs) = (&indices[e..e1], &data[e..e1]);
+            match (g_rows, w) {
+                // The common widths at compile time: the partial stays in registers.
+                (Some(gs), 16) => add(&chunk_partial::<F, 16>(ix, xs, gs, c, c0)),
+                (Some(gs), 32) => add(&chunk_partial::<F, 32>(ix, xs, gs, c, c0)),
+                (Some(gs), 64) => add(&chunk_partial::<F, 64>(ix, xs, gs, c, c0)),
+                _ => {
+                    tmp[..w].fill(F::zero());
+                    for (&j, &x) in ix.iter().zip(xs) {
+                        let j = j as usize;
+                        match g_rows {
+                            Some(gs) => add_row(&mut tmp[..w], x, &gs[j * c + c0..j * c + c0 + w]),
+                            None => {
+                                let gr = g.row(j);
+                                for (k, t) in tmp[..w].iter_mut().enumerate() {
+                                    *t += x * gr[c0 + k];
+                                }
+                            }
                         }
                     }
+                    add(&tmp[..w]);
                 }
-                e += 1;
             }
-            add(&tmp[..w]);
+            e = e1;
         }
     };
     // A chunk's partial added exactly (its zeros skipped).
