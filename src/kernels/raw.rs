@@ -6,8 +6,8 @@
 //!   build chosen at run time, the unchecked reads of `X` rows in the inner loop, the prefetch
 //!   hint (the safe splitting, dispatch and generic strided path stay in
 //!   [`kernels::spmm`](mod@super::spmm));
-//! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`)
-//!   and its row prefetch;
+//! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`),
+//!   its row prefetch, and the huge-page advice for the training workspace's buffers;
 //! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
 //!   (a hint never faults, but the pointer arithmetic stays in bounds).
 //!
@@ -603,11 +603,30 @@ pub(crate) mod huge {
         }
     }
 
+    /// Advises the whole huge pages inside `s` for transparent huge pages
+    /// (`madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of its memory; nothing when that is
+    /// empty, or without Linux or the `hugepages` feature). Returns whether a range was
+    /// advised. Contents are unchanged; pages not yet touched (a fresh `vec![0; n]`) are then
+    /// backed by huge pages when first written, which saves the random row gathers of an SpMM
+    /// a TLB miss each.
+    pub(crate) fn advise_slice<T>(s: &mut [T]) -> bool {
+        let start = s.as_mut_ptr().cast::<u8>();
+        let (addr, bytes) = (start as usize, std::mem::size_of_val(s));
+        let lo = addr.next_multiple_of(HUGE_PAGE);
+        let hi = (addr + bytes) / HUGE_PAGE * HUGE_PAGE;
+        if hi <= lo {
+            return false;
+        }
+        // `lo − addr < bytes` here, so the pointer stays inside `s`.
+        advise_huge_pages(start.wrapping_add(lo - addr), hi - lo)
+    }
+
     #[cfg(all(target_os = "linux", feature = "hugepages"))]
     fn advise_huge_pages(p: *mut u8, size: usize) -> bool {
-        // SAFETY: `[p, p + size)` is one live allocation of ours starting on a page boundary
-        // (`align` ≥ 4096); MADV_HUGEPAGE only changes how the kernel backs that range, never
-        // its contents or validity.
+        // SAFETY: `[p, p + size)` lies inside one live allocation of ours and starts on a page
+        // boundary (a `Buf` aligned to ≥ 4096, or the 2 MiB-aligned part of a slice);
+        // MADV_HUGEPAGE only changes how the kernel backs that range, never its contents or
+        // validity.
         unsafe { libc::madvise(p.cast::<libc::c_void>(), size, libc::MADV_HUGEPAGE) == 0 }
     }
 

@@ -340,7 +340,13 @@ impl<F: Scalar> Model<F> {
             }
         }
         let plan = self.plan(n, x);
-        let zeros = |len: usize| vec![F::zero(); len];
+        // Fresh zeroed memory, not yet touched: advised for huge pages before its first write
+        // (the n-row buffers an SpMM gathers rows of; nothing on a small graph).
+        let zeros = |len: usize| {
+            let mut v = vec![F::zero(); len];
+            crate::kernels::raw::huge::advise_slice(&mut v);
+            v
+        };
         Box::new(Workspace {
             pool: plan.pool_sizes.iter().map(|&s| zeros(s)).collect(),
             taken: Vec::new(),
