@@ -695,6 +695,26 @@ mod tests {
         gemm_block(1.0, a.slice(s![..0, ..]), b, 0.0, none.view_mut());
     }
 
+    /// A slice holding whole huge pages is advised (where advice exists) and keeps its values;
+    /// one inside a single huge page is not.
+    #[test]
+    fn advise_slice_advises_whole_huge_pages_only() {
+        let mut big: Vec<f32> = (0..(5 << 20) / 4).map(|i| i as f32).collect();
+        let advised = huge::advise_slice(&mut big);
+        // Advice exists on Linux with the feature and a kernel built with transparent huge
+        // pages (which then has this folder).
+        let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").is_dir();
+        assert_eq!(
+            advised,
+            cfg!(all(target_os = "linux", feature = "hugepages")) && thp,
+            "a 5 MiB slice holds at least one whole 2 MiB page"
+        );
+        assert!(big.iter().enumerate().all(|(i, &v)| v == i as f32));
+        let mut small = vec![1.0f32; 1000];
+        assert!(!huge::advise_slice(&mut small));
+        assert!(!huge::advise_slice::<f32>(&mut []));
+    }
+
     #[test]
     #[should_panic(expected = "shapes do not agree")]
     fn gemm_block_checks_shapes() {
