@@ -12,6 +12,12 @@
 //! - [`ExactSum32`] = `Exact<10, 149>`: every finite `f32` (multiples of 2⁻¹⁴⁹ below 2¹²⁸: 277
 //!   bits of magnitude, 43 of headroom), eight times smaller, for sums of `f32` partials.
 //!
+//! [`ExactSum32::add_f32`] first adds into an `f64` part of the sum, while every such addition
+//! is exact (Knuth's TwoSum shows no rounding error), and moves that part into the digits the
+//! first time one would round: the sum is always the digits plus that part, exactly, so every
+//! read gives the same bits; sums of `f32` partials of similar magnitudes never touch the
+//! digits.
+//!
 //! A value outside a format (finer than its grain, or at or above 2^(32·(N−1)−LOW)) is not
 //! exact in it: its bits below the grain are dropped (toward zero) and a value too large counts
 //! as an infinity of its sign; neither happens for the values of the format's type.
@@ -605,6 +611,31 @@ mod tests {
         n.add(f64::NAN);
         n.to_words(&mut w);
         assert!(<ExactSum32 as Accumulator>::from_words(&w).value().is_nan());
+    }
+
+    /// The point of the f64 part: while its additions are exact the digits stay untouched
+    /// (so reading is one copy), and the first addition that would round spills it.
+    #[test]
+    fn f32_sums_that_f64_holds_exactly_never_touch_the_digits() {
+        let mut s = ExactSum32::new();
+        for v in [1.5f32, 2.25, -0.125, 3.0e-3, -1.0e5, 7.0] {
+            s.add_f32(v);
+        }
+        assert!(s.digits.iter().all(|&d| d == 0) && s.pending == 0);
+        let want = 1.5 + 2.25 - 0.125 + f64::from(3.0e-3f32) - 1.0e5 + 7.0;
+        assert_eq!(s.fast, want);
+        assert_eq!(s.value(), want);
+        // 2⁶⁰ on top of a sum with bits below 2⁻²⁰ needs more than 53: the sum moves into
+        // the digits; the f64 part then restarts from the next value.
+        s.add_f32(2f32.powi(60));
+        assert!(s.digits.iter().any(|&d| d != 0));
+        assert_eq!(s.fast, 0.0);
+        s.add_f32(2f32.powi(-30));
+        assert_eq!(s.fast, 2f64.powi(-30));
+        assert_eq!(
+            s.value().to_bits(),
+            exact_sum([want, 2f64.powi(60), 2f64.powi(-30)]).to_bits()
+        );
     }
 
     #[test]
