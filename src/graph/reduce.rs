@@ -319,11 +319,10 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     let grid = grid.max(1);
     // G's rows as one slice when it is row-major (the usual case), read without views.
     let g_rows = g.as_slice();
-    // Columns c0 .. c0 + acc.len() of row f of Xᵀ·G into `acc` (at most BLOCK of them): the
-    // row's entries chunk by chunk of the grid, each chunk's partial folded in stored order,
-    // then added exactly; only chunks where the row has entries.
+    // Columns c0 .. c0 + w of row f of Xᵀ·G (at most BLOCK of them): the row's entries chunk
+    // by chunk of the grid, each chunk's partial folded in stored order and handed to
+    // `add(partial)` (its `w` values); only chunks where the row has entries.
     const BLOCK: usize = 64;
-    // `add(partial)` for each chunk's partial of the block (its first `w` values).
     let row_block = |f: usize, c0: usize, w: usize, add: &mut dyn FnMut(&[F])| {
         let (lo, hi) = (indptr[f], indptr[f + 1]);
         let mut tmp = [F::zero(); BLOCK];
