@@ -18,16 +18,12 @@ use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use rayon::prelude::*;
 
 use super::propagate::RowSink;
-use crate::kernels::exact::{Accumulator, ExactSum};
+use crate::kernels::exact::{add_exactly, Accumulator, ExactSum};
 use crate::kernels::{gemm, CsrView};
 use crate::{Par, Scalar};
 
 /// How partial sums' words are added across processes (`None`: one process, nothing to add).
 pub(crate) type SumWords<'a> = &'a dyn Fn(&mut [i64]);
-
-/// Below this magnitude an f64 sum of partials is kept as it is while every addition is exact
-/// (far inside the range of both exact formats).
-const FAST_LIMIT: f64 = 1.2676506002282294e30; // 2¹⁰⁰
 
 /// Elements per task when adding a partial into its accumulators.
 const ADD_TASK: usize = 2048;
@@ -384,12 +380,8 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
                 row_block(f, c0, w, &mut |part| {
                     let mut ok = true;
                     for (a, &t) in fast.iter_mut().zip(part) {
-                        let b = t.to_f64_lossless();
-                        let s = *a + b;
-                        let bb = s - *a;
-                        let err = (*a - (s - bb)) + (b - bb);
-                        // NaN and the infinities fail (err is NaN), as does a huge sum.
-                        ok &= err == 0.0 && s.abs() < FAST_LIMIT;
+                        let (s, exact) = add_exactly(*a, t.to_f64_lossless());
+                        ok &= exact;
                         *a = s;
                     }
                     exact &= ok;

@@ -76,9 +76,20 @@ fn pow2(e: i64) -> f64 {
     }
 }
 
-/// Below this magnitude the `f64` part of an [`Exact`] (its `fast` field) may grow: far inside
-/// [`ExactSum32`]'s range (2¹³⁹), so moving it into the digits is always exact.
+/// Below this magnitude an `f64` sum of exact additions is kept as it is (the `f64` part of an
+/// [`Exact`], or a sum of partials): far inside both formats' ranges (2¹³⁹ for
+/// [`ExactSum32`]), so moving it into the digits is always exact.
 const FAST_LIMIT: f64 = 1.2676506002282294e30; // 2¹⁰⁰
+
+/// `a + b`, and whether that addition was exact and stays below [`FAST_LIMIT`] (Knuth's TwoSum:
+/// its rounding error is 0). NaN and the infinities are never exact (the error is NaN).
+#[inline(always)]
+pub(crate) fn add_exactly(a: f64, b: f64) -> (f64, bool) {
+    let s = a + b;
+    let bb = s - a;
+    let err = (a - (s - bb)) + (b - bb);
+    (s, err == 0.0 && s.abs() < FAST_LIMIT)
+}
 
 impl ExactSum32 {
     /// Adds the `f32` `v` exactly (what [`Exact::add`] does with it, faster).
@@ -90,12 +101,8 @@ impl ExactSum32 {
     /// is the same exact number, so every read gives the same bits.
     #[inline]
     pub fn add_f32(&mut self, v: f32) {
-        let (a, b) = (self.fast, f64::from(v));
-        let s = a + b;
-        let bb = s - a;
-        let err = (a - (s - bb)) + (b - bb);
-        // NaN and the infinities fail both tests (err is NaN), and so take the digits' path.
-        if err == 0.0 && s.abs() < FAST_LIMIT {
+        // NaN and the infinities are never exact, and so take the digits' path.
+        if let (s, true) = add_exactly(self.fast, f64::from(v)) {
             self.fast = s;
             return;
         }
