@@ -118,15 +118,6 @@ fn finish<A: Accumulator>(
 /// written: the same bits for every length), with the common widths unrolled at compile time.
 #[inline(always)]
 fn add_row<F: Scalar>(t: &mut [F], x: F, g: &[F]) {
-    #[inline(always)]
-    fn fixed<F: Scalar, const W: usize>(t: &mut [F], x: F, g: &[F]) {
-        let (Ok(t), Ok(g)) = (<&mut [F; W]>::try_from(t), <&[F; W]>::try_from(g)) else {
-            unreachable!("add_row: {W} elements each")
-        };
-        for k in 0..W {
-            t[k] += x * g[k];
-        }
-    }
     debug_assert_eq!(t.len(), g.len());
     match t.len() {
         16 => fixed::<F, 16>(t, x, g),
@@ -137,6 +128,17 @@ fn add_row<F: Scalar>(t: &mut [F], x: F, g: &[F]) {
                 *t += x * v;
             }
         }
+    }
+}
+
+/// [`add_row`] at a compile-time width `W` (`t` and `g` hold `W` elements each).
+#[inline(always)]
+fn fixed<F: Scalar, const W: usize>(t: &mut [F], x: F, g: &[F]) {
+    let (Ok(t), Ok(g)) = (<&mut [F; W]>::try_from(t), <&[F; W]>::try_from(g)) else {
+        unreachable!("add_row: {W} elements each")
+    };
+    for k in 0..W {
+        t[k] += x * g[k];
     }
 }
 
@@ -154,12 +156,7 @@ fn chunk_partial<F: Scalar, const W: usize>(
     let mut t = [F::zero(); W];
     for (&j, &x) in idx.iter().zip(val) {
         let start = j as usize * c + c0;
-        let Ok(g) = <&[F; W]>::try_from(&gs[start..start + W]) else {
-            unreachable!("chunk_partial: {W} elements")
-        };
-        for k in 0..W {
-            t[k] += x * g[k];
-        }
+        fixed::<F, W>(&mut t, x, &gs[start..start + W]);
     }
     t
 }
@@ -376,17 +373,19 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
             for c0 in (0..c).step_by(BLOCK) {
                 let w = BLOCK.min(c - c0);
                 let mut fast = [0.0f64; BLOCK];
-                let mut exact = true;
+                let mut all_exact = true;
                 row_block(f, c0, w, &mut |part| {
+                    // A local flag per partial (not the captured one in the loop): the loop
+                    // then vectorises.
                     let mut ok = true;
                     for (a, &t) in fast.iter_mut().zip(part) {
                         let (s, exact) = add_exactly(*a, t.to_f64_lossless());
                         ok &= exact;
                         *a = s;
                     }
-                    exact &= ok;
+                    all_exact &= ok;
                 });
-                if exact {
+                if all_exact {
                     for (&v, o) in fast[..w].iter().zip(&mut o[c0..c0 + w]) {
                         axpby(F::one(), v + 0.0, beta, o);
                     }

@@ -41,8 +41,10 @@ pub type ExactSum = Exact<DIGITS, 1074>;
 /// An exact sum of every `f32` (see the [module docs](self)).
 pub type ExactSum32 = Exact<10, 149>;
 
-/// An exact sum of multiples of 2^−LOW in `N` digits (see the [module docs](self)).
-#[derive(Debug, Clone, PartialEq)]
+/// An exact sum of multiples of 2^−LOW in `N` digits (see the [module docs](self)). Two sums are
+/// equal when they are the same number (and saw the same infinities and NaNs), however it is
+/// split between the digits and the `f64` part.
+#[derive(Debug, Clone)]
 pub struct Exact<const N: usize, const LOW: usize> {
     digits: [i64; N],
     /// A part of the sum held as an `f64` (only [`ExactSum32::add_f32`] adds to it, and only
@@ -53,6 +55,16 @@ pub struct Exact<const N: usize, const LOW: usize> {
     neg_inf: bool,
     nan: bool,
 }
+
+impl<const N: usize, const LOW: usize> PartialEq for Exact<N, LOW> {
+    fn eq(&self, other: &Self) -> bool {
+        // Normalised digits with the f64 part folded in are one representation per number.
+        (self.pos_inf, self.neg_inf, self.nan) == (other.pos_inf, other.neg_inf, other.nan)
+            && self.digits() == other.digits()
+    }
+}
+
+impl<const N: usize, const LOW: usize> Eq for Exact<N, LOW> {}
 
 impl<const N: usize, const LOW: usize> Default for Exact<N, LOW> {
     fn default() -> Self {
@@ -643,6 +655,22 @@ mod tests {
             s.value().to_bits(),
             exact_sum([want, 2f64.powi(60), 2f64.powi(-30)]).to_bits()
         );
+    }
+
+    #[test]
+    fn sums_are_equal_by_value_however_they_are_held() {
+        // One sum in the f64 part, the same through the digits, and a different one.
+        let (mut a, mut b, mut c) = (ExactSum32::new(), ExactSum32::new(), ExactSum32::new());
+        a.add_f32(1.5);
+        a.add_f32(0.25);
+        b.add(1.75);
+        c.add_f32(1.5);
+        assert!(a.fast != 0.0 && b.fast == 0.0);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        c.add_f32(f32::INFINITY);
+        c.add_f32(0.25);
+        assert_ne!(a, c);
     }
 
     #[test]
