@@ -23,7 +23,7 @@ use ndarray::Array2;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sparse_gcn::graph::{Graph, Norm, NormAdj};
-use sparse_gcn::kernels::{elementwise, gemm, spmm, MaskRng};
+use sparse_gcn::kernels::{elementwise, gemm, spmm};
 use sparse_gcn::Par;
 
 use common::{Degrees, N_NODES, SEED, SPMM_WIDTHS};
@@ -306,7 +306,7 @@ fn bench_elementwise(c: &mut Criterion) {
             let Some(m) = mask.as_slice_mut() else {
                 unreachable!("a new array is contiguous")
             };
-            rng.fill_dropout_mask(p, m, Par::Rayon);
+            elementwise::fill_dropout_mask(&mut rng, p, m, Par::Rayon);
             black_box(&mask);
         })
     });

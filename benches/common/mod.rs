@@ -90,9 +90,9 @@ impl Degrees {
 
 /// `100000` → `"100k"`, `2708` → `"2708"`, `1000000` → `"1M"` (for benchmark ids).
 pub fn short(n: usize) -> String {
-    if n >= 1_000_000 && n % 1_000_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
         format!("{}M", n / 1_000_000)
-    } else if n >= 1_000 && n % 1_000 == 0 {
+    } else if n >= 1_000 && n.is_multiple_of(1_000) {
         format!("{}k", n / 1_000)
     } else {
         n.to_string()

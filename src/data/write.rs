@@ -115,7 +115,7 @@ pub fn write_ogb(dataset: &Dataset, dir: &Path, progress: &dyn Fn(&str, u64, u64
                     push_uint(&mut w.buf, u64::from(j));
                     w.buf.push(b'\n');
                     lines += 1;
-                    if lines % REPORT_EVERY == 0 {
+                    if lines.is_multiple_of(REPORT_EVERY) {
                         progress("edges", lines, total);
                     }
                     w.flush_if_full()?;
@@ -172,7 +172,7 @@ fn write_features(
     let total = features.n_rows() as u64;
     progress("features", 0, total);
     let report = |r: usize| {
-        if (r as u64 + 1) % (REPORT_EVERY / 16) == 0 {
+        if (r as u64 + 1).is_multiple_of(REPORT_EVERY / 16) {
             progress("features", r as u64 + 1, total);
         }
     };

@@ -1,7 +1,6 @@
 //! Element-wise kernels: bias, column sums, ReLU and its mask, dropout masks.
 
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Zip};
-use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::profile::{span, Phase, Work};
@@ -237,6 +236,13 @@ pub fn zip_codes<A: Send>(
             gb.iter_mut().zip(&buf).for_each(|(x, &c)| f(x, c));
         }
     };
+    // Compiled for the widest vectors the CPU has (the same bits on any).
+    let unpack = |gs: &mut [A], cs: &[u8]| {
+        super::raw::widest(
+            #[inline(always)]
+            || unpack(gs, cs),
+        )
+    };
     match (g.as_slice_mut(), par) {
         (Some(sg), Par::Rayon) => sg
             .par_chunks_mut(super::rows::CHUNK_ELEMS)
@@ -323,128 +329,128 @@ pub fn dropout_relu_backward_code<F: Scalar>(
         bytes: dz.len() * (2 * std::mem::size_of::<F>()) + code_bytes(dz.len()),
     });
     zip_codes(dz, codes, par, |g, c| {
-        *g = [F::zero(), *g * keep, *g * F::zero()][usize::from(c.min(2))];
+        // +0 where ReLU is off, g·keep where kept, g·0 where dropped (and for the unused
+        // code 3): selects, not a table, so that the loop vectorises.
+        let m = if c == DROP_KEPT { keep } else { F::zero() };
+        let v = *g * m;
+        *g = if c == RELU_OFF { F::zero() } else { v };
     });
 }
 
-/// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise.
+/// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise,
+/// drawing one `u64` from `rng` (the mask's key); the same as [`fill_dropout_mask`] under
+/// [`Par::Seq`].
 ///
-/// Each element uses 32 random bits: element k is dropped when its 32-bit word is below
-/// ⌊p·2³²⌉, so p is honoured to within 2⁻³². The words are the stream's next 32-bit words in
-/// order (what `rng.next_u64()` gives, low half first; an odd last element uses a whole
-/// `u64`), so the mask depends only on the RNG state, never on threads. Half a `u64` per
-/// element instead of a uniform f64 each makes mask generation about 4× cheaper (it was a
-/// quarter of a deep model's epoch).
+/// Element k is dropped when word k of the key's stream ([`MASK_STREAM`]) is below
+/// ⌊p·2³²⌉, so p is honoured to within 2⁻³². Each word is computed from the key and k alone (a
+/// counter-based stream), so any part of a mask can be drawn by any thread or process with the
+/// same bits, and a mask costs one `u64` of `rng`'s stream whatever its length.
 ///
 /// # Panics
 /// If `p` is not in `[0, 1)`.
 #[track_caller]
 pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask: &mut [F]) {
-    assert!(
-        (0.0..1.0).contains(&p),
-        "dropout_mask: p = {p} not in [0, 1)"
-    );
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: std::mem::size_of_val(mask),
-    });
-    let (threshold, vals) = mask_values::<F>(p);
-    mask_words(rng, mask.len(), |k, w| {
-        mask[k] = vals[usize::from(u64::from(w) >= threshold)];
-    });
+    let len = mask.len();
+    fill_dropout_mask_at(rng, p, mask, 0, len, Par::Seq);
 }
 
-/// The threshold of a kept element's word (`w ≥ threshold`) and the two factors `[0, keep]`
-/// of dropout at rate `p < 1` (the threshold fits in u64 and is at most 2³²; the factors are
-/// picked by index, branch-free: a dropped element is a coin flip, so a branch would
-/// mispredict).
-fn mask_values<F: Scalar>(p: f64) -> (u64, [F; 2]) {
-    let keep = F::from_f64_lossy(1.0 / (1.0 - p));
-    ((p * 4_294_967_296.0).round() as u64, [F::zero(), keep])
+/// [`dropout_mask`], drawn in [`MASK_CHUNK`]-element tasks in parallel under [`Par::Rayon`]
+/// (the same bits for any `par`). Allocates nothing.
+///
+/// # Panics
+/// If `p` is not in `[0, 1)`.
+#[track_caller]
+pub fn fill_dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(
+    rng: &mut R,
+    p: f64,
+    mask: &mut [F],
+    par: Par,
+) {
+    let len = mask.len();
+    fill_dropout_mask_at(rng, p, mask, 0, len, par);
 }
 
-/// `f(k, w_k)` for k in `0..len` with the stream's next 32-bit words in order, read in blocks
-/// with `fill_bytes` (the words `next_u64` gives, low half first, several times cheaper than a
-/// call per pair); an odd last element takes a whole `u64`, as `next_u64` would.
-#[inline]
-fn mask_words<R: rand::Rng + ?Sized>(rng: &mut R, len: usize, mut f: impl FnMut(usize, u32)) {
-    let mut bytes = [0u8; 4 * MASK_WORDS];
-    for start in (0..len).step_by(MASK_WORDS) {
-        let n = (len - start).min(MASK_WORDS);
-        rng.fill_bytes(&mut bytes[..4 * n.next_multiple_of(2)]);
-        for (k, w) in bytes.chunks_exact(4).take(n).enumerate() {
-            f(start + k, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+/// The stream dropout masks take their words from: word e of the mask of key `key` is half
+/// e mod 2 (the low half first) of output ⌊e/2⌋ of SplitMix64 seeded with `key` (Steele, Lea
+/// and Flood 2014; the generator of `java.util.SplittableRandom`), that is of
+/// mix(key + (⌊e/2⌋ + 1)·0x9E3779B97F4A7C15) with Stafford's "Mix13" finaliser. The key is one
+/// `u64` of the layer's ChaCha8 stream, so masks are as reproducible as that stream.
+pub const MASK_STREAM: &str = "SplitMix64";
+
+/// Output `j` (from 0) of SplitMix64 seeded with `key` ([`MASK_STREAM`]).
+#[inline(always)]
+fn splitmix64(key: u64, j: u64) -> u64 {
+    let mut z = key.wrapping_add(j.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Words `e0 .. e0 + n` of the mask stream of `key` (`n ≤ MASK_WORDS`), written into `buf`.
+#[inline(always)]
+fn mask_words(key: u64, e0: usize, n: usize, buf: &mut [u32; MASK_WORDS + 2]) -> &[u32] {
+    let off = e0 % 2;
+    let j0 = (e0 / 2) as u64;
+    let pairs = (off + n).div_ceil(2);
+    for (i, w) in buf[..2 * pairs].chunks_exact_mut(2).enumerate() {
+        let z = splitmix64(key, j0 + i as u64);
+        w[0] = z as u32;
+        w[1] = (z >> 32) as u32;
+    }
+    &buf[off..off + n]
+}
+
+/// Which words keep their element, and the two factors `[0, keep]` of dropout at rate `p < 1`:
+/// a word w keeps its element when `w ≥ threshold` with threshold = ⌊p·2³²⌉ (at most 2³²,
+/// when nothing is kept). The factors are picked by index, branch-free: a dropped element is a
+/// coin flip, so a branch would mispredict.
+#[derive(Clone, Copy)]
+struct Keep<F> {
+    /// min(threshold, 2³² − 1).
+    min_word: u32,
+    /// threshold ≤ 2³² − 1 (else no word keeps its element).
+    any: bool,
+    vals: [F; 2],
+}
+
+impl<F: Scalar> Keep<F> {
+    fn new(p: f64) -> Self {
+        let threshold = (p * 4_294_967_296.0).round() as u64;
+        Keep {
+            min_word: u32::try_from(threshold).unwrap_or(u32::MAX),
+            any: threshold <= u64::from(u32::MAX),
+            vals: [F::zero(), F::from_f64_lossy(1.0 / (1.0 - p))],
         }
+    }
+    /// The factor of the element of word `w`.
+    #[inline(always)]
+    fn factor(self, w: u32) -> F {
+        self.vals[usize::from(self.any & (w >= self.min_word))]
     }
 }
 
-/// Random words [`dropout_mask`] reads per `fill_bytes` call (even).
+/// Random words a mask task computes at a time (even, a multiple of [`CODES_PER_BYTE`]).
 const MASK_WORDS: usize = 256;
 
-/// Mask elements per parallel task of [`MaskRng::fill_dropout_mask`] (even, so a task never
-/// splits a `u64` between two elements of different tasks; a multiple of [`CODES_PER_BYTE`],
-/// so it never splits a byte of codes).
+/// Mask elements per parallel task of [`fill_dropout_mask`] and [`relu_dropout_at`] (a
+/// multiple of [`CODES_PER_BYTE`], so a task never splits a byte of codes).
 pub const MASK_CHUNK: usize = 1 << 15;
-const _: () = assert!(MASK_CHUNK % 2 == 0 && MASK_CHUNK % CODES_PER_BYTE == 0);
-const _: () = assert!(super::rows::CHUNK_ELEMS % CODES_PER_BYTE == 0);
-
-/// A random stream that dropout masks are drawn from: [`MaskRng::fill_dropout_mask`] gives
-/// exactly [`dropout_mask`]'s mask and leaves the stream where [`dropout_mask`] would, but may
-/// draw it in parallel when the stream can seek.
-pub trait MaskRng: rand::Rng {
-    /// [`dropout_mask`]`(self, p, mask)`, bit for bit, for any `par`.
-    ///
-    /// # Panics
-    /// If `p` is not in `[0, 1)`.
-    #[track_caller]
-    fn fill_dropout_mask<F: Scalar>(&mut self, p: f64, mask: &mut [F], par: Par) {
-        let _ = par;
-        dropout_mask(self, p, mask);
-    }
-}
-
-/// ChaCha can seek (`set_word_pos`), so its masks are drawn in [`MASK_CHUNK`]-element tasks in
-/// parallel: element k of the mask uses 32-bit word `w₀ + k` of the stream (`w₀` its position
-/// on entry), as the serial [`dropout_mask`] does, and the stream ends at `w₀ + len` rounded up
-/// to even, where the serial draw leaves it. Allocates nothing.
-impl MaskRng for ChaCha8Rng {
-    #[track_caller]
-    fn fill_dropout_mask<F: Scalar>(&mut self, p: f64, mask: &mut [F], par: Par) {
-        assert!(
-            (0.0..1.0).contains(&p),
-            "dropout_mask: p = {p} not in [0, 1)"
-        );
-        // One span for the whole draw (its tasks' spans are part of it).
-        let _span = span(Phase::Elementwise, || Work::Stream {
-            bytes: std::mem::size_of_val(mask),
-        });
-        let w0 = self.get_word_pos();
-        let len = mask.len();
-        let rng: &ChaCha8Rng = self;
-        // Chunk c starts at word w₀ + c·MASK_CHUNK, whichever thread draws it (one chunk for a
-        // short mask: the serial draw itself).
-        let chunk = |(c, chunk): (usize, &mut [F])| {
-            let mut r = rng.clone();
-            r.set_word_pos(w0 + (c * MASK_CHUNK) as u128);
-            dropout_mask(&mut r, p, chunk);
-        };
-        match par {
-            Par::Seq => mask.chunks_mut(MASK_CHUNK).enumerate().for_each(chunk),
-            Par::Rayon => mask.par_chunks_mut(MASK_CHUNK).enumerate().for_each(chunk),
-        }
-        self.set_word_pos(w0 + len.next_multiple_of(2) as u128);
-    }
-}
+const _: () =
+    assert!(MASK_CHUNK.is_multiple_of(MASK_WORDS) && MASK_WORDS.is_multiple_of(CODES_PER_BYTE));
+const _: () = assert!(MASK_WORDS.is_multiple_of(2));
+const _: () = assert!(super::rows::CHUNK_ELEMS.is_multiple_of(CODES_PER_BYTE));
 
 /// Elements `before .. before + mask.len()` of the dropout mask of a sequence of `total`
-/// elements drawn from `rng` by [`MaskRng::fill_dropout_mask`], leaving the stream where the
-/// whole draw leaves it: what one process of a row-partitioned run draws for its rows, so that
-/// every element gets the mask it gets in one process. `(0, mask.len())` is the whole draw.
+/// elements drawn from `rng` by [`fill_dropout_mask`]: what one process of a row-partitioned
+/// run draws for its rows, so that every element gets the mask it gets in one process (every
+/// process draws the same key: their streams are alike). `(0, mask.len())` is the whole draw.
+/// One `u64` of `rng` is drawn, whatever `before` and `total`.
 ///
 /// # Panics
 /// If `p` is not in `[0, 1)` or `before + mask.len() > total`.
 #[track_caller]
-pub fn fill_dropout_mask_at<F: Scalar>(
-    rng: &mut ChaCha8Rng,
+pub fn fill_dropout_mask_at<F: Scalar, R: rand::Rng + ?Sized>(
+    rng: &mut R,
     p: f64,
     mask: &mut [F],
     before: usize,
@@ -452,14 +458,39 @@ pub fn fill_dropout_mask_at<F: Scalar>(
     par: Par,
 ) {
     assert!(
+        (0.0..1.0).contains(&p),
+        "dropout_mask: p = {p} not in [0, 1)"
+    );
+    assert!(
         before + mask.len() <= total,
         "fill_dropout_mask_at: elements {before}..{} of {total}",
         before + mask.len()
     );
-    let w0 = rng.get_word_pos();
-    rng.set_word_pos(w0 + before as u128);
-    rng.fill_dropout_mask(p, mask, par);
-    rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
+    let _span = span(Phase::Elementwise, || Work::Stream {
+        bytes: std::mem::size_of_val(mask),
+    });
+    let keep = Keep::<F>::new(p);
+    let key = rng.next_u64();
+    // Task c holds elements before + c·MASK_CHUNK.., whichever thread draws it.
+    let task = |(c, chunk): (usize, &mut [F])| {
+        super::raw::widest(
+            #[inline(always)]
+            || {
+                let mut buf = [0u32; MASK_WORDS + 2];
+                let e = before + c * MASK_CHUNK;
+                for (b, mb) in chunk.chunks_mut(MASK_WORDS).enumerate() {
+                    let words = mask_words(key, e + b * MASK_WORDS, mb.len(), &mut buf);
+                    for (m, &w) in mb.iter_mut().zip(words) {
+                        *m = keep.factor(w);
+                    }
+                }
+            },
+        )
+    };
+    match par {
+        Par::Seq => mask.chunks_mut(MASK_CHUNK).enumerate().for_each(task),
+        Par::Rayon => mask.par_chunks_mut(MASK_CHUNK).enumerate().for_each(task),
+    }
 }
 
 /// `f(a_k, b_k)` for every element of two arrays of one shape (of two element types: the row
@@ -490,17 +521,16 @@ pub fn zip_elems<A: Send + Sync, B: Sync>(
 
 /// [`fill_dropout_mask_at`] and [`bias_relu_dropout_fold`] (no bias) in one pass, without the
 /// mask: h ← ReLU(h) ⊙ mask and the packed codes as there, element k of `h` (row-major) taking
-/// element `before + k` of the mask of `total` elements drawn from `rng`, whose stream is left
-/// where that draw leaves it. Bit for bit the two kernels run one after the other, for any
-/// `par`; the mask's n × d factors are never written (4 bytes an element less to write and
-/// read).
+/// element `before + k` of the mask of `total` elements drawn from `rng` (one `u64` of it).
+/// Bit for bit the two kernels run one after the other, for any `par`; the mask's n × d
+/// factors are never written (4 bytes an element less to write and read).
 ///
 /// # Panics
 /// If `p` is not in `[0, 1)`, `codes` is shorter than [`code_bytes`]`(h.len())` or
 /// `before + h.len() > total`.
 #[track_caller]
-pub fn relu_dropout_at<F: Scalar>(
-    rng: &mut ChaCha8Rng,
+pub fn relu_dropout_at<F: Scalar, R: rand::Rng + ?Sized>(
+    rng: &mut R,
     p: f64,
     mut h: ArrayViewMut2<'_, F>,
     codes: &mut [u8],
@@ -522,120 +552,80 @@ pub fn relu_dropout_at<F: Scalar>(
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: h.len() * (2 * std::mem::size_of::<F>()) + code_bytes(h.len()),
     });
-    let (threshold, vals) = mask_values::<F>(p);
-    let w0 = rng.get_word_pos();
-    let start = w0 + before as u128;
-    // Task c of the mask draw (`MASK_CHUNK` elements from `before`) starts at its own word.
-    let at = |c: usize| {
-        let mut r = rng.clone();
-        r.set_word_pos(start + (c * MASK_CHUNK) as u128);
-        r
-    };
-    const CB: usize = MASK_CHUNK / CODES_PER_BYTE;
+    let keep = Keep::<F>::new(p);
+    let key = rng.next_u64();
+    const CB: usize = MASK_WORDS / CODES_PER_BYTE;
     let len = h.len();
     let codes = &mut codes[..code_bytes(len)];
     match h.as_slice_mut() {
         Some(hs) => {
+            // Task c holds elements before + c·MASK_CHUNK.., whichever thread draws it.
             let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
-                fold_drawn_slice(&mut at(c), threshold, vals, hc, cc);
+                super::raw::widest(
+                    #[inline(always)]
+                    || {
+                        let mut buf = [0u32; MASK_WORDS + 2];
+                        let e = before + c * MASK_CHUNK;
+                        for (b, (hb, cb)) in
+                            hc.chunks_mut(MASK_WORDS).zip(cc.chunks_mut(CB)).enumerate()
+                        {
+                            let words = mask_words(key, e + b * MASK_WORDS, hb.len(), &mut buf);
+                            fold_block(words, keep, hb, cb);
+                        }
+                    },
+                )
             };
+            const CC: usize = MASK_CHUNK / CODES_PER_BYTE;
             match par {
                 Par::Seq => hs
                     .chunks_mut(MASK_CHUNK)
-                    .zip(codes.chunks_mut(CB))
+                    .zip(codes.chunks_mut(CC))
                     .enumerate()
                     .for_each(task),
                 Par::Rayon => hs
                     .par_chunks_mut(MASK_CHUNK)
-                    .zip(codes.par_chunks_mut(CB))
+                    .zip(codes.par_chunks_mut(CC))
                     .enumerate()
                     .for_each(task),
             }
         }
         None => {
-            // Row-major element order, one task after the other.
-            let mut it = h.iter_mut();
-            for (c, cc) in codes.chunks_mut(CB).enumerate() {
-                let n = (len - c * MASK_CHUNK).min(MASK_CHUNK);
-                fold_drawn(&mut at(c), n, threshold, vals, it.by_ref().take(n), cc);
+            // Row-major element order, a block at a time through a contiguous copy.
+            let d = h.ncols();
+            let mut buf = [0u32; MASK_WORDS + 2];
+            let mut tmp = [F::zero(); MASK_WORDS];
+            for (b, cb) in codes.chunks_mut(CB).enumerate() {
+                let k0 = b * MASK_WORDS;
+                let n = (len - k0).min(MASK_WORDS);
+                let at = |k: usize| ((k0 + k) / d, (k0 + k) % d);
+                for (k, t) in tmp[..n].iter_mut().enumerate() {
+                    *t = h[at(k)];
+                }
+                let words = mask_words(key, before + k0, n, &mut buf);
+                fold_block(words, keep, &mut tmp[..n], cb);
+                for (k, &t) in tmp[..n].iter().enumerate() {
+                    h[at(k)] = t;
+                }
             }
         }
     }
-    rng.set_word_pos(w0 + total.next_multiple_of(2) as u128);
 }
 
-/// One element of [`relu_dropout_at`]: v ← ReLU(v)·m with m picked by the word `w`; returns
-/// its code.
+/// One block of [`relu_dropout_at`] (at most [`MASK_WORDS`] elements, its codes starting a
+/// byte): v ← ReLU(v)·m with m picked by each element's word, and the packed codes.
 #[inline(always)]
-fn fold_one<F: Scalar>(v: &mut F, w: u32, threshold: u64, vals: [F; 2]) -> u8 {
-    let m = vals[usize::from(u64::from(w) >= threshold)];
-    let t = [F::zero(), *v][usize::from(*v > F::zero())];
-    *v = t * m;
-    u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()))
-}
-
-/// The loop of [`relu_dropout_at`] over the `len` elements of one task (any layout), with
-/// their words from `r` as [`dropout_mask`] reads them ([`mask_words`]), their codes packed
-/// into `codes`.
-#[inline]
-fn fold_drawn<'a, F: Scalar + 'a>(
-    r: &mut ChaCha8Rng,
-    len: usize,
-    threshold: u64,
-    vals: [F; 2],
-    mut elems: impl Iterator<Item = &'a mut F>,
-    codes: &mut [u8],
-) {
-    let mut byte = 0u8;
-    mask_words(r, len, |k, w| {
-        let Some(v) = elems.next() else {
-            unreachable!("a task of `len` elements")
-        };
-        let j = k % CODES_PER_BYTE;
-        byte |= fold_one(v, w, threshold, vals) << (2 * j);
-        if j == CODES_PER_BYTE - 1 {
-            codes[k / CODES_PER_BYTE] = byte;
-            byte = 0;
-        }
-    });
-    if len % CODES_PER_BYTE != 0 {
-        codes[len / CODES_PER_BYTE] = byte;
+fn fold_block<F: Scalar>(words: &[u32], keep: Keep<F>, h: &mut [F], codes: &mut [u8]) {
+    // One code a byte first (the element loop the compiler vectorises), then packed.
+    let mut one = [0u8; MASK_WORDS];
+    for ((v, &w), c) in h.iter_mut().zip(words).zip(&mut one) {
+        let m = keep.factor(w);
+        let t = [F::zero(), *v][usize::from(*v > F::zero())];
+        *v = t * m;
+        *c = u8::from(t > F::zero()) * (1 + u8::from(m == F::zero()));
     }
-}
-
-/// [`fold_drawn`] on a contiguous task: the same words (blocks of [`MASK_WORDS`] read with
-/// `fill_bytes`, as [`mask_words`] reads them), four elements and one code byte at a time.
-#[inline]
-fn fold_drawn_slice<F: Scalar>(
-    r: &mut ChaCha8Rng,
-    threshold: u64,
-    vals: [F; 2],
-    h: &mut [F],
-    codes: &mut [u8],
-) {
-    use rand::Rng as _;
-    const _: () = assert!(MASK_WORDS % CODES_PER_BYTE == 0);
-    let mut bytes = [0u8; 4 * MASK_WORDS];
-    for (hb, cb) in h
-        .chunks_mut(MASK_WORDS)
-        .zip(codes.chunks_mut(MASK_WORDS / CODES_PER_BYTE))
-    {
-        let n = hb.len();
-        r.fill_bytes(&mut bytes[..4 * n.next_multiple_of(2)]);
-        // One code a byte first (the element loop as without packing), then packed.
-        let mut one = [0u8; MASK_WORDS];
-        for ((v, w), c) in hb.iter_mut().zip(bytes.chunks_exact(4)).zip(&mut one) {
-            *c = fold_one(
-                v,
-                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
-                threshold,
-                vals,
-            );
-        }
-        one[n..].fill(0);
-        for (c, o) in cb.iter_mut().zip(one.chunks_exact(CODES_PER_BYTE)) {
-            *c = pack4(u32::from_le_bytes([o[0], o[1], o[2], o[3]]));
-        }
+    one[h.len()..].fill(0);
+    for (c, o) in codes.iter_mut().zip(one.chunks_exact(CODES_PER_BYTE)) {
+        *c = pack4(u32::from_le_bytes([o[0], o[1], o[2], o[3]]));
     }
 }
 
@@ -724,45 +714,45 @@ mod tests {
         }
     }
 
-    /// The mask as first written: one `next_u64` per pair of elements, low half first.
+    /// The mask by its definition ([`super::MASK_STREAM`]), element by element: one key from
+    /// the stream, then SplitMix64 from that key, one output per pair of elements, low half
+    /// first, written out without the kernels' blocks and chunks.
     fn reference_mask(rng: &mut ChaCha8Rng, p: f64, mask: &mut [f32]) {
         use rand::Rng;
         let keep = (1.0 / (1.0 - p)) as f32;
         let threshold = (p * 4_294_967_296.0).round() as u64;
-        let pick = |w: u32| if u64::from(w) >= threshold { keep } else { 0.0 };
-        let mut pairs = mask.chunks_exact_mut(2);
-        for pair in &mut pairs {
-            let w = rng.next_u64();
-            pair[0] = pick(w as u32);
-            pair[1] = pick((w >> 32) as u32);
-        }
-        if let [last] = pairs.into_remainder() {
-            *last = pick(rng.next_u64() as u32);
-        }
-    }
-
-    #[test]
-    fn block_reads_give_the_pairwise_mask_and_stream_position() {
-        use rand::Rng;
-        for skip in [0usize, 1, 5] {
-            for len in [0usize, 1, 2, 255, 256, 257, 513, 1001] {
-                let mut a = ChaCha8Rng::seed_from_u64(4);
-                for _ in 0..skip {
-                    a.next_u32();
-                }
-                let mut b = a.clone();
-                let (mut ma, mut mb) = (vec![f32::NAN; len], vec![f32::NAN; len]);
-                reference_mask(&mut a, 0.4, &mut ma);
-                dropout_mask(&mut b, 0.4, &mut mb);
-                assert_eq!(ma, mb, "skip {skip}, len {len}");
-                assert_eq!(a.next_u64(), b.next_u64(), "skip {skip}, len {len}");
+        let key = rng.next_u64();
+        let mut state = key;
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut word = 0u64;
+        for (e, m) in mask.iter_mut().enumerate() {
+            if e % 2 == 0 {
+                word = next();
             }
+            let w = (word >> (32 * (e % 2))) as u32;
+            *m = if u64::from(w) >= threshold { keep } else { 0.0 };
         }
     }
 
+    /// SplitMix64's published outputs for seed 1234567 (as in its reference implementations).
     #[test]
-    fn parallel_masks_equal_the_serial_mask_and_leave_the_stream_alike() {
-        use super::{MaskRng, MASK_CHUNK};
+    fn splitmix64_matches_its_reference_outputs() {
+        assert_eq!(super::splitmix64(1_234_567, 0), 6_457_827_717_110_365_317);
+        assert_eq!(super::splitmix64(1_234_567, 1), 3_203_168_211_198_807_973);
+        assert_eq!(super::splitmix64(1_234_567, 2), 9_817_491_932_198_370_423);
+    }
+
+    /// The kernels' blocked, chunked, parallel draws give the mask of the definition for any
+    /// length, `par` and stream position, and draw exactly one `u64` of the stream.
+    #[test]
+    fn masks_are_the_definition_for_any_par_and_draw_one_u64() {
+        use super::{fill_dropout_mask, MASK_CHUNK};
         use crate::Par;
         use rand::Rng;
         for par in [Par::Seq, Par::Rayon] {
@@ -771,22 +761,26 @@ mod tests {
                     0,
                     1,
                     7,
+                    255,
+                    257,
                     MASK_CHUNK,
                     MASK_CHUNK + 1,
-                    3 * MASK_CHUNK,
                     3 * MASK_CHUNK + 7,
                 ] {
                     let mut a = ChaCha8Rng::seed_from_u64(9);
-                    let mut b = a.clone();
                     for _ in 0..skip {
                         a.next_u32();
-                        b.next_u32();
                     }
-                    let (mut ma, mut mb) = (vec![0f32; len], vec![0f32; len]);
-                    dropout_mask(&mut a, 0.3, &mut ma);
-                    b.fill_dropout_mask(0.3, &mut mb, par);
+                    let (mut b, mut c) = (a.clone(), a.clone());
+                    let (mut ma, mut mb) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+                    let mut mc = vec![f32::NAN; len];
+                    reference_mask(&mut a, 0.3, &mut ma);
+                    dropout_mask(&mut b, 0.3, &mut mb);
+                    fill_dropout_mask(&mut c, 0.3, &mut mc, par);
                     assert_eq!(ma, mb, "{par:?}, skip {skip}, len {len}");
-                    assert_eq!(a.next_u64(), b.next_u64(), "stream position after the mask");
+                    assert_eq!(ma, mc, "{par:?}, skip {skip}, len {len}");
+                    let next = a.next_u64();
+                    assert_eq!((b.next_u64(), c.next_u64()), (next, next));
                 }
             }
         }
@@ -813,30 +807,51 @@ mod tests {
         }
     }
 
-    /// A stream without ChaCha8's seeking implementation (the blanket `Rng` of a `Box`): it
-    /// gets `MaskRng`'s default method.
-    impl super::MaskRng for Box<ChaCha8Rng> {}
-
-    /// Any `rand::Rng` can draw masks: the trait's default `fill_dropout_mask` (used by every
-    /// stream but ChaCha8's own implementation) is exactly `dropout_mask`, for either `Par`,
-    /// and leaves the stream where it would.
+    /// Successive masks of one stream, and neighbouring elements of one mask, are independent
+    /// as far as their counts can tell: each pair agrees in p² + (1−p)² of the elements, to
+    /// within 5 standard deviations.
     #[test]
-    fn default_mask_rng_is_the_serial_mask() {
-        use super::MaskRng;
-        use crate::Par;
-        use rand::Rng;
-        for par in [Par::Seq, Par::Rayon] {
-            for len in [0usize, 1, 7, 64, 65, super::MASK_CHUNK + 3] {
-                let mut a = ChaCha8Rng::seed_from_u64(12);
-                let mut b = Box::new(a.clone());
-                let (mut ma, mut mb) = (vec![f64::NAN; len], vec![f64::NAN; len]);
-                dropout_mask(&mut a, 0.5, &mut ma);
-                b.fill_dropout_mask(0.5, &mut mb, par);
-                assert_eq!(ma, mb, "len {len}");
-                assert!(len < 64 || (mb.contains(&0.0) && mb.contains(&2.0)));
-                assert_eq!(a.next_u64(), b.next_u64(), "stream position, len {len}");
-            }
+    fn successive_masks_and_neighbours_are_independent() {
+        let (p, len) = (0.5, 200_000);
+        let mut r = ChaCha8Rng::seed_from_u64(21);
+        let (mut a, mut b) = (vec![0f32; len], vec![0f32; len]);
+        dropout_mask(&mut r, p, &mut a);
+        dropout_mask(&mut r, p, &mut b);
+        let agree = |x: &[f32], y: &[f32]| {
+            x.iter().zip(y).filter(|(u, v)| u == v).count() as f64 / x.len() as f64
+        };
+        let want = p * p + (1.0 - p) * (1.0 - p);
+        let sd = (want * (1.0 - want) / len as f64).sqrt();
+        for (what, got) in [
+            ("successive masks", agree(&a, &b)),
+            ("neighbours", agree(&a[..len - 1], &a[1..])),
+            ("pairs' halves", {
+                let (ev, od): (Vec<f32>, Vec<f32>) =
+                    a.chunks_exact(2).map(|c| (c[0], c[1])).unzip();
+                agree(&ev, &od)
+            }),
+        ] {
+            assert!(
+                (got - want).abs() <= 5.0 * sd,
+                "{what}: agree {got}, want {want}"
+            );
         }
+    }
+
+    /// At a rate so close to 1 that ⌊p·2³²⌉ = 2³², no word keeps its element; just below
+    /// 2³², only the largest words do.
+    #[test]
+    fn rates_at_the_top_of_the_word_range() {
+        let all = 1.0 - 2f64.powi(-34);
+        let mut m = vec![f64::NAN; 10_000];
+        dropout_mask(&mut ChaCha8Rng::seed_from_u64(1), all, &mut m);
+        assert!(m.iter().all(|&v| v == 0.0));
+        let k = super::Keep::<f64>::new(1.0 - 2.25 * 2f64.powi(-32));
+        assert_eq!((k.min_word, k.any), (u32::MAX - 1, true));
+        assert_eq!(k.factor(u32::MAX - 2), 0.0);
+        assert!(k.factor(u32::MAX - 1) > 1e9 && k.factor(u32::MAX) > 1e9);
+        let none = super::Keep::<f64>::new(0.0);
+        assert_eq!(none.factor(0), 1.0);
     }
 
     /// `col_sum`: out ← Gᵀ·1 + β·out in row order; β = 0 overwrites (NaN in `out` does not
@@ -862,18 +877,19 @@ mod tests {
 
     #[test]
     fn a_slice_of_the_mask_is_the_slice_of_the_whole_draw() {
-        use super::{fill_dropout_mask_at, MaskRng};
+        use super::{fill_dropout_mask, fill_dropout_mask_at};
         use crate::Par;
+        use rand::Rng;
         let mut whole = vec![0.0f32; 1001];
         let mut r = ChaCha8Rng::seed_from_u64(7);
-        r.fill_dropout_mask(0.5, &mut whole, Par::Seq);
-        let end = r.get_word_pos();
+        fill_dropout_mask(&mut r, 0.5, &mut whole, Par::Seq);
+        let after = r.next_u64();
         for (a, b) in [(0, 1001), (0, 300), (301, 1001), (333, 334), (1001, 1001)] {
             let mut part = vec![0.0f32; b - a];
             let mut r = ChaCha8Rng::seed_from_u64(7);
             fill_dropout_mask_at(&mut r, 0.5, &mut part, a, 1001, Par::Rayon);
             assert_eq!(part, whole[a..b], "{a}..{b}");
-            assert_eq!(r.get_word_pos(), end);
+            assert_eq!(r.next_u64(), after);
         }
     }
 }

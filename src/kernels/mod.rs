@@ -26,7 +26,7 @@ pub mod transpose;
 
 pub use elementwise::{
     add_bias, bias_relu, bias_relu_dropout_fold, col_sum, dropout_mask, dropout_relu_backward_code,
-    relu_backward_inplace, relu_inplace, MaskRng, DROP_KEPT, DROP_ZERO, RELU_OFF,
+    fill_dropout_mask, relu_backward_inplace, relu_inplace, DROP_KEPT, DROP_ZERO, RELU_OFF,
 };
 pub use gemm::gemm;
 pub use spmm::{spmm, spmm_tiled, tile_width};

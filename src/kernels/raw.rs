@@ -6,6 +6,8 @@
 //!   build chosen at run time, the unchecked reads of `X` rows in the inner loop, the prefetch
 //!   hint (the safe splitting, dispatch and generic strided path stay in
 //!   [`kernels::spmm`](mod@super::spmm));
+//! - [`widest`]: a closure compiled for the widest vector instructions the CPU has (AVX-512 or
+//!   AVX2, checked at run time), for the element-wise kernels whose bits do not depend on them;
 //! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`),
 //!   its row prefetch, and the huge-page advice for the training workspace's buffers;
 //! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
@@ -147,6 +149,55 @@ fn kind_panic<F>(kind: &str) -> ! {
         "gemm: Scalar::KIND of {} says {kind}, but the type is not {kind}",
         std::any::type_name::<F>()
     )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wider vectors
+
+/// `f()` compiled for the widest vector instructions this CPU has: AVX-512 (F, DQ, VL and BW:
+/// 512-bit vectors with 64-bit multiplies), else AVX2, else the baseline build, checked at run
+/// time (`std` caches the answer). For kernels whose result does not depend on the
+/// instructions: integer arithmetic is exact, and Rust never fuses a float multiply and add or
+/// reorders a sum, so every build gives the same bits. `f` must be an `#[inline(always)]`
+/// closure, so that its body is compiled into the chosen build rather than called from it.
+/// (The SpMM keeps its AVX2 build: AVX-512 measured no faster there.)
+#[inline(always)]
+pub(super) fn widest<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx512bw") {
+            // SAFETY: the CPU supports these four AVX-512 subsets, checked just above; that is
+            // the only requirement of `with_avx512`'s `#[target_feature]`.
+            return unsafe { with_avx512(f) };
+        }
+        if has!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement
+            // of `with_avx2`'s `#[target_feature]`.
+            return unsafe { with_avx2(f) };
+        }
+    }
+    f()
+}
+
+/// `f()` built for AVX-512 (see [`widest`]).
+///
+/// # Safety
+/// The CPU must support AVX-512 F, DQ, VL and BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw")]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f()` built for AVX2 (see [`widest`]).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
 
 // ---------------------------------------------------------------------------------------------

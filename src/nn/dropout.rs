@@ -10,8 +10,9 @@
 //! - Both ([`ReluDropout::new`]): y = max(x, 0) ⊙ m; backward dx = 𝟙(x > 0) ⊙ m ⊙ dy, computed as
 //!   `+0` where ReLU is off and `dy·m` elsewhere (bit for bit ReLU's then dropout's backward).
 //!
-//! Masks are drawn by [`MaskRng::fill_dropout_mask`](crate::kernels::MaskRng::fill_dropout_mask) in element order, so a mask depends on the
-//! stream only, never on the thread count.
+//! Each mask takes one `u64` of the layer's stream as its key, and element k's factor is a
+//! function of the key and k alone ([`MASK_STREAM`](crate::kernels::elementwise::MASK_STREAM)),
+//! so a mask depends on the stream only, never on the thread or process count.
 
 use ndarray::Zip;
 

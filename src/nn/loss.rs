@@ -161,6 +161,37 @@ fn label_lse<F: Scalar>(z: ndarray::ArrayView1<'_, F>, labels: &[u32], i: usize)
     (y, max + sum.ln())
 }
 
+/// Row `i`'s term logsumexp(z) − z_y (as [`label_lse`] gives it), with its gradient written
+/// over `z`: softmax(z)·inv_m, minus inv_m at the label. Each exp(z_j − max) is computed once:
+/// the row holds them while they are summed, then each is scaled by inv_m / Σ.
+#[track_caller]
+fn ce_row_in_place<F: Scalar>(
+    mut z: ndarray::ArrayViewMut1<'_, F>,
+    labels: &[u32],
+    i: usize,
+    inv_m: F,
+) -> F {
+    let c = z.len();
+    let y = labels[i] as usize;
+    assert!(
+        y < c,
+        "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
+    );
+    let zy = z[y];
+    let max = z.iter().copied().fold(F::neg_infinity(), F::max);
+    let mut sum = F::zero();
+    for v in z.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let scale = inv_m / sum;
+    for v in z.iter_mut() {
+        *v *= scale;
+    }
+    z[y] -= inv_m;
+    max + sum.ln() - zy
+}
+
 /// The exact sum (over every process with `across`) of the tasks' partials, rounded once,
 /// times 1/|M|.
 fn finish_loss<F: Scalar>(total: F::Exact, inv_m: F, across: Option<&dyn Propagate<F>>) -> F {
@@ -242,12 +273,7 @@ fn masked_ce_in_place<F: Scalar>(
                 continue;
             }
             next += 1;
-            let (y, lse) = label_lse(row.view(), labels, i);
-            acc.add((lse - row[y]).to_f64_lossless());
-            for v in row.iter_mut() {
-                *v = (*v - lse).exp() * inv_m;
-            }
-            row[y] -= inv_m;
+            acc.add(ce_row_in_place(row.view_mut(), labels, i, inv_m).to_f64_lossless());
         }
         acc
     };

@@ -179,13 +179,13 @@ impl LruModel {
     /// Whether row `j`'s set is modelled.
     #[inline]
     fn modelled(&self, j: u32) -> bool {
-        self.set_of(j) % self.sample == 0
+        self.set_of(j).is_multiple_of(self.sample)
     }
 
     fn touch(&mut self, j: u32) {
         let ways = CACHE_MODEL_WAYS;
         let set = self.set_of(j);
-        if set % self.sample != 0 {
+        if !set.is_multiple_of(self.sample) {
             return;
         }
         let set = set / self.sample;
