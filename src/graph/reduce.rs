@@ -36,6 +36,8 @@ const ROWS_TASK: usize = 128;
 pub struct ReduceScratch<F: Scalar> {
     accs: Vec<F::Exact>,
     accs64: Vec<ExactSum>,
+    fast: Vec<f64>,
+    spilled: Vec<bool>,
     part: Vec<F>,
     words: Vec<i64>,
 }
@@ -45,6 +47,8 @@ impl<F: Scalar> Default for ReduceScratch<F> {
         ReduceScratch {
             accs: Vec::new(),
             accs64: Vec::new(),
+            fast: Vec::new(),
+            spilled: Vec::new(),
             part: Vec::new(),
             words: Vec::new(),
         }
@@ -64,28 +68,138 @@ fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
 /// no bit: exact sums do not depend on it.
 pub const T_MATMUL_GROUP: usize = 8;
 
-/// Adds `parts[j·len + k]` for every partial j into `accs[k]` (`len = accs.len()`), in parallel
-/// over blocks of accumulators under [`Par::Rayon`], each block's accumulators touched once.
-fn add_parts<F: Scalar>(accs: &mut [F::Exact], parts: &[F], par: Par) {
-    let len = accs.len();
-    if len == 0 {
-        return;
+/// Sums of partials, each an exact sum held in an `f64` while every addition into it is exact,
+/// and in an exact accumulator from the first one that would round.
+///
+/// Sum k is `fast[k]`, plus `accs[k]` where `spilled[k]` (an accumulator is reset when its sum
+/// first spills, so `accs` is never cleared as a whole). The `f64` parts are 8 bytes a sum
+/// instead of an accumulator's 104 (for `f32`): the partials of a weight gradient are added
+/// in a pass over 0.5 MB instead of 6.8 MB. Either way a sum is the same exact number, so its
+/// rounding is the same bits.
+/// A block of [`Sums`]: its index, and its `f64` parts, flags and accumulators.
+type Block<'b, F> = (
+    usize,
+    (
+        (&'b mut [f64], &'b mut [bool]),
+        &'b mut [<F as Scalar>::Exact],
+    ),
+);
+
+struct Sums<'a, F: Scalar> {
+    fast: &'a mut [f64],
+    spilled: &'a mut [bool],
+    accs: &'a mut [F::Exact],
+}
+
+impl<'a, F: Scalar> Sums<'a, F> {
+    /// `len` zero sums in the scratch's buffers (allocated only to grow).
+    fn new(
+        len: usize,
+        fast: &'a mut Vec<f64>,
+        spilled: &'a mut Vec<bool>,
+        accs: &'a mut Vec<F::Exact>,
+    ) -> Self {
+        if accs.len() < len {
+            accs.resize(len, F::Exact::default());
+        }
+        Sums {
+            fast: refill(fast, len, 0.0),
+            spilled: refill(spilled, len, false),
+            accs: &mut accs[..len],
+        }
     }
-    let count = parts.len() / len;
-    let add = |(b, a): (usize, &mut [F::Exact])| {
-        let lo = b * ADD_TASK;
-        for j in 0..count {
-            let p = &parts[j * len + lo..j * len + lo + a.len()];
-            for (acc, &v) in a.iter_mut().zip(p) {
-                if v != F::zero() {
-                    v.add_to(acc);
+
+    /// Adds `parts[j·len + k]` for every partial j into sum k (`len` sums), in parallel over
+    /// blocks of [`ADD_TASK`] sums under [`Par::Rayon`], each block's sums touched once.
+    fn add_parts(&mut self, parts: &[F], par: Par) {
+        let len = self.fast.len();
+        if len == 0 {
+            return;
+        }
+        let count = parts.len() / len;
+        let add = |(b, ((fast, spilled), accs)): Block<'_, F>| {
+            let lo = b * ADD_TASK;
+            for j in 0..count {
+                let p = &parts[j * len + lo..j * len + lo + fast.len()];
+                // Whether every addition of this partial into the block is exact (a check
+                // without branches, which vectorises); if so, the additions.
+                let exact = fast.iter().zip(p).fold(true, |ok, (&a, &v)| {
+                    ok & add_exactly(a, v.to_f64_lossless()).1
+                });
+                if exact {
+                    for (a, &v) in fast.iter_mut().zip(p) {
+                        *a += v.to_f64_lossless();
+                    }
+                    continue;
+                }
+                for (k, &v) in p.iter().enumerate() {
+                    let (s, ok) = add_exactly(fast[k], v.to_f64_lossless());
+                    if ok {
+                        fast[k] = s;
+                        continue;
+                    }
+                    // The first spill of sum k resets its accumulator; the f64 part moves in.
+                    if !spilled[k] {
+                        spilled[k] = true;
+                        accs[k] = F::Exact::default();
+                    }
+                    accs[k].add(std::mem::replace(&mut fast[k], 0.0));
+                    v.add_to(&mut accs[k]);
                 }
             }
+        };
+        let blocks = self
+            .fast
+            .chunks_mut(ADD_TASK)
+            .zip(self.spilled.chunks_mut(ADD_TASK))
+            .zip(self.accs.chunks_mut(ADD_TASK));
+        match par {
+            Par::Seq => blocks.enumerate().for_each(add),
+            Par::Rayon => self
+                .fast
+                .par_chunks_mut(ADD_TASK)
+                .zip(self.spilled.par_chunks_mut(ADD_TASK))
+                .zip(self.accs.par_chunks_mut(ADD_TASK))
+                .enumerate()
+                .for_each(add),
         }
-    };
-    match par {
-        Par::Seq => accs.chunks_mut(ADD_TASK).enumerate().for_each(add),
-        Par::Rayon => accs.par_chunks_mut(ADD_TASK).enumerate().for_each(add),
+    }
+
+    /// The sums — across processes through `sum_words` when given — rounded once: `emit(k, v)`
+    /// for each. One process reads a sum that never spilled from its `f64` alone (an exact sum
+    /// held in an `f64` is its own rounding; `+ 0.0` gives an accumulator's +0 for zero).
+    fn finish(
+        self,
+        words: &mut Vec<i64>,
+        sum_words: Option<SumWords<'_>>,
+        mut emit: impl FnMut(usize, f64),
+    ) {
+        let Sums {
+            fast,
+            spilled,
+            accs,
+        } = self;
+        if sum_words.is_none() {
+            for (k, (&f, &sp)) in fast.iter().zip(spilled.iter()).enumerate() {
+                if sp {
+                    accs[k].add(f);
+                    emit(k, accs[k].take_value());
+                } else {
+                    emit(k, f + 0.0);
+                }
+            }
+            return;
+        }
+        // Every sum into its accumulator, whose words are exchanged.
+        for ((a, &f), &sp) in accs.iter_mut().zip(fast.iter()).zip(spilled.iter()) {
+            if !sp {
+                *a = F::Exact::default();
+            }
+            if f != 0.0 {
+                a.add(f);
+            }
+        }
+        finish(accs, words, sum_words, emit);
     }
 }
 
@@ -220,9 +334,14 @@ pub(crate) fn t_matmul_rows<F: Scalar>(
 ) {
     let (a, c) = out.dim();
     let ReduceScratch {
-        accs, part, words, ..
+        accs,
+        part,
+        words,
+        fast,
+        spilled,
+        ..
     } = scratch;
-    let accs = refill(accs, a * c, F::Exact::default());
+    let mut sums = Sums::<F>::new(a * c, fast, spilled, accs);
     let grid = grid.max(1);
     let mut sink = |first_row: usize, h: ArrayView2<'_, F>, g: ArrayView2<'_, F>| {
         let n = h.nrows();
@@ -274,11 +393,11 @@ pub(crate) fn t_matmul_rows<F: Scalar>(
                     .enumerate()
                     .for_each(|(j, p)| partial(first + j * grid, p)),
             }
-            add_parts(accs, parts, par);
+            sums.add_parts(parts, par);
         }
     };
     fill(&mut sink);
-    finish(accs, words, sum_words, |k, v| {
+    sums.finish(words, sum_words, |k, v| {
         axpby(alpha, v, beta, &mut out[[k / c.max(1), k % c.max(1)]])
     });
 }
@@ -456,7 +575,12 @@ pub(crate) fn col_sum<F: Scalar>(
     let grid = grid.max(1);
     let chunks = n.div_ceil(grid);
     let ReduceScratch {
-        accs, part, words, ..
+        accs,
+        part,
+        words,
+        fast,
+        spilled,
+        ..
     } = scratch;
     let parts = refill(part, chunks * c, F::zero());
     let g_rows = g.as_slice();
@@ -479,9 +603,9 @@ pub(crate) fn col_sum<F: Scalar>(
             Par::Rayon => parts.par_chunks_mut(c).enumerate().for_each(fold),
         }
     }
-    let accs = refill(accs, c, F::Exact::default());
-    add_parts(accs, &parts[..chunks * c], Par::Seq);
-    finish(accs, words, sum_words, |k, v| {
+    let mut sums = Sums::<F>::new(c, fast, spilled, accs);
+    sums.add_parts(&parts[..chunks * c], Par::Seq);
+    sums.finish(words, sum_words, |k, v| {
         axpby(F::one(), v, beta, &mut out[k])
     });
 }
@@ -843,6 +967,95 @@ mod tests {
             let alone = |_: &mut [i64]| {};
             assert_eq!(bits(&run(Par::Seq, beta, Some(&alone))), bits(&local));
         }
+    }
+
+    #[test]
+    fn dense_weight_and_bias_gradients_are_exact_where_f64_would_round() {
+        // The chunk partials of the sparse test above, from a dense H: column 0 of feature 0
+        // gets 1e20, 1 and −1e20 (an f64 sum rounds to 0; the exact one is 1), so that sum
+        // spills into its accumulator; column 2 meets 0·∞ and NaN.
+        let mut h = Array2::<f32>::zeros((192, 2));
+        for r in [0, 64, 128] {
+            h[[r, 0]] = 1.0;
+        }
+        h[[1, 1]] = 1.0;
+        h[[2, 1]] = 1.0;
+        let mut g = Array2::<f32>::zeros((192, 3));
+        for (r, row) in [
+            (0, [1e20, 3.0, f32::INFINITY]),
+            (64, [1.0, 5.0, 1.0]),
+            (128, [-1e20, 7.0, 2.0]),
+            (1, [0.5, 0.25, f32::NAN]),
+            (2, [0.25, 0.125, 1.0]),
+        ] {
+            g.row_mut(r).assign(&ndarray::arr1(&row));
+        }
+        let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let weights = |g: &Array2<f32>, par, beta, sum: Option<SumWords<'_>>, s: &mut _| {
+            let mut out = Array2::<f32>::from_elem((2, 3), 2.0);
+            t_matmul(
+                64,
+                1.0,
+                h.view(),
+                g.view(),
+                beta,
+                out.view_mut(),
+                par,
+                s,
+                sum,
+            );
+            out
+        };
+        let alone = |_: &mut [i64]| {};
+        let mut used = ReduceScratch::<f32>::default();
+        for beta in [0.0, 0.5] {
+            let b = 2.0 * beta;
+            let local = weights(&g, Par::Seq, beta, None, &mut used);
+            assert_eq!(local[[0, 0]], 1.0 + b);
+            assert_eq!(local[[0, 1]], 15.0 + b);
+            assert_eq!(local[[1, 0]], 0.75 + b);
+            assert_eq!(local[[1, 1]], 0.375 + b);
+            assert!(local[[0, 2]].is_nan() && local[[1, 2]].is_nan());
+            for (par, sum) in [(Par::Rayon, None), (Par::Seq, Some(&alone as SumWords<'_>))] {
+                let fresh = &mut ReduceScratch::<f32>::default();
+                assert_eq!(bits(&weights(&g, par, beta, sum, fresh)), bits(&local));
+            }
+        }
+        // A scratch whose accumulators hold an earlier call's spilled sums gives a fresh
+        // scratch's bits when nothing spills, and when another sum spills.
+        let mut calm = g.clone();
+        calm.column_mut(2).fill(0.5);
+        calm[[0, 0]] = 3.0;
+        calm[[128, 0]] = -2.0;
+        let mut other = calm.clone();
+        other[[0, 1]] = 1e20;
+        other[[128, 1]] = -1e20;
+        for g2 in [&calm, &other] {
+            let fresh = &mut ReduceScratch::<f32>::default();
+            let want = weights(g2, Par::Seq, 0.0, None, fresh);
+            assert_eq!(
+                bits(&weights(g2, Par::Seq, 0.0, None, &mut used)),
+                bits(&want)
+            );
+            assert_eq!(
+                bits(&weights(&g, Par::Seq, 0.0, None, &mut used)),
+                bits(&weights(&g, Par::Seq, 0.0, None, fresh))
+            );
+        }
+        assert_eq!(weights(&calm, Par::Seq, 0.0, None, &mut used)[[0, 0]], 2.0);
+        assert_eq!(weights(&other, Par::Seq, 0.0, None, &mut used)[[0, 1]], 5.0);
+        // Column sums: chunk partials 1e20 (f32: 1e20 + 0.75 is 1e20), 1 and −1e20.
+        let sums = |par, sum: Option<SumWords<'_>>, s: &mut _| {
+            let mut out = ndarray::Array1::<f32>::from_elem(3, 2.0);
+            col_sum(64, g.view(), 0.5, out.view_mut(), par, s, sum);
+            out
+        };
+        let cs = sums(Par::Seq, None, &mut used);
+        assert_eq!((cs[0], cs[1]), (1.0 + 1.0, 15.375 + 1.0));
+        assert!(cs[2].is_nan());
+        let fresh = &mut ReduceScratch::<f32>::default();
+        let cb = |a: &ndarray::Array1<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(cb(&sums(Par::Rayon, Some(&alone), fresh)), cb(&cs));
     }
 
     #[test]
