@@ -322,7 +322,7 @@ fn gather_rows<const D: usize, const PF: bool>(
     first: usize,
     out: &mut [f32],
 ) {
-    let dist = (PREFETCH_BYTES / (D * 4)).max(1);
+    let dist = crate::kernels::spmm::prefetch_distance::<f32>(D);
     for (g, o) in out.chunks_exact_mut(D).enumerate() {
         let p0 = (first + g) * group;
         let mut acc = [0f32; D];
@@ -352,7 +352,7 @@ fn gather_rows_any(
     out: &mut [f32],
     prefetch: bool,
 ) {
-    let dist = (PREFETCH_BYTES / (d * 4)).max(1);
+    let dist = crate::kernels::spmm::prefetch_distance::<f32>(d);
     for (g, o) in out.chunks_exact_mut(d).enumerate() {
         let p0 = (first + g) * group;
         o.fill(0.0);

@@ -7,7 +7,8 @@
 //!   sparse-matrix bookkeeping: an n × d f32 matrix with the same n as the graph (so the same
 //!   working set as X), a stream of nnz uniformly random row indices read in order, each group
 //!   of ⌊nnz/n⌉ gathered rows summed into one output row. Bytes = gathered rows · d · 4. It
-//!   runs with and without a software prefetch of the row [`PREFETCH_BYTES`] ahead (as the
+//!   runs with and without a software prefetch of the row [`PREFETCH_BYTES`] ahead (16 KiB for
+//!   rows of 1 KiB or more, as the
 //!   SpMM does) and the faster of the two is the **gather bound**: the best random row gather
 //!   rate measured on this machine for rows of d floats. For reference, [`pattern_gather`]
 //!   runs the same loop on the random-order Â's own index stream: a power-law graph's hub
