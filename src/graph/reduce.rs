@@ -766,6 +766,32 @@ mod tests {
         assert_eq!(fresh + &prior * 2.0, whole);
     }
 
+    /// More sums than one add task holds (64 × 40 > `ADD_TASK`): every block of sums takes
+    /// its own columns of the partials, under either `Par`.
+    #[test]
+    fn weight_gradients_wider_than_an_add_task_are_the_plain_product() {
+        let (h, g) = (random(300, 64, 5), random(300, 40, 6));
+        assert!(64 * 40 > ADD_TASK);
+        let plain = h.t().dot(&g);
+        for par in [Par::Seq, Par::Rayon] {
+            let mut out = Array2::<f32>::zeros((64, 40));
+            let mut s = ReduceScratch::<f32>::default();
+            t_matmul(
+                GRID,
+                1.0,
+                h.view(),
+                g.view(),
+                0.0,
+                out.view_mut(),
+                par,
+                &mut s,
+                None,
+            );
+            let worst = (&out - &plain).iter().fold(0f32, |m, d| m.max(d.abs()));
+            assert!(worst < 1e-4, "{par:?}: off by {worst}");
+        }
+    }
+
     #[test]
     fn weight_gradients_from_row_blocks_in_any_order_are_the_whole_products_bits() {
         let (h, g) = (random(500, 7, 1), random(500, 5, 2));
