@@ -29,8 +29,8 @@ pub(crate) struct RooflineArgs {
     /// Feature widths d, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "16,64,128,256")]
     dims: Vec<usize>,
-    /// The node order compared with a random one: none, random[:SEED], degree, rcm, bfs or
-    /// community (label propagation on the structure only).
+    /// The node order compared with a random one: none, random[:SEED], degree, rcm, bfs,
+    /// community (label propagation on the structure only) or metis (METIS parts).
     #[arg(long, default_value = "community")]
     reorder: Reorder,
     /// Timed repetitions per measurement (medians are reported).
