@@ -271,13 +271,11 @@ fn sparse_weight_gradients_and_bias_gradients_do_not_depend_on_the_partition() {
     }
 }
 
-#[test]
-fn a_sparse_weight_gradient_in_one_process_is_exact_where_f64_would_round() {
-    // X (192 × 2, three chunks of the grid): feature 0 at rows 0, 64 and 128 (one per
-    // chunk), feature 1 at rows 1 and 2 (one chunk). Column 0 of G makes feature 0's chunk
-    // partials 1e20, 1 and −1e20: their f64 sum rounds (0), the exact one is 1, so the f64
-    // pass must hand the block to the exact accumulators. Column 1 sums exactly in f64;
-    // column 2 brings an infinity and a NaN.
+/// X or H (192 × 2, three chunks of a 64-row grid): feature 0 at rows 0, 64 and 128 (one per
+/// chunk), feature 1 at rows 1 and 2 (one chunk); and G (192 × 3), whose column 0 makes feature
+/// 0's chunk partials 1e20, 1 and −1e20 (an f64 sum rounds to 0, the exact one is 1), whose
+/// column 1 sums exactly in f64, and whose column 2 brings an infinity and a NaN.
+fn rounding_case() -> (Array2<f32>, Array2<f32>) {
     let mut x = Array2::<f32>::zeros((192, 2));
     for r in [0, 64, 128] {
         x[[r, 0]] = 1.0;
@@ -294,6 +292,17 @@ fn a_sparse_weight_gradient_in_one_process_is_exact_where_f64_would_round() {
     ] {
         g.row_mut(r).assign(&ndarray::arr1(&row));
     }
+    (x, g)
+}
+
+#[test]
+fn a_sparse_weight_gradient_in_one_process_is_exact_where_f64_would_round() {
+    // X (192 × 2, three chunks of the grid): feature 0 at rows 0, 64 and 128 (one per
+    // chunk), feature 1 at rows 1 and 2 (one chunk). Column 0 of G makes feature 0's chunk
+    // partials 1e20, 1 and −1e20: their f64 sum rounds (0), the exact one is 1, so the f64
+    // pass must hand the block to the exact accumulators. Column 1 sums exactly in f64;
+    // column 2 brings an infinity and a NaN.
+    let (x, g) = rounding_case();
     let x_t: Csr<f32> = Csr::csr_from_dense(x.t(), 0.0);
     let run = |par: Par, beta: f32, sum: Option<SumWords<'_>>| {
         let mut out = Array2::<f32>::from_elem((2, 3), 2.0);
@@ -333,22 +342,7 @@ fn dense_weight_and_bias_gradients_are_exact_where_f64_would_round() {
     // The chunk partials of the sparse test above, from a dense H: column 0 of feature 0
     // gets 1e20, 1 and −1e20 (an f64 sum rounds to 0; the exact one is 1), so that sum
     // spills into its accumulator; column 2 meets 0·∞ and NaN.
-    let mut h = Array2::<f32>::zeros((192, 2));
-    for r in [0, 64, 128] {
-        h[[r, 0]] = 1.0;
-    }
-    h[[1, 1]] = 1.0;
-    h[[2, 1]] = 1.0;
-    let mut g = Array2::<f32>::zeros((192, 3));
-    for (r, row) in [
-        (0, [1e20, 3.0, f32::INFINITY]),
-        (64, [1.0, 5.0, 1.0]),
-        (128, [-1e20, 7.0, 2.0]),
-        (1, [0.5, 0.25, f32::NAN]),
-        (2, [0.25, 0.125, 1.0]),
-    ] {
-        g.row_mut(r).assign(&ndarray::arr1(&row));
-    }
+    let (h, g) = rounding_case();
     let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let weights = |g: &Array2<f32>, par, beta, sum: Option<SumWords<'_>>, s: &mut _| {
         let mut out = Array2::<f32>::from_elem((2, 3), 2.0);
