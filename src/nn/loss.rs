@@ -150,15 +150,21 @@ fn mask_count<F: Scalar>(
 /// subtracted first).
 #[track_caller]
 fn label_lse<F: Scalar>(z: ndarray::ArrayView1<'_, F>, labels: &[u32], i: usize) -> (usize, F) {
+    let (y, max) = label_max(z, labels, i);
+    let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
+    (y, max + sum.ln())
+}
+
+/// Row `i`'s label (checked against the row's classes) and the row's maximum.
+#[track_caller]
+fn label_max<F: Scalar>(z: ndarray::ArrayView1<'_, F>, labels: &[u32], i: usize) -> (usize, F) {
     let c = z.len();
     let y = labels[i] as usize;
     assert!(
         y < c,
         "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
     );
-    let max = z.iter().copied().fold(F::neg_infinity(), F::max);
-    let sum: F = z.iter().map(|&v| (v - max).exp()).sum();
-    (y, max + sum.ln())
+    (y, z.iter().copied().fold(F::neg_infinity(), F::max))
 }
 
 /// Row `i`'s term logsumexp(z) − z_y (as [`label_lse`] gives it), with its gradient written
@@ -171,14 +177,8 @@ fn ce_row_in_place<F: Scalar>(
     i: usize,
     inv_m: F,
 ) -> F {
-    let c = z.len();
-    let y = labels[i] as usize;
-    assert!(
-        y < c,
-        "softmax_cross_entropy: label {y} of node {i} ≥ {c} classes"
-    );
+    let (y, max) = label_max(z.view(), labels, i);
     let zy = z[y];
-    let max = z.iter().copied().fold(F::neg_infinity(), F::max);
     let mut sum = F::zero();
     for v in z.iter_mut() {
         *v = (*v - max).exp();
