@@ -89,7 +89,14 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
         let data = match &a.data {
-            Some(path) => load_any(path, &LoadOptions::default())?,
+            // `--epoch` loads sparse bag-of-words features as `train` does.
+            Some(path) => load_any(
+                path,
+                &LoadOptions {
+                    sparse_features_below: a.epoch.then_some(0.1),
+                    ..LoadOptions::default()
+                },
+            )?,
             None => a.preset.generate(a.data_seed)?,
         };
         if a.epoch {

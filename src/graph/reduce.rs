@@ -19,6 +19,7 @@ use rayon::prelude::*;
 
 use super::propagate::RowSink;
 use crate::kernels::exact::{add_exactly, Accumulator, ExactSum};
+use crate::kernels::raw::widest;
 use crate::kernels::{gemm, CsrView};
 use crate::{Par, Scalar};
 
@@ -275,6 +276,72 @@ fn chunk_partial<F: Scalar, const W: usize>(
     t
 }
 
+/// Columns of Xᵀ·G at most this many at a time in [`t_matmul_sparse`] (a block's partial and
+/// its sums stay in registers or on the stack).
+const BLOCK: usize = 64;
+
+/// The operands of [`t_matmul_sparse`]: the CSR of Xᵀ and G (`c` columns; `g_rows` its rows
+/// as one slice when it is row-major), summed over `grid`-row chunks.
+struct SparseT<'a, F> {
+    indptr: &'a [usize],
+    indices: &'a [u32],
+    data: &'a [F],
+    g: ArrayView2<'a, F>,
+    g_rows: Option<&'a [F]>,
+    c: usize,
+    grid: usize,
+}
+
+/// Columns `c0 .. c0 + w` of row `f` of Xᵀ·G (`w` ≤ [`BLOCK`]): the row's entries chunk by
+/// chunk of the grid, each chunk's partial folded in stored order and handed to `add(partial)`
+/// (its `w` values); only chunks where the row has entries. Inlined into its caller, so that
+/// under [`widest`](crate::kernels::raw) it is built with the caller's vector instructions.
+#[inline(always)]
+fn sparse_row_block<F: Scalar>(
+    t: &SparseT<'_, F>,
+    f: usize,
+    c0: usize,
+    w: usize,
+    mut add: impl FnMut(&[F]),
+) {
+    let (indices, data, c) = (t.indices, t.data, t.c);
+    let (lo, hi) = (t.indptr[f], t.indptr[f + 1]);
+    let mut tmp = [F::zero(); BLOCK];
+    let mut e = lo;
+    while e < hi {
+        // The row's entries in this chunk of the grid: e .. e1.
+        let end = (indices[e] as usize / t.grid + 1) * t.grid;
+        let mut e1 = e + 1;
+        while e1 < hi && (indices[e1] as usize) < end {
+            e1 += 1;
+        }
+        let (ix, xs) = (&indices[e..e1], &data[e..e1]);
+        match (t.g_rows, w) {
+            // The common widths at compile time: the partial stays in registers.
+            (Some(gs), 16) => add(&chunk_partial::<F, 16>(ix, xs, gs, c, c0)),
+            (Some(gs), 32) => add(&chunk_partial::<F, 32>(ix, xs, gs, c, c0)),
+            (Some(gs), 64) => add(&chunk_partial::<F, 64>(ix, xs, gs, c, c0)),
+            _ => {
+                tmp[..w].fill(F::zero());
+                for (&j, &x) in ix.iter().zip(xs) {
+                    let j = j as usize;
+                    match t.g_rows {
+                        Some(gs) => add_row(&mut tmp[..w], x, &gs[j * c + c0..j * c + c0 + w]),
+                        None => {
+                            let gr = t.g.row(j);
+                            for (k, t) in tmp[..w].iter_mut().enumerate() {
+                                *t += x * gr[c0 + k];
+                            }
+                        }
+                    }
+                }
+                add(&tmp[..w]);
+            }
+        }
+        e = e1;
+    }
+}
+
 /// out ← α·s + β·out for an exact sum s (β = 0 overwrites).
 fn axpby<F: Scalar>(alpha: F, s: f64, beta: F, out: &mut F) {
     let v = alpha * F::from_f64_lossy(s);
@@ -402,6 +469,56 @@ pub(crate) fn t_matmul_rows<F: Scalar>(
     });
 }
 
+/// Row `f` of Xᵀ·G into `o` (out ← Xᵀ·G + β·out) in one process: [`sparse_row_block`]'s
+/// partials summed in f64, every addition checked for rounding (Knuth's TwoSum); a block where
+/// one rounds is summed again in the exact accumulators `acc`. An f64 sum of partials that
+/// never rounded is their exact sum, and is its own rounding to f64: the same bits either way.
+#[inline(always)]
+fn sparse_fast_row<F: Scalar>(
+    t: &SparseT<'_, F>,
+    acc: &mut [F::Exact; BLOCK],
+    (f, o): (usize, &mut [F]),
+    beta: F,
+) {
+    let c = t.c;
+    for c0 in (0..c).step_by(BLOCK) {
+        let w = BLOCK.min(c - c0);
+        let mut fast = [0.0f64; BLOCK];
+        let mut all_exact = true;
+        sparse_row_block(t, f, c0, w, |part| {
+            // A local flag per partial (not the captured one in the loop): the loop then
+            // vectorises.
+            let mut ok = true;
+            for (a, &v) in fast.iter_mut().zip(part) {
+                let (s, exact) = add_exactly(*a, v.to_f64_lossless());
+                ok &= exact;
+                *a = s;
+            }
+            all_exact &= ok;
+        });
+        if all_exact {
+            for (&v, o) in fast[..w].iter().zip(&mut o[c0..c0 + w]) {
+                axpby(F::one(), v + 0.0, beta, o);
+            }
+            continue;
+        }
+        acc[..w].fill(F::Exact::default());
+        sparse_row_block(t, f, c0, w, |p| add_exact(&mut acc[..w], p));
+        for (a, o) in acc[..w].iter_mut().zip(&mut o[c0..c0 + w]) {
+            axpby(F::one(), a.take_value(), beta, o);
+        }
+    }
+}
+
+/// A chunk's partial added exactly into `acc` (its zeros skipped).
+fn add_exact<F: Scalar>(acc: &mut [F::Exact], part: &[F]) {
+    for (acc, &t) in acc.iter_mut().zip(part) {
+        if t != F::zero() {
+            t.add_to(acc);
+        }
+    }
+}
+
 /// out ← Xᵀ·G + β·out for sparse X given as the CSR of Xᵀ (column indices sorted in each
 /// row), over the `grid`-row chunks of G's rows (X's columns).
 #[track_caller]
@@ -429,93 +546,26 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     let (indices, data) = (x_t.indices(), x_t.data());
     let c1 = c.max(1);
     let grid = grid.max(1);
-    // G's rows as one slice when it is row-major (the usual case), read without views.
-    let g_rows = g.as_slice();
-    // Columns c0 .. c0 + w of row f of Xᵀ·G (at most BLOCK of them): the row's entries chunk
-    // by chunk of the grid, each chunk's partial folded in stored order and handed to
-    // `add(partial)` (its `w` values); only chunks where the row has entries.
-    const BLOCK: usize = 64;
-    let row_block = |f: usize, c0: usize, w: usize, add: &mut dyn FnMut(&[F])| {
-        let (lo, hi) = (indptr[f], indptr[f + 1]);
-        let mut tmp = [F::zero(); BLOCK];
-        let mut e = lo;
-        while e < hi {
-            // The row's entries in this chunk of the grid: e .. e1.
-            let end = (indices[e] as usize / grid + 1) * grid;
-            let mut e1 = e + 1;
-            while e1 < hi && (indices[e1] as usize) < end {
-                e1 += 1;
-            }
-            let (ix, xs) = (&indices[e..e1], &data[e..e1]);
-            match (g_rows, w) {
-                // The common widths at compile time: the partial stays in registers.
-                (Some(gs), 16) => add(&chunk_partial::<F, 16>(ix, xs, gs, c, c0)),
-                (Some(gs), 32) => add(&chunk_partial::<F, 32>(ix, xs, gs, c, c0)),
-                (Some(gs), 64) => add(&chunk_partial::<F, 64>(ix, xs, gs, c, c0)),
-                _ => {
-                    tmp[..w].fill(F::zero());
-                    for (&j, &x) in ix.iter().zip(xs) {
-                        let j = j as usize;
-                        match g_rows {
-                            Some(gs) => add_row(&mut tmp[..w], x, &gs[j * c + c0..j * c + c0 + w]),
-                            None => {
-                                let gr = g.row(j);
-                                for (k, t) in tmp[..w].iter_mut().enumerate() {
-                                    *t += x * gr[c0 + k];
-                                }
-                            }
-                        }
-                    }
-                    add(&tmp[..w]);
-                }
-            }
-            e = e1;
-        }
-    };
-    // A chunk's partial added exactly (its zeros skipped).
-    let add_exact = |acc: &mut [F::Exact], part: &[F]| {
-        for (acc, &t) in acc.iter_mut().zip(part) {
-            if t != F::zero() {
-                t.add_to(acc);
-            }
-        }
+    let t = SparseT {
+        indptr,
+        indices,
+        data,
+        g,
+        // G's rows as one slice when it is row-major (the usual case), read without views.
+        g_rows: g.as_slice(),
+        c,
+        grid,
     };
     if let (None, Some(os)) = (sum_words, out.as_slice_mut()) {
         // One process and a row-major `out`: each row's sums are finished as soon as they are
         // formed, in one block of accumulators per task (no n-long array to clear and read
-        // back). The same exact sums, rounded once: the same bits as below.
-        //
-        // First in f64, checking every addition for rounding (Knuth's TwoSum); only a block
-        // where one rounds is summed again in exact accumulators. An f64 sum of the partials
-        // that never rounded is their exact sum, and is its own rounding to f64.
-        let row = |acc: &mut [F::Exact; BLOCK], (f, o): (usize, &mut [F])| {
-            for c0 in (0..c).step_by(BLOCK) {
-                let w = BLOCK.min(c - c0);
-                let mut fast = [0.0f64; BLOCK];
-                let mut all_exact = true;
-                row_block(f, c0, w, &mut |part| {
-                    // A local flag per partial (not the captured one in the loop): the loop
-                    // then vectorises.
-                    let mut ok = true;
-                    for (a, &t) in fast.iter_mut().zip(part) {
-                        let (s, exact) = add_exactly(*a, t.to_f64_lossless());
-                        ok &= exact;
-                        *a = s;
-                    }
-                    all_exact &= ok;
-                });
-                if all_exact {
-                    for (&v, o) in fast[..w].iter().zip(&mut o[c0..c0 + w]) {
-                        axpby(F::one(), v + 0.0, beta, o);
-                    }
-                    continue;
-                }
-                acc[..w].fill(F::Exact::default());
-                row_block(f, c0, w, &mut |p| add_exact(&mut acc[..w], p));
-                for (a, o) in acc[..w].iter_mut().zip(&mut o[c0..c0 + w]) {
-                    axpby(F::one(), a.take_value(), beta, o);
-                }
-            }
+        // back). The same exact sums, rounded once: the same bits as below. Each row is
+        // compiled for the widest vectors the CPU has (the same bits on any).
+        let row = |acc: &mut [F::Exact; BLOCK], fo: (usize, &mut [F])| {
+            widest(
+                #[inline(always)]
+                || sparse_fast_row(&t, acc, fo, beta),
+            )
         };
         let init = || std::array::from_fn(|_| F::Exact::default());
         match par {
@@ -538,7 +588,7 @@ pub(crate) fn t_matmul_sparse<F: Scalar>(
     let row = |(f, acc): (usize, &mut [F::Exact])| {
         for c0 in (0..c).step_by(BLOCK) {
             let w = BLOCK.min(c - c0);
-            row_block(f, c0, w, &mut |p| add_exact(&mut acc[c0..c0 + w], p));
+            sparse_row_block(&t, f, c0, w, |p| add_exact(&mut acc[c0..c0 + w], p));
         }
     };
     match par {

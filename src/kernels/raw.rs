@@ -33,6 +33,14 @@ const LINE: usize = 64;
 /// L2 (512 KiB or more on the hosts this targets), where a prefetch only costs.
 const NO_PREFETCH_BYTES: usize = 256 << 10;
 
+/// Output rows at most this wide (one cache line) are formed [`GROUP`] at a time, their sums
+/// interleaved: a row this narrow has too few independent additions per non-zero to hide
+/// their latency on its own.
+const NARROW_ROW_BYTES: usize = 64;
+
+/// Rows interleaved on the narrow path.
+const GROUP: usize = 4; // `Fast::block_rows` names its four accumulators
+
 // ---------------------------------------------------------------------------------------------
 // GEMM
 
@@ -162,7 +170,7 @@ fn kind_panic<F>(kind: &str) -> ! {
 /// closure, so that its body is compiled into the chosen build rather than called from it.
 /// (The SpMM keeps its AVX2 build: AVX-512 measured no faster there.)
 #[inline(always)]
-pub(super) fn widest<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn widest<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
@@ -365,6 +373,21 @@ fn each_row<F: Scalar, const W: usize, const LD: usize>(
 ) {
     let d = out.ncols();
     if let Some(s) = out.as_slice_mut() {
+        let mut r0 = 0;
+        if d * size_of::<F>() <= NARROW_ROW_BYTES {
+            // Narrow rows: GROUP rows at a time, their sums interleaved (each row's own order
+            // kept), so that one row's chain of dependent additions does not bound the loop.
+            let mut groups = s.chunks_exact_mut(GROUP * d);
+            for o in &mut groups {
+                let ranges: [(usize, usize); GROUP] = std::array::from_fn(|g| rows.range(lo + r0 + g));
+                k.rows_narrow::<W, LD>(ranges, o);
+                r0 += GROUP;
+            }
+            for (r, o) in groups.into_remainder().chunks_exact_mut(d).enumerate() {
+                k.row::<W, LD>(rows.range(lo + r0 + r), o);
+            }
+            return;
+        }
         for (r, o) in s.chunks_exact_mut(d).enumerate() {
             k.row::<W, LD>(rows.range(lo + r), o);
         }
@@ -413,6 +436,40 @@ impl<F: Scalar> Fast<'_, F> {
             self.blocks::<W, 64, LD>(range, o);
         } else {
             self.blocks::<W, 32, LD>(range, o);
+        }
+    }
+
+    /// [`GROUP`] consecutive output rows `o` (each `self.d` ≤ [`NARROW_ROW_BYTES`] wide) over
+    /// the non-zeros `ranges`: as [`Fast::row`] on each, with the rows' sums interleaved.
+    #[inline(always)]
+    fn rows_narrow<const W: usize, const LD: usize>(
+        &self,
+        ranges: [(usize, usize); GROUP],
+        o: &mut [F],
+    ) {
+        if W != 0 {
+            self.block_rows::<W, LD>(ranges, 0, o);
+            return;
+        }
+        let d = self.d;
+        let mut c0 = 0;
+        if d - c0 >= 16 {
+            self.block_rows::<16, 0>(ranges, c0, o);
+            c0 += 16;
+        }
+        if d - c0 >= 8 {
+            self.block_rows::<8, 0>(ranges, c0, o);
+            c0 += 8;
+        }
+        match d - c0 {
+            0 => {}
+            1 => self.block_rows::<1, 0>(ranges, c0, o),
+            2 => self.block_rows::<2, 0>(ranges, c0, o),
+            3 => self.block_rows::<3, 0>(ranges, c0, o),
+            4 => self.block_rows::<4, 0>(ranges, c0, o),
+            5 => self.block_rows::<5, 0>(ranges, c0, o),
+            6 => self.block_rows::<6, 0>(ranges, c0, o),
+            _ => self.block_rows::<7, 0>(ranges, c0, o),
         }
     }
 
@@ -529,6 +586,98 @@ impl<F: Scalar> Fast<'_, F> {
             }
         }
         o.copy_from_slice(&acc);
+    }
+}
+
+impl<F: Scalar> Fast<'_, F> {
+    /// Columns `c0..c0 + C` of [`GROUP`] consecutive output rows (`o`, each `self.d` wide) over
+    /// their non-zeros `ranges`: [`Fast::block`] on each row, the rows' loops interleaved over
+    /// their common length and then each row's rest in turn. Every row's sum is formed in its
+    /// own stored order, as [`Fast::block`] forms it: the same bits.
+    ///
+    /// Every index of the ranges must be below `xs.len() / ld` (checked in
+    /// [`rows_kernel_any`]).
+    #[inline(always)]
+    fn block_rows<const C: usize, const LD: usize>(
+        &self,
+        ranges: [(usize, usize); GROUP],
+        c0: usize,
+        o: &mut [F],
+    ) {
+        let ld = if LD == 0 { self.ld } else { LD };
+        let (beta, d) = (self.beta, self.d);
+        let col = self.c_base + c0;
+        assert!(col + C <= ld && o.len() == GROUP * d && c0 + C <= d);
+        // The accumulator of row g, from `beta` and the output row.
+        let init = |g: usize| {
+            let mut a = [F::zero(); C];
+            let orow = &o[g * d + c0..g * d + c0 + C];
+            if beta == F::one() {
+                a.copy_from_slice(orow);
+            } else if beta != F::zero() {
+                for (a, &v) in a.iter_mut().zip(orow) {
+                    *a = v * beta;
+                }
+            }
+            a
+        };
+        // Four named accumulators (never indexed at run time), so that they stay in registers.
+        let (mut a0, mut a1, mut a2, mut a3) = (init(0), init(1), init(2), init(3));
+        let [r0, r1, r2, r3] = ranges;
+        let common = (r0.1 - r0.0)
+            .min(r1.1 - r1.0)
+            .min(r2.1 - r2.0)
+            .min(r3.1 - r3.0);
+        for q in 0..common {
+            self.step::<C>(&mut a0, r0.0 + q, c0, ld, col);
+            self.step::<C>(&mut a1, r1.0 + q, c0, ld, col);
+            self.step::<C>(&mut a2, r2.0 + q, c0, ld, col);
+            self.step::<C>(&mut a3, r3.0 + q, c0, ld, col);
+        }
+        // Each row's rest, and its result (written out, not indexed: see above).
+        for p in r0.0 + common..r0.1 {
+            self.step::<C>(&mut a0, p, c0, ld, col);
+        }
+        o[c0..c0 + C].copy_from_slice(&a0);
+        for p in r1.0 + common..r1.1 {
+            self.step::<C>(&mut a1, p, c0, ld, col);
+        }
+        o[d + c0..d + c0 + C].copy_from_slice(&a1);
+        for p in r2.0 + common..r2.1 {
+            self.step::<C>(&mut a2, p, c0, ld, col);
+        }
+        o[2 * d + c0..2 * d + c0 + C].copy_from_slice(&a2);
+        for p in r3.0 + common..r3.1 {
+            self.step::<C>(&mut a3, p, c0, ld, col);
+        }
+        o[3 * d + c0..3 * d + c0 + C].copy_from_slice(&a3);
+    }
+
+    /// Non-zero `p` of the task into the accumulator `a` of columns `col..col + C` of `X`
+    /// (`X`'s rows `ld` long), the prefetch of the look-ahead with the first block of a row
+    /// (`c0 = 0`), as in [`Fast::block`].
+    ///
+    /// Every index of the task must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
+    #[inline(always)]
+    fn step<const C: usize>(&self, a: &mut [F; C], p: usize, c0: usize, ld: usize, col: usize) {
+        let xs = self.xs;
+        if c0 == 0 {
+            if let Some(&jn) = self.pf_idx.get(p + self.pf_ahead) {
+                let pf_base = xs.as_ptr().wrapping_add(self.c_base);
+                prefetch_elems(pf_base.wrapping_add(jn as usize * ld), self.d);
+            }
+        }
+        let w = self.alpha * self.val[p];
+        let start = self.idx[p] as usize * ld + col;
+        assert!(col + C <= ld);
+        // SAFETY: as in `block`: `rows_kernel_any` checked `j < k` for every index of
+        // `self.idx` (read here with a bounds-checked index), `k·ld = xs.len()`, and
+        // `col + C <= ld` is asserted just above (once per loop once inlined), so the C elements from `start` lie inside `xs`. `[F; C]`
+        // has the alignment of `F`.
+        let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
+        for c in 0..C {
+            a[c] += w * xr[c];
+        }
     }
 }
 
