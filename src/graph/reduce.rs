@@ -69,14 +69,6 @@ fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
 /// no bit: exact sums do not depend on it.
 pub const T_MATMUL_GROUP: usize = 8;
 
-/// Sums of partials, each an exact sum held in an `f64` while every addition into it is exact,
-/// and in an exact accumulator from the first one that would round.
-///
-/// Sum k is `fast[k]`, plus `accs[k]` where `spilled[k]` (an accumulator is reset when its sum
-/// first spills, so `accs` is never cleared as a whole). The `f64` parts are 8 bytes a sum
-/// instead of an accumulator's 104 (for `f32`): the partials of a weight gradient are added
-/// in a pass over 0.5 MB instead of 6.8 MB. Either way a sum is the same exact number, so its
-/// rounding is the same bits.
 /// A block of [`Sums`]: its index, and its `f64` parts, flags and accumulators.
 type Block<'b, F> = (
     usize,
@@ -86,6 +78,54 @@ type Block<'b, F> = (
     ),
 );
 
+/// Adds `parts[j·len + lo + k]` for every partial j (`count` of them) into the block's sum k
+/// ([`Sums::add_parts`]; the block starts at sum `lo = b·ADD_TASK`).
+#[inline(always)]
+fn add_block<F: Scalar>(
+    parts: &[F],
+    len: usize,
+    count: usize,
+    (b, ((fast, spilled), accs)): Block<'_, F>,
+) {
+    let lo = b * ADD_TASK;
+    for j in 0..count {
+        let p = &parts[j * len + lo..j * len + lo + fast.len()];
+        // Whether every addition of this partial into the block is exact (a check without
+        // branches, which vectorises); if so, the additions.
+        let exact = fast.iter().zip(p).fold(true, |ok, (&a, &v)| {
+            ok & add_exactly(a, v.to_f64_lossless()).1
+        });
+        if exact {
+            for (a, &v) in fast.iter_mut().zip(p) {
+                *a += v.to_f64_lossless();
+            }
+            continue;
+        }
+        for (k, &v) in p.iter().enumerate() {
+            let (s, ok) = add_exactly(fast[k], v.to_f64_lossless());
+            if ok {
+                fast[k] = s;
+                continue;
+            }
+            // The first spill of sum k resets its accumulator; the f64 part moves in.
+            if !spilled[k] {
+                spilled[k] = true;
+                accs[k] = F::Exact::default();
+            }
+            accs[k].add(std::mem::replace(&mut fast[k], 0.0));
+            v.add_to(&mut accs[k]);
+        }
+    }
+}
+
+/// Sums of partials, each an exact sum held in an `f64` while every addition into it is exact,
+/// and in an exact accumulator from the first one that would round.
+///
+/// Sum k is `fast[k]`, plus `accs[k]` where `spilled[k]` (an accumulator is reset when its sum
+/// first spills, so `accs` is never cleared as a whole). The `f64` parts are 8 bytes a sum
+/// instead of an accumulator's 104 (for `f32`): the partials of a weight gradient are added
+/// in a pass over 0.5 MB instead of 6.8 MB. Either way a sum is the same exact number, so its
+/// rounding is the same bits.
 struct Sums<'a, F: Scalar> {
     fast: &'a mut [f64],
     spilled: &'a mut [bool],
@@ -118,36 +158,12 @@ impl<'a, F: Scalar> Sums<'a, F> {
             return;
         }
         let count = parts.len() / len;
-        let add = |(b, ((fast, spilled), accs)): Block<'_, F>| {
-            let lo = b * ADD_TASK;
-            for j in 0..count {
-                let p = &parts[j * len + lo..j * len + lo + fast.len()];
-                // Whether every addition of this partial into the block is exact (a check
-                // without branches, which vectorises); if so, the additions.
-                let exact = fast.iter().zip(p).fold(true, |ok, (&a, &v)| {
-                    ok & add_exactly(a, v.to_f64_lossless()).1
-                });
-                if exact {
-                    for (a, &v) in fast.iter_mut().zip(p) {
-                        *a += v.to_f64_lossless();
-                    }
-                    continue;
-                }
-                for (k, &v) in p.iter().enumerate() {
-                    let (s, ok) = add_exactly(fast[k], v.to_f64_lossless());
-                    if ok {
-                        fast[k] = s;
-                        continue;
-                    }
-                    // The first spill of sum k resets its accumulator; the f64 part moves in.
-                    if !spilled[k] {
-                        spilled[k] = true;
-                        accs[k] = F::Exact::default();
-                    }
-                    accs[k].add(std::mem::replace(&mut fast[k], 0.0));
-                    v.add_to(&mut accs[k]);
-                }
-            }
+        // Each block compiled for the widest vectors the CPU has (the same bits on any).
+        let add = |blk: Block<'_, F>| {
+            widest(
+                #[inline(always)]
+                || add_block::<F>(parts, len, count, blk),
+            )
         };
         let blocks = self
             .fast
@@ -635,11 +651,20 @@ pub(crate) fn col_sum<F: Scalar>(
     let parts = refill(part, chunks * c, F::zero());
     let g_rows = g.as_slice();
     let fold = |(k, p): (usize, &mut [F])| {
-        for i in k * grid..((k + 1) * grid).min(n) {
-            match g_rows {
-                // Row-major G: its rows as slices (the same additions, vectorised).
-                Some(gs) => add_row(p, F::one(), &gs[i * c..(i + 1) * c]),
-                None => {
+        let rows = k * grid..((k + 1) * grid).min(n);
+        match g_rows {
+            // Row-major G: its rows as slices (the same additions, vectorised for the widest
+            // vectors the CPU has).
+            Some(gs) => widest(
+                #[inline(always)]
+                || {
+                    for i in rows {
+                        add_row(p, F::one(), &gs[i * c..(i + 1) * c]);
+                    }
+                },
+            ),
+            None => {
+                for i in rows {
                     for (s, &v) in p.iter_mut().zip(g.row(i)) {
                         *s += v;
                     }
