@@ -379,7 +379,8 @@ fn each_row<F: Scalar, const W: usize, const LD: usize>(
             // kept), so that one row's chain of dependent additions does not bound the loop.
             let mut groups = s.chunks_exact_mut(GROUP * d);
             for o in &mut groups {
-                let ranges: [(usize, usize); GROUP] = std::array::from_fn(|g| rows.range(lo + r0 + g));
+                let ranges: [(usize, usize); GROUP] =
+                    std::array::from_fn(|g| rows.range(lo + r0 + g));
                 k.rows_narrow::<W, LD>(ranges, o);
                 r0 += GROUP;
             }

@@ -408,7 +408,9 @@ mod tests {
     /// shape, α, β and 1 or 2 threads.
     fn blocked_matches_strided<F: Scalar>() {
         let a = random_csr::<F>(300, 257, 7);
-        for d in [1, 3, 7, 8, 12, 16, 32, 40, 64, 65, 100, 128, 130, 192, 256, 257] {
+        for d in [
+            1, 3, 7, 8, 12, 16, 32, 40, 64, 65, 100, 128, 130, 192, 256, 257,
+        ] {
             let x = Array2::from_shape_fn((257, d), |(i, c)| {
                 F::from_f64_lossy(((i * 131 + c * 71) % 1009) as f64 / 101.0 - 5.0)
             });

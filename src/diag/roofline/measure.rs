@@ -50,17 +50,25 @@ pub(super) fn time_reps(warmup: usize, reps: usize, mut f: impl FnMut()) -> Timi
             t.elapsed().as_secs_f64()
         })
         .collect();
-    let mut s = samples_s.clone();
-    s.sort_by(f64::total_cmp);
-    let median_s = if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        0.5 * (s[s.len() / 2 - 1] + s[s.len() / 2])
-    };
-    Timing {
-        median_s,
-        best_s: s[0],
-        samples_s,
+    Timing::of(samples_s)
+}
+
+impl Timing {
+    /// The median and best of `samples_s` (at least one).
+    fn of(samples_s: Vec<f64>) -> Timing {
+        assert!(!samples_s.is_empty(), "Timing::of: no samples");
+        let mut s = samples_s.clone();
+        s.sort_by(f64::total_cmp);
+        let median_s = if s.len() % 2 == 1 {
+            s[s.len() / 2]
+        } else {
+            0.5 * (s[s.len() / 2 - 1] + s[s.len() / 2])
+        };
+        Timing {
+            median_s,
+            best_s: s[0],
+            samples_s,
+        }
     }
 }
 
@@ -464,6 +472,59 @@ pub fn spmm_time_csr(
         huge_pages: advised,
         anon_huge_pages_kib: anon_huge_pages_kib(),
     })
+}
+
+/// [`spmm_time_csr`] for several square CSR matrices of one size (each with its column tile)
+/// on one X, taking turns: `warmup` untimed runs of each, then `reps` rounds in which each
+/// runs once, timed. A host whose speed drifts within the run slows every matrix alike, so
+/// their ratios are steadier than those of measurements made one after the other. Returns
+/// each matrix's timing, in order, with the huge-page report of the shared buffers.
+///
+/// # Panics
+/// If the matrices differ in size.
+#[allow(clippy::too_many_arguments)]
+pub fn spmm_times_interleaved(
+    mats: &[(CsrView<'_, f32>, usize)],
+    d: usize,
+    warmup: usize,
+    reps: usize,
+    seed: u64,
+    huge_pages: bool,
+    par: Par,
+) -> Result<(Vec<Timing>, bool, Option<u64>)> {
+    let Some(&(first, _)) = mats.first() else {
+        return Ok((Vec::new(), false, anon_huge_pages_kib()));
+    };
+    let n = first.cols();
+    assert!(
+        mats.iter().all(|(a, _)| a.shape() == (n, n)),
+        "spmm_times_interleaved: matrices of different sizes"
+    );
+    let mut x = BigBuffer::zeroed(n * d, huge_pages)?;
+    fill_values(x.as_mut_slice(), seed);
+    let mut y = BigBuffer::zeroed(n * d, huge_pages)?;
+    let advised = x.huge_pages_advised() && y.huge_pages_advised();
+    let xv = x.view(n, d)?;
+    let mut yv = y.view_mut(n, d)?;
+    let mut run = |&(a, tile): &(CsrView<'_, f32>, usize)| {
+        let t = Instant::now();
+        spmm_tiled(1.0, a, xv, 0.0, yv.view_mut(), par, tile);
+        std::hint::black_box(&yv);
+        t.elapsed().as_secs_f64()
+    };
+    for m in mats {
+        for _ in 0..warmup {
+            run(m);
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(reps.max(1)); mats.len()];
+    for _ in 0..reps.max(1) {
+        for (m, s) in mats.iter().zip(&mut samples) {
+            s.push(run(m));
+        }
+    }
+    let timings = samples.into_iter().map(Timing::of).collect();
+    Ok((timings, advised, anon_huge_pages_kib()))
 }
 
 /// The in-cache reference of [`run`](super::run): `a`'s row lengths and values, with the k-th non-zero of

@@ -32,6 +32,11 @@
 //!   on X. It is the floor under any node order; random-order time minus this floor is what
 //!   the gathers' misses cost.
 //!
+//! The SpMMs of one width (random, reordered, in-cache, and the class order and column tiles
+//! when measured) take turns on one X ([`spmm_times_interleaved`]): each round runs every one
+//! of them once, so a host whose speed drifts within the run slows them alike and their
+//! ratios are this run's.
+//!
 //! Two more columns explain the SpMM times without timing noise:
 //! - **Cache model** ([`order::cache_miss_model`]): per order and width d, the fraction of
 //!   the SpMM's row gathers that miss an LRU cache of the last-level cache's size
@@ -71,8 +76,9 @@ pub use self::epoch::{epoch, EpochConfig, EpochReport};
 pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
 use self::measure::gbs;
 pub use self::measure::{
-    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time, spmm_time_csr, stream_triad,
-    GatherReport, GemmReport, SpmmRun, Timing, TriadReport, PREFETCH_BYTES,
+    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time, spmm_time_csr,
+    spmm_times_interleaved, stream_triad, GatherReport, GemmReport, SpmmRun, Timing, TriadReport,
+    PREFETCH_BYTES,
 };
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
@@ -379,27 +385,32 @@ pub fn run(
         note_huge(gather.anon_huge_pages_kib);
         let gather_pattern = pattern_gather(&a_random, d, w, r, cfg.seed, huge, par)?;
         let tile = kernels::tile_width(n, d, 4, cache_bytes as usize);
-        let mut spmm_run = |adj: &NormAdj<f32>, tile: usize| -> Result<Timing> {
-            let s = spmm_time(adj, d, tile, w, r, cfg.seed, huge, par)?;
-            advised &= s.huge_pages;
-            note_huge(s.anon_huge_pages_kib);
-            Ok(s.timing)
+        // Every SpMM of this width taking turns on one X (random, reordered, in-cache floor,
+        // then the class order and the tiles when measured): their ratios are this run's.
+        let mut mats = vec![(a_random.a(), d), (a_reordered.a(), d), (a_cache.view(), d)];
+        if let Some(a) = &a_class {
+            mats.push((a.a(), d));
+        }
+        if tile < d {
+            mats.push((a_random.a(), tile));
+            mats.push((a_reordered.a(), tile));
+        }
+        let (times, adv, anon) = spmm_times_interleaved(&mats, d, w, r, cfg.seed, huge, par)?;
+        advised &= adv;
+        note_huge(anon);
+        let mut times = times.into_iter();
+        let mut next = || {
+            times
+                .next()
+                .unwrap_or_else(|| unreachable!("a timing per matrix"))
         };
-        let t_random = spmm_run(&a_random, d)?;
-        let t_reordered = spmm_run(&a_reordered, d)?;
-        let t_class = a_class.as_ref().map(|a| spmm_run(a, d)).transpose()?;
+        let (t_random, t_reordered, t_cache) = (next(), next(), next());
+        let t_class = a_class.as_ref().map(|_| next());
         let (t_random_tiled, t_reordered_tiled) = if tile < d {
-            (
-                Some(spmm_run(&a_random, tile)?),
-                Some(spmm_run(&a_reordered, tile)?),
-            )
+            (Some(next()), Some(next()))
         } else {
             (None, None)
         };
-        let s = spmm_time_csr(a_cache.view(), d, d, w, r, cfg.seed, huge, par)?;
-        advised &= s.huge_pages;
-        note_huge(s.anon_huge_pages_kib);
-        let t_cache = s.timing;
         let ratio = |t: &Timing| t_random.median_s / t.median_s.max(f64::MIN_POSITIVE);
         let speedup = ratio(&t_reordered);
         let class_speedup = t_class.as_ref().map(ratio);

@@ -10,6 +10,7 @@ use super::measure::{fill_values, gather_pass, time_reps, GATHER_TASK_ROWS};
 use super::*;
 use crate::data::synthetic::CitationLike;
 use crate::kernels::Csr;
+use crate::Par;
 
 fn tiny() -> RooflineConfig {
     RooflineConfig {
@@ -81,6 +82,31 @@ fn median_and_best() {
     assert_eq!(k, 5);
     assert_eq!(t.samples_s.len(), 3);
     assert!(t.best_s <= t.median_s);
+}
+
+#[test]
+fn interleaved_spmm_timings_take_turns_and_check_sizes() {
+    let a = Csr::<f32>::new(
+        (4, 4),
+        vec![0, 2, 2, 5, 6],
+        vec![1, 3, 0, 2, 3, 0],
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+    );
+    let c = in_cache_pattern(a.view());
+    let mats = [(a.view(), 8), (c.view(), 8), (a.view(), 3)];
+    let (t, _, _) = spmm_times_interleaved(&mats, 8, 1, 3, 7, false, Par::Seq).unwrap();
+    assert_eq!(t.len(), 3);
+    for t in &t {
+        assert_eq!(t.samples_s.len(), 3);
+        assert!(t.best_s <= t.median_s && t.samples_s.contains(&t.median_s));
+    }
+    let (none, _, _) = spmm_times_interleaved(&[], 8, 1, 3, 7, false, Par::Seq).unwrap();
+    assert!(none.is_empty());
+    let b = Csr::<f32>::new((5, 5), vec![0; 6], vec![], vec![]);
+    let mixed = std::panic::catch_unwind(|| {
+        spmm_times_interleaved(&[(a.view(), 8), (b.view(), 8)], 8, 0, 1, 7, false, Par::Seq)
+    });
+    assert!(mixed.is_err());
 }
 
 #[test]
