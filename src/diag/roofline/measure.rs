@@ -444,7 +444,7 @@ pub fn spmm_time(
     spmm_time_csr(adj.a(), d, tile, warmup, reps, seed, huge_pages, par)
 }
 
-/// [`spmm_time`] for any square CSR matrix.
+/// [`spmm_time`] for any CSR matrix ([`spmm_times_interleaved`] with one).
 #[allow(clippy::too_many_arguments)]
 pub fn spmm_time_csr(
     a: CsrView<'_, f32>,
@@ -456,32 +456,27 @@ pub fn spmm_time_csr(
     huge_pages: bool,
     par: Par,
 ) -> Result<SpmmRun> {
-    let n = a.cols();
-    let mut x = BigBuffer::zeroed(n * d, huge_pages)?;
-    fill_values(x.as_mut_slice(), seed);
-    let mut y = BigBuffer::zeroed(n * d, huge_pages)?;
-    let advised = x.huge_pages_advised() && y.huge_pages_advised();
-    let xv = x.view(n, d)?;
-    let mut yv = y.view_mut(n, d)?;
-    let timing = time_reps(warmup, reps, || {
-        spmm_tiled(1.0, a, xv, 0.0, yv.view_mut(), par, tile);
-        std::hint::black_box(&yv);
-    });
+    let (timings, huge_pages, anon_huge_pages_kib) =
+        spmm_times_interleaved(&[(a, tile)], d, warmup, reps, seed, huge_pages, par)?;
+    let Some(timing) = timings.into_iter().next() else {
+        unreachable!("a timing per matrix")
+    };
     Ok(SpmmRun {
         timing,
-        huge_pages: advised,
-        anon_huge_pages_kib: anon_huge_pages_kib(),
+        huge_pages,
+        anon_huge_pages_kib,
     })
 }
 
-/// [`spmm_time_csr`] for several square CSR matrices of one size (each with its column tile)
-/// on one X, taking turns: `warmup` untimed runs of each, then `reps` rounds in which each
-/// runs once, timed. A host whose speed drifts within the run slows every matrix alike, so
-/// their ratios are steadier than those of measurements made one after the other. Returns
-/// each matrix's timing, in order, with the huge-page report of the shared buffers.
+/// The SpMM `Y ← A·X` timed for several CSR matrices of one shape (each with its column
+/// tile) on one X of seeded values, taking turns: `warmup` untimed runs of each, then `reps`
+/// rounds in which each runs once, timed. A host whose speed drifts within the run slows every
+/// matrix alike, so their ratios are steadier than those of measurements made one after the
+/// other. Returns each matrix's timing, in order, with the huge-page report of the shared
+/// buffers.
 ///
 /// # Panics
-/// If the matrices differ in size.
+/// If the matrices differ in shape.
 #[allow(clippy::too_many_arguments)]
 pub fn spmm_times_interleaved(
     mats: &[(CsrView<'_, f32>, usize)],
@@ -495,17 +490,17 @@ pub fn spmm_times_interleaved(
     let Some(&(first, _)) = mats.first() else {
         return Ok((Vec::new(), false, anon_huge_pages_kib()));
     };
-    let n = first.cols();
+    let (m, k) = first.shape();
     assert!(
-        mats.iter().all(|(a, _)| a.shape() == (n, n)),
-        "spmm_times_interleaved: matrices of different sizes"
+        mats.iter().all(|(a, _)| a.shape() == (m, k)),
+        "spmm_times_interleaved: matrices of different shapes"
     );
-    let mut x = BigBuffer::zeroed(n * d, huge_pages)?;
+    let mut x = BigBuffer::zeroed(k * d, huge_pages)?;
     fill_values(x.as_mut_slice(), seed);
-    let mut y = BigBuffer::zeroed(n * d, huge_pages)?;
+    let mut y = BigBuffer::zeroed(m * d, huge_pages)?;
     let advised = x.huge_pages_advised() && y.huge_pages_advised();
-    let xv = x.view(n, d)?;
-    let mut yv = y.view_mut(n, d)?;
+    let xv = x.view(k, d)?;
+    let mut yv = y.view_mut(m, d)?;
     let mut run = |&(a, tile): &(CsrView<'_, f32>, usize)| {
         let t = Instant::now();
         spmm_tiled(1.0, a, xv, 0.0, yv.view_mut(), par, tile);

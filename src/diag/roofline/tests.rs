@@ -23,6 +23,16 @@ fn tiny() -> RooflineConfig {
     }
 }
 
+/// A 4 × 4 CSR matrix with an empty row.
+fn small_csr() -> Csr<f32> {
+    Csr::<f32>::new(
+        (4, 4),
+        vec![0, 2, 2, 5, 6],
+        vec![1, 3, 0, 2, 3, 0],
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+    )
+}
+
 #[test]
 fn big_buffer_is_aligned_zeroed_and_viewable() {
     for len in [0usize, 1, 1000, (2 << 20) / 4 + 3] {
@@ -86,12 +96,7 @@ fn median_and_best() {
 
 #[test]
 fn interleaved_spmm_timings_take_turns_and_check_sizes() {
-    let a = Csr::<f32>::new(
-        (4, 4),
-        vec![0, 2, 2, 5, 6],
-        vec![1, 3, 0, 2, 3, 0],
-        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-    );
+    let a = small_csr();
     let c = in_cache_pattern(a.view());
     let mats = [(a.view(), 8), (c.view(), 8), (a.view(), 3)];
     let (t, _, _) = spmm_times_interleaved(&mats, 8, 1, 3, 7, false, Par::Seq).unwrap();
@@ -220,12 +225,7 @@ fn tiny_run_reports_everything() {
 
 #[test]
 fn in_cache_pattern_keeps_row_lengths_and_values() {
-    let a = Csr::<f32>::new(
-        (4, 4),
-        vec![0, 2, 2, 5, 6],
-        vec![1, 3, 0, 2, 3, 0],
-        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-    );
+    let a = small_csr();
     let c = in_cache_pattern(a.view());
     assert_eq!(c.indptr().raw_storage(), a.indptr().raw_storage());
     assert_eq!(c.indices(), &[0, 1, 0, 1, 2, 0]);

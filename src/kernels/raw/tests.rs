@@ -1,0 +1,155 @@
+//! Tests of the unsafe kernels against plain definitions.
+
+use ndarray::{s, Array2};
+
+use super::*;
+
+fn naive(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>) -> Array2<f64> {
+    Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| {
+        (0..a.ncols()).map(|p| a[[i, p]] * b[[p, j]]).sum()
+    })
+}
+
+/// Both routines, any strides (transposed, reversed, stepped views), k = 0 and empty
+/// outputs; β = 0 never reads `out`.
+#[test]
+fn gemm_block_matches_a_naive_product() {
+    let a = Array2::from_shape_fn((5, 4), |(i, j)| (i * 4 + j) as f64 * 0.5 - 3.0);
+    let b = Array2::from_shape_fn((8, 3), |(i, j)| (i + 2 * j) as f64 - 4.0);
+    let b = b.slice(s![..;2, ..;-1]);
+    let want = naive(a.view(), b);
+    let mut out = Array2::from_elem((5, 3), f64::NAN);
+    gemm_block(1.0, a.view(), b, 0.0, out.view_mut());
+    assert_eq!(out, want);
+    let mut out32 = Array2::from_elem((3, 5), f32::NAN);
+    let (a32, b32) = (a.mapv(|v| v as f32), b.mapv(|v| v as f32));
+    gemm_block(1.0, b32.t(), a32.t(), 0.0, out32.view_mut());
+    assert_eq!(out32, want.t().mapv(|v| v as f32));
+    let mut out = Array2::from_elem((5, 3), 2.0);
+    gemm_block(
+        1.0,
+        a.slice(s![.., ..0]),
+        b.slice(s![..0, ..]),
+        0.5,
+        out.view_mut(),
+    );
+    assert!(out.iter().all(|&v| v == 1.0));
+    gemm_block(
+        1.0,
+        a.slice(s![.., ..0]),
+        b.slice(s![..0, ..]),
+        0.0,
+        out.view_mut(),
+    );
+    assert!(out.iter().all(|&v| v == 0.0));
+    let mut none = Array2::<f64>::zeros((0, 3));
+    gemm_block(1.0, a.slice(s![..0, ..]), b, 0.0, none.view_mut());
+}
+
+/// A slice holding whole huge pages is advised (where advice exists) and keeps its values;
+/// one inside a single huge page is not.
+#[test]
+fn advise_slice_advises_whole_huge_pages_only() {
+    let mut big: Vec<f32> = (0..(5 << 20) / 4).map(|i| i as f32).collect();
+    let advised = huge::advise_slice(&mut big);
+    // Advice exists on Linux with the feature and a kernel built with transparent huge
+    // pages (which then has this folder).
+    let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").is_dir();
+    assert_eq!(
+        advised,
+        cfg!(all(target_os = "linux", feature = "hugepages")) && thp,
+        "a 5 MiB slice holds at least one whole 2 MiB page"
+    );
+    assert!(big.iter().enumerate().all(|(i, &v)| v == i as f32));
+    let mut small = vec![1.0f32; 1000];
+    assert!(!huge::advise_slice(&mut small));
+    assert!(!huge::advise_slice::<f32>(&mut []));
+}
+
+#[test]
+#[should_panic(expected = "shapes do not agree")]
+fn gemm_block_checks_shapes() {
+    let a = Array2::<f32>::zeros((2, 3));
+    let mut out = Array2::<f32>::zeros((2, 2));
+    gemm_block(1.0, a.view(), a.view(), 0.0, out.view_mut());
+}
+
+fn rows<'a>(ip: &'a [usize], idx: &'a [u32], val: &'a [f32]) -> Rows<'a, f32> {
+    Rows {
+        ip,
+        off: ip[0],
+        idx,
+        val,
+    }
+}
+
+#[test]
+fn spmm_rows_computes_the_rows_it_is_given() {
+    // Rows 1..3 of [[1, 0], [0, 2], [3, 4]], with an offset row pointer.
+    let (ip, idx, val) = ([5, 6, 7, 9], [0, 1, 0, 1], [1.0, 2.0, 3.0, 4.0]);
+    let x = ndarray::array![[1.0f32, 10.0], [100.0, 1000.0]];
+    let mut out = Array2::from_elem((2, 2), f32::NAN);
+    spmm_rows(
+        1.0,
+        &rows(&ip, &idx, &val),
+        x.view(),
+        0,
+        0.0,
+        out.view_mut(),
+        1,
+    );
+    assert_eq!(out, ndarray::array![[200.0, 2000.0], [403.0, 4030.0]]);
+}
+
+#[test]
+#[should_panic(expected = "column index out of range")]
+fn spmm_rows_checks_the_column_indices() {
+    let (ip, idx, val) = ([0, 1], [2], [1.0]);
+    let x = Array2::<f32>::zeros((2, 8));
+    let mut out = Array2::<f32>::zeros((1, 8));
+    spmm_rows(
+        1.0,
+        &rows(&ip, &idx, &val),
+        x.view(),
+        0,
+        0.0,
+        out.view_mut(),
+        0,
+    );
+}
+
+/// A decreasing row pointer cannot make a row's range leave the checked non-zeros: the
+/// slice of the task's non-zeros is bounds-checked.
+#[test]
+#[should_panic(expected = "out of range for slice")]
+fn spmm_rows_reads_indices_only_from_the_checked_non_zeros() {
+    let (ip, idx, val) = ([0, 3, 1], [0, 9, 0], [1.0; 3]);
+    let x = Array2::<f32>::zeros((2, 8));
+    let mut out = Array2::<f32>::zeros((2, 8));
+    spmm_rows(
+        1.0,
+        &rows(&ip, &idx, &val),
+        x.view(),
+        0,
+        0.0,
+        out.view_mut(),
+        0,
+    );
+}
+
+#[test]
+#[should_panic(expected = "spmm: rows 1..3")]
+fn spmm_rows_checks_the_row_range() {
+    let (ip, idx, val) = ([0, 1, 2], [0, 1], [1.0; 2]);
+    let x = Array2::<f32>::zeros((2, 8));
+    let mut out = Array2::<f32>::zeros((2, 8));
+    spmm_rows(
+        1.0,
+        &rows(&ip, &idx, &val),
+        x.view(),
+        0,
+        0.0,
+        out.view_mut(),
+        1,
+    );
+}
