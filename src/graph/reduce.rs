@@ -322,7 +322,6 @@ fn sparse_row_block<F: Scalar>(
 ) {
     let (indices, data, c) = (t.indices, t.data, t.c);
     let (lo, hi) = (t.indptr[f], t.indptr[f + 1]);
-    let mut tmp = [F::zero(); BLOCK];
     let mut e = lo;
     while e < hi {
         // The row's entries in this chunk of the grid: e .. e1.
@@ -338,7 +337,7 @@ fn sparse_row_block<F: Scalar>(
             (Some(gs), 32) => add(&chunk_partial::<F, 32>(ix, xs, gs, c, c0)),
             (Some(gs), 64) => add(&chunk_partial::<F, 64>(ix, xs, gs, c, c0)),
             _ => {
-                tmp[..w].fill(F::zero());
+                let mut tmp = [F::zero(); BLOCK];
                 for (&j, &x) in ix.iter().zip(xs) {
                     let j = j as usize;
                     match t.g_rows {

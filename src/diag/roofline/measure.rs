@@ -1,7 +1,7 @@
 //! The measurements, each timed by [`Timing`] (a median over `reps` runs after `warmup`): the
 //! stream triad ([`stream_triad`]), the random and pattern row gathers ([`random_gather`],
 //! [`pattern_gather`]) with and without software prefetch, `kernels::gemm` ([`sgemm`]), and
-//! `kernels::spmm` ([`spmm_time`]), plus the in-cache pattern that gives the SpMM's floor
+//! `kernels::spmm` ([`spmm_times_interleaved`], [`spmm_time_csr`]), plus the in-cache pattern that gives the SpMM's floor
 //! ([`in_cache_pattern`]). Every input is filled from a seed, in [`BigBuffer`]s.
 
 use std::time::Instant;
@@ -413,7 +413,7 @@ pub fn sgemm(m: usize, k: usize, n: usize, warmup: usize, reps: usize, par: Par)
     }
 }
 
-/// What [`spmm_time`] measured.
+/// What [`spmm_time_csr`] measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpmmRun {
     /// Times.
@@ -424,27 +424,12 @@ pub struct SpmmRun {
     pub anon_huge_pages_kib: Option<u64>,
 }
 
-/// Times `out ← Â·X` (`kernels::spmm_tiled`, α = 1, β = 0, in column tiles of `tile`; `d`
+/// Times `out ← A·X` (`kernels::spmm_tiled`, α = 1, β = 0, in column tiles of `tile`; `d`
 /// or more: untiled) for a seeded random X of width `d`, in buffers advised for huge pages on
-/// request.
+/// request: [`spmm_times_interleaved`] with one matrix (for Â, pass `adj.a()`).
 ///
 /// # Errors
 /// Allocation errors.
-#[allow(clippy::too_many_arguments)]
-pub fn spmm_time(
-    adj: &NormAdj<f32>,
-    d: usize,
-    tile: usize,
-    warmup: usize,
-    reps: usize,
-    seed: u64,
-    huge_pages: bool,
-    par: Par,
-) -> Result<SpmmRun> {
-    spmm_time_csr(adj.a(), d, tile, warmup, reps, seed, huge_pages, par)
-}
-
-/// [`spmm_time`] for any CSR matrix ([`spmm_times_interleaved`] with one).
 #[allow(clippy::too_many_arguments)]
 pub fn spmm_time_csr(
     a: CsrView<'_, f32>,
@@ -474,6 +459,9 @@ pub fn spmm_time_csr(
 /// matrix alike, so their ratios are steadier than those of measurements made one after the
 /// other. Returns each matrix's timing, in order, with the huge-page report of the shared
 /// buffers.
+///
+/// # Errors
+/// Allocation errors.
 ///
 /// # Panics
 /// If the matrices differ in shape.

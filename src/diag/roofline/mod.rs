@@ -8,13 +8,12 @@
 //!   working set as X), a stream of nnz uniformly random row indices read in order, each group
 //!   of ⌊nnz/n⌉ gathered rows summed into one output row. Bytes = gathered rows · d · 4. It
 //!   runs with and without a software prefetch of the row [`PREFETCH_BYTES`] ahead (16 KiB for
-//!   rows of 1 KiB or more, as the
-//!   SpMM does) and the faster of the two is the **gather bound**: the best random row gather
+//!   rows of 1 KiB or more, as the SpMM does) and the faster of the two is the **gather bound**: the best random row gather
 //!   rate measured on this machine for rows of d floats. For reference, [`pattern_gather`]
 //!   runs the same loop on the random-order Â's own index stream: a power-law graph's hub
 //!   rows are gathered often and stay cached, so SpMM can run *above* the uniform bound.
 //! - **sgemm** ([`sgemm`]): `kernels::gemm` (matrixmultiply) on an n × k by k × m product.
-//! - **SpMM** ([`spmm_time`]): `kernels::spmm` with Â of the graph in a random node order (an
+//! - **SpMM** ([`spmm_times_interleaved`]): `kernels::spmm` with Â of the graph in a random node order (an
 //!   explicit random permutation, whatever order the input had) and in a reordered one
 //!   (community order by default, computed from the structure only), for each width d.
 //!   Effective rate = (nnz·d·4 gathered bytes + nnz·8 index and value bytes + (n+1)·8
@@ -76,9 +75,8 @@ pub use self::epoch::{epoch, EpochConfig, EpochReport};
 pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
 use self::measure::gbs;
 pub use self::measure::{
-    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time, spmm_time_csr,
-    spmm_times_interleaved, stream_triad, GatherReport, GemmReport, SpmmRun, Timing, TriadReport,
-    PREFETCH_BYTES,
+    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time_csr, spmm_times_interleaved,
+    stream_triad, GatherReport, GemmReport, SpmmRun, Timing, TriadReport, PREFETCH_BYTES,
 };
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
