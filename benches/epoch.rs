@@ -138,7 +138,6 @@ fn bench_epoch(c: &mut Criterion) {
                                 &mut model,
                                 &mut opt,
                                 &adj,
-                                true,
                                 &data.features,
                                 &data.labels,
                                 &data.split.train,

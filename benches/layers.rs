@@ -164,7 +164,7 @@ fn forward(
     rng: &mut ChaCha8Rng,
     par: Par,
 ) {
-    model.train_pass(adj, true, x, rng, par, &mut |z| {
+    model.train_pass(adj, x, rng, par, &mut |z| {
         black_box(z);
         false
     });
@@ -181,7 +181,7 @@ fn timed_backward(
 ) -> Duration {
     model.zero_grad();
     let mut t0 = None;
-    model.train_pass(adj, true, x, rng, par, &mut |mut dz| {
+    model.train_pass(adj, x, rng, par, &mut |mut dz| {
         dz.assign(g);
         t0 = Some(Instant::now());
         true
@@ -197,11 +197,11 @@ fn bench_layers(c: &mut Criterion) {
     // ---- the graphs and inputs, built once ----
     let cora = common::preset(Preset::CoraLike);
     let cora_adj = NormAdj::<f32>::new(&cora.graph, Norm::Symmetric);
-    let cora_h16 = Features::Dense(common::dense(cora_adj.n_nodes(), 16, SEED + 1));
+    let cora_h16 = Features::dense(common::dense(cora_adj.n_nodes(), 16, SEED + 1));
     let arxiv = common::preset(Preset::ArxivLike);
     let arxiv_adj = NormAdj::<f32>::new(&arxiv.graph, Norm::Symmetric);
     let n_arxiv = arxiv_adj.n_nodes();
-    let arxiv_h256 = Features::Dense(common::dense(n_arxiv, common::WIDE_HIDDEN, SEED + 2));
+    let arxiv_h256 = Features::dense(common::dense(n_arxiv, common::WIDE_HIDDEN, SEED + 2));
     eprintln!(
         "layers: cora-like n = {}, nnz(Â) = {}, nnz(X) = {}; arxiv-like n = {n_arxiv}, nnz(Â) = \
          {}, X dense {}×{}",

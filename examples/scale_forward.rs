@@ -18,7 +18,7 @@ use std::process::exit;
 use std::time::Instant;
 
 use sparse_gcn::data::synthetic::CitationLike;
-use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::data::{Dataset, FeaturesRef};
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::loss::softmax_cross_entropy_in_place_across;
 use sparse_gcn::nn::{ModelConfig, Order};
@@ -236,7 +236,7 @@ fn main() {
     let mut t_train_fwd = 0.0;
     let mut t_loss = Instant::now();
     let mut loss = f32::NAN;
-    model.train_pass(&adj, true, &features, &mut rng, args.par, &mut |z| {
+    model.train_pass(&adj, &features, &mut rng, args.par, &mut |z| {
         t_train_fwd = report("forward (train)", t);
         t_loss = Instant::now();
         loss = softmax_cross_entropy_in_place_across(z, &labels, &split.train, &adj);
@@ -254,12 +254,12 @@ fn main() {
     let x_nnz = features.nnz() as u64;
     let est_adj = nnz * (4 + 4) + (n64 + 1) * 8;
     let est_graph = graph_nnz as u64 * 4 + (n64 + 1) * 8;
-    let (est_x, est_x_map) = match &features {
+    let (est_x, est_x_map) = match features.get() {
         // X and Xᵀ in CSR: values + u32 indices each, plus both row pointers; and the map from
         // each entry of X to its position in Xᵀ (one usize per entry) that `SparseFeatures`
         // keeps so dropout can rewrite Xᵀ's values without a new transpose.
-        Features::Sparse(_) => (2 * x_nnz * (4 + 4) + (n64 + 1) * 8 + (f + 1) * 8, x_nnz * 8),
-        Features::Dense(_) => (n64 * f * 4, 0),
+        FeaturesRef::Sparse(_) => (2 * x_nnz * (4 + 4) + (n64 + 1) * 8 + (f + 1) * 8, x_nnz * 8),
+        FeaturesRef::Dense(_) => (n64 * f * 4, 0),
     };
     // Dense activations at the peak of the eval forward (2 layers). Layer 1 (TransformFirst on
     // the sparse X) holds X·W and Â·(X·W), n×h each. Layer 2 runs while the ReLU output and

@@ -47,6 +47,7 @@ pub mod diag;
 pub mod dist;
 pub mod error;
 pub mod graph;
+pub mod id;
 pub mod kernels;
 pub mod metrics;
 pub mod nn;

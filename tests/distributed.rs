@@ -203,7 +203,7 @@ fn main() {
     .generate(5)
     .expect("synthetic data");
     d.features.row_normalize();
-    let dense = Features::Dense(d.features.to_dense());
+    let dense = Features::dense(d.features.to_dense());
     let sparse = d.features.clone().into_sparse_if(1.0);
     // A directed graph: every stored entry (i, j) of the undirected one as an arc, but a third
     // of them one way only.

@@ -171,9 +171,9 @@ fn assert_epoch_independent_in(
 /// The dataset's features, dense or as CSR.
 fn features(d: &Dataset, sparse: bool) -> Features<f32> {
     let x = if sparse {
-        Features::Dense(d.features.to_dense()).into_sparse_if(1.0)
+        Features::dense(d.features.to_dense()).into_sparse_if(1.0)
     } else {
-        Features::Dense(d.features.to_dense())
+        Features::dense(d.features.to_dense())
     };
     assert_eq!(x.is_sparse(), sparse);
     x

@@ -24,7 +24,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparse_gcn::data::io::{load, LoadOptions};
 use sparse_gcn::data::synthetic::{CitationLike, Preset};
-use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::data::{Dataset, Features, FeaturesRef};
 use sparse_gcn::graph::{Graph, NormAdj, Propagate};
 use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::order::{self, Permutation, Reorder};
@@ -337,9 +337,9 @@ impl InputWork {
     /// The work description of `input` on `adj`. For a sparse input this computes the pattern
     /// of Â·X once (as AggregateFirst does) to count its entries.
     pub fn of(adj: &NormAdj<f32>, input: &Features<f32>) -> Self {
-        match input {
-            Features::Dense(_) => InputWork::Dense,
-            Features::Sparse(s) => {
+        match input.get() {
+            FeaturesRef::Dense(_) => InputWork::Dense,
+            FeaturesRef::Sparse(s) => {
                 let x = s.x();
                 let ip = x.indptr();
                 let per_row: Vec<usize> = (0..x.rows()).map(|j| ip.nnz_in_outer_sz(j)).collect();

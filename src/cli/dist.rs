@@ -131,7 +131,7 @@ mod with_mpi {
                         sparse_below: opts.sparse_features_below,
                     },
                     // Structure only: no features (training refuses it, naming the fix).
-                    None => RowSource::Whole(Features::Dense(ndarray::Array2::zeros((
+                    None => RowSource::Whole(Features::dense(ndarray::Array2::zeros((
                         skeleton.graph.n_nodes(),
                         0,
                     )))),

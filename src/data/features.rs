@@ -3,6 +3,7 @@
 use ndarray::{Array2, Axis};
 
 use crate::graph::normalize::NewTrusted;
+use crate::id::DataId;
 use crate::kernels::transpose::{transpose_with_pos, CsrArrays};
 use crate::kernels::{Csr, CsrView};
 use crate::{Error, Result, Scalar};
@@ -94,13 +95,30 @@ impl<F: Scalar> SparseFeatures<F> {
     }
 }
 
-/// Node features: dense or sparse.
+/// Node features: dense or sparse, with their identity ([`DataId`]).
+///
+/// The matrix is reached through [`Features::get`] (a [`FeaturesRef`] to match on); every
+/// change goes through a method and gives the features a fresh id, so what a model computed
+/// from them (keyed on the id) is never reused for other values. A clone keeps the id.
 #[derive(Debug, Clone)]
-pub enum Features<F> {
-    /// A dense n × in_dim matrix.
+pub struct Features<F> {
+    id: DataId,
+    repr: Repr<F>,
+}
+
+#[derive(Debug, Clone)]
+enum Repr<F> {
     Dense(Array2<F>),
-    /// A sparse CSR matrix with its transpose.
     Sparse(SparseFeatures<F>),
+}
+
+/// The matrix of [`Features`], borrowed.
+#[derive(Debug, Clone, Copy)]
+pub enum FeaturesRef<'a, F> {
+    /// A dense n × in_dim matrix.
+    Dense(&'a Array2<F>),
+    /// A sparse CSR matrix with its transpose.
+    Sparse(&'a SparseFeatures<F>),
 }
 
 /// Whether `nnz` non-zeros among `values` values are at most `max_density` of them (at least
@@ -109,31 +127,91 @@ pub fn sparse_enough(nnz: usize, values: usize, max_density: f64) -> bool {
     (nnz as f64) <= max_density * values.max(1) as f64
 }
 
+impl<F> Features<F> {
+    /// Dense features (a fresh id).
+    pub fn dense(x: Array2<F>) -> Self {
+        Features {
+            id: DataId::fresh(),
+            repr: Repr::Dense(x),
+        }
+    }
+
+    /// Sparse features (a fresh id).
+    pub fn sparse(x: SparseFeatures<F>) -> Self {
+        Features {
+            id: DataId::fresh(),
+            repr: Repr::Sparse(x),
+        }
+    }
+
+    /// The identity of the values (see [`DataId`]).
+    pub fn id(&self) -> DataId {
+        self.id
+    }
+
+    /// The matrix, to match on.
+    pub fn get(&self) -> FeaturesRef<'_, F> {
+        match &self.repr {
+            Repr::Dense(x) => FeaturesRef::Dense(x),
+            Repr::Sparse(s) => FeaturesRef::Sparse(s),
+        }
+    }
+
+    /// The dense matrix, if stored dense.
+    pub fn as_dense(&self) -> Option<&Array2<F>> {
+        match &self.repr {
+            Repr::Dense(x) => Some(x),
+            Repr::Sparse(_) => None,
+        }
+    }
+
+    /// The sparse matrix, if stored sparse.
+    pub fn as_sparse(&self) -> Option<&SparseFeatures<F>> {
+        match &self.repr {
+            Repr::Sparse(s) => Some(s),
+            Repr::Dense(_) => None,
+        }
+    }
+
+    /// Changes the dense matrix in place with `f` (the features get a fresh id); sparse
+    /// features are left as they are and `f` is not called. Returns whether it was called.
+    pub fn update_dense(&mut self, f: impl FnOnce(&mut Array2<F>)) -> bool {
+        match &mut self.repr {
+            Repr::Dense(x) => {
+                f(x);
+                self.id = DataId::fresh();
+                true
+            }
+            Repr::Sparse(_) => false,
+        }
+    }
+}
+
 impl<F: Scalar> Features<F> {
     /// Number of rows (nodes).
     pub fn n_rows(&self) -> usize {
-        match self {
-            Features::Dense(x) => x.nrows(),
-            Features::Sparse(s) => s.x.rows(),
+        match &self.repr {
+            Repr::Dense(x) => x.nrows(),
+            Repr::Sparse(s) => s.x.rows(),
         }
     }
     /// Number of columns (`in_dim`).
     pub fn n_cols(&self) -> usize {
-        match self {
-            Features::Dense(x) => x.ncols(),
-            Features::Sparse(s) => s.x.cols(),
+        match &self.repr {
+            Repr::Dense(x) => x.ncols(),
+            Repr::Sparse(s) => s.x.cols(),
         }
     }
     /// Stored entries (n·in_dim when dense).
     pub fn nnz(&self) -> usize {
-        match self {
-            Features::Dense(x) => x.len(),
-            Features::Sparse(s) => s.x.nnz(),
+        match &self.repr {
+            Repr::Dense(x) => x.len(),
+            Repr::Sparse(s) => s.x.nnz(),
         }
     }
     /// Whether stored sparse.
     pub fn is_sparse(&self) -> bool {
-        matches!(self, Features::Sparse(_))
+        matches!(self.repr, Repr::Sparse(_))
     }
 
     /// The rows `rows` (any order, repeats allowed): row k of the result is row `rows[k]`,
@@ -145,11 +223,11 @@ impl<F: Scalar> Features<F> {
     /// # Complexity
     /// O(rows + their entries).
     pub fn select_rows(&self, rows: &[u32]) -> Features<F> {
-        match self {
-            Features::Dense(x) => {
-                Features::Dense(crate::graph::permutation::gather_rows(x.view(), rows))
+        match &self.repr {
+            Repr::Dense(x) => {
+                Features::dense(crate::graph::permutation::gather_rows(x.view(), rows))
             }
-            Features::Sparse(s) => {
+            Repr::Sparse(s) => {
                 let x = s.x();
                 let ip = x.indptr();
                 let ip = ip.raw_storage();
@@ -164,7 +242,7 @@ impl<F: Scalar> Features<F> {
                     data.extend_from_slice(&x.data()[r]);
                     indptr.push(indices.len());
                 }
-                Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                Features::sparse(SparseFeatures::new(Csr::new_trusted_pub(
                     (rows.len(), x.cols()),
                     indptr,
                     indices,
@@ -185,15 +263,15 @@ impl<F: Scalar> Features<F> {
             col,
             value: v.to_f64_lossless(),
         };
-        match self {
-            Features::Dense(x) => {
+        match &self.repr {
+            Repr::Dense(x) => {
                 for ((r, c), &v) in x.indexed_iter() {
                     if !v.is_finite() {
                         return Err(bad(r, c, v));
                     }
                 }
             }
-            Features::Sparse(s) => {
+            Repr::Sparse(s) => {
                 for (r, row) in s.x.outer_iterator().enumerate() {
                     for (c, &v) in row.iter() {
                         if !v.is_finite() {
@@ -209,9 +287,9 @@ impl<F: Scalar> Features<F> {
     /// Whether every stored value is ≥ 0 (bag-of-words, counts, TF-IDF), the inputs row
     /// normalisation is meant for.
     pub fn is_non_negative(&self) -> bool {
-        match self {
-            Features::Dense(x) => x.iter().all(|&v| v >= F::zero()),
-            Features::Sparse(s) => s.x.data().iter().all(|&v| v >= F::zero()),
+        match &self.repr {
+            Repr::Dense(x) => x.iter().all(|&v| v >= F::zero()),
+            Repr::Sparse(s) => s.x.data().iter().all(|&v| v >= F::zero()),
         }
     }
 
@@ -220,8 +298,9 @@ impl<F: Scalar> Features<F> {
     /// features it stays bounded where a plain row sum could be near zero. An all-zero row stays
     /// zero.
     pub fn row_normalize(&mut self) {
-        match self {
-            Features::Dense(x) => {
+        self.id = DataId::fresh();
+        match &mut self.repr {
+            Repr::Dense(x) => {
                 for mut row in x.axis_iter_mut(Axis(0)) {
                     let s: F = row.iter().map(|v| v.abs()).sum();
                     if s != F::zero() {
@@ -229,7 +308,7 @@ impl<F: Scalar> Features<F> {
                     }
                 }
             }
-            Features::Sparse(s) => {
+            Repr::Sparse(s) => {
                 let mut data = s.x.data().to_vec();
                 let ip = s.x.indptr();
                 for i in 0..s.x.rows() {
@@ -258,16 +337,16 @@ impl<F: Scalar> Features<F> {
 
     /// Values ≠ 0 (stored entries ≠ 0 when sparse).
     pub fn count_nonzeros(&self) -> usize {
-        match self {
-            Features::Dense(x) => x.iter().filter(|v| **v != F::zero()).count(),
-            Features::Sparse(s) => s.x.data().iter().filter(|v| **v != F::zero()).count(),
+        match &self.repr {
+            Repr::Dense(x) => x.iter().filter(|v| **v != F::zero()).count(),
+            Repr::Sparse(s) => s.x.data().iter().filter(|v| **v != F::zero()).count(),
         }
     }
 
     /// The features stored sparse (their non-zeros; sparse ones as they are).
     pub fn into_sparse(self) -> Self {
-        match self {
-            Features::Dense(x) => {
+        match &self.repr {
+            Repr::Dense(x) => {
                 let (n, f) = x.dim();
                 let nnz = x.iter().filter(|v| **v != F::zero()).count();
                 let mut indptr = Vec::with_capacity(n + 1);
@@ -283,31 +362,31 @@ impl<F: Scalar> Features<F> {
                     }
                     indptr.push(indices.len());
                 }
-                Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+                Features::sparse(SparseFeatures::new(Csr::new_trusted_pub(
                     (n, f),
                     indptr,
                     indices,
                     data,
                 )))
             }
-            s => s,
+            Repr::Sparse(_) => self,
         }
     }
 
     /// A dense copy (for tests and small inputs).
     pub fn to_dense(&self) -> Array2<F> {
-        match self {
-            Features::Dense(x) => x.clone(),
-            Features::Sparse(s) => s.x.to_dense(),
+        match &self.repr {
+            Repr::Dense(x) => x.clone(),
+            Repr::Sparse(s) => s.x.to_dense(),
         }
     }
 
     /// Converts the values to another scalar type (e.g. f32 → f64 for gradient checks).
     pub fn cast<G: Scalar>(&self) -> Features<G> {
         let c = |v: &F| G::from_f64_lossy(v.to_f64_lossless());
-        match self {
-            Features::Dense(x) => Features::Dense(x.map(c)),
-            Features::Sparse(s) => Features::Sparse(SparseFeatures::new(Csr::new_trusted_pub(
+        match &self.repr {
+            Repr::Dense(x) => Features::dense(x.map(c)),
+            Repr::Sparse(s) => Features::sparse(SparseFeatures::new(Csr::new_trusted_pub(
                 s.x.shape(),
                 s.x.indptr().raw_storage().to_vec(),
                 s.x.indices().to_vec(),

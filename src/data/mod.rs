@@ -11,5 +11,5 @@ pub mod synthetic;
 pub mod write;
 
 pub use dataset::{Dataset, Skeleton, UNLABELLED};
-pub use features::{Features, SparseFeatures};
+pub use features::{Features, FeaturesRef, SparseFeatures};
 pub use split::{Mask, Split};

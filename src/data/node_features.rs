@@ -52,12 +52,12 @@ impl NodeFeatures {
                     indices,
                     vec![1.0; n],
                 );
-                Features::Sparse(SparseFeatures::new(x))
+                Features::sparse(SparseFeatures::new(x))
             }
-            NodeFeatures::Constant => Features::Dense(Array2::ones((n, 1))),
+            NodeFeatures::Constant => Features::dense(Array2::ones((n, 1))),
             NodeFeatures::Random { dim } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                Features::Dense(Array2::from_shape_simple_fn((n, dim), || {
+                Features::dense(Array2::from_shape_simple_fn((n, dim), || {
                     rng.random_range(-1.0f32..1.0)
                 }))
             }

@@ -290,7 +290,7 @@ mod tests {
         let d = Dataset::try_new(
             "pendant".into(),
             graph,
-            Features::Dense(ndarray::Array2::zeros((n, 1))),
+            Features::dense(ndarray::Array2::zeros((n, 1))),
             vec![0, 1, 0, 1, 0],
             2,
             Split {

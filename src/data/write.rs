@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use ndarray::ArrayView2;
 
+use crate::data::FeaturesRef;
+
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
@@ -176,8 +178,8 @@ fn write_features(
             progress("features", r as u64 + 1, total);
         }
     };
-    match features {
-        Features::Dense(x) => {
+    match features.get() {
+        FeaturesRef::Dense(x) => {
             for (r, row) in x.outer_iter().enumerate() {
                 for (k, v) in row.iter().enumerate() {
                     if k > 0 {
@@ -191,7 +193,7 @@ fn write_features(
                 report(r);
             }
         }
-        Features::Sparse(s) => {
+        FeaturesRef::Sparse(s) => {
             let x = s.x();
             let f = x.cols();
             let binary = x.data().iter().all(|&v| v == 1.0);

@@ -12,7 +12,7 @@ use crate::data::dataset::check_trainable;
 use crate::data::features::sparse_enough;
 use crate::data::io::OgbFeatures;
 use crate::data::synthetic::CitationLike;
-use crate::data::{Dataset, Features, Mask, Skeleton, SparseFeatures, Split};
+use crate::data::{Dataset, Features, FeaturesRef, Mask, Skeleton, SparseFeatures, Split};
 use crate::graph::{adj_indptr, NormRows};
 use crate::kernels::Csr;
 use crate::order;
@@ -43,9 +43,9 @@ pub fn rank_data(data: &Dataset, range: Range<usize>) -> Result<RankData> {
             range.start, range.end
         )));
     }
-    let features = match &data.features {
-        Features::Dense(x) => Features::Dense(x.slice(s![range.clone(), ..]).to_owned()),
-        Features::Sparse(sf) => {
+    let features = match data.features.get() {
+        FeaturesRef::Dense(x) => Features::dense(x.slice(s![range.clone(), ..]).to_owned()),
+        FeaturesRef::Sparse(sf) => {
             let x = sf.x();
             let ip = x.indptr();
             let ip = ip.raw_storage();
@@ -60,7 +60,7 @@ pub fn rank_data(data: &Dataset, range: Range<usize>) -> Result<RankData> {
                 x.indices()[lo..hi].to_vec(),
                 x.data()[lo..hi].to_vec(),
             );
-            Features::Sparse(SparseFeatures::new(m))
+            Features::sparse(SparseFeatures::new(m))
         }
     };
     Ok(RankData {
@@ -224,7 +224,7 @@ pub fn prepare_rank(
                     ))
                 }));
             }
-            let x = Features::Dense(read?);
+            let x = Features::dense(read?);
             match sparse_below {
                 Some(t) => {
                     let nnz = job.sum(x.count_nonzeros() as u64) as usize;
@@ -298,9 +298,9 @@ mod tests {
     use crate::train::run::{Prepared, RowNorm};
 
     fn bits(x: &Features<f32>) -> (Vec<u32>, Vec<usize>, Vec<u32>) {
-        match x {
-            Features::Dense(x) => (x.iter().map(|v| v.to_bits()).collect(), vec![], vec![]),
-            Features::Sparse(s) => {
+        match x.get() {
+            FeaturesRef::Dense(x) => (x.iter().map(|v| v.to_bits()).collect(), vec![], vec![]),
+            FeaturesRef::Sparse(s) => {
                 let m = s.x();
                 (
                     m.data().iter().map(|v| v.to_bits()).collect(),

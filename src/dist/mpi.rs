@@ -37,6 +37,7 @@ use crate::graph::dropedge::{keep_threshold, keeps};
 use crate::graph::propagate::NeighbourFn;
 use crate::graph::reduce::ReduceScratch;
 use crate::graph::{Graph, Norm, NormAdj, NormRows, Propagate};
+use crate::id::DataId;
 use crate::kernels::{spmm, Csr, CsrView};
 use crate::{Error, Par, Result};
 
@@ -200,6 +201,8 @@ fn check_rows(part: &RowPartition, n_nodes: usize) -> Result<()> {
 /// Â row-partitioned over the ranks of an MPI job (see the [module docs](self)).
 #[derive(Debug)]
 pub struct DistAdj {
+    /// The identity of this rank's rows of Â (each rank's own: the ranks never compare them).
+    id: DataId,
     n_nodes: usize,
     range: Range<usize>,
     part: RowPartition,
@@ -306,6 +309,7 @@ impl DistAdj {
         let mut share = 0u64;
         world().all_reduce_into(&mine, &mut share, SystemOperation::min());
         Ok(DistAdj {
+            id: DataId::fresh(),
             share,
             n_nodes,
             range,
@@ -648,6 +652,10 @@ impl DistAdj {
 }
 
 impl Propagate<f32> for DistAdj {
+    fn id(&self) -> DataId {
+        self.id
+    }
+
     fn n_rows(&self) -> usize {
         self.range.len()
     }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::model::{HaloTotals, WORDS_F32};
 use super::RowPartition;
-use crate::data::{Features, Mask, Split};
+use crate::data::{Features, FeaturesRef, Mask, Split};
 use crate::graph::propagate::NeighbourFn;
 use crate::graph::reduce::ReduceScratch;
 use crate::graph::{Direction, Graph, NormAdj, Propagate};
@@ -81,6 +81,10 @@ impl<'a> Trace<'a> {
 }
 
 impl Propagate<f32> for Trace<'_> {
+    fn id(&self) -> crate::id::DataId {
+        self.adj.id()
+    }
+
     fn n_rows(&self) -> usize {
         self.adj.n_nodes()
     }
@@ -402,13 +406,13 @@ pub fn plan(
             weights_2d += p.value.len();
         }
     });
-    let x_row_nnz: Option<Vec<usize>> = match x {
-        Features::Sparse(s) => {
+    let x_row_nnz: Option<Vec<usize>> = match x.get() {
+        FeaturesRef::Sparse(s) => {
             let xs = s.x();
             let ip = xs.indptr();
             Some(ip.raw_storage().windows(2).map(|w| w[1] - w[0]).collect())
         }
-        Features::Dense(_) => None,
+        FeaturesRef::Dense(_) => None,
     };
     let widest = epoch
         .iter()
@@ -619,9 +623,9 @@ fn trace_epoch(
     let d = x.n_cols();
     let dense = ndarray::Array2::from_shape_fn((n, d), |(i, k)| ((i * 31 + k * 7) % 5) as f32);
     let xs = if x.is_sparse() {
-        Features::Dense(dense).into_sparse_if(1.0)
+        Features::dense(dense).into_sparse_if(1.0)
     } else {
-        Features::Dense(dense)
+        Features::dense(dense)
     };
     let labels: Vec<u32> = (0..n).map(|i| (i % n_classes.max(1)) as u32).collect();
     let mask = |r: std::ops::Range<usize>| Mask::try_from_indices(r.map(|i| i as u32).collect(), n);
@@ -697,7 +701,7 @@ mod tests {
             let x = if sparse {
                 d.features.clone().into_sparse_if(1.0)
             } else {
-                Features::Dense(d.features.to_dense())
+                Features::dense(d.features.to_dense())
             };
             let adj = NormAdj::<f32>::new(&d.graph, crate::graph::Norm::Symmetric);
             let cfg = TrainConfig {

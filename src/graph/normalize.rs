@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use super::reduce::ReduceScratch;
 use super::Graph;
+use crate::id::DataId;
 use crate::kernels::transpose::{transpose_into, CsrArrays};
 use crate::kernels::{Csr, CsrView};
 use crate::Scalar;
@@ -31,6 +32,8 @@ pub enum Norm {
 /// every call (a clone starts with none).
 #[derive(Debug)]
 pub struct NormAdj<F: Scalar> {
+    /// The identity of Â's contents: fresh for each new Â and each rewrite.
+    id: DataId,
     a: Csr<F>,
     a_t: Option<Csr<F>>,
     norm: Norm,
@@ -40,6 +43,7 @@ pub struct NormAdj<F: Scalar> {
 impl<F: Scalar> Clone for NormAdj<F> {
     fn clone(&self) -> Self {
         NormAdj {
+            id: self.id,
             a: self.a.clone(),
             a_t: self.a_t.clone(),
             norm: self.norm,
@@ -99,11 +103,18 @@ impl<F: Scalar> NormAdj<F> {
     /// [`crate::graph::dropedge::DropEdge::sample_into`]).
     pub fn empty(norm: Norm) -> Self {
         NormAdj {
+            id: DataId::fresh(),
             a: Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new()),
             a_t: None,
             norm,
             reduce: Mutex::default(),
         }
+    }
+
+    /// The identity of Â's contents ([`DataId`]): fresh for every new Â and every rewrite
+    /// ([`NormAdj::assign_filtered`]), kept by a clone.
+    pub fn id(&self) -> DataId {
+        self.id
     }
 
     /// The working memory of the sums across nodes (see [`Propagate`](super::Propagate)).
@@ -131,6 +142,7 @@ impl<F: Scalar> NormAdj<F> {
         mut keep: impl FnMut(u32, u32) -> bool,
         spare: &mut AdjScratch<F>,
     ) {
+        self.id = DataId::fresh();
         let n = graph.n_nodes();
         // Â's storage, taken out of `self.a`; the fill cursors' buffer stands in for its row
         // pointer in the meantime (a 0 × 0 CSR needs one entry, kept from call to call).

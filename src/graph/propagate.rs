@@ -16,6 +16,7 @@ use ndarray::{ArrayView2, ArrayViewMut1, ArrayViewMut2};
 
 use super::reduce::{self, ReduceScratch};
 use super::NormAdj;
+use crate::id::DataId;
 use crate::kernels::profile::{self, Phase, Work};
 use crate::kernels::{self, spmm, Csr, CsrView};
 use crate::{Par, Scalar};
@@ -36,6 +37,10 @@ pub type BlockFn<'f, F> = dyn FnMut(std::ops::Range<usize>, ArrayView2<'_, F>) +
 /// Row counts: every node-indexed matrix a layer holds has [`Propagate::n_rows`] rows (all
 /// nodes locally; a partitioned backend's owned rows).
 pub trait Propagate<F: Scalar>: Sync {
+    /// The identity of Â's contents ([`DataId`]): what a model computed from Â (and keeps
+    /// between passes) is keyed on it. Another Â, or this one rewritten, has another id.
+    fn id(&self) -> DataId;
+
     /// Rows of every node-indexed matrix the layers hold (inputs and outputs of the products).
     fn n_rows(&self) -> usize;
 
@@ -394,6 +399,10 @@ fn lock<F: Scalar>(m: &Mutex<ReduceScratch<F>>) -> MutexGuard<'_, ReduceScratch<
 }
 
 impl<F: Scalar> Propagate<F> for NormAdj<F> {
+    fn id(&self) -> DataId {
+        NormAdj::id(self)
+    }
+
     fn n_rows(&self) -> usize {
         self.n_nodes()
     }

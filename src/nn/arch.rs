@@ -43,7 +43,7 @@ use super::linear::Linear;
 use super::pair_norm::{PairNorm, PairNormMode};
 use super::sgc::SgcPropagate;
 use super::stack::{Checkpointing, MaskStreams, Model, Node, Src};
-use crate::data::Features;
+use crate::data::{Features, FeaturesRef};
 use crate::graph::Propagate;
 use crate::{ConfigError, Scalar};
 
@@ -509,8 +509,8 @@ impl<'a, F: Scalar> Builder<'a, F> {
         rng: &mut R,
     ) -> GcnConv<F> {
         let first = l == 0;
-        let sparse = match self.x {
-            Features::Sparse(s) if first => Some(s),
+        let sparse = match self.x.get() {
+            FeaturesRef::Sparse(s) if first => Some(s),
             _ => None,
         };
         let shape = LayerShape {

@@ -29,7 +29,7 @@
 use ndarray::{s, Array2, ArrayView2};
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, Layer, Req, Value};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, InputKey, Layer, Req, Value};
 use super::param::Param;
 use crate::data::SparseFeatures;
 use crate::graph::Propagate;
@@ -155,13 +155,12 @@ pub struct GcnConv<F> {
     pub bias: Option<Param<F>>,
     /// The resolved order (never `Auto`).
     pub order: Order,
-    /// Â·X of the model's fixed input (AggregateFirst), once computed.
-    fixed: Option<Aggregated<F>>,
-    /// S = Â·X̃ of a sparse input that is not the fixed one (its pattern is kept while Â is
-    /// the model's own).
-    sparse_s: Option<SparseFeatures<F>>,
-    /// Whether `sparse_s`'s pattern is that of the model's own Â (not of a DropEdge sample).
-    sparse_own: bool,
+    /// Â·X of the model's fixed input (AggregateFirst), once computed, with the Â and the
+    /// features it was computed from.
+    fixed: Option<(InputKey, Aggregated<F>)>,
+    /// S = Â·X̃ of a sparse input that is not the fixed one, with the Â and features whose
+    /// pattern it has (X̃ has X's).
+    sparse_s: Option<(InputKey, SparseFeatures<F>)>,
     /// The dense accumulator of the sparse product (length in_dim).
     spgemm_tmp: Vec<F>,
     /// What the stack said about the input ([`Layer::bind`]).
@@ -188,7 +187,6 @@ impl<F: Scalar> Clone for GcnConv<F> {
             order: self.order,
             fixed: None,
             sparse_s: None,
-            sparse_own: false,
             spgemm_tmp: Vec::new(),
             input: self.input,
             eval_cache_limit: self.eval_cache_limit,
@@ -233,7 +231,6 @@ impl<F: Scalar> GcnConv<F> {
             order,
             fixed: None,
             sparse_s: None,
-            sparse_own: false,
             spgemm_tmp: Vec::new(),
             input: InputDesc::default(),
             eval_cache_limit: EVAL_CACHE_LIMIT_BYTES / std::mem::size_of::<F>(),
@@ -265,25 +262,26 @@ impl<F: Scalar> GcnConv<F> {
         self.weight.value.ncols()
     }
 
-    /// S = Â·X into `sparse` (pattern computed on the first call, and again whenever `adj` is
-    /// not the model's own Â).
-    fn aggregate_sparse(
+    /// S = Â·X into `sparse` (its pattern computed again unless `sparse` holds the pattern of
+    /// the same Â and features, `key`).
+    fn aggregate_sparse<'s>(
         adj: &dyn Propagate<F>,
         x: Value<'_, F>,
-        keep_pattern: bool,
-        sparse: &mut Option<SparseFeatures<F>>,
+        key: InputKey,
+        sparse: &'s mut Option<(InputKey, SparseFeatures<F>)>,
         tmp: &mut Vec<F>,
-    ) {
+    ) -> &'s SparseFeatures<F> {
         let Value::Sparse(xs, _) = x else {
             unreachable!("a sparse input")
         };
-        if sparse.is_none() || !keep_pattern {
-            *sparse = Some(SparseFeatures::new(adj.a_times_sparse_pattern(xs)));
+        if sparse.as_ref().is_none_or(|(k, _)| *k != key) {
+            *sparse = Some((key, SparseFeatures::new(adj.a_times_sparse_pattern(xs))));
         }
-        let s = sparse.as_mut().unwrap_or_else(|| unreachable!("set above"));
+        let (_, s) = sparse.as_mut().unwrap_or_else(|| unreachable!("set above"));
         tmp.resize(xs.cols(), F::zero());
         adj.a_times_sparse(xs, s.x_mut(), tmp);
         s.sync_transpose();
+        s
     }
 }
 
@@ -436,6 +434,11 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         let w = self.weight.value.view();
         // Aggregate-first evaluation on the fixed input, too large to keep: Â·X block by block,
         // as the lean order's forward.
+        // (A kept Â·X of other data is dropped when fixed input comes: it names another Â or
+        // other features.)
+        if cx.fixed_input && self.fixed.as_ref().is_some_and(|(k, _)| *k != cx.input) {
+            self.fixed = None;
+        }
         let recompute = self.order == Order::AggregateFirst
             && cx.fixed_input
             && self.fixed.is_none()
@@ -450,7 +453,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             Order::AggregateFirst => {
                 let s = if cx.fixed_input {
                     if self.fixed.is_none() {
-                        self.fixed = Some(match x {
+                        let s = match x {
                             Value::Dense(h) => {
                                 let mut s = Array2::zeros(h.dim());
                                 cx.adj.a_times(F::one(), h, F::zero(), s.view_mut(), par);
@@ -458,21 +461,19 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                             }
                             Value::Sparse(..) => {
                                 let mut s = None;
-                                Self::aggregate_sparse(
-                                    cx.adj,
-                                    x,
-                                    true,
-                                    &mut s,
-                                    &mut self.spgemm_tmp,
-                                );
-                                Aggregated::Sparse(s.unwrap_or_else(|| unreachable!("set")))
+                                let tmp = &mut self.spgemm_tmp;
+                                Self::aggregate_sparse(cx.adj, x, cx.input, &mut s, tmp);
+                                let (_, s) = s.unwrap_or_else(|| unreachable!("set"));
+                                Aggregated::Sparse(s)
                             }
-                        });
+                        };
+                        self.fixed = Some((cx.input, s));
                     }
-                    self.fixed
+                    let (_, s) = self
+                        .fixed
                         .as_ref()
-                        .unwrap_or_else(|| unreachable!("set above"))
-                        .value()
+                        .unwrap_or_else(|| unreachable!("set above"));
+                    s.value()
                 } else {
                     match x {
                         Value::Dense(h) => {
@@ -482,19 +483,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                             Value::Dense(view(s, h.dim()))
                         }
                         Value::Sparse(..) => {
-                            // The kept pattern is valid only if it is the model's own Â's.
-                            Self::aggregate_sparse(
-                                cx.adj,
-                                x,
-                                cx.base_adj && self.sparse_own,
-                                &mut self.sparse_s,
-                                &mut self.spgemm_tmp,
-                            );
-                            self.sparse_own = cx.base_adj;
-                            let s = self
-                                .sparse_s
-                                .as_ref()
-                                .unwrap_or_else(|| unreachable!("set above"));
+                            let (s, tmp) = (&mut self.sparse_s, &mut self.spgemm_tmp);
+                            let s = Self::aggregate_sparse(cx.adj, x, cx.input, s, tmp);
                             Value::Sparse(s.x(), s.x_t())
                         }
                     }
@@ -543,8 +533,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             Order::AggregateFirst => {
                 // dW += Sᵀ·G ; dH = Âᵀ·(G·Wᵀ)
                 let s = match (&self.fixed, &self.sparse_s) {
-                    (Some(f), _) if cx.fixed_input => f.value(),
-                    (_, Some(s)) if self.input.sparse => Value::Sparse(s.x(), s.x_t()),
+                    (Some((_, f)), _) if cx.fixed_input => f.value(),
+                    (_, Some((_, s))) if self.input.sparse => Value::Sparse(s.x(), s.x_t()),
                     _ => Value::Dense(view(saved.take_f(n * din), (n, din))),
                 };
                 s.t_times_acc(cx.adj, g, self.weight.grad.view_mut(), par);
@@ -600,7 +590,7 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::data::Features;
+    use crate::data::FeaturesRef;
     use crate::graph::{Direction, Graph, Norm, NormAdj};
     use crate::nn::harness::{bits, citation, params, random, rng, same_for_any_thread_count};
     use crate::nn::harness::{small_adjs, zero_grads, Harness, In};
@@ -776,8 +766,8 @@ mod tests {
 
     #[test]
     fn a_sparse_input_on_another_adjacency_recomputes_the_pattern() {
-        // The sparse S = Â·X̃ keeps its pattern only while Â is the model's own: after a call on
-        // a DropEdge sample (another pattern), a call on the model's Â is still exact.
+        // The sparse S = Â·X̃ keeps its pattern only for the Â it was computed on: after a call on
+        // another Â (a DropEdge sample: another pattern), a call on the first Â is still exact.
         let [(_, own), (_, other)] = &small_adjs();
         let n = own.n_nodes();
         let mut r = rng(6);
@@ -790,10 +780,7 @@ mod tests {
             let (y, _) = Harness::new(adj).run(&mut l, &[In::sparse(&x)], &g, &[false]);
             (y, params(&mut l, true))
         };
-        let sample = Harness {
-            base_adj: false,
-            ..Harness::new(other)
-        };
+        let sample = Harness::new(other);
         let mut l = base.clone();
         for (k, (h, adj)) in [
             (Harness::new(own), own),
@@ -863,7 +850,7 @@ mod tests {
     fn bitwise_identical_for_any_thread_count() {
         let (adj, feats) = citation();
         let n = adj.n_nodes();
-        let Features::Sparse(xs) = feats else {
+        let FeaturesRef::Sparse(xs) = feats.get() else {
             panic!("bag-of-words features are sparse")
         };
         let mut r = rng(9);

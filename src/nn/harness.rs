@@ -11,10 +11,11 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
-use super::layer::{Layer, Req, Saved, Value};
+use super::layer::{InputKey, Layer, Req, Saved, Value};
 use super::Mode;
-use crate::data::{Features, SparseFeatures};
+use crate::data::{Features, FeaturesRef, SparseFeatures};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate};
+use crate::id::DataId;
 use crate::testing::{max_rel_err, numerical_grad};
 use crate::{Par, Scalar};
 
@@ -28,9 +29,9 @@ pub(crate) enum In<F> {
 impl<F: Scalar> In<F> {
     /// The non-zeros of `x` as sparse features.
     pub(crate) fn sparse(x: &Array2<F>) -> Self {
-        match Features::Dense(x.clone()).into_sparse_if(1.0) {
-            Features::Sparse(s) => In::Sparse(s),
-            Features::Dense(_) => unreachable!("density ≤ 1"),
+        match (Features::dense(x.clone()).into_sparse_if(1.0)).get() {
+            FeaturesRef::Sparse(s) => In::Sparse(s.clone()),
+            FeaturesRef::Dense(_) => unreachable!("density ≤ 1"),
         }
     }
 
@@ -156,14 +157,16 @@ pub(crate) struct Harness<'a, F: Scalar> {
     pub fixed_input: bool,
     /// [`InputDesc::fixed_in_training`] of every input.
     pub fixed_in_training: bool,
-    pub base_adj: bool,
+    /// The id of the features the inputs stand for ([`InputKey::x`]): a fresh one for each
+    /// harness, kept by its copies.
+    pub x_id: DataId,
     /// Whether a [`Layer::grad_over_input`] layer is granted ∂L/∂in over its input (the
     /// stack's [`GradIo::OverInput`]) when that gradient is needed.
     pub over_input: bool,
 }
 
 impl<'a, F: Scalar> Harness<'a, F> {
-    /// Training mode, [`Par::Seq`], no stream, nothing fixed, Â the model's own.
+    /// Training mode, [`Par::Seq`], no stream, nothing fixed, features of a fresh id.
     pub(crate) fn new(adj: &'a dyn Propagate<F>) -> Self {
         Harness {
             adj,
@@ -173,7 +176,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             recompute: false,
             fixed_input: false,
             fixed_in_training: false,
-            base_adj: true,
+            x_id: DataId::fresh(),
             over_input: true,
         }
     }
@@ -210,8 +213,11 @@ impl<'a, F: Scalar> Harness<'a, F> {
             mode: self.mode,
             rng,
             recompute: self.recompute,
+            input: InputKey {
+                adj: self.adj.id(),
+                x: self.x_id,
+            },
             fixed_input: self.fixed_input,
-            base_adj: self.base_adj,
             need_din,
         }
     }

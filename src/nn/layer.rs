@@ -33,6 +33,7 @@ use rand_chacha::ChaCha8Rng;
 use super::param::Param;
 use super::Mode;
 use crate::graph::Propagate;
+use crate::id::DataId;
 use crate::kernels::{gemm, spmm, CsrView};
 use crate::{Par, Scalar};
 
@@ -249,10 +250,21 @@ pub struct InputDesc {
     /// The input is the sparse features (or their dropped copy).
     pub sparse: bool,
     /// The input is the model's fixed input in training passes too (the raw features: no input
-    /// dropout, no DropEdge), so [`Cx::fixed_input`] is set in every pass.
+    /// dropout), so [`Cx::fixed_input`] is set in every pass (and Â is the same in every pass
+    /// unless the stack is told it varies).
     pub fixed_in_training: bool,
     /// The stack may ask for this input's gradient (it is not the features).
     pub grad: bool,
+}
+
+/// The identities of a pass's Â and features ([`DataId`]s): every cache of a layer or of the
+/// stack is keyed on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InputKey {
+    /// [`Propagate::id`] of the pass's Â.
+    pub adj: DataId,
+    /// [`Features::id`](crate::data::Features::id) of the pass's features.
+    pub x: DataId,
 }
 
 /// The context of one layer call.
@@ -269,13 +281,12 @@ pub struct Cx<'a, F: Scalar> {
     /// This forward pass recomputes a checkpointed segment: update nothing that a pass updates
     /// once (BatchNorm's running statistics).
     pub recompute: bool,
-    /// The inputs are the model's fixed inputs on the model's own Â (the raw features, no
-    /// dropout, no DropEdge), as in every earlier call with `fixed_input` set: a layer may reuse
-    /// what it computed from them (Â·X).
+    /// The Â and the features of this pass: what a layer keeps between passes is keyed on it.
+    pub input: InputKey,
+    /// The inputs of this call are a function of `input` alone (the raw features, no
+    /// dropout): a layer may keep what it computes from them under `input` and reuse it in a
+    /// later call with the same key.
     pub fixed_input: bool,
-    /// Â is the model's own (not a DropEdge sample): what a layer computed from Â's sparsity
-    /// pattern stays valid.
-    pub base_adj: bool,
     /// Whether the (first) input needs a gradient, for [`Layer::grad_in_place`] layers.
     pub need_din: bool,
 }

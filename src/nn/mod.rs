@@ -38,7 +38,7 @@ pub use layer::{Layer, Value};
 pub use linear::Linear;
 pub use pair_norm::PairNorm;
 pub use param::Param;
-pub use stack::{Checkpointing, MaskStreams, Model, Named, Node, Src};
+pub use stack::{Checkpointing, MaskStreams, Model, Named, Node, Src, StackOptions};
 
 /// Training (dropout on, batch statistics) or evaluation (dropout off, running statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -556,7 +556,7 @@ fn apply_permutes_every_part_and_inverts() {
         assert_eq!(back.labels, d.labels);
         assert_eq!(back.split, d.split);
         assert_eq!(back.features.to_dense(), x);
-        if let (Features::Sparse(a), Features::Sparse(b)) = (&back.features, &d.features) {
+        if let (Some(a), Some(b)) = (back.features.as_sparse(), d.features.as_sparse()) {
             assert_eq!(a.x_t().to_dense(), b.x_t().to_dense());
         }
     }

@@ -322,9 +322,9 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
-/// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`, which
-/// is the model's own Â when `base_adj`), masked cross-entropy over `train`, backward, and an
-/// update of every parameter. Returns the training loss (before the update, weight decay not
+/// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`: the
+/// model's Â or any other of the same rows, e.g. a DropEdge sample), masked cross-entropy over
+/// `train`, backward, and an update of every parameter. Returns the training loss (before the update, weight decay not
 /// included) and accuracy of that pass.
 ///
 /// # Panics
@@ -335,7 +335,6 @@ pub fn train_step<F: Scalar>(
     model: &mut Model<F>,
     opt: &mut dyn Optimizer<F>,
     adj: &dyn Propagate<F>,
-    base_adj: bool,
     x: &Features<F>,
     labels: &[u32],
     train: &Mask,
@@ -351,7 +350,7 @@ pub fn train_step<F: Scalar>(
         out = (loss, acc);
         loss.is_finite()
     };
-    model.train_pass(adj, base_adj, x, rng, par, &mut loss);
+    model.train_pass(adj, x, rng, par, &mut loss);
     if out.0.is_finite() {
         let mut index = 0;
         model.visit_params(&mut |group, p| {
@@ -667,7 +666,6 @@ pub fn train_model<F: Scalar>(
             model,
             opt.as_mut(),
             step_adj,
-            sampled.is_none() && backend_sample.is_none(),
             x,
             labels,
             &split.train,

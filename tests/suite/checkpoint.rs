@@ -76,7 +76,6 @@ fn trained(s: &Setup, cfg: &ModelConfig, seed: u64) -> Model<f32> {
             &mut model,
             opt.as_mut(),
             &s.adj,
-            true,
             x,
             &s.data.labels,
             &s.data.split.train,
@@ -684,7 +683,7 @@ fn building_on_other_data_or_contradicting_metadata_fails() {
     let x = &s.data.features;
 
     // Data of another input width.
-    let wider = Features::Dense(Array2::<f32>::zeros((s.adj.n_nodes(), in_dim + 10)));
+    let wider = Features::dense(Array2::<f32>::zeros((s.adj.n_nodes(), in_dim + 10)));
     match checkpoint::load(&path).unwrap().build(&s.adj, &wider) {
         Err(Error::Mismatch {
             what,

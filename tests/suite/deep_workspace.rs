@@ -169,7 +169,7 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
         let pass = |m: &mut Model<f32>, r: &mut ChaCha8Rng| {
             m.zero_grad();
             let mut cap = Vec::new();
-            m.train_pass(adj, true, x, r, Par::Rayon, &mut |z| {
+            m.train_pass(adj, x, r, Par::Rayon, &mut |z| {
                 cap = bits(z.view());
                 let lg = z.to_owned();
                 dloss(lg.view(), z);
@@ -271,8 +271,8 @@ fn data(n_nodes: usize, seed: u64) -> (NormAdj<f32>, Features<f32>, Features<f32
     .unwrap();
     d.features.row_normalize();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let dense = Features::Dense(d.features.to_dense());
-    let sparse = Features::Dense(d.features.to_dense()).into_sparse_if(1.0);
+    let dense = Features::dense(d.features.to_dense());
+    let sparse = Features::dense(d.features.to_dense()).into_sparse_if(1.0);
     assert!(sparse.is_sparse());
     (adj, dense, sparse)
 }

@@ -8,7 +8,7 @@
 //!
 //! The reference loop, replayed here: each epoch normalises the kept subgraph with
 //! `NormAdj::new(&DropEdge::sample_graph(..), ..)`, drops every buffer and cache of the model
-//! (`Model::release`) and runs `Model::train_pass` on the sample (`base_adj = false`) and the
+//! (`Model::release`) and runs `Model::train_pass` on the sample and the
 //! optimiser step by hand; evaluation through `Model::predict`, again after `release`.
 //!
 //! What changed with the one-stack redesign: the old reference ran the models' separate
@@ -46,7 +46,7 @@ fn data() -> (Dataset, NormAdj<f32>) {
 }
 
 fn features(d: &Dataset, sparse: bool) -> Features<f32> {
-    let x = Features::Dense(d.features.to_dense());
+    let x = Features::dense(d.features.to_dense());
     let x = if sparse { x.into_sparse_if(1.0) } else { x };
     assert_eq!(x.is_sparse(), sparse);
     x
@@ -100,7 +100,7 @@ fn reference_loop(
         model.release();
         model.zero_grad();
         let mut train = (f64::NAN, 0.0);
-        model.train_pass(&sampled, false, x, &mut drop_rng, par, &mut |z| {
+        model.train_pass(&sampled, x, &mut drop_rng, par, &mut |z| {
             let acc = accuracy(z.view(), &d.labels, &d.split.train);
             let l = softmax_cross_entropy_in_place_across(z, &d.labels, &d.split.train, &sampled)
                 .to_f64_lossless();

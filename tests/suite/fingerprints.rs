@@ -394,7 +394,7 @@ fn data() -> &'static Data {
         .unwrap();
         d.features.row_normalize();
         let sparse = d.features.clone().into_sparse_if(1.0);
-        let dense = Features::Dense(d.features.to_dense());
+        let dense = Features::dense(d.features.to_dense());
         assert!(sparse.is_sparse() && !dense.is_sparse());
         let adj_sym = NormAdj::new(&d.graph, Norm::Symmetric);
         let adj_row = NormAdj::new(&d.graph, Norm::Row);

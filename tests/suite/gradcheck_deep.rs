@@ -41,9 +41,9 @@ fn features(n: usize, d: usize, sparse: bool, rng: &mut ChaCha8Rng) -> Features<
     let mut x = Array2::from_shape_simple_fn((n, d), || rng.random_range(-1.0..1.0));
     if sparse {
         x.mapv_inplace(|v: f64| if v.abs() < 0.4 { 0.0 } else { v });
-        Features::Dense(x).into_sparse_if(1.0)
+        Features::dense(x).into_sparse_if(1.0)
     } else {
-        Features::Dense(x)
+        Features::dense(x)
     }
 }
 
@@ -90,7 +90,7 @@ fn loss(
 ) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut l = f64::NAN;
-    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |z| {
+    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |z| {
         l = (&z * r).sum();
         false
     });
@@ -107,7 +107,7 @@ fn analytic(
 ) -> Vec<f64> {
     m.zero_grad();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    m.train_pass(adj, true, x, &mut rng, Par::Seq, &mut |mut dz| {
+    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |mut dz| {
         dz.assign(r);
         true
     });
@@ -394,7 +394,7 @@ fn checkpointing_gives_identical_gradients_and_logits() {
     let adj = NormAdj::<f32>::new(&graph(), Norm::Symmetric);
     let n = adj.n_nodes();
     let mut rng = ChaCha8Rng::seed_from_u64(8);
-    let x = Features::Dense(Array2::from_shape_simple_fn((n, 5), || {
+    let x = Features::dense(Array2::from_shape_simple_fn((n, 5), || {
         rng.random_range(-1.0f32..1.0)
     }));
     for arch in Arch::DEEP {
@@ -417,7 +417,7 @@ fn checkpointing_gives_identical_gradients_and_logits() {
                     .unwrap();
                 let mut drop = ChaCha8Rng::seed_from_u64(2);
                 let mut z = None;
-                m.train_pass(&adj, true, &x, &mut drop, Par::Rayon, &mut |mut dl| {
+                m.train_pass(&adj, &x, &mut drop, Par::Rayon, &mut |mut dl| {
                     z = Some(dl.to_owned());
                     dl.mapv_inplace(|v| v.sin());
                     true
@@ -454,7 +454,7 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
         m.snapshot_into(&mut snap);
         let before = m.predict(&adj, &x, Par::Seq);
         // A training pass moves BatchNorm's running statistics, a fake step moves weights.
-        m.train_pass(&adj, true, &x, &mut rng, Par::Seq, &mut |_| false);
+        m.train_pass(&adj, &x, &mut rng, Par::Seq, &mut |_| false);
         m.visit_params(&mut |_, p| p.value.mapv_inplace(|v| v + 0.1));
         assert_ne!(m.predict(&adj, &x, Par::Seq), before);
         m.restore(&snap);

@@ -13,7 +13,7 @@ use ndarray::Array2;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use sparse_gcn::data::{Features, Mask};
+use sparse_gcn::data::{Features, FeaturesRef, Mask};
 use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
 use sparse_gcn::nn::loss::{
     softmax_cross_entropy, softmax_cross_entropy_in_place_across, softmax_cross_entropy_into,
@@ -47,9 +47,9 @@ fn features(sparse: bool, rng: &mut ChaCha8Rng) -> Features<f64> {
     let mut x = Array2::from_shape_simple_fn((N, 5), || rng.random_range(-1.0..1.0));
     if sparse {
         x.mapv_inplace(|v: f64| if v.abs() < 0.5 { 0.0 } else { v });
-        Features::Dense(x).into_sparse_if(1.0)
+        Features::dense(x).into_sparse_if(1.0)
     } else {
-        Features::Dense(x)
+        Features::dense(x)
     }
 }
 
@@ -103,7 +103,7 @@ fn train_loss(
     backward: bool,
 ) -> f64 {
     let mut loss = f64::NAN;
-    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z| {
+    model.train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z| {
         if backward {
             loss = softmax_cross_entropy_in_place_across(z, labels, mask, adj);
         } else {
@@ -122,7 +122,7 @@ fn train_logits(
     state: &ChaCha8Rng,
 ) -> Array2<f64> {
     let mut out = None;
-    model.train_pass(adj, true, x, &mut state.clone(), Par::Seq, &mut |z| {
+    model.train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z| {
         out = Some(z.to_owned());
         false
     });
@@ -257,14 +257,14 @@ fn reference_train_forward(
     use sparse_gcn::kernels::dropout_mask;
     let mut rng = mask_rng.clone();
     let n = a_hat.nrows();
-    let x_drop = match x {
-        Features::Dense(d) => {
+    let x_drop = match x.get() {
+        FeaturesRef::Dense(d) => {
             let mut m = vec![0.0; d.len()];
             dropout_mask(&mut rng, p_in, &mut m);
             let m = Array2::from_shape_vec(d.dim(), m).unwrap();
             d * &m
         }
-        Features::Sparse(s) => {
+        FeaturesRef::Sparse(s) => {
             let xs = s.x();
             let mut m = vec![0.0; xs.nnz()];
             dropout_mask(&mut rng, p_in, &mut m);

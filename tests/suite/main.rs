@@ -21,6 +21,7 @@ mod fingerprints;
 mod golden_small_graphs;
 mod gradcheck_deep;
 mod gradcheck_model;
+mod identity;
 mod io_errors;
 mod io_fuzz;
 mod kernels_prop;

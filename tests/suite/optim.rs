@@ -361,7 +361,7 @@ fn graph() -> Graph {
 }
 
 fn features(n: usize, d: usize) -> Features<f64> {
-    Features::Dense(Array2::from_shape_fn((n, d), |(i, j)| {
+    Features::dense(Array2::from_shape_fn((n, d), |(i, j)| {
         ((i * 7 + j * 3) % 5) as f64 - 2.0
     }))
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use sparse_gcn::data::io::{load_ogb, OgbOptions};
 use sparse_gcn::data::synthetic::{CitationLike, FeatureKind, Preset, SplitKind};
 use sparse_gcn::data::write::write_ogb;
-use sparse_gcn::data::{Dataset, Features};
+use sparse_gcn::data::{Dataset, Features, FeaturesRef};
 use sparse_gcn::par::thread_pool;
 
 /// A scratch folder removed on drop.
@@ -40,14 +40,14 @@ fn no_progress(_: &str, _: u64, _: u64) {}
 
 /// Whether two feature matrices are equal, storage kind and bits included.
 fn same_features(a: &Features<f32>, b: &Features<f32>) -> bool {
-    match (a, b) {
-        (Features::Dense(x), Features::Dense(y)) => {
+    match (a.get(), b.get()) {
+        (FeaturesRef::Dense(x), FeaturesRef::Dense(y)) => {
             x.dim() == y.dim()
                 && x.iter()
                     .zip(y.iter())
                     .all(|(p, q)| p.to_bits() == q.to_bits())
         }
-        (Features::Sparse(x), Features::Sparse(y)) => {
+        (FeaturesRef::Sparse(x), FeaturesRef::Sparse(y)) => {
             let (x, y) = (x.x(), y.x());
             x.shape() == y.shape()
                 && x.indptr().raw_storage() == y.indptr().raw_storage()

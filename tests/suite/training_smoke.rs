@@ -231,7 +231,6 @@ fn predict_equals_the_eval_forward_pass_bitwise() {
                 let mut t = None;
                 model.train_pass(
                     &adj,
-                    true,
                     &d.features,
                     &mut rng_stream(4, 1),
                     Par::Rayon,

@@ -166,7 +166,7 @@ pub fn load_edge_list(
     let n_classes = class_count(&labels, opts.n_classes);
     let features = match features {
         Some(p) => {
-            let f = Features::Dense(read_features(p, Syntax::Free, n, "nodes")?);
+            let f = Features::dense(read_features(p, Syntax::Free, n, "nodes")?);
             match opts.sparse_features_below {
                 Some(t) => f.into_sparse_if(t),
                 None => f,

@@ -296,7 +296,7 @@ fn first_line_width(path: &Path, syntax: Syntax) -> Result<usize> {
 }
 
 pub(crate) fn no_features(n: usize) -> Features<f32> {
-    Features::Sparse(SparseFeatures::new(Csr::new(
+    Features::sparse(SparseFeatures::new(Csr::new(
         (n, 0),
         vec![0; n + 1],
         vec![],
@@ -315,7 +315,7 @@ pub(crate) fn identity_features(n: usize) -> Result<Features<f32>> {
         path: PathBuf::from("identity features"),
         msg: format!("{n} nodes: {e}"),
     })?;
-    Ok(Features::Sparse(SparseFeatures::new(x)))
+    Ok(Features::sparse(SparseFeatures::new(x)))
 }
 
 /// Draws a seeded random split of `labels.len()` nodes (see [`RandomSplit`]); `path` names the

@@ -100,7 +100,7 @@ pub fn load_ogb(dir: impl AsRef<Path>, opts: &OgbOptions) -> Result<Dataset> {
     let (skeleton, file) = load_ogb_skeleton(dir, opts)?;
     let n_nodes = skeleton.graph.n_nodes();
     let mut features = match file {
-        Some(f) => Features::Dense(read_features(
+        Some(f) => Features::dense(read_features(
             &f.path,
             Syntax::Ogb,
             n_nodes,

@@ -257,14 +257,14 @@ impl CitationLike {
                 }
                 let data = vec![1.0f32; indices.len()];
                 let x = Csr::new_trusted_pub((m, f), indptr, indices, data);
-                Features::Sparse(SparseFeatures::new(x))
+                Features::sparse(SparseFeatures::new(x))
             }
             RowDraw::Dense { .. } => {
                 let mut data = Vec::with_capacity(m * f);
                 for &k in &at {
                     data.extend_from_slice(&sorted.dense[k * f..(k + 1) * f]);
                 }
-                Features::Dense(dense_matrix(m, f, data)?)
+                Features::dense(dense_matrix(m, f, data)?)
             }
         })
     }
@@ -297,7 +297,7 @@ impl CitationLike {
                 }
                 let data = vec![1.0f32; indices.len()];
                 let x = Csr::new_trusted_pub((n, f), indptr, indices, data);
-                Ok(Features::Sparse(SparseFeatures::new(x)))
+                Ok(Features::sparse(SparseFeatures::new(x)))
             }
             RowDraw::Dense { .. } => {
                 let mut data = vec![0.0f32; n * f];
@@ -311,7 +311,7 @@ impl CitationLike {
                             }
                         });
                     });
-                Ok(Features::Dense(dense_matrix(n, f, data)?))
+                Ok(Features::dense(dense_matrix(n, f, data)?))
             }
         }
     }

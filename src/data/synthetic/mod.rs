@@ -92,15 +92,15 @@ pub enum FeatureKind {
     /// Sparse binary bag-of-words (Cora, CiteSeer): [`CitationLike::words_per_node`] words per
     /// node, each from the node's class vocabulary with probability
     /// [`CitationLike::feature_signal`], else uniform over the vocabulary. Stored as
-    /// [`Features::Sparse`] with values 1.0.
+    /// sparse [`Features`] with values 1.0.
     ///
-    /// [`Features::Sparse`]: super::Features::Sparse
+    /// [`Features`]: super::Features
     BagOfWords,
     /// Dense features (ogbn-arxiv's averaged word embeddings, ogbn-products' PCA'd
     /// bag-of-words): x_i = c_{class(i)} + ε_i, with ε_i ~ N(0, `cluster_variance`·I). Stored
-    /// as [`Features::Dense`].
+    /// as dense [`Features`].
     ///
-    /// [`Features::Dense`]: super::Features::Dense
+    /// [`Features`]: super::Features
     Dense {
         /// Length ‖c_k‖ of each class centroid c_k, a uniformly random direction.
         /// GraphWorld's `feature_center_distance` is instead the *variance* v of each centroid

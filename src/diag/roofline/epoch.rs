@@ -181,7 +181,6 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
             &mut model,
             &mut *opt,
             data.adj,
-            true,
             data.x,
             data.labels,
             train,

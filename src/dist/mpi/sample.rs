@@ -109,6 +109,7 @@ impl DistAdj {
         };
         let a = Csr::new(shape, indptr, slots, data);
         Some(Box::new(DistSample {
+            id: crate::id::DataId::fresh(),
             base: self,
             a,
             a_t,
@@ -120,6 +121,8 @@ impl DistAdj {
 /// DropEdge's sample of a [`DistAdj`]: this rank's rows of Â′ (and Â′ᵀ for a row-normalised
 /// Â) over the base's slots, exchanging the base's halo; everything else is the base's.
 struct DistSample<'a> {
+    /// A fresh identity: each sample is another Â.
+    id: crate::id::DataId,
     base: &'a DistAdj,
     a: Csr<f32>,
     a_t: Option<Csr<f32>>,
@@ -128,6 +131,10 @@ struct DistSample<'a> {
 }
 
 impl Propagate<f32> for DistSample<'_> {
+    fn id(&self) -> crate::id::DataId {
+        self.id
+    }
+
     fn n_rows(&self) -> usize {
         self.base.n_rows()
     }

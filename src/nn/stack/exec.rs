@@ -9,11 +9,12 @@ use rand_chacha::ChaCha8Rng;
 
 use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
-use crate::data::{Features, SparseFeatures};
+use crate::data::{Features, FeaturesRef, SparseFeatures};
 use crate::graph::Propagate;
+use crate::id::DataId;
 use crate::kernels::elementwise::fill_dropout_mask_at;
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
-use crate::nn::layer::{Saved, Value};
+use crate::nn::layer::{InputKey, Saved, Value};
 use crate::nn::Mode;
 use crate::{Par, Scalar};
 
@@ -55,8 +56,10 @@ pub(super) struct Workspace<F> {
     pub(super) positions: Vec<u128>,
     /// The pass's key (PerLayer streams).
     pub(super) key: u64,
-    /// Constant outputs computed on the fixed input and the model's own Â.
-    pub(super) const_valid: Vec<bool>,
+    /// Per node: the Â and features its constant output was computed from, if it holds one.
+    pub(super) const_key: Vec<Option<InputKey>>,
+    /// The features whose pattern `xd_sparse` has.
+    pub(super) xd_of: Option<DataId>,
 }
 
 impl<F: Scalar> Model<F> {
@@ -105,7 +108,6 @@ impl<F: Scalar> Model<F> {
         &mut self,
         ws: &mut Workspace<F>,
         adj: &dyn Propagate<F>,
-        base_adj: bool,
         x: &Features<F>,
         mode: Mode,
         mut rng: Option<&mut ChaCha8Rng>,
@@ -113,6 +115,10 @@ impl<F: Scalar> Model<F> {
         visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) {
         let train = mode == Mode::Train;
+        let key = InputKey {
+            adj: adj.id(),
+            x: x.id(),
+        };
         let mut local = ChaCha8Rng::seed_from_u64(0);
         if train && self.input_dropout > 0.0 {
             let shared = rng
@@ -123,15 +129,15 @@ impl<F: Scalar> Model<F> {
         }
         let mut tap = 0;
         for i in 0..self.nodes.len() {
-            let fixed = base_adj
-                && if train {
-                    ws.plan.fixed_train[i]
-                } else {
-                    ws.plan.fixed_eval[i]
-                };
-            let skip = ws.plan.constant[i] && fixed && ws.const_valid[i];
+            let fixed = if train {
+                ws.plan.fixed_train[i]
+            } else {
+                ws.plan.fixed_eval[i]
+            };
+            // A constant output is kept for the Â and features it was computed from.
+            let skip = ws.plan.constant[i] && fixed && ws.const_key[i] == Some(key);
             if ws.plan.constant[i] {
-                ws.const_valid[i] = fixed;
+                ws.const_key[i] = fixed.then_some(key);
             }
             if !skip {
                 let r = match rng.as_deref_mut() {
@@ -142,7 +148,7 @@ impl<F: Scalar> Model<F> {
                 };
                 let flags = Flags {
                     mode,
-                    base_adj,
+                    key,
                     fixed,
                     recompute: false,
                 };
@@ -162,11 +168,14 @@ impl<F: Scalar> Model<F> {
         &mut self,
         ws: &mut Workspace<F>,
         adj: &dyn Propagate<F>,
-        base_adj: bool,
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
     ) {
+        let key = InputKey {
+            adj: adj.id(),
+            x: x.id(),
+        };
         let mut local = ChaCha8Rng::seed_from_u64(0);
         let n_events = ws.plan.events.len();
         let loss_at = ws
@@ -189,8 +198,8 @@ impl<F: Scalar> Model<F> {
                     };
                     let flags = Flags {
                         mode: Mode::Train,
-                        base_adj,
-                        fixed: base_adj && ws.plan.fixed_train[i],
+                        key,
+                        fixed: ws.plan.fixed_train[i],
                         recompute: true,
                     };
                     run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
@@ -198,8 +207,8 @@ impl<F: Scalar> Model<F> {
                 Ev::Bwd(i) if ws.plan.bwd[i].run => {
                     let flags = Flags {
                         mode: Mode::Train,
-                        base_adj,
-                        fixed: base_adj && ws.plan.fixed_train[i],
+                        key,
+                        fixed: ws.plan.fixed_train[i],
                         recompute: false,
                     };
                     run_backward(&mut self.nodes, i, ws, adj, x, flags, par);
@@ -214,7 +223,7 @@ impl<F: Scalar> Model<F> {
 #[derive(Debug, Clone, Copy)]
 struct Flags {
     mode: Mode,
-    base_adj: bool,
+    key: InputKey,
     fixed: bool,
     recompute: bool,
 }
@@ -231,8 +240,8 @@ fn drop_input<F: Scalar>(
     rec: bool,
 ) {
     // Keyed by global position: this process's part of the whole graph's mask.
-    match x {
-        Features::Dense(d) => {
+    match x.get() {
+        FeaturesRef::Dense(d) => {
             let slot = ws
                 .plan
                 .xd_slot(rec)
@@ -244,7 +253,7 @@ fn drop_input<F: Scalar>(
                 .and(d)
                 .for_each(|o, &v| *o = v * *o);
         }
-        Features::Sparse(s) => {
+        FeaturesRef::Sparse(s) => {
             let buf = ws
                 .xd_sparse
                 .as_mut()
@@ -262,9 +271,9 @@ fn drop_input<F: Scalar>(
 
 /// The features as a value.
 fn x_value<F: Scalar>(x: &Features<F>) -> Value<'_, F> {
-    match x {
-        Features::Dense(d) => Value::Dense(d.view()),
-        Features::Sparse(s) => Value::Sparse(s.x(), s.x_t()),
+    match x.get() {
+        FeaturesRef::Dense(d) => Value::Dense(d.view()),
+        FeaturesRef::Sparse(s) => Value::Sparse(s.x(), s.x_t()),
     }
 }
 
@@ -300,8 +309,8 @@ impl Flags {
             mode: self.mode,
             rng,
             recompute: self.recompute,
+            input: self.key,
             fixed_input: self.fixed,
-            base_adj: self.base_adj,
             need_din,
         }
     }

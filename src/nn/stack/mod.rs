@@ -50,7 +50,7 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Layer};
 use super::param::Param;
 use super::{Mode, ModelConfig, Order};
-use crate::data::Features;
+use crate::data::{Features, FeaturesRef};
 use crate::graph::Propagate;
 use crate::{Par, Scalar};
 
@@ -119,6 +119,19 @@ pub enum Checkpointing {
     Every(usize),
 }
 
+/// The stack's own options: how it plans its passes, apart from any architecture's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StackOptions {
+    /// Â changes from one training pass to the next (DropEdge's samples): the plan keeps
+    /// nothing computed from Â across training passes (each training pass computes it, and
+    /// evaluation keeps its own). Without it, such a pass is still exact (every cache is
+    /// keyed on Â's id), only slower.
+    pub varying_graph: bool,
+    /// Draw the dropped input again for its reads after the loss instead of holding it
+    /// through the pass (part of activation checkpointing).
+    pub redraw_input: bool,
+}
+
 /// One node of the stack.
 #[derive(Debug, Clone)]
 pub struct Node<F: Scalar> {
@@ -147,6 +160,7 @@ pub struct Model<F: Scalar> {
     pub(crate) streams: MaskStreams,
     /// Node ranges recomputed in backward (checkpointed segments).
     pub(crate) segments: Vec<Range<usize>>,
+    pub(crate) opts: StackOptions,
     ws: Option<Box<Workspace<F>>>,
 }
 
@@ -161,6 +175,7 @@ impl<F: Scalar> Clone for Model<F> {
             taps: self.taps.clone(),
             streams: self.streams,
             segments: self.segments.clone(),
+            opts: self.opts,
             ws: None,
         }
     }
@@ -199,6 +214,10 @@ impl<F: Scalar> Model<F> {
         for s in &segments {
             assert!(s.end < nodes.len() && s.start < s.end, "bad segment {s:?}");
         }
+        let opts = StackOptions {
+            varying_graph: config.drop_edge > 0.0,
+            redraw_input: config.checkpoint > 0 || !segments.is_empty(),
+        };
         Model {
             config,
             nodes,
@@ -207,6 +226,7 @@ impl<F: Scalar> Model<F> {
             taps,
             streams,
             segments,
+            opts,
             ws: None,
         }
     }
@@ -319,8 +339,8 @@ impl<F: Scalar> Model<F> {
         );
     }
 
-    /// Frees the buffers of the passes and what the layers computed from the data; call it
-    /// before passing other data (other features or another graph).
+    /// Frees the buffers of the passes and what the layers computed from the data (memory
+    /// only: a pass on other data never reuses them, see [`Model::train_pass`]).
     pub fn release(&mut self) {
         self.ws = None;
         for node in &mut self.nodes {
@@ -333,9 +353,17 @@ impl<F: Scalar> Model<F> {
 
     /// The workspace for `n` rows and these features, planned and allocated on first use.
     fn workspace(&mut self, n: usize, x: &Features<F>) -> Box<Workspace<F>> {
-        if let Some(ws) = self.ws.take() {
+        if let Some(mut ws) = self.ws.take() {
             let p = &ws.plan;
             if p.n == n && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
+                // The dropped copy of sparse features has their pattern: other features
+                // (another id) need another copy.
+                if let (Some(s), true) = (x.as_sparse(), ws.xd_sparse.is_some()) {
+                    if ws.xd_of != Some(x.id()) {
+                        ws.xd_sparse = Some(s.clone());
+                        ws.xd_of = Some(x.id());
+                    }
+                }
                 return ws;
             }
         }
@@ -358,13 +386,14 @@ impl<F: Scalar> Model<F> {
                 u8: vec![0u8; plan.scratch.u8],
                 f64: vec![0f64; plan.scratch.f64],
             },
-            xd_sparse: match x {
-                Features::Sparse(s) if self.input_dropout > 0.0 => Some(s.clone()),
+            xd_sparse: match x.get() {
+                FeaturesRef::Sparse(s) if self.input_dropout > 0.0 => Some(s.clone()),
                 _ => None,
             },
+            xd_of: Some(x.id()),
             positions: vec![0; plan.n_sites],
             key: 0,
-            const_valid: vec![false; self.nodes.len()],
+            const_key: vec![None; self.nodes.len()],
             plan,
         })
     }
@@ -381,8 +410,8 @@ impl<F: Scalar> Model<F> {
             .iter()
             .map(|r| r.f * f + r.u8 + 8 * r.f64)
             .sum();
-        let xd = match x {
-            Features::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
+        let xd = match x.get() {
+            FeaturesRef::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
             _ => 0,
         };
         f * (sum(&plan.pool_sizes) + plan.scratch.f)
@@ -398,41 +427,25 @@ impl<F: Scalar> Model<F> {
     /// A training pass: forward (dropout on, masks from `rng`), then `loss(z)`, where `z`
     /// holds the logits and must be left holding ∂L/∂logits (every entry; the gradient is
     /// written over the logits, one n × classes buffer for both), returning whether to go on,
-    /// then (if so) backward, which **adds** every parameter's gradient. `adj` may be another
-    /// Â than the model's own for each pass (DropEdge's samples; `base_adj = false`), with the
-    /// same nodes, if the model was configured with `drop_edge > 0`.
+    /// then (if so) backward, which **adds** every parameter's gradient.
     ///
-    /// # Panics
-    /// If `base_adj` is false for a model configured without DropEdge.
-    #[allow(clippy::too_many_arguments)]
+    /// Any pass may run on another Â or other features than the last (DropEdge's samples,
+    /// another graph): what the model keeps between passes is keyed on their ids
+    /// ([`Propagate::id`], [`Features::id`]). A model configured with DropEdge plans for an Â
+    /// that changes from one training pass to the next (it keeps nothing computed from it).
     pub fn train_pass(
         &mut self,
         adj: &dyn Propagate<F>,
-        base_adj: bool,
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
         loss: &mut dyn FnMut(ArrayViewMut2<'_, F>) -> bool,
     ) {
-        assert!(
-            base_adj || self.config.drop_edge > 0.0,
-            "Model::train_pass: a training pass on another Â than the model's own (DropEdge) \
-             needs ModelConfig::drop_edge > 0, so that the plan keeps what depends on Â"
-        );
         let mut ws = self.workspace(adj.n_rows(), x);
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
         }
-        self.forward(
-            &mut ws,
-            adj,
-            base_adj,
-            x,
-            Mode::Train,
-            Some(rng),
-            par,
-            &mut |_, _| {},
-        );
+        self.forward(&mut ws, adj, x, Mode::Train, Some(rng), par, &mut |_, _| {});
         let n = ws.plan.n;
         let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
         let go = {
@@ -447,7 +460,7 @@ impl<F: Scalar> Model<F> {
             go
         };
         if go {
-            self.backward(&mut ws, adj, base_adj, x, rng, par);
+            self.backward(&mut ws, adj, x, rng, par);
         }
         self.ws = Some(ws);
     }
@@ -461,7 +474,7 @@ impl<F: Scalar> Model<F> {
         f: &mut dyn FnMut(ArrayView2<'_, F>),
     ) {
         let mut ws = self.workspace(adj.n_rows(), x);
-        self.forward(&mut ws, adj, true, x, Mode::Eval, None, par, &mut |_, _| {});
+        self.forward(&mut ws, adj, x, Mode::Eval, None, par, &mut |_, _| {});
         let n = ws.plan.n;
         let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
         f(view(&ws.pool[ws.plan.out_slot], (n, c)));
@@ -490,7 +503,7 @@ impl<F: Scalar> Model<F> {
         f: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) {
         let mut ws = self.workspace(adj.n_rows(), x);
-        self.forward(&mut ws, adj, true, x, Mode::Eval, None, par, f);
+        self.forward(&mut ws, adj, x, Mode::Eval, None, par, f);
         self.ws = Some(ws);
     }
 }

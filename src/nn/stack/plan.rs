@@ -207,7 +207,7 @@ impl<F: Scalar> Model<F> {
         let n_nodes = self.nodes.len();
         let xd_dropped = self.input_dropout > 0.0;
         let x_sparse = x.is_sparse();
-        let drop_edge = self.config.drop_edge > 0.0;
+        let drop_edge = self.opts.varying_graph;
         let need = self.need_grad();
         // Which inputs are fixed (the raw features on the model's Â) in each kind of pass.
         let mut fixed_train = vec![false; n_nodes];
@@ -269,7 +269,7 @@ impl<F: Scalar> Model<F> {
         // Under checkpointing, a dense X̃ read after the loss (by a layer that keeps it, or by
         // a recomputed one) is drawn again just before that read, from the same stream
         // positions, rather than held from the forward pass.
-        let checkpointing = self.config.checkpoint > 0 || !self.segments.is_empty();
+        let checkpointing = self.opts.redraw_input;
         let reads_xd_late = |e: &Ev| match *e {
             Ev::Rec(c) => self.nodes[c].inputs.contains(&Src::Xd),
             Ev::Bwd(c) => {
@@ -680,7 +680,7 @@ mod tests {
         .generate(1)
         .unwrap();
         let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-        let x = Features::Dense(ndarray::Array2::from_shape_fn((n, 16), |(i, j)| {
+        let x = Features::dense(ndarray::Array2::from_shape_fn((n, 16), |(i, j)| {
             ((i * 7 + j) % 5) as f32
         }));
         let cfg = ModelConfig {

@@ -252,7 +252,7 @@ fn finish(
 }
 
 fn dense_features(x: Array2<f32>, sparse_below: Option<f64>) -> Features<f32> {
-    let f = Features::Dense(x);
+    let f = Features::dense(x);
     match sparse_below {
         Some(t) => f.into_sparse_if(t),
         None => f,
@@ -296,7 +296,7 @@ fn adjacency_edges(path: &Path, m: &SparseMatrix, data_key: &str) -> Result<Vec<
 fn sparse_features(path: &Path, m: SparseMatrix, data_key: &str) -> Result<Features<f32>> {
     let x = Csr::try_new((m.rows, m.cols), m.indptr, m.indices, m.data)
         .map_err(|(_, _, _, e)| bad(path, format!("feature matrix: {e}")))?;
-    let features = Features::Sparse(SparseFeatures::new(x));
+    let features = Features::sparse(SparseFeatures::new(x));
     features.check_finite(&format!("{}: '{data_key}'", path.display()))?;
     Ok(features)
 }
