@@ -48,6 +48,7 @@ pub mod dist;
 pub mod error;
 pub mod graph;
 pub mod id;
+pub mod input;
 pub mod kernels;
 pub mod metrics;
 pub mod nn;

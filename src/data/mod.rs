@@ -2,7 +2,6 @@
 //! edge lists), the synthetic generator, the writer, and dataset statistics.
 
 pub mod dataset;
-pub mod features;
 pub mod io;
 pub mod node_features;
 pub mod split;
@@ -10,6 +9,6 @@ pub mod stats;
 pub mod synthetic;
 pub mod write;
 
+pub use crate::input::{features, Features, FeaturesRef, SparseFeatures};
 pub use dataset::{Dataset, Skeleton, UNLABELLED};
-pub use features::{Features, FeaturesRef, SparseFeatures};
 pub use split::{Mask, Split};

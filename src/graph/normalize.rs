@@ -6,7 +6,7 @@ use super::reduce::ReduceScratch;
 use super::Graph;
 use crate::id::DataId;
 use crate::kernels::transpose::{transpose_into, CsrArrays};
-use crate::kernels::{Csr, CsrView};
+use crate::kernels::{Csr, CsrView, NewTrusted};
 use crate::Scalar;
 
 /// Which normalisation of Ã = A + I.
@@ -415,33 +415,6 @@ impl<F: Scalar> NormRows<F> {
     /// Whether Â is symmetric (so Âᵀ's rows are Â's).
     pub fn is_symmetric(&self) -> bool {
         self.a_t.is_none()
-    }
-}
-
-/// Constructor for a CSR whose invariants hold by construction (sorted, unique, in-range
-/// indices; monotone row pointer): checks them in debug builds only.
-pub(crate) trait NewTrusted<F> {
-    fn new_trusted_pub(
-        shape: (usize, usize),
-        indptr: Vec<usize>,
-        indices: Vec<u32>,
-        data: Vec<F>,
-    ) -> Self;
-}
-
-impl<F: Scalar> NewTrusted<F> for Csr<F> {
-    fn new_trusted_pub(
-        shape: (usize, usize),
-        indptr: Vec<usize>,
-        indices: Vec<u32>,
-        data: Vec<F>,
-    ) -> Self {
-        // `try_new` checks sortedness and bounds in O(nnz); that is cheap next to building the
-        // arrays, so it runs in release too. A failure is a bug in this crate.
-        match Csr::try_new(shape, indptr, indices, data) {
-            Ok(m) => m,
-            Err((_, _, _, e)) => panic!("internal CSR construction failed: {e}"),
-        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! A [`Permutation`] maps new ids to old ids and back: after applying it, row `r` holds the
 //! node whose old id is `new_to_old()[r]`, and old node `i` sits at row `old_to_new()[i]`.
 
+pub(crate) use crate::kernels::rows::gather_rows;
 use ndarray::{Array2, ArrayView2};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -307,24 +308,6 @@ pub fn unpermute_slice<T: Clone>(perm: &Permutation, a: &[T]) -> Vec<T> {
         .iter()
         .map(|&r| a[r as usize].clone())
         .collect()
-}
-
-/// Row `k` of the result is row `rows[k]` of `a`.
-pub(crate) fn gather_rows<F: Clone + Send + Sync>(a: ArrayView2<'_, F>, rows: &[u32]) -> Array2<F> {
-    use rayon::prelude::*;
-    let d = a.ncols();
-    if d == 0 || rows.is_empty() {
-        return Array2::from_shape_fn((rows.len(), d), |(r, c)| a[[rows[r] as usize, c]].clone());
-    }
-    // Every element in parallel, written in place (an indexed collect): each is a copy, so
-    // the result is the serial one.
-    let mut v = Vec::new();
-    (0..rows.len() * d)
-        .into_par_iter()
-        .map(|e| a[[rows[e / d] as usize, e % d]].clone())
-        .collect_into_vec(&mut v);
-    Array2::from_shape_vec((rows.len(), d), v)
-        .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
 }
 
 #[cold]

@@ -37,6 +37,33 @@ pub type Csr<F> = sprs::CsMatI<F, u32, usize>;
 /// A borrowed [`Csr`].
 pub type CsrView<'a, F> = sprs::CsMatViewI<'a, F, u32, usize>;
 
+/// Constructor for a CSR whose invariants hold by construction (sorted, unique, in-range
+/// indices; monotone row pointer): checks them in debug builds only.
+pub(crate) trait NewTrusted<F> {
+    fn new_trusted_pub(
+        shape: (usize, usize),
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        data: Vec<F>,
+    ) -> Self;
+}
+
+impl<F: crate::Scalar> NewTrusted<F> for Csr<F> {
+    fn new_trusted_pub(
+        shape: (usize, usize),
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        data: Vec<F>,
+    ) -> Self {
+        // `try_new` checks sortedness and bounds in O(nnz); that is cheap next to building the
+        // arrays, so it runs in release too. A failure is a bug in this crate.
+        match Csr::try_new(shape, indptr, indices, data) {
+            Ok(m) => m,
+            Err((_, _, _, e)) => panic!("internal CSR construction failed: {e}"),
+        }
+    }
+}
+
 #[cold]
 #[inline(never)]
 #[track_caller]

@@ -160,6 +160,29 @@ pub fn map_rows_into(d: usize, out: &mut [f64], par: Par, f: impl Fn(usize) -> f
     }
 }
 
+/// Row `k` of the result is row `rows[k]` of `a`.
+pub(crate) fn gather_rows<F: Clone + Send + Sync>(
+    a: ndarray::ArrayView2<'_, F>,
+    rows: &[u32],
+) -> ndarray::Array2<F> {
+    use rayon::prelude::*;
+    let d = a.ncols();
+    if d == 0 || rows.is_empty() {
+        return ndarray::Array2::from_shape_fn((rows.len(), d), |(r, c)| {
+            a[[rows[r] as usize, c]].clone()
+        });
+    }
+    // Every element in parallel, written in place (an indexed collect): each is a copy, so
+    // the result is the serial one.
+    let mut v = Vec::new();
+    (0..rows.len() * d)
+        .into_par_iter()
+        .map(|e| a[[rows[e / d] as usize, e % d]].clone())
+        .collect_into_vec(&mut v);
+    ndarray::Array2::from_shape_vec((rows.len(), d), v)
+        .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

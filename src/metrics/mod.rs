@@ -4,8 +4,8 @@ pub mod smoothing;
 
 use ndarray::ArrayView2;
 
-use crate::data::Mask;
 use crate::graph::Propagate;
+use crate::input::Mask;
 use crate::Scalar;
 
 /// Fraction of the mask's nodes whose arg-max logit (first index on ties) is their label.

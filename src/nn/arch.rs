@@ -43,8 +43,8 @@ use super::linear::Linear;
 use super::pair_norm::{PairNorm, PairNormMode};
 use super::sgc::SgcPropagate;
 use super::stack::{Checkpointing, MaskStreams, Model, Node, Src};
-use crate::data::{Features, FeaturesRef};
 use crate::graph::Propagate;
+use crate::input::{Features, FeaturesRef};
 use crate::{ConfigError, Scalar};
 
 /// The architecture.

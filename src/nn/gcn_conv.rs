@@ -31,8 +31,8 @@ use rand::Rng;
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradIo, InputDesc, InputKey, Layer, Req, Value};
 use super::param::Param;
-use crate::data::SparseFeatures;
 use crate::graph::Propagate;
+use crate::input::SparseFeatures;
 use crate::kernels::{add_bias, gemm};
 use crate::Scalar;
 
@@ -590,8 +590,8 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::data::FeaturesRef;
     use crate::graph::{Direction, Graph, Norm, NormAdj};
+    use crate::input::FeaturesRef;
     use crate::nn::harness::{bits, citation, params, random, rng, same_for_any_thread_count};
     use crate::nn::harness::{small_adjs, zero_grads, Harness, In};
     use crate::nn::Mode;

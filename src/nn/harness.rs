@@ -13,9 +13,9 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
 use super::layer::{InputKey, Layer, Req, Saved, Value};
 use super::Mode;
-use crate::data::{Features, FeaturesRef, SparseFeatures};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate};
 use crate::id::DataId;
+use crate::input::{Features, FeaturesRef, SparseFeatures};
 use crate::testing::{max_rel_err, numerical_grad};
 use crate::{Par, Scalar};
 

@@ -2,8 +2,8 @@
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
-use crate::data::Mask;
 use crate::graph::Propagate;
+use crate::input::Mask;
 use crate::kernels::exact::Accumulator;
 use crate::Scalar;
 
@@ -307,7 +307,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::data::Mask;
+    use crate::input::Mask;
     use crate::nn::harness::citation;
 
     #[test]

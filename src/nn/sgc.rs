@@ -13,7 +13,7 @@
 //! X, Y: n × d (X dense or sparse; Y dense).
 
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req, Value};
-use crate::data::SparseFeatures;
+use crate::input::SparseFeatures;
 use crate::Scalar;
 
 /// Y = Â^K·X (K ≥ 1) on inputs of width `dim`.

@@ -11,8 +11,8 @@ use rayon::prelude::*;
 use super::{rng_for, CitationLike, FeatureKind, ROW_BLOCK, STREAM_FEATURE_SETUP, STREAM_ROWS};
 use crate::data::features::SparseFeatures;
 use crate::data::Features;
-use crate::graph::normalize::NewTrusted;
 use crate::kernels::Csr;
+use crate::kernels::NewTrusted;
 use crate::{Error, Result};
 
 /// uniforms come from the halves of one 64-bit word.

@@ -13,9 +13,9 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::machine::{anon_huge_pages_kib, BigBuffer};
-use crate::graph::normalize::NewTrusted;
 use crate::graph::NormAdj;
 use crate::kernels::raw::huge;
+use crate::kernels::NewTrusted;
 use crate::kernels::{gemm, spmm_tiled, Csr, CsrView};
 use crate::{ConfigError, Par, Result};
 

@@ -9,9 +9,9 @@ use rand_chacha::ChaCha8Rng;
 
 use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
-use crate::data::{Features, FeaturesRef, SparseFeatures};
 use crate::graph::Propagate;
 use crate::id::DataId;
+use crate::input::{Features, FeaturesRef, SparseFeatures};
 use crate::kernels::elementwise::fill_dropout_mask_at;
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
 use crate::nn::layer::{InputKey, Saved, Value};

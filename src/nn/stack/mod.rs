@@ -50,8 +50,8 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Layer};
 use super::param::Param;
 use super::{Mode, ModelConfig, Order};
-use crate::data::{Features, FeaturesRef};
 use crate::graph::Propagate;
+use crate::input::{Features, FeaturesRef};
 use crate::{Par, Scalar};
 
 /// A tensor of a model, as [`Model::visit_named`] gives it.

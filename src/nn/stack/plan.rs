@@ -6,7 +6,7 @@
 //! backward call hosts a gradient written after it.
 
 use super::{Model, Src};
-use crate::data::Features;
+use crate::input::Features;
 use crate::nn::layer::{InSlot, InputDesc, Req};
 use crate::nn::Node;
 use crate::Scalar;
@@ -658,8 +658,8 @@ impl<F: Scalar> Model<F> {
 #[cfg(test)]
 mod tests {
     use crate::data::synthetic::CitationLike;
-    use crate::data::Features;
     use crate::graph::{Norm, NormAdj};
+    use crate::input::Features;
     use crate::nn::{Arch, ModelConfig, Order};
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;

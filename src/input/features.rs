@@ -2,9 +2,9 @@
 
 use ndarray::{Array2, Axis};
 
-use crate::graph::normalize::NewTrusted;
 use crate::id::DataId;
 use crate::kernels::transpose::{transpose_with_pos, CsrArrays};
+use crate::kernels::NewTrusted;
 use crate::kernels::{Csr, CsrView};
 use crate::{Error, Result, Scalar};
 
@@ -224,9 +224,7 @@ impl<F: Scalar> Features<F> {
     /// O(rows + their entries).
     pub fn select_rows(&self, rows: &[u32]) -> Features<F> {
         match &self.repr {
-            Repr::Dense(x) => {
-                Features::dense(crate::graph::permutation::gather_rows(x.view(), rows))
-            }
+            Repr::Dense(x) => Features::dense(crate::kernels::rows::gather_rows(x.view(), rows)),
             Repr::Sparse(s) => {
                 let x = s.x();
                 let ip = x.indptr();
