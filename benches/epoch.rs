@@ -134,16 +134,19 @@ fn bench_epoch(c: &mut Criterion) {
                     );
                     group.bench_function(BenchmarkId::from_parameter(id), |b| {
                         b.iter(|| {
-                            black_box(train_step(
-                                &mut model,
-                                &mut opt,
-                                &adj,
-                                &data.features,
-                                &data.labels,
-                                &data.split.train,
-                                &mut rng,
-                                par,
-                            ))
+                            black_box(
+                                train_step(
+                                    &mut model,
+                                    &mut opt,
+                                    &adj,
+                                    &data.features,
+                                    &data.labels,
+                                    &data.split.train,
+                                    &mut rng,
+                                    par,
+                                )
+                                .unwrap(),
+                            )
                         })
                     });
                 }

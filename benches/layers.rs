@@ -50,8 +50,10 @@ use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Features;
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::gcnii::GcniiConv;
-use sparse_gcn::nn::layer::{Bwd, Cx, Fwd};
-use sparse_gcn::nn::{GcnConv, Layer, MaskStreams, Model, ModelConfig, Node, Order, Param, Src};
+use sparse_gcn::nn::layer::{Bwd, Cx, Fwd, GradMode, InputDesc, Spec};
+use sparse_gcn::nn::{
+    GcnConv, Layer, MaskStreams, Model, ModelConfig, Node, Order, Param, Src, Wiring,
+};
 use sparse_gcn::train::rng_stream;
 use sparse_gcn::Par;
 
@@ -94,17 +96,19 @@ impl Layer<f32> for HiddenInput {
     fn name(&self) -> &'static str {
         "hidden_input"
     }
-    fn out_dim(&self) -> usize {
-        self.dim
+    fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
+        Spec {
+            in_place: true,
+            grad: GradMode::InPlace,
+            ..Spec::new(self.dim)
+        }
     }
-    fn in_place(&self) -> bool {
-        true
+    fn forward(&mut self, _cx: &mut Cx<'_, f32>, _io: Fwd<'_, f32>) -> sparse_gcn::Result<()> {
+        Ok(())
     }
-    fn grad_in_place(&self) -> bool {
-        true
+    fn backward(&mut self, _cx: &mut Cx<'_, f32>, _io: Bwd<'_, f32>) -> sparse_gcn::Result<()> {
+        Ok(())
     }
-    fn forward(&mut self, _cx: &mut Cx<'_, f32>, _io: Fwd<'_, f32>) {}
-    fn backward(&mut self, _cx: &mut Cx<'_, f32>, _io: Bwd<'_, f32>) {}
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<f32>)) {
         f("dummy", &mut self.dummy);
     }
@@ -117,7 +121,7 @@ impl Layer<f32> for HiddenInput {
 /// width `in_dim` when `hidden`. Its configuration says that the input changes between passes
 /// (`drop_edge > 0`), so no layer caches what it computes from X.
 fn stack(layer: Box<dyn Layer<f32>>, arity: usize, in_dim: usize, hidden: bool) -> Model<f32> {
-    let out_dim = layer.out_dim();
+    let out_dim = layer.spec(&[], 1).out_dim;
     let cfg = ModelConfig {
         in_dim,
         out_dim,
@@ -145,15 +149,13 @@ fn stack(layer: Box<dyn Layer<f32>>, arity: usize, in_dim: usize, hidden: bool) 
         group: 0,
         site: 0,
     });
-    Model::from_nodes(
-        cfg,
-        nodes,
-        0.0,
-        1,
-        Vec::new(),
-        MaskStreams::Shared,
-        Vec::new(),
-    )
+    let wiring = Wiring {
+        input_site: 1,
+        streams: MaskStreams::Shared,
+        ..Wiring::default()
+    };
+    let opts = cfg.stack_options();
+    Model::from_nodes(cfg, nodes, wiring, opts).unwrap_or_else(|e| panic!("the bench's stack: {e}"))
 }
 
 /// A training-mode pass that stops after the logits.
@@ -164,10 +166,12 @@ fn forward(
     rng: &mut ChaCha8Rng,
     par: Par,
 ) {
-    model.train_pass(adj, x, rng, par, &mut |z| {
-        black_box(z);
-        false
-    });
+    model
+        .train_pass(adj, x, rng, par, &mut |z, _| {
+            black_box(z);
+            false
+        })
+        .unwrap();
 }
 
 /// The time of the backward calls of one training pass with ∂L/∂Z = `g`.
@@ -181,11 +185,13 @@ fn timed_backward(
 ) -> Duration {
     model.zero_grad();
     let mut t0 = None;
-    model.train_pass(adj, x, rng, par, &mut |mut dz| {
-        dz.assign(g);
-        t0 = Some(Instant::now());
-        true
-    });
+    model
+        .train_pass(adj, x, rng, par, &mut |mut dz, _| {
+            dz.assign(g);
+            t0 = Some(Instant::now());
+            true
+        })
+        .unwrap();
     let t = t0.map_or(Duration::ZERO, |t| t.elapsed());
     model.visit_params(&mut |_, p| {
         black_box(&p.grad);

@@ -410,7 +410,8 @@ fn run_job(
     let mut layers = Vec::new();
     model.visit_representations(adj, features, Par::Rayon, &mut |_, h| {
         layers.push(layer_metrics(adj, h, rank, Par::Rayon));
-    });
+    })?;
+    let layers = layers.into_iter().collect::<Result<Vec<_>, _>>()?;
     let last_hidden = match job.variant {
         // The last representation is the logits (a graph convolution's output).
         Arch::Gcn | Arch::Residual => layers.len().saturating_sub(2),

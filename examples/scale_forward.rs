@@ -224,9 +224,11 @@ fn main() {
     // 4. One forward pass, evaluation mode (it plans and allocates the model's buffers).
     let t = Instant::now();
     let mut finite = false;
-    model.eval_pass(&adj, &features, args.par, &mut |logits| {
-        finite = logits.iter().all(|v| v.is_finite());
-    });
+    model
+        .eval_pass(&adj, &features, args.par, &mut |logits, _| {
+            finite = logits.iter().all(|v| v.is_finite());
+        })
+        .unwrap();
     let t_eval = report("forward (eval)", t);
 
     // 5. One training forward (dropout on) + loss + backward.
@@ -236,12 +238,14 @@ fn main() {
     let mut t_train_fwd = 0.0;
     let mut t_loss = Instant::now();
     let mut loss = f32::NAN;
-    model.train_pass(&adj, &features, &mut rng, args.par, &mut |z| {
-        t_train_fwd = report("forward (train)", t);
-        t_loss = Instant::now();
-        loss = softmax_cross_entropy_in_place_across(z, &labels, &split.train, &adj);
-        true
-    });
+    model
+        .train_pass(&adj, &features, &mut rng, args.par, &mut |z, sums| {
+            t_train_fwd = report("forward (train)", t);
+            t_loss = Instant::now();
+            loss = softmax_cross_entropy_in_place_across(z, &labels, &split.train, &sums);
+            true
+        })
+        .unwrap();
     let t_bwd = report("loss + backward", t_loss);
 
     // Sizes and the analytic estimate.

@@ -101,6 +101,9 @@ pub enum Error {
     /// An invalid hyper-parameter or option.
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),
+    /// An operation of Â the backend does not have (a capability a model or a metric needs).
+    #[error("{0}")]
+    Unsupported(#[from] crate::graph::Unsupported),
     /// The training loss became NaN or infinite.
     #[error("loss became non-finite ({loss}) at epoch {epoch}")]
     NonFiniteLoss {
@@ -179,6 +182,10 @@ pub enum ConfigError {
         /// What was asked for.
         what: &'static str,
     },
+    /// A stack of nodes that cannot run (an input of a later node, a wrong number of inputs, a
+    /// block out of range).
+    #[error("invalid stack: {0}")]
+    Stack(String),
 }
 
 /// `Result` with the crate's [`Error`].

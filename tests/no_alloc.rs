@@ -41,7 +41,7 @@ use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
-use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
+use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm, Wiring};
 use sparse_gcn::train::{
     build_model, fit, train_model, DropEdgeSource, FitOptions, StopRule, TrainConfig, TrainData,
 };
@@ -251,7 +251,7 @@ fn with_pair_norm(model: &Model<f32>, mode: PairNormMode) -> Model<f32> {
         .iter()
         .map(|n| {
             if n.layer.name() == "pair_norm" {
-                let dim = n.layer.out_dim();
+                let dim = n.layer.spec(&[], 1).out_dim;
                 Node {
                     layer: Box::new(PairNorm {
                         scale: 1.0,
@@ -265,22 +265,11 @@ fn with_pair_norm(model: &Model<f32>, mode: PairNormMode) -> Model<f32> {
             }
         })
         .collect();
-    let input_dropout = if cfg.arch == Arch::Sgc {
-        0.0
-    } else {
-        cfg.input_dropout
+    let wiring = Wiring {
+        taps: Vec::new(),
+        ..model.wiring()
     };
-    let input_site = if cfg.arch == Arch::Gcnii { 0 } else { 1 };
-    let streams = cfg.mask_streams;
-    Model::from_nodes(
-        cfg,
-        nodes,
-        input_dropout,
-        input_site,
-        Vec::new(),
-        streams,
-        Vec::new(),
-    )
+    Model::from_nodes(cfg, nodes, wiring, model.options()).unwrap()
 }
 
 /// One deep case: the normalisation, the features, the order of the convolutions, DropEdge
@@ -525,4 +514,92 @@ fn deep_drop_edge_dense_allocates_nothing_per_epoch() {
 #[should_panic(expected = "allocations per epoch after the first")]
 fn gcn_drop_edge_sparse_aggregate_first_still_allocates() {
     gcn_drop_edge_case(Order::AggregateFirst, true, Norm::Symmetric);
+}
+
+/// A graph of `n` nodes with `f` dense features, 5 classes (seed `seed`).
+fn graph(n: usize, f: usize, seed: u64) -> (Features<f32>, NormAdj<f32>) {
+    let d = CitationLike {
+        n_nodes: n,
+        n_classes: 5,
+        n_features: f,
+        ..Default::default()
+    }
+    .generate(seed)
+    .unwrap();
+    let adj = NormAdj::new(&d.graph, Norm::Symmetric);
+    (Features::dense(d.features.to_dense()), adj)
+}
+
+/// A model planned for N rows (`Model::reserve`) runs training and evaluation passes on other
+/// graphs of at most N rows, each with other features, without planning again or allocating:
+/// every architecture, with dropout, in the orders that keep nothing computed from the data
+/// (aggregate-first keeps Â·X of each new graph's features, which is new memory by design).
+#[test]
+fn a_plan_for_n_rows_runs_passes_of_fewer_rows_without_allocating() {
+    use ndarray::{ArrayView2, ArrayViewMut2};
+    use rand::SeedableRng;
+    use sparse_gcn::graph::Sums;
+    let big = graph(600, 24, 1);
+    let others = [graph(400, 24, 2), graph(250, 24, 3), graph(599, 24, 4)];
+    let pool = pool(2);
+    let norms = |arch: Arch| match arch {
+        Arch::Gcn | Arch::Residual | Arch::Jk(_) => {
+            vec![
+                NormKind::None,
+                NormKind::Batch,
+                NormKind::Pair(PairNormMode::Pn),
+            ]
+        }
+        _ => vec![NormKind::None],
+    };
+    for (arch, norm) in Arch::ALL
+        .into_iter()
+        .flat_map(|a| norms(a).into_iter().map(move |n| (a, n)))
+    {
+        for order in [Order::TransformFirst, Order::Lean] {
+            let cfg = ModelConfig {
+                in_dim: 24,
+                out_dim: 5,
+                hidden_dim: 16,
+                order,
+                norm,
+                ..ModelConfig::deep(arch, 3)
+            };
+            let mut m = cfg
+                .build(
+                    &big.1,
+                    &big.0,
+                    None,
+                    &mut rand_chacha::ChaCha8Rng::seed_from_u64(3),
+                )
+                .unwrap();
+            m.reserve(600, &big.0);
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+            let mut sink = 0.0f32;
+            let mut run = |m: &mut Model<f32>, (x, adj): &(Features<f32>, NormAdj<f32>)| {
+                let mut loss = |mut z: ArrayViewMut2<'_, f32>, _: Sums<'_, f32>| {
+                    z.mapv_inplace(|v| v * 1e-3);
+                    true
+                };
+                m.train_pass(adj, x, &mut rng, Par::Rayon, &mut loss)
+                    .unwrap();
+                let mut read = |z: ArrayView2<'_, f32>, _: Sums<'_, f32>| sink += z[[0, 0]];
+                m.eval_pass(adj, x, Par::Rayon, &mut read).unwrap();
+            };
+            // Warm-up on the largest graph: the sums' working memory grows to its size once.
+            count(&pool, || run(&mut m, &big));
+            let (allocs, packing) = count(&pool, || {
+                for g in &others {
+                    run(&mut m, g);
+                }
+                run(&mut m, &big);
+            });
+            eprintln!("{arch} {norm} {order:?}: {allocs} allocations, {packing} packing buffers");
+            assert_eq!(
+                allocs, 0,
+                "{arch} {norm} {order:?}: passes of other sizes allocated"
+            );
+            assert!(sink.is_finite());
+        }
+    }
 }

@@ -25,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 use sparse_gcn::data::io::{load, LoadOptions};
 use sparse_gcn::data::synthetic::{CitationLike, Preset};
 use sparse_gcn::data::{Dataset, Features, FeaturesRef};
-use sparse_gcn::graph::{Graph, NormAdj, Propagate};
+use sparse_gcn::graph::{Graph, NormAdj};
 use sparse_gcn::nn::{ModelConfig, Order};
 use sparse_gcn::order::{self, Permutation, Reorder};
 
@@ -344,7 +344,7 @@ impl InputWork {
                 let ip = x.indptr();
                 let per_row: Vec<usize> = (0..x.rows()).map(|j| ip.nnz_in_outer_sz(j)).collect();
                 let agg_macs = adj.a().indices().iter().map(|&j| per_row[j as usize]).sum();
-                let nnz_s = adj.a_times_sparse_pattern(x).nnz();
+                let nnz_s = (&adj.a() * &x).nnz();
                 InputWork::Sparse {
                     nnz_x: x.nnz(),
                     agg_macs,

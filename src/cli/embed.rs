@@ -48,7 +48,7 @@ pub(crate) fn run(a: EmbedArgs) -> Result<()> {
             if l + 1 == a.layer {
                 h = Some(input_order(&p, x));
             }
-        });
+        })?;
         let h = h.unwrap_or_else(|| unreachable!("layer {} of {n_layers} visited", a.layer));
         write_file_atomic(&a.out, &npy_f32(h.view()))?;
         println!(

@@ -59,7 +59,7 @@ pub(crate) fn run(a: EvalArgs) -> Result<()> {
         let d = &p.data;
         d.check_trainable()?;
         let t0 = Instant::now();
-        let logits = model.predict(&p.adj, &d.features, Par::Rayon);
+        let logits = model.predict(&p.adj, &d.features, Par::Rayon)?;
         let infer_ms = t0.elapsed().as_secs_f64() * 1e3;
         let acc = |m| accuracy(logits.view(), &d.labels, m);
         let (train_acc, val_acc, test_acc) =

@@ -48,7 +48,7 @@ pub(crate) fn run(a: PredictArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
         let Loaded { p, mut model, .. } = load_model(&a.checkpoint, &a.data)?;
-        let logits = model.predict(&p.adj, &p.data.features, Par::Rayon);
+        let logits = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
         let probs = softmax(input_order(&p, logits.view()).view());
         let bytes = if a
             .out

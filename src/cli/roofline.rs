@@ -147,6 +147,7 @@ fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
     )?;
     let report = roofline::epoch(
         &prepared.train_data(),
+        &prepared.adj,
         &name,
         &EpochConfig {
             train: cfg,

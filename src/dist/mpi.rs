@@ -9,9 +9,9 @@
 //! Before each product the halo rows of H are received from their owners with one
 //! `MPI_Alltoallv`; Âᵀ·G uses Âᵀ's rows and halo (the same ones when Â is symmetric).
 //!
-//! Every sum across nodes goes through [`Propagate::sum_words`], here an `MPI_Allreduce` of
+//! Every sum across nodes goes through [`Collective::sum_words`], here an `MPI_Allreduce` of
 //! the exact partials' integer words, so it is the same bits for any number of ranks
-//! ([`graph::reduce`](crate::graph::reduce)).
+//! ([`graph::Sums`](crate::graph::Sums)).
 //!
 //! Traffic is counted as the bytes each rank hands MPI for other ranks while counting is on
 //! ([`DistAdj::count`]): an all-to-all its send counts to other ranks, an all-reduce or an
@@ -34,10 +34,12 @@ use ndarray::{s, ArrayView2, ArrayViewMut2};
 
 use super::RowPartition;
 use crate::graph::dropedge::{keep_threshold, keeps};
-use crate::graph::propagate::NeighbourFn;
-use crate::graph::reduce::ReduceScratch;
-use crate::graph::{Graph, Norm, NormAdj, NormRows, Propagate};
+use crate::graph::propagate::{blocks, BlockFn, NeighbourFn};
+use crate::graph::{
+    Caps, Collective, Graph, Norm, NormAdj, NormRows, Propagate, RowSpan, Unsupported,
+};
 use crate::id::DataId;
+use crate::input::SparseFeatures;
 use crate::kernels::{spmm, Csr, CsrView};
 use crate::{Error, Par, Result};
 
@@ -213,7 +215,6 @@ pub struct DistAdj {
     ext: Mutex<Vec<f32>>,
     sendbuf: Mutex<Vec<f32>>,
     words: Mutex<Vec<i64>>,
-    reduce: Mutex<ReduceScratch<f32>>,
     counting: AtomicBool,
     bytes: AtomicU64,
     comm_ns: AtomicU64,
@@ -320,7 +321,6 @@ impl DistAdj {
             ext: Mutex::default(),
             sendbuf: Mutex::default(),
             words: Mutex::default(),
-            reduce: Mutex::default(),
             counting: AtomicBool::new(false),
             bytes: AtomicU64::new(0),
             comm_ns: AtomicU64::new(0),
@@ -651,33 +651,18 @@ impl DistAdj {
     }
 }
 
-impl Propagate<f32> for DistAdj {
-    fn id(&self) -> DataId {
-        self.id
+impl Collective for DistAdj {
+    fn spans_processes(&self) -> bool {
+        true
     }
 
-    fn n_rows(&self) -> usize {
-        self.range.len()
-    }
-
-    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
-        self.neighbours_of(self.fwd.a.view(), h, f);
-    }
-
-    fn gather_rows(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
-        self.gather_owned(h, rows)
-    }
-
-    fn n_nodes(&self) -> usize {
-        self.n_nodes
-    }
-
-    fn nnz(&self) -> usize {
-        self.nnz_total
-    }
-
-    fn row_offset(&self) -> usize {
-        self.range.start
+    fn sum_words(&self, words: &mut [i64]) {
+        let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
+        send.clear();
+        send.extend_from_slice(words);
+        let t0 = Instant::now();
+        world().all_reduce_into(&send[..], words, SystemOperation::sum());
+        self.add_traffic(8 * words.len() as u64, t0);
     }
 
     fn global_span(&self, local: usize) -> (usize, usize) {
@@ -689,6 +674,42 @@ impl Propagate<f32> for DistAdj {
         let me = world().rank() as usize;
         let before: u64 = all[..me].iter().sum();
         (before as usize, all.iter().sum::<u64>() as usize)
+    }
+}
+
+impl Propagate<f32> for DistAdj {
+    fn id(&self) -> DataId {
+        self.id
+    }
+
+    fn shape(&self) -> (usize, usize) {
+        (self.range.len(), self.range.len())
+    }
+
+    fn nnz(&self) -> usize {
+        self.nnz_total
+    }
+
+    fn rows(&self) -> RowSpan {
+        RowSpan {
+            start: self.range.start,
+            len: self.range.len(),
+            total: self.n_nodes,
+        }
+    }
+
+    fn collective(&self) -> &dyn Collective {
+        self
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            a_blocks: true,
+            sparse_product: true,
+            neighbours: true,
+            drop_edge: self.graph_rows.is_some(),
+            ..Caps::default()
+        }
     }
 
     fn a_times(
@@ -714,22 +735,42 @@ impl Propagate<f32> for DistAdj {
         self.product(side, side.a.view(), alpha, g, beta, out, par);
     }
 
-    fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
+    fn a_times_blocks(
+        &self,
+        x: ArrayView2<'_, f32>,
+        block: usize,
+        buf: &mut [f32],
+        f: &mut BlockFn<'_, f32>,
+        par: Par,
+    ) -> Result<(), Unsupported> {
+        // One exchange of the whole halo of `x`, then the blocks of the extended rows.
+        self.neighbours_of(self.fwd.a.view(), x, &mut |a, ext, _own| {
+            blocks(a, ext, block, buf, f, par);
+        });
+        Ok(())
+    }
+
+    fn a_times_sparse_pattern(
+        &self,
+        x: CsrView<'_, f32>,
+    ) -> Result<SparseFeatures<f32>, Unsupported> {
         let ext = self.extended_sparse(&self.fwd, x);
-        &self.fwd.a * &ext
+        Ok(SparseFeatures::new(&self.fwd.a * &ext))
     }
 
     fn a_times_sparse(
         &self,
         x: CsrView<'_, f32>,
-        out: sprs::CsMatViewMutI<'_, f32, u32, usize>,
+        out: &mut SparseFeatures<f32>,
         tmp: &mut [f32],
-    ) {
+    ) -> Result<(), Unsupported> {
         let ext = self.extended_sparse(&self.fwd, x);
-        sprs::smmp::numeric(self.fwd.a.view(), ext.view(), out, tmp);
+        sprs::smmp::numeric(self.fwd.a.view(), ext.view(), out.x_mut(), tmp);
+        out.sync_transpose();
+        Ok(())
     }
 
-    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
+    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> Result<usize, Unsupported> {
         let (owned, lo) = (self.range.len(), self.fwd.lo);
         let mut ext = vec![0u64; owned + self.fwd.halo.len()];
         for (e, &c) in ext[lo..lo + owned].iter_mut().zip(per_col) {
@@ -750,29 +791,36 @@ impl Propagate<f32> for DistAdj {
                 (r as usize).min(cap)
             })
             .sum();
-        let mut c = [local as u64];
-        self.sum_counts(&mut c);
-        c[0] as usize
+        // One word across the ranks (what the communication model counts).
+        let mut w = [i64::try_from(local).unwrap_or(i64::MAX)];
+        self.sum_words(&mut w);
+        Ok(usize::try_from(w[0]).unwrap_or(usize::MAX))
     }
 
-    fn drop_edge_sample(&self, p: f64, key: u64) -> Option<Box<dyn Propagate<f32> + '_>> {
-        self.sample(p, key)
+    fn with_neighbours(
+        &self,
+        h: ArrayView2<'_, f32>,
+        f: &mut NeighbourFn<'_, f32>,
+    ) -> Result<(), Unsupported> {
+        self.neighbours_of(self.fwd.a.view(), h, f);
+        Ok(())
     }
 
-    fn spans_processes(&self) -> bool {
-        true
+    fn gather_rows(
+        &self,
+        h: ArrayView2<'_, f32>,
+        rows: &[usize],
+    ) -> Result<ndarray::Array2<f64>, Unsupported> {
+        Ok(self.gather_owned(h, rows))
     }
 
-    fn sum_words(&self, words: &mut [i64]) {
-        let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
-        send.clear();
-        send.extend_from_slice(words);
-        let t0 = Instant::now();
-        world().all_reduce_into(&send[..], words, SystemOperation::sum());
-        self.add_traffic(8 * words.len() as u64, t0);
-    }
-
-    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
-        &self.reduce
+    fn drop_edge_sample(
+        &self,
+        p: f64,
+        key: u64,
+    ) -> Result<Box<dyn Propagate<f32> + '_>, Unsupported> {
+        self.sample(p, key).ok_or(Unsupported {
+            op: "DropEdge on a row-partitioned Â without the graph's rows (DistAdj::with_graph)",
+        })
     }
 }

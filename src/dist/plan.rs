@@ -16,11 +16,10 @@ use serde::Serialize;
 
 use super::model::{HaloTotals, WORDS_F32};
 use super::RowPartition;
-use crate::data::{Features, FeaturesRef, Mask, Split};
+use crate::data::{Features, FeaturesRef, Mask, SparseFeatures, Split};
 use crate::graph::propagate::NeighbourFn;
-use crate::graph::reduce::ReduceScratch;
-use crate::graph::{Direction, Graph, NormAdj, Propagate};
-use crate::kernels::{Csr, CsrView};
+use crate::graph::{Caps, Collective, Direction, Graph, NormAdj, Propagate, Unsupported};
+use crate::kernels::CsrView;
 use crate::nn::Model;
 use crate::train::{build_model, train_model, FitOptions, StopRule, TrainConfig, TrainData};
 use crate::{Par, Result};
@@ -49,12 +48,12 @@ pub enum Op {
 }
 
 /// A [`Propagate`] over Â held whole that records the exchanges a row-partitioned backend
-/// would make for each call (see the [module docs](self)).
+/// would make for each call (see the [module docs](self)); it is its own [`Collective`], which
+/// records every sum (and leaves it as it is: the one "process" holds every term).
 #[derive(Debug)]
 pub struct Trace<'a> {
     adj: &'a NormAdj<f32>,
     ops: Mutex<Vec<Op>>,
-    reduce: Mutex<ReduceScratch<f32>>,
 }
 
 impl<'a> Trace<'a> {
@@ -63,7 +62,6 @@ impl<'a> Trace<'a> {
         Trace {
             adj,
             ops: Mutex::default(),
-            reduce: Mutex::default(),
         }
     }
 
@@ -80,27 +78,62 @@ impl<'a> Trace<'a> {
     }
 }
 
+impl Collective for Trace<'_> {
+    fn spans_processes(&self) -> bool {
+        true
+    }
+
+    fn sum_words(&self, words: &mut [i64]) {
+        self.push(Op::Sum { words: words.len() });
+    }
+
+    fn global_span(&self, local: usize) -> (usize, usize) {
+        self.push(Op::Span);
+        (0, local)
+    }
+}
+
 impl Propagate<f32> for Trace<'_> {
     fn id(&self) -> crate::id::DataId {
         self.adj.id()
     }
 
-    fn n_rows(&self) -> usize {
-        self.adj.n_nodes()
-    }
-
-    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
-        // Not an exchange of training: the metrics are outside the plan.
-        self.adj.with_neighbours(h, f);
+    fn shape(&self) -> (usize, usize) {
+        Propagate::shape(self.adj)
     }
 
     fn nnz(&self) -> usize {
         self.adj.nnz()
     }
 
-    fn global_span(&self, local: usize) -> (usize, usize) {
-        self.push(Op::Span);
-        (0, local)
+    fn collective(&self) -> &dyn Collective {
+        self
+    }
+
+    fn caps(&self) -> Caps {
+        // (As the row-partitioned backend: no blocks, no DropEdge drawn here.)
+        Caps {
+            sparse_product: true,
+            neighbours: true,
+            ..Caps::default()
+        }
+    }
+
+    fn with_neighbours(
+        &self,
+        h: ArrayView2<'_, f32>,
+        f: &mut NeighbourFn<'_, f32>,
+    ) -> Result<(), Unsupported> {
+        // Not an exchange of training: the metrics are outside the plan.
+        self.adj.with_neighbours(h, f)
+    }
+
+    fn gather_rows(
+        &self,
+        h: ArrayView2<'_, f32>,
+        rows: &[usize],
+    ) -> Result<ndarray::Array2<f64>, Unsupported> {
+        self.adj.gather_rows(h, rows)
     }
 
     fn a_times(
@@ -133,7 +166,10 @@ impl Propagate<f32> for Trace<'_> {
         self.adj.at_times(alpha, g, beta, out, par);
     }
 
-    fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
+    fn a_times_sparse_pattern(
+        &self,
+        x: CsrView<'_, f32>,
+    ) -> Result<SparseFeatures<f32>, Unsupported> {
         self.push(Op::SparseRows);
         self.adj.a_times_sparse_pattern(x)
     }
@@ -141,29 +177,17 @@ impl Propagate<f32> for Trace<'_> {
     fn a_times_sparse(
         &self,
         x: CsrView<'_, f32>,
-        out: sprs::CsMatViewMutI<'_, f32, u32, usize>,
+        out: &mut SparseFeatures<f32>,
         tmp: &mut [f32],
-    ) {
+    ) -> Result<(), Unsupported> {
         self.push(Op::SparseRows);
-        self.adj.a_times_sparse(x, out, tmp);
+        self.adj.a_times_sparse(x, out, tmp)
     }
 
-    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
+    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> Result<usize, Unsupported> {
         self.push(Op::RowCounts);
         self.push(Op::Sum { words: 1 });
         self.adj.row_gather_bound(per_col, cap)
-    }
-
-    fn spans_processes(&self) -> bool {
-        true
-    }
-
-    fn sum_words(&self, words: &mut [i64]) {
-        self.push(Op::Sum { words: words.len() });
-    }
-
-    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
-        &self.reduce
     }
 }
 

@@ -1,16 +1,22 @@
 //! Graphs: the raw adjacency [`Graph`], its normalisation [`NormAdj`] (Â, and Âᵀ when it is not
-//! symmetric), [`Propagate`] (the only way a layer reaches Â), DropEdge's samples of Â, and node
-//! permutations.
+//! symmetric), [`Propagate`] (the only way a layer reaches Â), [`Sums`] (every sum across
+//! nodes) and [`Collective`] (every exchange between processes), DropEdge's samples of Â, and
+//! node permutations.
 
+pub mod collective;
 pub mod dropedge;
 pub mod normalize;
 pub mod permutation;
 pub mod propagate;
-pub mod reduce;
+pub(crate) mod reduce;
+pub mod sums;
 
+pub use collective::{Collective, Local};
 pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};
 pub use permutation::Permutation;
-pub use propagate::Propagate;
+pub use propagate::{Caps, Propagate, Unsupported};
+pub use reduce::RowSink;
+pub use sums::{RowSpan, SumScratch, Sums};
 
 use crate::{Error, Result};
 

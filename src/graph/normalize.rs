@@ -1,8 +1,5 @@
 //! Â = D̃^-1/2 (A + I) D̃^-1/2 (or D̃^-1 (A + I)) as a CSR matrix. Never dense.
 
-use std::sync::Mutex;
-
-use super::reduce::ReduceScratch;
 use super::Graph;
 use crate::id::DataId;
 use crate::kernels::transpose::{transpose_into, CsrArrays};
@@ -28,8 +25,6 @@ pub enum Norm {
 /// directed graph). Âᵀ is stored separately only when Â is not symmetric (a directed graph, or
 /// [`Norm::Row`]); otherwise [`NormAdj::a_t`] returns Â itself.
 ///
-/// It also owns the working memory of its sums across nodes ([`ReduceScratch`]), reused by
-/// every call (a clone starts with none).
 #[derive(Debug)]
 pub struct NormAdj<F: Scalar> {
     /// The identity of Â's contents: fresh for each new Â and each rewrite.
@@ -37,7 +32,6 @@ pub struct NormAdj<F: Scalar> {
     a: Csr<F>,
     a_t: Option<Csr<F>>,
     norm: Norm,
-    reduce: Mutex<ReduceScratch<F>>,
 }
 
 impl<F: Scalar> Clone for NormAdj<F> {
@@ -47,7 +41,6 @@ impl<F: Scalar> Clone for NormAdj<F> {
             a: self.a.clone(),
             a_t: self.a_t.clone(),
             norm: self.norm,
-            reduce: Mutex::default(),
         }
     }
 }
@@ -107,7 +100,6 @@ impl<F: Scalar> NormAdj<F> {
             a: Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new()),
             a_t: None,
             norm,
-            reduce: Mutex::default(),
         }
     }
 
@@ -115,11 +107,6 @@ impl<F: Scalar> NormAdj<F> {
     /// ([`NormAdj::assign_filtered`]), kept by a clone.
     pub fn id(&self) -> DataId {
         self.id
-    }
-
-    /// The working memory of the sums across nodes (see [`Propagate`](super::Propagate)).
-    pub(crate) fn reduce_scratch(&self) -> &Mutex<ReduceScratch<F>> {
-        &self.reduce
     }
 
     /// Overwrites `self` with the normalisation of the subgraph of `graph` that keeps every

@@ -11,17 +11,20 @@
 //! run with P = 1.
 //!
 //! Working memory ([`ReduceScratch`]: the accumulators of one result, 13 words each for `f32`,
-//! and one chunk's partial) is owned by the [`Propagate`](super::Propagate) implementation and
-//! reused by every call, so an epoch allocates nothing.
+//! and one chunk's partial) is the caller's ([`SumScratch`](super::SumScratch)) and reused by
+//! every call, so an epoch allocates nothing.
 
 use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use rayon::prelude::*;
 
-use super::propagate::RowSink;
 use crate::kernels::exact::{add_exactly, Accumulator, ExactSum};
 use crate::kernels::raw::widest;
 use crate::kernels::{gemm, CsrView};
 use crate::{Par, Scalar};
+
+/// What [`Sums::t_matmul_rows`](super::Sums::t_matmul_rows) hands its rows to: `(first row,
+/// rows of H, the same rows of G)`, the first row on the reduction grid.
+pub type RowSink<'s, F> = dyn FnMut(usize, ArrayView2<'_, F>, ArrayView2<'_, F>) + 's;
 
 /// How partial sums' words are added across processes (`None`: one process, nothing to add).
 pub(crate) type SumWords<'a> = &'a dyn Fn(&mut [i64]);
@@ -34,7 +37,7 @@ const ROWS_TASK: usize = 128;
 
 /// The reused working memory of the sums across nodes.
 #[derive(Debug)]
-pub struct ReduceScratch<F: Scalar> {
+pub(crate) struct ReduceScratch<F: Scalar> {
     accs: Vec<F::Exact>,
     accs64: Vec<ExactSum>,
     fast: Vec<f64>,
@@ -63,11 +66,20 @@ fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) -> &mut [T] {
     v
 }
 
+/// [`refill`], with room for `room` elements made first (so that calls whose `len` varies
+/// below `room` allocate once).
+fn refill_room<T: Clone>(v: &mut Vec<T>, len: usize, room: usize, x: T) -> &mut [T] {
+    v.clear();
+    v.reserve(room.max(len));
+    v.resize(len, x);
+    v
+}
+
 /// Chunks of the grid whose weight-gradient partials are formed together (in parallel, one GEMM
 /// each) and then added into the accumulators in one pass: the accumulators (13 words each for
 /// `f32`) are read and written once per group instead of once per chunk. The grouping changes
 /// no bit: exact sums do not depend on it.
-pub const T_MATMUL_GROUP: usize = 8;
+pub(crate) const T_MATMUL_GROUP: usize = 8;
 
 /// A block of [`Sums`]: its index, and its `f64` parts, flags and accumulators.
 type Block<'b, F> = (
@@ -443,9 +455,10 @@ pub(crate) fn t_matmul_rows<F: Scalar>(
         }
         let group = T_MATMUL_GROUP.min(n.div_ceil(grid)).max(1);
         // (Every partial is overwritten by its GEMM: the buffer only grows, never refilled, so
-        // a call in many blocks clears nothing per block.)
-        if part.len() < group * a * c {
-            part.resize(group * a * c, F::zero());
+        // a call in many blocks clears nothing per block. It holds the largest group at once,
+        // so that calls over other row counts do not grow it again.)
+        if part.len() < T_MATMUL_GROUP * a * c {
+            part.resize(T_MATMUL_GROUP * a * c, F::zero());
         }
         // Chunk `start / grid`'s partial, one GEMM over its rows.
         let partial = |start: usize, p: &mut [F]| {
@@ -647,7 +660,9 @@ pub(crate) fn col_sum<F: Scalar>(
         spilled,
         ..
     } = scratch;
-    let parts = refill(part, chunks * c, F::zero());
+    // (Room for the chunks of any row count up to n: a pass over fewer rows does not grow it.)
+    let room = crate::kernels::rows::chunk_bound(n) * c;
+    let parts = refill_room(part, chunks * c, room, F::zero());
     let g_rows = g.as_slice();
     let fold = |(k, p): (usize, &mut [F])| {
         let rows = k * grid..((k + 1) * grid).min(n);

@@ -30,17 +30,25 @@ pub fn grid_rows(n: usize) -> usize {
     (1usize << (usize::BITS - 1 - q.leading_zeros())).clamp(64, 1024)
 }
 
-/// Length of the `parts` buffer of [`chunk_sums`] for n rows of a graph of n or more nodes and
-/// sums of `len` values (the grid of n rows is never coarser than the graph's).
+/// The most chunks of the grid any m ≤ n rows of a graph of m or more nodes fall in:
+/// max(8, ⌈n/1024⌉). (Below 4,096 rows the grid grows with the rows and a range of rows spans
+/// at most 8 chunks; above, the grid is 1,024 rows.) Growing with n, so that buffers sized for
+/// n rows hold the chunks of every pass over fewer.
+pub fn chunk_bound(n: usize) -> usize {
+    n.div_ceil(1024).max(8)
+}
+
+/// Length of the `parts` buffer of [`chunk_sums`] for at most n rows of a graph of at least as
+/// many nodes and sums of `len` values: [`chunk_bound`]`(n)·len` (it grows with n).
 pub fn parts_len(n: usize, len: usize) -> usize {
-    n.div_ceil(grid_rows(n)) * len
+    chunk_bound(n) * len
 }
 
 /// `parts[c·len .. (c+1)·len]` ← Σ over the rows i of chunk c (rows `c·grid .. (c+1)·grid` of
 /// n) of what `f(i, acc)` adds into `acc`, in f64, rows folded in order; chunks in parallel
 /// under [`Par::Rayon`]. Returns the number of chunks. Allocates nothing. The chunks' partials
 /// are combined exactly by the caller
-/// ([`Propagate::sum_rows`](crate::graph::Propagate::sum_rows)).
+/// ([`Sums::sum_rows`](crate::graph::Sums::sum_rows)).
 ///
 /// # Panics
 /// If `parts` is shorter than `n.div_ceil(grid) · len`, or `grid` is 0.
@@ -185,6 +193,18 @@ pub(crate) fn gather_rows<F: Clone + Send + Sync>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_chunk_bound_covers_every_smaller_row_count_and_grows() {
+        let mut prev = 0;
+        for n in 1..20_000usize {
+            let b = super::chunk_bound(n);
+            assert!(b >= prev, "grows at {n}");
+            assert!(n.div_ceil(super::grid_rows(n)) <= b, "covers {n}");
+            prev = b;
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -200,7 +220,7 @@ mod tests {
         for (n, big) in [(100, 5000), (3000, 200_000), (70_000, 70_000)] {
             assert!(parts_len(n, 3) >= n.div_ceil(grid_rows(big)) * 3);
         }
-        assert_eq!(parts_len(2708, 2), 6 * 2);
+        assert_eq!(parts_len(2708, 2), 8 * 2, "the bound of any row count up to 2,708");
     }
 
     #[test]

@@ -4,7 +4,7 @@ pub mod smoothing;
 
 use ndarray::ArrayView2;
 
-use crate::graph::Propagate;
+use crate::graph::Sums;
 use crate::input::Mask;
 use crate::Scalar;
 
@@ -38,7 +38,7 @@ pub fn accuracy_across<F: Scalar>(
     logits: ArrayView2<'_, F>,
     labels: &[u32],
     mask: &Mask,
-    across: &dyn Propagate<F>,
+    across: &Sums<'_, F>,
 ) -> f64 {
     let correct = mask
         .indices()

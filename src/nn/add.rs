@@ -5,8 +5,8 @@
 
 use ndarray::Zip;
 
-use super::layer::{Bwd, Cx, Fwd, Layer};
-use crate::Scalar;
+use super::layer::{Bwd, Cx, Fwd, InputDesc, Layer, Spec};
+use crate::{Result, Scalar};
 
 /// Y = A + B for two n × d inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,28 +19,30 @@ impl<F: Scalar> Layer<F> for Add {
     fn name(&self) -> &'static str {
         "add"
     }
-    fn out_dim(&self) -> usize {
-        self.dim
-    }
     fn arity(&self) -> usize {
         2
     }
-    fn in_place(&self) -> bool {
-        true
+    fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
+        Spec {
+            in_place: true,
+            ..Spec::new(self.dim)
+        }
     }
-    fn forward(&mut self, _cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, _cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, out) = (io.ins, io.out);
         let b = ins.get(0).dense();
         assert_eq!(out.dim(), b.dim(), "Add: the inputs' shapes differ");
         Zip::from(out).and(b).for_each(|o, &s| *o += s);
+        Ok(())
     }
-    fn backward(&mut self, _cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, _cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (dout, mut din) = io.grad.separate();
         for i in 0..2 {
             if let Some(mut d) = din.get(i) {
                 d.assign(&dout);
             }
         }
+        Ok(())
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

@@ -13,8 +13,8 @@
 
 use ndarray::Zip;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
-use crate::Scalar;
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
+use crate::{Result, Scalar};
 
 /// K steps of Z ← (1−α)ÂZ + αH on inputs of width `dim`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,14 +31,17 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
     fn name(&self) -> &'static str {
         "appnp_propagate"
     }
-    fn out_dim(&self) -> usize {
-        self.dim
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            scratch: {
+                // Forward: one n × c ping-pong buffer; backward: two.
+                Req::f(2 * n * self.dim)
+            },
+            ..Spec::new(self.dim)
+        }
     }
-    fn scratch(&self, n: usize) -> Req {
-        // Forward: one n × c ping-pong buffer; backward: two.
-        Req::f(2 * n * self.dim)
-    }
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, mut scratch) = (io.ins, io.out, io.scratch);
         let (n, c, par) = (cx.n(), self.dim, cx.par);
         let h = ins.get(0).dense();
@@ -46,7 +49,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         let tmp = scratch.take_f(n * c);
         if self.k == 0 {
             out.assign(&h);
-            return;
+            return Ok(());
         }
         // Z_k alternates between `out` and the scratch so that Z_K lands in `out`.
         let mut in_out = self.k % 2 == 1;
@@ -71,18 +74,19 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
             dst.scaled_add(a, &h);
             in_out = !in_out;
         }
+        Ok(())
     }
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut scratch, grad) = (io.scratch, io.grad);
         let (dout, mut din) = grad.separate();
         let Some(mut dh) = din.get(0) else {
-            return;
+            return Ok(());
         };
         let (n, c, par) = (cx.n(), self.dim, cx.par);
         let a = F::from_f64_lossy(self.alpha);
         if self.k == 0 {
             dh.assign(&dout);
-            return;
+            return Ok(());
         }
         let (b0, b1) = (scratch.take_f(n * c), scratch.take_f(n * c));
         let mut bufs = [view_mut(b0, (n, c)), view_mut(b1, (n, c))];
@@ -108,6 +112,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         }
         // dH += G_0.
         Zip::from(&mut dh).and(&bufs[cur]).for_each(|o, &g| *o += g);
+        Ok(())
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

@@ -42,7 +42,7 @@ use super::layer::Layer;
 use super::linear::Linear;
 use super::pair_norm::{PairNorm, PairNormMode};
 use super::sgc::SgcPropagate;
-use super::stack::{Checkpointing, MaskStreams, Model, Node, Src};
+use super::stack::{Checkpointing, MaskStreams, Model, Node, Src, StackOptions, Wiring};
 use crate::graph::Propagate;
 use crate::input::{Features, FeaturesRef};
 use crate::{ConfigError, Scalar};
@@ -268,9 +268,10 @@ impl ModelConfig {
     ) -> Result<Model<F>, ConfigError> {
         self.check()?;
         let lean = self.order == Order::Lean || orders.is_some_and(|o| o.contains(&Order::Lean));
-        if lean && adj.as_local().is_none() {
+        let caps = adj.caps();
+        if lean && !(caps.a_blocks && caps.at_blocks) {
             return Err(ConfigError::Unsupported {
-                what: "the lean order on a backend that does not hold Â whole",
+                what: "the lean order on a backend without products in row blocks",
             });
         }
         let mut b = Builder::new(self, adj, x, orders);
@@ -431,25 +432,32 @@ impl ModelConfig {
                 (1, vec![a, z])
             }
         };
-        let segments = b.segments(match self.checkpoint {
-            0 => Checkpointing::None,
-            k => Checkpointing::Every(k),
-        });
         // SGC reads the raw features only: no input dropout to draw.
         let input_dropout = if self.arch == Arch::Sgc {
             0.0
         } else {
             self.input_dropout
         };
-        Ok(Model::from_nodes(
-            self.clone(),
-            b.nodes,
+        let wiring = Wiring {
             input_dropout,
             input_site,
             taps,
-            self.mask_streams,
-            segments,
-        ))
+            streams: self.mask_streams,
+            blocks: b.blocks,
+        };
+        Model::from_nodes(self.clone(), b.nodes, wiring, self.stack_options())
+    }
+
+    /// The stack options of this configuration: Â varying between training passes under
+    /// DropEdge, checkpointing every `checkpoint` hidden blocks.
+    pub fn stack_options(&self) -> StackOptions {
+        StackOptions {
+            varying_graph: self.drop_edge > 0.0,
+            checkpoint: match self.checkpoint {
+                0 => Checkpointing::None,
+                k => Checkpointing::Every(k),
+            },
+        }
     }
 
     /// Layer widths of the GCN and residual stacks: `[in_dim, hidden_dim, …, out_dim]`.
@@ -513,28 +521,37 @@ impl<'a, F: Scalar> Builder<'a, F> {
             FeaturesRef::Sparse(s) if first => Some(s),
             _ => None,
         };
+        // Â·X of sparse features kept sparse: an upper bound on its non-zeros, or none when
+        // the backend has no sparse product (then aggregate-first is not an option).
+        let bound = sparse.map(|s| {
+            let xs = s.x();
+            let xi = xs.indptr();
+            let per_row: Vec<usize> = (0..xs.rows()).map(|j| xi.nnz_in_outer_sz(j)).collect();
+            self.adj.row_gather_bound(&per_row, s.x().cols())
+        });
         let shape = LayerShape {
-            n_nodes: self.adj.n_nodes(),
+            n_nodes: self.adj.rows().total,
             nnz_adj: self.adj.nnz(),
             in_dim: din,
             out_dim: dout,
-            sparse_input_nnz: sparse.map(|s| {
-                let mut nnz = [s.x().nnz() as u64];
-                self.adj.sum_counts(&mut nnz);
-                nnz[0] as usize
-            }),
-            sparse_aggregate_nnz: sparse.map(|s| {
-                let xs = s.x();
-                let xi = xs.indptr();
-                let per_row: Vec<usize> = (0..xs.rows()).map(|j| xi.nnz_in_outer_sz(j)).collect();
-                self.adj.row_gather_bound(&per_row, s.x().cols())
-            }),
+            sparse_input_nnz: sparse
+                .map(|s| self.adj.collective().sum(s.x().nnz() as u64) as usize),
+            sparse_aggregate_nnz: bound.and_then(|b| b.ok()),
             first,
             aggregate_cached: first && self.cfg.input_dropout == 0.0 && self.cfg.drop_edge == 0.0,
         };
         let order = match self.orders.and_then(|o| o.get(self.n_convs)) {
             Some(&o) => o,
+            None if matches!(bound, Some(Err(_))) && self.cfg.order == Order::Auto => {
+                Order::TransformFirst
+            }
             None => choose_order(self.cfg.order, &shape),
+        };
+        // The lean order on sparse features is TransformFirst's (and says so).
+        let order = if order == Order::Lean && sparse.is_some() {
+            Order::TransformFirst
+        } else {
+            order
         };
         self.n_convs += 1;
         GcnConv::new(din, dout, self.cfg.bias, order, rng)
@@ -585,25 +602,5 @@ impl<'a, F: Scalar> Builder<'a, F> {
     fn end_block(&mut self, l: usize) {
         debug_assert_eq!(self.blocks.len(), l);
         self.blocks.push(self.block_start..self.nodes.len());
-    }
-
-    /// The node ranges recomputed under `strategy`: segments of k consecutive hidden blocks,
-    /// but for those whose recomputation would free nothing: where no node keeps its input
-    /// or saves values for backward (a GCN block of ReLU and dropout alone saves its 2-bit
-    /// codes; recomputing it would keep the convolution's output instead).
-    fn segments(&self, strategy: Checkpointing) -> Vec<std::ops::Range<usize>> {
-        match strategy {
-            Checkpointing::None => Vec::new(),
-            Checkpointing::Every(k) => self
-                .blocks
-                .chunks(k.max(1))
-                .map(|c| c[0].start..c[c.len() - 1].end)
-                .filter(|r| {
-                    self.nodes[r.clone()]
-                        .iter()
-                        .any(|nd| nd.layer.keeps_input() || nd.layer.saved(1).f > 0)
-                })
-                .collect(),
-        }
     }
 }

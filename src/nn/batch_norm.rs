@@ -14,7 +14,7 @@
 //! - eval: dx_ik = γ_k σ⁻¹_k g_ik.
 //!
 //! **Numerics.** Statistics are accumulated in f64 through
-//! [`Propagate::sum_rows`](crate::graph::Propagate::sum_rows) (fixed row chunks, partial sums in
+//! [`Sums::sum_rows`](crate::graph::Sums::sum_rows) (fixed row chunks, partial sums in
 //! chunk order) and every element is computed in f64 and rounded once, so results are
 //! bit-identical for any thread count. The derivation is in `docs/MATH.md`.
 //!
@@ -23,10 +23,10 @@
 
 use ndarray::{Array1, Array2};
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use super::param::Param;
 use crate::kernels::rows::{for_each_row, for_each_row2, parts_len};
-use crate::Scalar;
+use crate::{Error, Result, Scalar};
 
 /// Batch normalisation over the nodes: y = γ ⊙ (x − μ)/√(v + ε) + β per column, with the batch
 /// statistics in training passes and the running statistics in evaluation.
@@ -76,27 +76,23 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         "batch_norm"
     }
 
-    fn out_dim(&self) -> usize {
-        self.dim()
-    }
-
-    fn saved(&self, n: usize) -> Req {
-        // X̂ and σ⁻¹.
-        Req {
-            f: n * self.dim(),
-            u8: 0,
-            f64: self.dim(),
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            // X̂ and σ⁻¹.
+            saved: Req {
+                f: n * self.dim(),
+                u8: 0,
+                f64: self.dim(),
+            },
+            scratch: Req {
+                f64: Self::scratch_f64(n, self.dim()),
+                ..Req::default()
+            },
+            ..Spec::new(self.dim())
         }
     }
 
-    fn scratch(&self, n: usize) -> Req {
-        Req {
-            f64: Self::scratch_f64(n, self.dim()),
-            ..Req::default()
-        }
-    }
-
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, out, mut saved, mut scratch) = (io.ins, io.out, io.saved, io.scratch);
         let x = ins.get(0).dense();
         let (n, d) = x.dim();
@@ -115,15 +111,20 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         let gamma = scratch.take_f64(d);
         let beta = scratch.take_f64(d);
         // Statistics over every node (every process's rows).
-        let n_all = cx.adj.n_nodes();
+        let n_all = cx.sums.n_nodes();
         if cx.train() {
-            assert!(
-                n_all >= 2,
-                "BatchNorm::forward: train mode needs at least 2 nodes, input {n}×{d}"
-            );
-            cx.adj.col_means(x, parts, mean, par);
+            if n_all < 2 {
+                return Err(Error::Mismatch {
+                    what: "nodes of a training pass through BatchNorm (its batch statistics \
+                           need at least 2)"
+                        .into(),
+                    expected: 2,
+                    got: n_all,
+                });
+            }
+            cx.sums.col_means(x, parts, mean, par);
             let m: &[f64] = mean;
-            cx.adj.sum_rows(
+            cx.sums.sum_rows(
                 parts,
                 var,
                 &|i, acc| {
@@ -170,9 +171,10 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
                 yr[k] = F::from_f64_lossy(gamma[k] * t + beta[k]);
             }
         });
+        Ok(())
     }
 
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
         let (g, mut din) = grad.separate();
         let (n, d) = g.dim();
@@ -182,7 +184,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
         let parts = scratch.take_f64(parts_len(n, 2 * d));
         let sums = scratch.take_f64(2 * d);
         let gs = scratch.take_f64(d);
-        cx.adj.sum_rows(
+        cx.sums.sum_rows(
             parts,
             sums,
             &|i, acc| {
@@ -205,11 +207,11 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
             *o = g.to_f64_lossless() * s;
         }
         let Some(dx) = din.get(0) else {
-            return;
+            return Ok(());
         };
         let gs: &[f64] = gs;
         let train = cx.train();
-        let nf = cx.adj.n_nodes() as f64;
+        let nf = cx.sums.n_nodes() as f64;
         for_each_row(dx, par, |i, mut row| {
             let gr = g.row(i);
             if train {
@@ -226,6 +228,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
                 }
             }
         });
+        Ok(())
     }
 
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {

@@ -16,11 +16,11 @@
 
 use ndarray::Zip;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradMode, InputDesc, Layer, Req, Spec};
 use crate::kernels::elementwise::{code_bytes, codes_from, fill_dropout_mask_at};
 use crate::kernels::elementwise::{relu_dropout_at, zip_codes};
 use crate::kernels::{dropout_relu_backward_code, relu_inplace};
-use crate::Scalar;
+use crate::{Result, Scalar};
 
 /// ReLU and/or inverted dropout at rate `p`, in place (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,33 +69,26 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             (true, true) => "relu_dropout",
         }
     }
-    fn out_dim(&self) -> usize {
-        self.dim
-    }
-    fn in_place(&self) -> bool {
-        true
-    }
-    fn grad_in_place(&self) -> bool {
-        true
-    }
-    fn draws_mask(&self) -> bool {
-        self.p > 0.0
-    }
-    fn saved(&self, n: usize) -> Req {
-        Req {
-            u8: code_bytes(n * self.dim),
-            ..Req::default()
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            in_place: true,
+            grad: GradMode::InPlace,
+            draws_mask: self.p > 0.0,
+            saved: Req {
+                u8: code_bytes(n * self.dim),
+                ..Req::default()
+            },
+            // Dropout alone keeps its mask in scratch; with ReLU it is drawn and applied in
+            // one pass.
+            scratch: Req::f(if self.p > 0.0 && !self.relu {
+                n * self.dim
+            } else {
+                0
+            }),
+            ..Spec::new(self.dim)
         }
     }
-    fn scratch(&self, n: usize) -> Req {
-        // Dropout alone keeps its mask in scratch; with ReLU it is drawn and applied in one pass.
-        Req::f(if self.p > 0.0 && !self.relu {
-            n * self.dim
-        } else {
-            0
-        })
-    }
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (out, mut saved, mut scratch) = (io.out, io.saved, io.scratch);
         let train = cx.train();
         if !train || self.p == 0.0 {
@@ -106,7 +99,7 @@ impl<F: Scalar> Layer<F> for ReluDropout {
                 }
                 relu_inplace(out, cx.par);
             }
-            return;
+            return Ok(());
         }
         let (len, dim) = (out.len(), out.dim());
         let rng = cx
@@ -114,7 +107,7 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             .as_deref_mut()
             .unwrap_or_else(|| unreachable!("a training pass gives dropout its stream"));
         // Keyed by global position: this process's rows of the whole graph's mask.
-        let (before, total) = cx.adj.global_span(len);
+        let (before, total) = cx.sums.global_span(len);
         let codes = saved.take_u8(code_bytes(len));
         if self.relu {
             // The mask drawn and applied in one pass, never stored.
@@ -126,11 +119,12 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             Zip::from(out).and(mask).for_each(|o, &m| *o *= m);
             codes_from(codes, mask, cx.par, |&m| u8::from(m != F::zero()));
         }
+        Ok(())
     }
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut saved, grad) = (io.saved, io.grad);
         if !self.relu && self.p == 0.0 {
-            return;
+            return Ok(());
         }
         let dim = (cx.n(), self.dim);
         let codes = saved.take_u8(code_bytes(dim.0 * dim.1));
@@ -145,6 +139,7 @@ impl<F: Scalar> Layer<F> for ReluDropout {
                 zip_codes(g, codes, cx.par, |g, c| *g *= vals[usize::from(c & 1)]);
             }
         }
+        Ok(())
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

@@ -17,10 +17,10 @@
 use ndarray::Zip;
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use super::param::Param;
 use crate::kernels::gemm;
-use crate::Scalar;
+use crate::{Result, Scalar};
 
 /// β_l = ln(λ/l + 1), the identity-mapping strength of layer `l` (counted from 1).
 ///
@@ -72,23 +72,19 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         "gcnii_conv"
     }
 
-    fn out_dim(&self) -> usize {
-        self.dim()
-    }
-
     fn arity(&self) -> usize {
         2
     }
 
-    fn saved(&self, n: usize) -> Req {
-        Req::f(n * self.dim())
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            saved: Req::f(n * self.dim()),
+            scratch: Req::f(n * self.dim()),
+            ..Spec::new(self.dim())
+        }
     }
 
-    fn scratch(&self, n: usize) -> Req {
-        Req::f(n * self.dim())
-    }
-
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, mut saved) = (io.ins, io.out, io.saved);
         let (n, d, par) = (cx.n(), self.dim(), cx.par);
         let (h, h0) = (ins.get(0).dense(), ins.get(1).dense());
@@ -109,9 +105,10 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
             .and(&s)
             .for_each(|o, &v| *o = v * (F::one() - b));
         gemm(b, s.view(), self.weight.value.view(), F::one(), out, par);
+        Ok(())
     }
 
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
         let (g, mut din) = grad.separate();
         let (n, d, par) = (cx.n(), self.dim(), cx.par);
@@ -119,7 +116,7 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         let b = F::from_f64_lossy(self.beta);
         let s = view(saved.take_f(n * d), (n, d));
         // dW += β SᵀG
-        cx.adj
+        cx.sums
             .t_matmul(b, s, g, F::one(), self.weight.grad.view_mut(), par);
         // dS = (1−β)G + β G Wᵀ
         let mut ds = view_mut(scratch.take_f(n * d), (n, d));
@@ -134,6 +131,7 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         if let Some(dh) = din.get(0) {
             cx.adj.at_times(F::one() - a, ds.view(), F::zero(), dh, par);
         }
+        Ok(())
     }
 
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {

@@ -10,10 +10,10 @@ use ndarray::{Array2, ArrayView2};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, InputDesc, Inputs};
-use super::layer::{InputKey, Layer, Req, Saved, Value};
+use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, GradMode, InSlot, InputDesc};
+use super::layer::{InputKey, Inputs, Layer, Req, Saved, Value};
 use super::Mode;
-use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate};
+use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate, SumScratch};
 use crate::id::DataId;
 use crate::input::{Features, FeaturesRef, SparseFeatures};
 use crate::testing::{max_rel_err, numerical_grad};
@@ -160,7 +160,7 @@ pub(crate) struct Harness<'a, F: Scalar> {
     /// The id of the features the inputs stand for ([`InputKey::x`]): a fresh one for each
     /// harness, kept by its copies.
     pub x_id: DataId,
-    /// Whether a [`Layer::grad_over_input`] layer is granted ∂L/∂in over its input (the
+    /// Whether a [`GradMode::OverInput`] layer is granted ∂L/∂in over its input (the
     /// stack's [`GradIo::OverInput`]) when that gradient is needed.
     pub over_input: bool,
 }
@@ -181,7 +181,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
         }
     }
 
-    /// The same with [`Layer::grad_over_input`] refused (∂L/∂in in ∂L/∂out's buffer).
+    /// The same with [`GradMode::OverInput`] refused (∂L/∂in in ∂L/∂out's buffer).
     pub(crate) fn refuse_over_input(self) -> Self {
         Harness {
             over_input: false,
@@ -203,12 +203,20 @@ impl<'a, F: Scalar> Harness<'a, F> {
         }
     }
 
-    fn cx<'c>(&self, rng: Option<&'c mut ChaCha8Rng>, need_din: bool) -> Cx<'c, F>
+    fn cx<'c>(
+        &self,
+        rng: Option<&'c mut ChaCha8Rng>,
+        need_din: bool,
+        inputs: &'c [InputDesc],
+        sums: &'c SumScratch<F>,
+    ) -> Cx<'c, F>
     where
         'a: 'c,
     {
         Cx {
             adj: self.adj,
+            sums: sums.sums(self.adj.collective(), self.adj.rows()),
+            inputs,
             par: self.par,
             mode: self.mode,
             rng,
@@ -222,24 +230,28 @@ impl<'a, F: Scalar> Harness<'a, F> {
         }
     }
 
-    /// Binds the layer, runs its forward pass and returns the output and what it saved. An
-    /// in-place layer gets input 0 in its output buffer and the others as its inputs.
-    pub(crate) fn forward(&self, layer: &mut dyn Layer<F>, ins: &[In<F>]) -> (Array2<F>, State<F>) {
-        let n = self.adj.n_rows();
-        assert_eq!(ins.len(), layer.arity(), "harness: number of inputs");
-        let descs: Vec<InputDesc> = ins
-            .iter()
+    /// What the layer is told of its inputs (every one may need a gradient).
+    fn descs(&self, ins: &[In<F>]) -> Vec<InputDesc> {
+        ins.iter()
             .map(|i| InputDesc {
                 sparse: matches!(i, In::Sparse(_)),
                 fixed_in_training: self.fixed_in_training,
                 grad: true,
             })
-            .collect();
-        layer.bind(&descs);
-        layer.set_grad_over_input(self.over_input && layer.grad_over_input());
-        let w = layer.out_dim();
-        let skip = usize::from(layer.in_place());
-        let mut out = if layer.in_place() {
+            .collect()
+    }
+
+    /// Runs the layer's forward pass on buffers of its [`Spec`](super::layer::Spec) and returns
+    /// the output and what it saved. An in-place layer gets input 0 in its output buffer and the
+    /// others as its inputs.
+    pub(crate) fn forward(&self, layer: &mut dyn Layer<F>, ins: &[In<F>]) -> (Array2<F>, State<F>) {
+        let n = self.adj.shape().0;
+        assert_eq!(ins.len(), layer.arity(), "harness: number of inputs");
+        let descs = self.descs(ins);
+        let spec = layer.spec(&descs, n);
+        let w = spec.out_dim;
+        let skip = usize::from(spec.in_place);
+        let mut out = if spec.in_place {
             let x = ins[0].dense();
             assert_eq!(
                 x.dim(),
@@ -250,20 +262,23 @@ impl<'a, F: Scalar> Harness<'a, F> {
         } else {
             vec![F::nan(); n * w]
         };
-        let mut saved = State::new(layer.saved(n));
-        let mut scratch = State::new(layer.scratch(n));
+        let mut saved = State::new(spec.saved);
+        let mut scratch = State::new(spec.scratch);
         let packed = Packed::new(&ins[skip..]);
         let mut rng = self.rng.clone();
-        let mut cx = self.cx(rng.as_mut(), false);
-        layer.forward(
-            &mut cx,
-            Fwd {
-                ins: packed.inputs(n),
-                out: view_mut(&mut out, (n, w)),
-                saved: saved.bufs(),
-                scratch: scratch.bufs(),
-            },
-        );
+        let sums = SumScratch::default();
+        let mut cx = self.cx(rng.as_mut(), false, &descs, &sums);
+        layer
+            .forward(
+                &mut cx,
+                Fwd {
+                    ins: packed.inputs(n),
+                    out: view_mut(&mut out, (n, w)),
+                    saved: saved.bufs(),
+                    scratch: scratch.bufs(),
+                },
+            )
+            .unwrap();
         (Array2::from_shape_vec((n, w), out).unwrap(), saved)
     }
 
@@ -278,21 +293,23 @@ impl<'a, F: Scalar> Harness<'a, F> {
         dout: &Array2<F>,
         need: &[bool],
     ) -> Vec<Option<Array2<F>>> {
-        let n = self.adj.n_rows();
-        let w = layer.out_dim();
+        let n = self.adj.shape().0;
+        let descs = self.descs(ins);
+        let spec = layer.spec(&descs, n);
+        let w = spec.out_dim;
         assert_eq!(dout.dim(), (n, w), "harness: ∂L/∂out shape");
         assert_eq!(need.len(), ins.len(), "harness: one flag per input");
         // Over the input: ∂L/∂out in a buffer of its own size, the input in its own, which
         // holds ∂L/∂in after the call (as the stack lays them out when it grants it).
-        let over = layer.grad_in_place() && self.over_input && layer.grad_over_input() && need[0];
-        layer.set_grad_over_input(over);
-        let mut scratch = State::new(layer.scratch(n));
-        let kept = if layer.keeps_input() { ins } else { &[] };
+        let can_over = matches!(spec.grad, GradMode::OverInput { .. }) && spec.keeps_input;
+        let over = self.over_input && can_over && need[0];
+        let mut scratch = State::new(spec.scratch_of(over));
+        let kept = if spec.keeps_input { ins } else { &[] };
         // (Over the input, the layer reads its input from the gradient's buffer only.)
         let packed = Packed::new(if over { &[] } else { kept });
         let dout_s = dout.as_standard_layout();
         let dout_s = dout_s.as_slice().unwrap();
-        let in_place = layer.grad_in_place();
+        let in_place = spec.grad_in_place();
         // In place: one buffer holding ∂L/∂out, then ∂L/∂in. Separate: one buffer per input.
         let in_w = ins.first().map_or(0, In::width);
         let mut buf = Vec::new();
@@ -304,7 +321,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             .collect();
         let mut over_in = Vec::new();
         let grad = if over {
-            assert!(layer.keeps_input(), "harness: over the input it keeps");
+            assert!(spec.keeps_input, "harness: over the input it keeps");
             buf = dout_s.to_vec();
             over_in = ins[0].dense().iter().copied().collect();
             GradIo::OverInput {
@@ -327,15 +344,18 @@ impl<'a, F: Scalar> Harness<'a, F> {
                 },
             }
         };
-        layer.backward(
-            &mut self.cx(None, in_place && need[0]),
-            Bwd {
-                ins: packed.inputs(n),
-                saved: saved.saved(),
-                scratch: scratch.bufs(),
-                grad,
-            },
-        );
+        let sums = SumScratch::default();
+        layer
+            .backward(
+                &mut self.cx(None, in_place && need[0], &descs, &sums),
+                Bwd {
+                    ins: packed.inputs(n),
+                    saved: saved.saved(),
+                    scratch: scratch.bufs(),
+                    grad,
+                },
+            )
+            .unwrap();
         if over {
             return vec![Some(view(&over_in, (n, in_w)).to_owned())];
         }

@@ -30,9 +30,9 @@
 use ndarray::{s, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Inputs, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Inputs, Layer, Req, Spec};
 use super::param::Param;
-use crate::Scalar;
+use crate::{Result, Scalar};
 
 /// How [`JumpingKnowledge`] combines the layer outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,14 @@ pub struct JumpingKnowledge<F> {
 }
 
 impl<F: Scalar> JumpingKnowledge<F> {
+    /// Output width: L·d for concatenation, d otherwise.
+    pub fn out_dim(&self) -> usize {
+        match self.mode {
+            JkMode::Concat => self.dim * self.n_layers,
+            JkMode::Max | JkMode::Attention => self.dim,
+        }
+    }
+
     /// A layer over `n_layers` inputs of width `dim` (Attention draws a from `rng`).
     pub fn new<R: Rng + ?Sized>(mode: JkMode, dim: usize, n_layers: usize, rng: &mut R) -> Self {
         let att = (mode == JkMode::Attention).then(|| Param::glorot(dim, 1, rng));
@@ -110,40 +118,34 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
         "jumping_knowledge"
     }
 
-    fn out_dim(&self) -> usize {
-        match self.mode {
-            JkMode::Concat => self.dim * self.n_layers,
-            JkMode::Max | JkMode::Attention => self.dim,
-        }
-    }
-
     fn arity(&self) -> usize {
         self.n_layers
     }
 
-    fn keeps_input(&self) -> bool {
-        self.mode == JkMode::Attention
-    }
-
-    fn saved(&self, n: usize) -> Req {
-        match self.mode {
-            JkMode::Concat => Req::default(),
-            JkMode::Max => Req {
-                u8: 2 * n * self.dim,
-                ..Req::default()
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            saved: {
+                match self.mode {
+                    JkMode::Concat => Req::default(),
+                    JkMode::Max => Req {
+                        u8: 2 * n * self.dim,
+                        ..Req::default()
+                    },
+                    JkMode::Attention => Req::f(n * self.n_layers),
+                }
             },
-            JkMode::Attention => Req::f(n * self.n_layers),
+            scratch: {
+                match self.mode {
+                    JkMode::Attention => Req::f(n * self.n_layers),
+                    _ => Req::default(),
+                }
+            },
+            keeps_input: self.mode == JkMode::Attention,
+            ..Spec::new(self.out_dim())
         }
     }
 
-    fn scratch(&self, n: usize) -> Req {
-        match self.mode {
-            JkMode::Attention => Req::f(n * self.n_layers),
-            _ => Req::default(),
-        }
-    }
-
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, mut saved) = (io.ins, io.out, io.saved);
         let (n, d, l_count) = (cx.n(), self.dim, self.n_layers);
         assert!(
@@ -217,9 +219,10 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                 }
             }
         }
+        Ok(())
     }
 
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (ins, mut saved, mut scratch, grad) = (io.ins, io.saved, io.scratch, io.grad);
         let (g, mut din) = grad.separate();
         let (n, d, l_count) = (cx.n(), self.dim, self.n_layers);
@@ -289,7 +292,7 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                 }
                 // da = Σ_l H_lᵀ·δ_·l: a sum over nodes per layer, through `Propagate`.
                 for l in 0..l_count {
-                    cx.adj.t_matmul(
+                    cx.sums.t_matmul(
                         F::one(),
                         hs(l),
                         delta.slice(s![.., l..l + 1]),
@@ -300,6 +303,7 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                 }
             }
         }
+        Ok(())
     }
 
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {

@@ -1,29 +1,40 @@
 //! The [`Layer`] trait: what every layer of the [`Model`](super::Model) stack implements, and
 //! the types a layer call sees.
 //!
+//! # A layer declares, the stack decides
+//! One pure call, [`Layer::spec`], says everything the stack's planner needs to know of a layer
+//! on given inputs ([`InputDesc`]) and n rows: its output width, whether it works in place,
+//! how backward hands gradients ([`GradMode`]), whether backward reads its inputs, whether its
+//! output is a function of Â and the features alone, whether it draws a dropout mask, what it
+//! saves for backward and what temporaries it needs, and which optional operations of Â it
+//! uses. The planner decides from these (which buffer holds what, when a gradient is left over
+//! the input) and tells each call what it decided through the call's arguments; nothing is set
+//! on the layer.
+//!
 //! # Buffers are the caller's
-//! A layer allocates nothing while the model trains. It declares, for n rows, what it keeps from
-//! its forward pass for its backward pass ([`Layer::saved`]) and what temporaries it needs
-//! ([`Layer::scratch`]), as a [`Req`] of f32/f64 elements (`f`), bytes (`u8`) and f64 values
-//! (`f64`); the stack sizes its buffers once from these requests and hands each call exactly the
-//! slices it asked for ([`Bufs`]). This is faer's `*_scratch` → `StackReq` + `MemStack` pattern.
-//! What a layer holds across passes is only its parameters and what depends on the data alone
-//! (a sparse product's pattern, Â·X of fixed features).
+//! A layer allocates nothing while the model trains. What it saves and its temporaries are
+//! [`Req`]s of f32/f64 elements (`f`), bytes (`u8`) and f64 values (`f64`); the stack sizes its
+//! buffers once from these requests and hands each call exactly the slices it asked for
+//! ([`Bufs`]). This is faer's `*_scratch` → `StackReq` + `MemStack` pattern. What a layer holds
+//! across passes is only its parameters and what depends on the data alone (a sparse product's
+//! pattern, Â·X of fixed features), keyed on the data's identity ([`InputKey`]).
 //!
 //! # Values
 //! Inputs are [`Value`]s: dense n × d views, or the sparse features (X with its transpose).
 //! Outputs are dense, written into the view the stack passes. A layer that works in place
-//! ([`Layer::in_place`]) receives its (first) input already in its output buffer.
+//! ([`Spec::in_place`]) receives its (first) input already in its output buffer.
 //!
 //! # Gradients
 //! Backward **adds** parameter gradients into [`Param::grad`] and **writes** (never adds) the
 //! input gradients the stack asks for: the stack accumulates contributions of several consumers
-//! itself. A layer with [`Layer::grad_in_place`] gets one buffer holding ∂L/∂out and leaves
-//! ∂L/∂in in it.
+//! itself. See [`GradMode`] and [`GradIo`] for the three ways gradients are handed over.
 //!
 //! # Reaching Â
-//! Only through [`Cx::adj`], a [`Propagate`]: products with Â and Âᵀ and every sum across
-//! nodes (weight and bias gradients, statistics). A layer never reads CSR arrays of Â.
+//! Only through [`Cx::adj`], a [`Propagate`] (products with Â and Âᵀ), and every sum across
+//! nodes (weight and bias gradients, statistics) through [`Cx::sums`]. A layer never reads CSR
+//! arrays of Â. Forward and backward return a [`Result`]: an operation the backend lacks is an
+//! [`Unsupported`](crate::graph::Unsupported) error (the stack checks [`Spec::needs`] against
+//! the backend before a pass, so a layer that declares what it uses never meets one).
 
 use std::fmt;
 
@@ -32,10 +43,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::param::Param;
 use super::Mode;
-use crate::graph::Propagate;
+use crate::graph::{Caps, Propagate, Sums};
 use crate::id::DataId;
 use crate::kernels::{gemm, spmm, CsrView};
-use crate::{Par, Scalar};
+use crate::{Par, Result, Scalar};
 
 /// A layer input: dense n × d, or sparse features with their transpose.
 #[derive(Debug, Clone, Copy)]
@@ -83,17 +94,17 @@ impl<'a, F: Scalar> Value<'a, F> {
         }
     }
 
-    /// out ← selfᵀ·G + out, summed over every node through `adj` (a weight gradient).
+    /// out ← selfᵀ·G + out, summed over every node through `sums` (a weight gradient).
     pub fn t_times_acc(
         &self,
-        adj: &dyn Propagate<F>,
+        sums: &Sums<'_, F>,
         g: ArrayView2<'_, F>,
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
         match self {
-            Value::Dense(x) => adj.t_matmul(F::one(), *x, g, F::one(), out, par),
-            Value::Sparse(_, x_t) => adj.t_matmul_sparse(*x_t, g, F::one(), out, par),
+            Value::Dense(x) => sums.t_matmul(F::one(), *x, g, F::one(), out, par),
+            Value::Sparse(_, x_t) => sums.t_matmul_sparse(*x_t, g, F::one(), out, par),
         }
     }
 }
@@ -243,8 +254,8 @@ impl<'a, F> Saved<'a, F> {
     }
 }
 
-/// What the stack tells a layer about one of its inputs when it plans the model's buffers
-/// ([`Layer::bind`]).
+/// What the stack knows about one of a layer's inputs when it plans the model's buffers
+/// ([`Layer::spec`]); each call sees its node's in [`Cx::inputs`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InputDesc {
     /// The input is the sparse features (or their dropped copy).
@@ -269,14 +280,16 @@ pub struct InputKey {
 
 /// The context of one layer call.
 pub struct Cx<'a, F: Scalar> {
-    /// Â, and the sums across nodes.
+    /// Â.
     pub adj: &'a dyn Propagate<F>,
+    /// Every sum across nodes.
+    pub sums: Sums<'a, F>,
     /// Parallelism of the kernels.
     pub par: Par,
     /// Training (dropout on, batch statistics) or evaluation.
     pub mode: Mode,
     /// The random stream of this layer's dropout mask (training passes of a layer with
-    /// [`Layer::draws_mask`]).
+    /// [`Spec::draws_mask`]).
     pub rng: Option<&'a mut ChaCha8Rng>,
     /// This forward pass recomputes a checkpointed segment: update nothing that a pass updates
     /// once (BatchNorm's running statistics).
@@ -287,14 +300,16 @@ pub struct Cx<'a, F: Scalar> {
     /// dropout): a layer may keep what it computes from them under `input` and reuse it in a
     /// later call with the same key.
     pub fixed_input: bool,
-    /// Whether the (first) input needs a gradient, for [`Layer::grad_in_place`] layers.
+    /// What the planner knew of each input ([`Layer::spec`]'s `inputs`).
+    pub inputs: &'a [InputDesc],
+    /// Whether the (first) input needs a gradient, for [`GradMode::InPlace`] layers.
     pub need_din: bool,
 }
 
 impl<F: Scalar> Cx<'_, F> {
-    /// The number of rows of every node-indexed matrix.
+    /// The number of rows of every node-indexed matrix (Â's destination rows).
     pub fn n(&self) -> usize {
-        self.adj.n_rows()
+        self.adj.shape().0
     }
     /// Whether this is a training pass.
     pub fn train(&self) -> bool {
@@ -383,21 +398,21 @@ impl<F> Din<'_, F> {
 pub struct Fwd<'a, F> {
     /// The inputs (for an in-place layer: every input but the first, which is in `out`).
     pub ins: Inputs<'a, F>,
-    /// The output, n × [`Layer::out_dim`] (for an in-place layer it holds the first input).
+    /// The output, n × [`Spec::out_dim`] (for an in-place layer it holds the first input).
     pub out: ArrayViewMut2<'a, F>,
-    /// What backward will need ([`Layer::saved`]).
+    /// What backward will need ([`Spec::saved`]).
     pub saved: Bufs<'a, F>,
-    /// Temporaries ([`Layer::scratch`]).
+    /// Temporaries ([`Spec::scratch`]).
     pub scratch: Bufs<'a, F>,
 }
 
 /// Where backward writes the input gradients.
 pub enum GradIo<'a, F> {
-    /// [`Layer::grad_in_place`]: ∂L/∂out (n × out_dim, row-major) on entry, ∂L/∂in
+    /// [`GradMode::InPlace`]: ∂L/∂out (n × out_dim, row-major) on entry, ∂L/∂in
     /// (n × in_dim) on exit, in one buffer at least n·max(in, out) long. Whether ∂L/∂in is
     /// needed is `Cx::need_din`.
     InPlace(&'a mut [F]),
-    /// [`Layer::grad_over_input`], granted: ∂L/∂out (n × out_dim) in `dout`, which the layer
+    /// [`GradMode::OverInput`], granted: ∂L/∂out (n × out_dim) in `dout`, which the layer
     /// may overwrite, and the kept first input (n × in_dim) in `input` on entry, ∂L/∂in in
     /// `input` on exit (nothing reads that input after this call). ∂L/∂in is needed.
     OverInput {
@@ -416,7 +431,7 @@ pub enum GradIo<'a, F> {
 }
 
 impl<'a, F> GradIo<'a, F> {
-    /// The buffer of an in-place gradient ([`Layer::grad_in_place`]).
+    /// The buffer of an in-place gradient ([`GradMode::InPlace`]).
     ///
     /// # Panics
     /// If the gradient is separate (the layer says it is in place: the stack never does this).
@@ -445,14 +460,103 @@ impl<'a, F> GradIo<'a, F> {
 
 /// What a backward call reads and writes.
 pub struct Bwd<'a, F> {
-    /// The inputs, when [`Layer::keeps_input`] (otherwise their contents are unspecified).
+    /// The inputs, when [`Spec::keeps_input`] (otherwise their contents are unspecified).
     pub ins: Inputs<'a, F>,
     /// What forward saved.
     pub saved: Saved<'a, F>,
-    /// Temporaries ([`Layer::scratch`]).
+    /// Temporaries ([`Spec::scratch`]).
     pub scratch: Bufs<'a, F>,
     /// The gradients.
     pub grad: GradIo<'a, F>,
+}
+
+/// How a layer's backward hands the input gradients over ([`GradIo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradMode {
+    /// Each input's gradient into a buffer of its own ([`GradIo::Separate`]).
+    Separate,
+    /// One buffer, ∂L/∂out on entry and ∂L/∂in on exit ([`GradIo::InPlace`]; one input).
+    InPlace,
+    /// As [`GradMode::InPlace`], or, when the stack grants it (nothing reads the kept first
+    /// input after this backward call, and its gradient starts there), ∂L/∂in left over that
+    /// input ([`GradIo::OverInput`]), with `scratch` as the call's temporaries instead of
+    /// [`Spec::scratch`].
+    OverInput {
+        /// Temporaries of a backward call with ∂L/∂in over the input.
+        scratch: Req,
+    },
+}
+
+/// What a layer is on given inputs and rows: everything the planner needs (see the
+/// [module docs](self)). Start from [`Spec::new`] and set what differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// Output width.
+    pub out_dim: usize,
+    /// The output is written over the first input (element-wise layers): the stack passes the
+    /// input in the output buffer.
+    pub in_place: bool,
+    /// How backward hands the input gradients over.
+    pub grad: GradMode,
+    /// Backward reads the inputs (then the stack keeps them until then).
+    pub keeps_input: bool,
+    /// The output depends only on Â and the inputs (no parameters, no random mask): on the
+    /// model's fixed input the stack computes it once per Â and features and keeps it.
+    pub constant: bool,
+    /// A training pass draws a dropout mask from [`Cx::rng`].
+    pub draws_mask: bool,
+    /// What forward keeps for backward.
+    pub saved: Req,
+    /// Temporaries of forward and backward.
+    pub scratch: Req,
+    /// The optional operations of Â the layer uses ([`Caps`]): the stack refuses a backend
+    /// without them.
+    pub needs: Caps,
+}
+
+impl Spec {
+    /// A layer of output width `out_dim` that is none of the above: separate gradients,
+    /// nothing kept, saved or needed.
+    pub const fn new(out_dim: usize) -> Spec {
+        Spec {
+            out_dim,
+            in_place: false,
+            grad: GradMode::Separate,
+            keeps_input: false,
+            constant: false,
+            draws_mask: false,
+            saved: Req {
+                f: 0,
+                u8: 0,
+                f64: 0,
+            },
+            scratch: Req {
+                f: 0,
+                u8: 0,
+                f64: 0,
+            },
+            needs: Caps {
+                a_blocks: false,
+                at_blocks: false,
+                sparse_product: false,
+                neighbours: false,
+                drop_edge: false,
+            },
+        }
+    }
+
+    /// Whether backward leaves ∂L/∂in in ∂L/∂out's buffer (or over the input).
+    pub fn grad_in_place(&self) -> bool {
+        self.grad != GradMode::Separate
+    }
+
+    /// The temporaries of a backward call, with ∂L/∂in over the input or not.
+    pub fn scratch_of(&self, over_input: bool) -> Req {
+        match self.grad {
+            GradMode::OverInput { scratch } if over_input => scratch,
+            _ => self.scratch,
+        }
+    }
 }
 
 /// A layer of the [`Model`](super::Model) stack: forward and backward side by side, on buffers
@@ -461,72 +565,26 @@ pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
     /// A short name (`gcn_conv`, `relu_dropout`, …), for messages and checkpoints.
     fn name(&self) -> &'static str;
 
-    /// Output width.
-    fn out_dim(&self) -> usize;
-
     /// Number of inputs (1 unless said otherwise).
     fn arity(&self) -> usize {
         1
     }
 
-    /// Whether the output is written over the first input (element-wise layers): the stack
-    /// passes the input in the output buffer.
-    fn in_place(&self) -> bool {
-        false
-    }
-
-    /// Whether backward leaves ∂L/∂in in the buffer that held ∂L/∂out (single-input layers).
-    fn grad_in_place(&self) -> bool {
-        false
-    }
-
-    /// Whether backward reads the inputs (then the stack keeps them until then).
-    fn keeps_input(&self) -> bool {
-        false
-    }
-
-    /// For a [`Layer::grad_in_place`] layer that keeps its input: whether backward can leave
-    /// ∂L/∂in over that input ([`GradIo::OverInput`]) instead of in ∂L/∂out's buffer. The stack
-    /// grants it when nothing reads the input after this backward call and its gradient starts
-    /// there, and says so with [`Layer::set_grad_over_input`] before asking for
-    /// [`Layer::scratch`].
-    fn grad_over_input(&self) -> bool {
-        false
-    }
-
-    /// Whether the stack grants [`Layer::grad_over_input`] (then every backward call gets
-    /// [`GradIo::OverInput`]; otherwise [`GradIo::InPlace`]).
-    fn set_grad_over_input(&mut self, _granted: bool) {}
-
-    /// Whether the output depends only on Â and the inputs (no parameters, no random mask): on
-    /// the model's fixed input the stack computes it once and keeps it.
-    fn constant(&self) -> bool {
-        false
-    }
-
-    /// Whether a training pass draws a dropout mask from [`Cx::rng`].
-    fn draws_mask(&self) -> bool {
-        false
-    }
-
-    /// Called once when the stack plans its buffers, with what it knows about each input.
-    fn bind(&mut self, _inputs: &[InputDesc]) {}
-
-    /// What forward keeps for backward, for `n` rows (after [`Layer::bind`]).
-    fn saved(&self, _n: usize) -> Req {
-        Req::default()
-    }
-
-    /// Temporaries of forward and backward, for `n` rows.
-    fn scratch(&self, _n: usize) -> Req {
-        Req::default()
-    }
+    /// What the layer is on inputs like `inputs` (one per input) for `n` rows: a pure
+    /// function of its arguments and the layer's settings (see the [module docs](self)).
+    fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec;
 
     /// The forward pass.
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>);
+    ///
+    /// # Errors
+    /// An operation of Â the backend lacks (not declared in [`Spec::needs`]).
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()>;
 
     /// The backward pass of the last forward pass of this layer (in training mode).
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>);
+    ///
+    /// # Errors
+    /// As [`Layer::forward`].
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()>;
 
     /// Calls `f(name, param)` on each trainable parameter, in a fixed order (`weight`, `bias`,
     /// `gamma`, `beta`, `att`).
@@ -541,7 +599,8 @@ pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Forgets what was computed from the data (call before passing other data).
+    /// Frees what the layer computed from the data (memory only: what it keeps is keyed on the
+    /// data's identity and never reused for other data).
     fn release(&mut self) {}
 
     /// A boxed copy (without the data-dependent caches).

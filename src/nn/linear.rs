@@ -3,7 +3,7 @@
 //! Node-wise: y_i = Wᵀx_i + b. No graph is involved: this is the read-out or the input
 //! projection of a model (GCNII's stem and head, JK's head, the residual projection, APPNP's
 //! MLP, SGC's classifier). Backward, with G = dL/dY: dW = XᵀG, db = Gᵀ1, dX = G·Wᵀ (the sums over
-//! nodes go through [`Propagate`](crate::graph::Propagate)). A sparse X (bag-of-words features)
+//! nodes go through [`Sums`](crate::graph::Sums)). A sparse X (bag-of-words features)
 //! uses the sparse kernels for X·W and Xᵀ·G; dX is then never needed (it is the model's input).
 //! The derivation is in `docs/MATH.md`.
 //!
@@ -17,10 +17,10 @@
 
 use rand::Rng;
 
-use super::layer::{Bwd, Cx, Fwd, Layer};
+use super::layer::{Bwd, Cx, Fwd, InputDesc, Layer, Spec};
 use super::param::Param;
 use crate::kernels::{add_bias, gemm};
-use crate::Scalar;
+use crate::{Result, Scalar};
 
 /// A dense (fully connected) layer, Y = X·W + 1·bᵀ.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +43,11 @@ impl<F: Scalar> Linear<F> {
     pub fn in_dim(&self) -> usize {
         self.weight.value.nrows()
     }
+
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        self.weight.value.ncols()
+    }
 }
 
 impl<F: Scalar> Layer<F> for Linear<F> {
@@ -50,15 +55,14 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         "linear"
     }
 
-    fn out_dim(&self) -> usize {
-        self.weight.value.ncols()
+    fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
+        Spec {
+            keeps_input: true,
+            ..Spec::new(self.out_dim())
+        }
     }
 
-    fn keeps_input(&self) -> bool {
-        true
-    }
-
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out) = (io.ins, io.out);
         let x = ins.get(0);
         assert!(
@@ -73,19 +77,21 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         if let Some(b) = &self.bias {
             add_bias(out, b.value.row(0), cx.par);
         }
+        Ok(())
     }
 
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (ins, grad) = (io.ins, io.grad);
         let (g, mut din) = grad.separate();
         if let Some(b) = &mut self.bias {
-            cx.adj.col_sum(g, F::one(), b.grad.row_mut(0), cx.par);
+            cx.sums.col_sum(g, F::one(), b.grad.row_mut(0), cx.par);
         }
         ins.get(0)
-            .t_times_acc(cx.adj, g, self.weight.grad.view_mut(), cx.par);
+            .t_times_acc(&cx.sums, g, self.weight.grad.view_mut(), cx.par);
         if let Some(dx) = din.get(0) {
             gemm(F::one(), g, self.weight.value.t(), F::zero(), dx, cx.par);
         }
+        Ok(())
     }
 
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {

@@ -2,7 +2,7 @@
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
-use crate::graph::Propagate;
+use crate::graph::Sums;
 use crate::input::Mask;
 use crate::kernels::exact::Accumulator;
 use crate::Scalar;
@@ -58,8 +58,8 @@ pub fn softmax_cross_entropy_into<F: Scalar>(
 
 /// [`softmax_cross_entropy_into`] over every process of a row-partitioned run: `logits`,
 /// `labels` and `mask` are this process's rows, |M| is the mask's size over every process, and
-/// the loss sums every process's terms (through `across`). With the local
-/// [`Propagate`] it is [`softmax_cross_entropy_into`], bit for bit.
+/// the loss sums every process's terms (through `across`). With one process it is
+/// [`softmax_cross_entropy_into`], bit for bit.
 ///
 /// # Panics
 /// As [`softmax_cross_entropy_into`], the mask being empty over every process.
@@ -69,7 +69,7 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
     labels: &[u32],
     mask: &Mask,
     grad: Option<ArrayViewMut2<'_, F>>,
-    across: &dyn Propagate<F>,
+    across: &Sums<'_, F>,
 ) -> F {
     // The gradient is zeroed and written (the logits of the mask's rows are read).
     let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
@@ -100,7 +100,7 @@ pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
     z: ArrayViewMut2<'_, F>,
     labels: &[u32],
     mask: &Mask,
-    across: &dyn Propagate<F>,
+    across: &Sums<'_, F>,
 ) -> F {
     let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
         crate::kernels::profile::Work::Stream {
@@ -131,12 +131,7 @@ fn loss_rows(c: usize) -> usize {
 
 /// |M| over every process, and 1/|M|.
 #[track_caller]
-fn mask_count<F: Scalar>(
-    mask: &Mask,
-    n: usize,
-    labels: &[u32],
-    across: Option<&dyn Propagate<F>>,
-) -> F {
+fn mask_count<F: Scalar>(mask: &Mask, n: usize, labels: &[u32], across: Option<&Sums<'_, F>>) -> F {
     let mut count = [mask.len() as u64];
     if let Some(p) = across {
         p.sum_counts(&mut count);
@@ -194,7 +189,7 @@ fn ce_row_in_place<F: Scalar>(
 
 /// The exact sum (over every process with `across`) of the tasks' partials, rounded once,
 /// times 1/|M|.
-fn finish_loss<F: Scalar>(total: F::Exact, inv_m: F, across: Option<&dyn Propagate<F>>) -> F {
+fn finish_loss<F: Scalar>(total: F::Exact, inv_m: F, across: Option<&Sums<'_, F>>) -> F {
     let total = match across {
         Some(p) => p.sum_exact(&total),
         None => total.value(),
@@ -218,7 +213,7 @@ fn masked_ce<F: Scalar>(
     labels: &[u32],
     mask: &Mask,
     grad: Option<ArrayViewMut2<'_, F>>,
-    across: Option<&dyn Propagate<F>>,
+    across: Option<&Sums<'_, F>>,
 ) -> F {
     use rayon::prelude::*;
     if let Some(mut g) = grad {
@@ -256,7 +251,7 @@ fn masked_ce_in_place<F: Scalar>(
     mut z: ArrayViewMut2<'_, F>,
     labels: &[u32],
     mask: &Mask,
-    across: Option<&dyn Propagate<F>>,
+    across: Option<&Sums<'_, F>>,
 ) -> F {
     use rayon::prelude::*;
     let c = z.ncols();
@@ -314,6 +309,8 @@ mod tests {
     fn the_gradient_over_the_logits_is_the_two_buffer_gradient_bit_for_bit() {
         let (adj, _) = citation();
         let n = adj.n_nodes();
+        let scratch = crate::graph::SumScratch::default();
+        let sums = scratch.sums(&crate::graph::Local, crate::graph::RowSpan::whole(n));
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let c = 7;
         let z = Array2::from_shape_fn((n, c), |_| rng.random::<f32>() * 8.0 - 4.0);
@@ -322,9 +319,9 @@ mod tests {
         let mask = Mask::from_bool(&(0..n).map(|i| i % 3 == 0 || i == 1).collect::<Vec<_>>());
         let mut want = Array2::from_elem((n, c), f32::NAN);
         let loss =
-            softmax_cross_entropy_across(z.view(), &labels, &mask, Some(want.view_mut()), &adj);
+            softmax_cross_entropy_across(z.view(), &labels, &mask, Some(want.view_mut()), &sums);
         let mut got = z.clone();
-        let loss2 = softmax_cross_entropy_in_place_across(got.view_mut(), &labels, &mask, &adj);
+        let loss2 = softmax_cross_entropy_in_place_across(got.view_mut(), &labels, &mask, &sums);
         assert_eq!(loss.to_bits(), loss2.to_bits());
         assert!(
             got.iter()
@@ -343,7 +340,7 @@ mod tests {
             wide.slice_mut(ndarray::s![.., ..c]),
             &labels,
             &mask,
-            &adj,
+            &sums,
         );
         assert_eq!(loss.to_bits(), loss3.to_bits());
         assert_eq!(wide.slice(ndarray::s![.., ..c]), got);

@@ -34,11 +34,11 @@ pub use arch::{Arch, ModelConfig, NormKind};
 pub use batch_norm::BatchNorm;
 pub use gcn_conv::{GcnConv, Order};
 pub use jk::JkMode;
-pub use layer::{Layer, Value};
+pub use layer::{GradMode, InputDesc, Layer, Spec, Value};
 pub use linear::Linear;
 pub use pair_norm::PairNorm;
 pub use param::Param;
-pub use stack::{Checkpointing, MaskStreams, Model, Named, Node, Src, StackOptions};
+pub use stack::{Checkpointing, MaskStreams, Model, Named, Node, Src, StackOptions, Wiring};
 
 /// Training (dropout on, batch statistics) or evaluation (dropout off, running statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 //! - PN-SCS: dx_i = (s/r_i)·(g_i − (g_i·x_i / r_i²)·x_i) − ḡ.
 //!
 //! Train and eval are the same (statistics of the current input). Statistics are accumulated in
-//! f64 through [`Propagate::sum_rows`](crate::graph::Propagate::sum_rows); every element is
+//! f64 through [`Sums::sum_rows`](crate::graph::Sums::sum_rows); every element is
 //! computed in f64 and rounded once. The derivations are in `docs/MATH.md`.
 //!
 //! # Shapes
@@ -21,9 +21,9 @@
 
 use ndarray::{ArrayView1, ArrayViewMut1};
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req};
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use crate::kernels::rows::{for_each_row, map_rows_into, parts_len};
-use crate::Scalar;
+use crate::{Result, Scalar};
 
 /// ε of [`PairNorm`], inside the square roots (PyG's default value; the paper's reference code
 /// uses 1e-6).
@@ -104,28 +104,28 @@ impl<F: Scalar> Layer<F> for PairNorm {
         "pair_norm"
     }
 
-    fn out_dim(&self) -> usize {
-        self.dim
-    }
-
-    fn saved(&self, n: usize) -> Req {
-        // Z = C (PN, PN-SI) or X (PN-SCS), and 1/r (one per row; PN uses the first).
-        Req {
-            f: n * self.dim,
-            u8: 0,
-            f64: n.max(1),
+    fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            saved: {
+                // Z = C (PN, PN-SI) or X (PN-SCS), and 1/r (one per row; PN uses the first).
+                Req {
+                    f: n * self.dim,
+                    u8: 0,
+                    f64: n.max(1),
+                }
+            },
+            scratch: {
+                let d = self.dim;
+                Req {
+                    f64: parts_len(n, d + 1) + 2 * (d + 1),
+                    ..Req::default()
+                }
+            },
+            ..Spec::new(self.dim)
         }
     }
 
-    fn scratch(&self, n: usize) -> Req {
-        let d = self.dim;
-        Req {
-            f64: parts_len(n, d + 1) + 2 * (d + 1),
-            ..Req::default()
-        }
-    }
-
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, y, mut saved, mut scratch) = (io.ins, io.out, io.saved, io.scratch);
         let x = ins.get(0).dense();
         let (n, d) = x.dim();
@@ -141,7 +141,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let parts = scratch.take_f64(parts_len(n, d + 1));
         let mu = scratch.take_f64(d);
         let tot = scratch.take_f64(1);
-        cx.adj.col_means(x, parts, mu, par);
+        cx.sums.col_means(x, parts, mu, par);
         let mu: &[f64] = mu;
         match self.mode {
             PairNormMode::Pn | PairNormMode::PnSi => {
@@ -158,8 +158,8 @@ impl<F: Scalar> Layer<F> for PairNorm {
                         .sum::<f64>()
                 };
                 if self.mode == PairNormMode::Pn {
-                    cx.adj.sum_rows(parts, tot, &|i, acc| acc[0] += sq(i), par);
-                    inv_r[0] = inv_row_norm(tot[0] / cx.adj.n_nodes().max(1) as f64);
+                    cx.sums.sum_rows(parts, tot, &|i, acc| acc[0] += sq(i), par);
+                    inv_r[0] = inv_row_norm(tot[0] / cx.sums.n_nodes().max(1) as f64);
                 } else {
                     map_rows_into(d, &mut inv_r[..n], par, |i| inv_row_norm(sq(i)));
                 }
@@ -186,9 +186,10 @@ impl<F: Scalar> Layer<F> for PairNorm {
                 z.assign(&x);
             }
         }
+        Ok(())
     }
 
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut saved, mut scratch, grad) = (io.saved, io.scratch, io.grad);
         let (g, mut din) = grad.separate();
         let (n, d) = g.dim();
@@ -199,13 +200,13 @@ impl<F: Scalar> Layer<F> for PairNorm {
         let sums = scratch.take_f64(d + 1);
         let bar = scratch.take_f64(d + 1);
         let Some(mut dx) = din.get(0) else {
-            return;
+            return Ok(());
         };
-        let nf = cx.adj.n_nodes().max(1) as f64;
+        let nf = cx.sums.n_nodes().max(1) as f64;
         match self.mode {
             PairNormMode::Pn => {
                 // Column sums of G and ⟨G, C⟩ in one pass.
-                cx.adj.sum_rows(
+                cx.sums.sum_rows(
                     parts,
                     sums,
                     &|i, acc| {
@@ -238,7 +239,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
                     row_backward(row.view_mut(), g.row(i), z.row(i), s, inv_r[i], None);
                 });
                 let hbar = &mut bar[..d];
-                cx.adj.col_means(dx.view(), parts, hbar, par);
+                cx.sums.col_means(dx.view(), parts, hbar, par);
                 let hbar: &[f64] = hbar;
                 for_each_row(dx, par, |_, mut row| {
                     for (v, m) in row.iter_mut().zip(hbar) {
@@ -248,13 +249,14 @@ impl<F: Scalar> Layer<F> for PairNorm {
             }
             PairNormMode::PnScs => {
                 let gbar = &mut bar[..d];
-                cx.adj.col_means(g, parts, gbar, par);
+                cx.sums.col_means(g, parts, gbar, par);
                 let gbar: &[f64] = gbar;
                 for_each_row(dx, par, |i, row| {
                     row_backward(row, g.row(i), z.row(i), s, inv_r[i], Some(gbar));
                 });
             }
         }
+        Ok(())
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {

@@ -3,7 +3,7 @@
 //! file.
 //!
 //! SGC is logits = Â^K X W + b: this layer followed by a [`Linear`](super::Linear). The layer has
-//! no parameters and draws no mask, so on the model's fixed input ([`Layer::constant`]) the stack
+//! no parameters and draws no mask, so on the model's fixed input ([`Spec::constant`](super::layer::Spec::constant)) the stack
 //! computes Â^K X once and keeps it: training then costs one dense product per epoch.
 //!
 //! Backward (for completeness: the stack never asks for it when the input is the features):
@@ -12,9 +12,9 @@
 //! # Shapes
 //! X, Y: n × d (X dense or sparse; Y dense).
 
-use super::layer::{view, view_mut, Bwd, Cx, Fwd, Layer, Req, Value};
-use crate::input::SparseFeatures;
-use crate::Scalar;
+use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec, Value};
+use crate::graph::Caps;
+use crate::{Result, Scalar};
 
 /// Y = Â^K·X (K ≥ 1) on inputs of width `dim`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +29,19 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
     fn name(&self) -> &'static str {
         "sgc_propagate"
     }
-    fn out_dim(&self) -> usize {
-        self.dim
+    fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec {
+        Spec {
+            scratch: Req::f(n * self.dim),
+            constant: true,
+            needs: Caps {
+                sparse_product: inputs.first().is_some_and(|i| i.sparse),
+                ..Caps::default()
+            },
+            ..Spec::new(self.dim)
+        }
     }
-    fn constant(&self) -> bool {
-        true
-    }
-    fn scratch(&self, n: usize) -> Req {
-        Req::f(n * self.dim)
-    }
-    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) {
+
+    fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, mut scratch) = (io.ins, io.out, io.scratch);
         let (n, d, par) = (cx.n(), self.dim, cx.par);
         let tmp = scratch.take_f(n * d);
@@ -55,9 +58,9 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
             }
             Value::Sparse(x, _) => {
                 // Â·X once as a sparse product, then dense.
-                let mut s = SparseFeatures::new(cx.adj.a_times_sparse_pattern(x));
+                let mut s = cx.adj.a_times_sparse_pattern(x)?;
                 let mut acc = vec![F::zero(); d];
-                cx.adj.a_times_sparse(x, s.x_mut(), &mut acc);
+                cx.adj.a_times_sparse(x, &mut s, &mut acc)?;
                 let mut first = if in_out {
                     out.view_mut()
                 } else {
@@ -81,12 +84,13 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
             }
             in_out = !in_out;
         }
+        Ok(())
     }
-    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) {
+    fn backward(&mut self, cx: &mut Cx<'_, F>, io: Bwd<'_, F>) -> Result<()> {
         let (mut scratch, grad) = (io.scratch, io.grad);
         let (dout, mut din) = grad.separate();
         let Some(mut dx) = din.get(0) else {
-            return;
+            return Ok(());
         };
         let (n, d, par) = (cx.n(), self.dim, cx.par);
         let tmp = scratch.take_f(n * d);
@@ -107,6 +111,7 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
             }
             in_dx = !in_dx;
         }
+        Ok(())
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)

@@ -59,8 +59,8 @@
 //! assert_eq!(&ck.config, model.config());
 //! assert_eq!(ck.extra, extra);
 //! let mut back = ck.build(&adj, &d.features).unwrap();
-//! assert_eq!(back.predict(&adj, &d.features, sparse_gcn::Par::Seq),
-//!            model.predict(&adj, &d.features, sparse_gcn::Par::Seq));
+//! assert_eq!(back.predict(&adj, &d.features, sparse_gcn::Par::Seq).unwrap(),
+//!            model.predict(&adj, &d.features, sparse_gcn::Par::Seq).unwrap());
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::data::{Features, Mask, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Graph, Norm, NormAdj, Propagate};
+use crate::graph::{Graph, Norm, NormAdj, Propagate, Sums};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::{softmax_cross_entropy_across, softmax_cross_entropy_in_place_across};
@@ -324,11 +324,14 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
 
 /// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`: the
 /// model's Â or any other of the same rows, e.g. a DropEdge sample), masked cross-entropy over
-/// `train`, backward, and an update of every parameter. Returns the training loss (before the update, weight decay not
-/// included) and accuracy of that pass.
+/// `train`, backward, and an update of every parameter. Returns the training loss (before the
+/// update, weight decay not included) and accuracy of that pass.
+///
+/// # Errors
+/// As [`Model::train_pass`].
 ///
 /// # Panics
-/// If `train` is empty or the inputs do not match the model (check them first, as [`fit`]
+/// If `train` is empty or the labels do not match the model (check them first, as [`fit`]
 /// does).
 #[allow(clippy::too_many_arguments)]
 pub fn train_step<F: Scalar>(
@@ -340,17 +343,17 @@ pub fn train_step<F: Scalar>(
     train: &Mask,
     rng: &mut ChaCha8Rng,
     par: Par,
-) -> (f64, f64) {
+) -> Result<(f64, f64)> {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
-    let mut loss = |z: ArrayViewMut2<'_, F>| {
+    let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
         // The accuracy first: the gradient is written over the logits.
-        let acc = accuracy_across(z.view(), labels, train, adj);
-        let loss = softmax_cross_entropy_in_place_across(z, labels, train, adj).to_f64_lossless();
+        let acc = accuracy_across(z.view(), labels, train, &sums);
+        let loss = softmax_cross_entropy_in_place_across(z, labels, train, &sums).to_f64_lossless();
         out = (loss, acc);
         loss.is_finite()
     };
-    model.train_pass(adj, x, rng, par, &mut loss);
+    model.train_pass(adj, x, rng, par, &mut loss)?;
     if out.0.is_finite() {
         let mut index = 0;
         model.visit_params(&mut |group, p| {
@@ -359,7 +362,7 @@ pub fn train_step<F: Scalar>(
         });
         opt.finish_step();
     }
-    out
+    Ok(out)
 }
 
 /// Where DropEdge draws each epoch's training graph from (the rate is the model's
@@ -419,8 +422,8 @@ pub struct TrainData<'a, F: Scalar> {
 impl<F: Scalar> std::fmt::Debug for TrainData<'_, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TrainData")
-            .field("rows", &self.adj.n_rows())
-            .field("nodes", &self.adj.n_nodes())
+            .field("rows", &self.adj.shape().0)
+            .field("nodes", &self.adj.rows().total)
             .field("x", &self.x)
             .field("n_classes", &self.n_classes)
             .finish_non_exhaustive()
@@ -475,7 +478,7 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
         n_classes,
         split,
     } = *data;
-    let n = adj.n_rows();
+    let n = adj.shape().0;
     for (what, got) in [("feature rows", x.n_rows()), ("labels", labels.len())] {
         if got != n {
             return Err(Error::Mismatch {
@@ -487,7 +490,7 @@ pub fn check_data<F: Scalar>(data: &TrainData<'_, F>) -> Result<()> {
     }
     // A process of a row-partitioned run holds part of the split (perhaps none of a part):
     // the whole dataset is checked before it is partitioned.
-    if adj.as_local().is_some() {
+    if !adj.collective().spans_processes() {
         crate::data::dataset::check_trainable(
             "the training data",
             x.n_cols(),
@@ -584,24 +587,24 @@ pub fn train_model<F: Scalar>(
     } = *data;
     cfg.check_optim()?;
     let rate = model.config().drop_edge;
-    // DropEdge: sampled here from the raw graph when Â is held whole, by the backend (which
-    // holds its rows of the graph) otherwise.
-    let backend_samples = rate > 0.0 && adj.as_local().is_none();
+    // DropEdge: sampled here from the raw graph when it is given, by the backend (which holds
+    // its rows of the graph) otherwise.
+    let backend_samples = rate > 0.0 && opts.drop_edge.is_none();
     let drop_edge = match (rate > 0.0, &opts.drop_edge) {
         (false, _) => None,
-        _ if backend_samples => {
-            DropEdge::new(rate)?;
-            None
-        }
         (true, Some(src)) => {
-            if src.graph.n_nodes() != adj.n_nodes() {
+            if src.graph.n_nodes() != adj.rows().total {
                 return Err(Error::Mismatch {
                     what: "DropEdge graph nodes vs nodes".into(),
-                    expected: adj.n_nodes(),
+                    expected: adj.rows().total,
                     got: src.graph.n_nodes(),
                 });
             }
             Some((DropEdge::new(rate)?, *src))
+        }
+        (true, None) if adj.caps().drop_edge => {
+            DropEdge::new(rate)?;
+            None
         }
         (true, None) => {
             return Err(Error::Config(ConfigError::OutOfRange {
@@ -628,14 +631,21 @@ pub fn train_model<F: Scalar>(
     let mut best_snap: Vec<Vec<F>> = Vec::new();
     let mut stopper = EarlyStopping::with_capacity(cfg.stop, cfg.epochs);
     let record = |model: &mut Model<F>, epoch: usize, out: &mut Vec<LayerRecord>| {
-        model.visit_representations(adj, x, par, &mut |layer, h| {
-            let metrics = layer_metrics(adj, h, opts.rank_sample.map(|s| (s, seed)), par);
-            out.push(LayerRecord {
+        let mut res = Ok(());
+        model.visit_representations(adj, x, par, &mut |layer, h| match layer_metrics(
+            adj,
+            h,
+            opts.rank_sample.map(|s| (s, seed)),
+            par,
+        ) {
+            Ok(metrics) => out.push(LayerRecord {
                 epoch,
                 layer,
                 metrics,
-            });
-        });
+            }),
+            Err(e) => res = Err(e),
+        })?;
+        Ok::<(), Error>(res?)
     };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
@@ -645,15 +655,7 @@ pub fn train_model<F: Scalar>(
         // The backend's sample draws its key as `sample_into` does: one u64 of stream 2.
         let backend_sample = if backend_samples {
             let key = edge_rng.next_u64();
-            match adj.drop_edge_sample(rate, key) {
-                Some(s) => Some(s),
-                None => {
-                    return Err(Error::Config(ConfigError::Unsupported {
-                        what: "DropEdge on a row-partitioned Â without the graph's rows \
-                               (DistAdj::with_graph)",
-                    }))
-                }
-            }
+            Some(adj.drop_edge_sample(rate, key)?)
         } else {
             None
         };
@@ -671,7 +673,7 @@ pub fn train_model<F: Scalar>(
             &split.train,
             &mut drop_rng,
             par,
-        );
+        )?;
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
                 epoch,
@@ -681,11 +683,11 @@ pub fn train_model<F: Scalar>(
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
         let (mut val_loss, mut val_acc) = (f64::NAN, 0.0);
-        model.eval_pass(adj, x, par, &mut |logits| {
-            val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, adj)
+        model.eval_pass(adj, x, par, &mut |logits, sums| {
+            val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, &sums)
                 .to_f64_lossless();
-            val_acc = accuracy_across(logits, labels, &split.valid, adj);
-        });
+            val_acc = accuracy_across(logits, labels, &split.valid, &sums);
+        })?;
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
             epoch,
@@ -697,7 +699,7 @@ pub fn train_model<F: Scalar>(
             epoch_ms,
         });
         if opts.metrics_every > 0 && epoch % opts.metrics_every == 0 {
-            record(model, epoch, &mut layer_records);
+            record(model, epoch, &mut layer_records)?;
         }
         match stopper.observe(epoch, val_loss) {
             Observation::Continue => {}
@@ -719,15 +721,15 @@ pub fn train_model<F: Scalar>(
     if opts.metrics_every > 0 {
         // The evaluated weights' metrics, tagged with the epoch they come from.
         layer_records.retain(|r| r.epoch != best_epoch);
-        record(model, best_epoch, &mut layer_records);
+        record(model, best_epoch, &mut layer_records)?;
     }
     let (mut val_acc, mut test_acc, mut test_loss) = (0.0, 0.0, f64::NAN);
-    model.eval_pass(adj, x, par, &mut |logits| {
-        test_loss =
-            softmax_cross_entropy_across(logits, labels, &split.test, None, adj).to_f64_lossless();
-        val_acc = accuracy_across(logits, labels, &split.valid, adj);
-        test_acc = accuracy_across(logits, labels, &split.test, adj);
-    });
+    model.eval_pass(adj, x, par, &mut |logits, sums| {
+        test_loss = softmax_cross_entropy_across(logits, labels, &split.test, None, &sums)
+            .to_f64_lossless();
+        val_acc = accuracy_across(logits, labels, &split.valid, &sums);
+        test_acc = accuracy_across(logits, labels, &split.test, &sums);
+    })?;
     model.release();
     Ok(RunResult {
         seed,

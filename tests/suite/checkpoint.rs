@@ -81,13 +81,14 @@ fn trained(s: &Setup, cfg: &ModelConfig, seed: u64) -> Model<f32> {
             &s.data.split.train,
             &mut rng,
             Par::Seq,
-        );
+        )
+        .unwrap();
     }
     model
 }
 
 fn logits(s: &Setup, model: &mut Model<f32>, x: &Features<f32>) -> Array2<f32> {
-    model.predict(&s.adj, x, Par::Rayon)
+    model.predict(&s.adj, x, Par::Rayon).unwrap()
 }
 
 fn bits(a: &Array2<f32>) -> Vec<u32> {

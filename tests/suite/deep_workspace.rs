@@ -33,7 +33,7 @@ use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::Features;
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::pair_norm::PairNormMode;
-use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm};
+use sparse_gcn::nn::{Arch, Model, ModelConfig, Node, NormKind, Order, PairNorm, Wiring};
 use sparse_gcn::Par;
 
 fn bits(a: ArrayView2<'_, f32>) -> Vec<u32> {
@@ -80,7 +80,7 @@ fn with_pair_norm(model: &Model<f32>, scale: f64, mode: PairNormMode) -> Model<f
         .iter()
         .map(|n| {
             if n.layer.name() == "pair_norm" {
-                let dim = n.layer.out_dim();
+                let dim = n.layer.spec(&[], 1).out_dim;
                 Node {
                     layer: Box::new(PairNorm { scale, mode, dim }),
                     ..n.clone()
@@ -90,22 +90,11 @@ fn with_pair_norm(model: &Model<f32>, scale: f64, mode: PairNormMode) -> Model<f
             }
         })
         .collect();
-    let input_dropout = if cfg.arch == Arch::Sgc {
-        0.0
-    } else {
-        cfg.input_dropout
+    let wiring = Wiring {
+        taps: Vec::new(),
+        ..model.wiring()
     };
-    let input_site = if cfg.arch == Arch::Gcnii { 0 } else { 1 };
-    let streams = cfg.mask_streams;
-    Model::from_nodes(
-        cfg,
-        nodes,
-        input_dropout,
-        input_site,
-        Vec::new(),
-        streams,
-        Vec::new(),
-    )
+    Model::from_nodes(cfg, nodes, wiring, model.options()).unwrap()
 }
 
 /// How the PairNorm layers of a case are set.
@@ -150,8 +139,8 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
         let mut plain = raw_build(&cfg, 11);
         let mut rebuilt = with_pair_norm(&plain, 1.0, PairNormMode::Pn);
         let (a, b) = (
-            plain.predict(adj, x, Par::Rayon),
-            rebuilt.predict(adj, x, Par::Rayon),
+            plain.predict(adj, x, Par::Rayon).unwrap(),
+            rebuilt.predict(adj, x, Par::Rayon).unwrap(),
         );
         same(
             &bits(a.view()),
@@ -169,12 +158,13 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
         let pass = |m: &mut Model<f32>, r: &mut ChaCha8Rng| {
             m.zero_grad();
             let mut cap = Vec::new();
-            m.train_pass(adj, x, r, Par::Rayon, &mut |z| {
+            m.train_pass(adj, x, r, Par::Rayon, &mut |z, _| {
                 cap = bits(z.view());
                 let lg = z.to_owned();
                 dloss(lg.view(), z);
                 true
-            });
+            })
+            .unwrap();
             assert!(!cap.is_empty(), "{what}: no logits");
             cap
         };
@@ -226,9 +216,11 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
             &format!("{what}, step {step}: snapshots (fresh)"),
         );
         let mut ev = Vec::new();
-        reused.eval_pass(adj, x, Par::Rayon, &mut |lg| ev = bits(lg));
+        reused
+            .eval_pass(adj, x, Par::Rayon, &mut |lg, _| ev = bits(lg))
+            .unwrap();
         fresh.release();
-        let got = fresh.predict(adj, x, Par::Rayon);
+        let got = fresh.predict(adj, x, Par::Rayon).unwrap();
         same(
             &ev,
             &bits(got.view()),
@@ -240,7 +232,7 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
                 &snap_bits(c),
                 &format!("{what}, step {step}: snapshots (checkpointed)"),
             );
-            let got = c.predict(adj, x, Par::Rayon);
+            let got = c.predict(adj, x, Par::Rayon).unwrap();
             same(
                 &ev,
                 &bits(got.view()),
@@ -251,8 +243,8 @@ fn check(cfg: &ModelConfig, pn: Pn, ck: usize, adj: &NormAdj<f32>, x: &Features<
     // The last snapshot restored into a model with other weights gives the same logits.
     let mut other = build(&cfg, 99);
     other.restore(&snap);
-    let want = reused.predict(adj, x, Par::Rayon);
-    let got = other.predict(adj, x, Par::Rayon);
+    let want = reused.predict(adj, x, Par::Rayon).unwrap();
+    let got = other.predict(adj, x, Par::Rayon).unwrap();
     same(
         &bits(want.view()),
         &bits(got.view()),

@@ -90,7 +90,7 @@ fn reference_loop(
     let mut out = Vec::new();
     let eval = |model: &mut Model<f32>, mask| {
         model.release();
-        let logits = model.predict(adj, x, par);
+        let logits = model.predict(adj, x, par).unwrap();
         let loss = softmax_cross_entropy_loss(logits.view(), &d.labels, mask).to_f64_lossless();
         (loss, accuracy(logits.view(), &d.labels, mask))
     };
@@ -100,13 +100,15 @@ fn reference_loop(
         model.release();
         model.zero_grad();
         let mut train = (f64::NAN, 0.0);
-        model.train_pass(&sampled, x, &mut drop_rng, par, &mut |z| {
-            let acc = accuracy(z.view(), &d.labels, &d.split.train);
-            let l = softmax_cross_entropy_in_place_across(z, &d.labels, &d.split.train, &sampled)
-                .to_f64_lossless();
-            train = (l, acc);
-            l.is_finite()
-        });
+        model
+            .train_pass(&sampled, x, &mut drop_rng, par, &mut |z, sums| {
+                let acc = accuracy(z.view(), &d.labels, &d.split.train);
+                let l = softmax_cross_entropy_in_place_across(z, &d.labels, &d.split.train, &sums)
+                    .to_f64_lossless();
+                train = (l, acc);
+                l.is_finite()
+            })
+            .unwrap();
         assert!(train.0.is_finite());
         let mut index = 0;
         model.visit_params(&mut |group, p| {

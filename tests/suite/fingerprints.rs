@@ -502,7 +502,7 @@ fn run_case(case: &Case, threads: usize) -> Outcome {
             &opts,
         )
         .unwrap();
-        let logits = model.predict(adj, x, Par::Rayon);
+        let logits = model.predict(adj, x, Par::Rayon).unwrap();
         let epochs = run
             .history
             .iter()

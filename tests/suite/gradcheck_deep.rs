@@ -90,10 +90,11 @@ fn loss(
 ) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut l = f64::NAN;
-    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |z| {
+    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |z, _| {
         l = (&z * r).sum();
         false
-    });
+    })
+    .unwrap();
     l
 }
 
@@ -107,10 +108,11 @@ fn analytic(
 ) -> Vec<f64> {
     m.zero_grad();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |mut dz| {
+    m.train_pass(adj, x, &mut rng, Par::Seq, &mut |mut dz, _| {
         dz.assign(r);
         true
-    });
+    })
+    .unwrap();
     grads(m)
 }
 
@@ -378,7 +380,7 @@ fn sgc_and_appnp_logits_match_their_definitions() {
                     z
                 }
             };
-            let got = m.predict(&adj, &x, Par::Seq);
+            let got = m.predict(&adj, &x, Par::Seq).unwrap();
             let dev = got
                 .iter()
                 .zip(&want)
@@ -417,11 +419,12 @@ fn checkpointing_gives_identical_gradients_and_logits() {
                     .unwrap();
                 let mut drop = ChaCha8Rng::seed_from_u64(2);
                 let mut z = None;
-                m.train_pass(&adj, &x, &mut drop, Par::Rayon, &mut |mut dl| {
+                m.train_pass(&adj, &x, &mut drop, Par::Rayon, &mut |mut dl, _| {
                     z = Some(dl.to_owned());
                     dl.mapv_inplace(|v| v.sin());
                     true
-                });
+                })
+                .unwrap();
                 let mut gr = Vec::new();
                 m.visit_params(&mut |_, p| gr.extend(p.grad.iter().copied()));
                 let mut snap = Vec::new();
@@ -452,18 +455,20 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
         let mut m: Model<f64> = cfg.build(&adj, &x, None, &mut rng).unwrap();
         let mut snap = Vec::new();
         m.snapshot_into(&mut snap);
-        let before = m.predict(&adj, &x, Par::Seq);
+        let before = m.predict(&adj, &x, Par::Seq).unwrap();
         // A training pass moves BatchNorm's running statistics, a fake step moves weights.
-        m.train_pass(&adj, &x, &mut rng, Par::Seq, &mut |_| false);
+        m.train_pass(&adj, &x, &mut rng, Par::Seq, &mut |_, _| false)
+            .unwrap();
         m.visit_params(&mut |_, p| p.value.mapv_inplace(|v| v + 0.1));
-        assert_ne!(m.predict(&adj, &x, Par::Seq), before);
+        assert_ne!(m.predict(&adj, &x, Par::Seq).unwrap(), before);
         m.restore(&snap);
-        assert_eq!(m.predict(&adj, &x, Par::Seq), before, "{arch}");
+        assert_eq!(m.predict(&adj, &x, Par::Seq).unwrap(), before, "{arch}");
         let mut reps = Vec::new();
         m.visit_representations(&adj, &x, Par::Seq, &mut |l, h| {
             assert_eq!(l, reps.len(), "{arch}");
             reps.push(h.to_owned());
-        });
+        })
+        .unwrap();
         // Every hidden layer's output; SGC: Â^K X and the logits; APPNP: the MLP's hidden layer
         // and the propagated logits.
         let expected = match arch {

@@ -103,14 +103,16 @@ fn train_loss(
     backward: bool,
 ) -> f64 {
     let mut loss = f64::NAN;
-    model.train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z| {
-        if backward {
-            loss = softmax_cross_entropy_in_place_across(z, labels, mask, adj);
-        } else {
-            loss = softmax_cross_entropy_loss(z.view(), labels, mask);
-        }
-        backward
-    });
+    model
+        .train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z, sums| {
+            if backward {
+                loss = softmax_cross_entropy_in_place_across(z, labels, mask, &sums);
+            } else {
+                loss = softmax_cross_entropy_loss(z.view(), labels, mask);
+            }
+            backward
+        })
+        .unwrap();
     loss
 }
 
@@ -122,10 +124,12 @@ fn train_logits(
     state: &ChaCha8Rng,
 ) -> Array2<f64> {
     let mut out = None;
-    model.train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z| {
-        out = Some(z.to_owned());
-        false
-    });
+    model
+        .train_pass(adj, x, &mut state.clone(), Par::Seq, &mut |z, _| {
+            out = Some(z.to_owned());
+            false
+        })
+        .unwrap();
     out.unwrap()
 }
 
@@ -367,7 +371,7 @@ fn check_train(order: Order, bias: bool, sparse: bool, layers: usize) {
         "{what}: train logits vs dense reference: {dev}"
     );
     // Dropout really acts: the evaluation logits differ.
-    let eval = model.predict(&adj, &x, Par::Seq);
+    let eval = model.predict(&adj, &x, Par::Seq).unwrap();
     assert!(
         eval.iter().zip(&logits).any(|(a, b)| (a - b).abs() > 1e-6),
         "{what}"

@@ -52,7 +52,7 @@ fn pass(
 ) -> (Vec<u32>, Vec<Vec<u32>>, Vec<u32>) {
     m.zero_grad();
     let mut train_logits = Vec::new();
-    let mut loss = |mut z: ArrayViewMut2<'_, f32>| {
+    let mut loss = |mut z: ArrayViewMut2<'_, f32>, _: sparse_gcn::graph::Sums<'_, f32>| {
         train_logits = bits(z.view());
         // dL/dz = z / n (the gradient of a quadratic loss).
         let n = z.nrows() as f32;
@@ -60,9 +60,10 @@ fn pass(
         true
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    m.train_pass(adj, x, &mut rng, Par::Rayon, &mut loss);
+    m.train_pass(adj, x, &mut rng, Par::Rayon, &mut loss)
+        .unwrap();
     let g = grads(m);
-    let eval = bits(m.predict(adj, x, Par::Rayon).view());
+    let eval = bits(m.predict(adj, x, Par::Rayon).unwrap().view());
     (train_logits, g, eval)
 }
 
@@ -106,7 +107,7 @@ fn a_model_run_on_graph_a_then_graph_b_gives_b_s_fresh_logits() {
             // The fresh model: a clone (parameters, no buffers or caches) taken before any pass.
             let mut fresh = model.clone();
             // Evaluation then training on A fills every cache.
-            model.predict(&adj_a, &a.features, Par::Rayon);
+            model.predict(&adj_a, &a.features, Par::Rayon).unwrap();
             pass(&mut model, &adj_a, &a.features, 3);
             fresh.restore(&{
                 let mut s = Vec::new();
@@ -114,11 +115,17 @@ fn a_model_run_on_graph_a_then_graph_b_gives_b_s_fresh_logits() {
                 s
             });
             // Evaluation first on B (a cached Â·X would be A's), then a training pass.
-            let got_eval = bits(model.predict(&adj_b, &b.features, Par::Rayon).view());
+            let got_eval = bits(
+                model
+                    .predict(&adj_b, &b.features, Par::Rayon)
+                    .unwrap()
+                    .view(),
+            );
             let want_eval = bits(
                 fresh
                     .clone()
                     .predict(&adj_b, &b.features, Par::Rayon)
+                    .unwrap()
                     .view(),
             );
             assert!(got_eval == want_eval, "{what}: evaluation logits on B");
@@ -139,22 +146,28 @@ fn other_features_on_the_same_graph_are_not_mistaken_for_the_first() {
             let what = format!("{what}, sparse {sparse}");
             let mut model = build(&cfg, &adj, &a);
             let fresh = model.clone();
-            model.predict(&adj, &a.features, Par::Rayon);
+            model.predict(&adj, &a.features, Par::Rayon).unwrap();
             // Another feature matrix of the same shape on the same Â.
-            let got = bits(model.predict(&adj, &other.features, Par::Rayon).view());
+            let got = bits(
+                model
+                    .predict(&adj, &other.features, Par::Rayon)
+                    .unwrap()
+                    .view(),
+            );
             let want = bits(
                 fresh
                     .clone()
                     .predict(&adj, &other.features, Par::Rayon)
+                    .unwrap()
                     .view(),
             );
             assert!(got == want, "{what}: other features");
             // The first features changed in place.
             let mut x = a.features.clone();
-            model.predict(&adj, &x, Par::Rayon);
+            model.predict(&adj, &x, Par::Rayon).unwrap();
             x.row_normalize();
-            let got = bits(model.predict(&adj, &x, Par::Rayon).view());
-            let want = bits(fresh.clone().predict(&adj, &x, Par::Rayon).view());
+            let got = bits(model.predict(&adj, &x, Par::Rayon).unwrap().view());
+            let want = bits(fresh.clone().predict(&adj, &x, Par::Rayon).unwrap().view());
             assert!(got == want, "{what}: features changed in place");
         }
     }

@@ -50,7 +50,7 @@ fn stats(m: &mut Model<f32>) -> Vec<(String, Vec<f32>)> {
 }
 
 fn logits(m: &mut Model<f32>, adj: &NormAdj<f32>, d: &Dataset) -> Array2<f32> {
-    m.predict(adj, &d.features, Par::Rayon)
+    m.predict(adj, &d.features, Par::Rayon).unwrap()
 }
 
 /// Everything of a history record but the timings, as bits.

@@ -216,29 +216,35 @@ fn predict_equals_the_eval_forward_pass_bitwise() {
             let mut model = build_model(&adj, &d.features, d.n_classes, &cfg, 4).unwrap();
             assert!(model.orders().iter().all(|&o| o == order), "{what}");
             let mut z = None;
-            model.eval_pass(&adj, &d.features, Par::Rayon, &mut |l| {
-                z = Some(l.to_owned())
-            });
+            model
+                .eval_pass(&adj, &d.features, Par::Rayon, &mut |l, _| {
+                    z = Some(l.to_owned())
+                })
+                .unwrap();
             let z = z.unwrap();
-            let p = model.predict(&adj, &d.features, Par::Rayon);
+            let p = model.predict(&adj, &d.features, Par::Rayon).unwrap();
             assert!(same(&z, &p), "{what}: eval_pass vs predict");
             let mut last = None;
-            model.visit_representations(&adj, &d.features, Par::Rayon, &mut |_, h| {
-                last = Some(h.to_owned())
-            });
+            model
+                .visit_representations(&adj, &d.features, Par::Rayon, &mut |_, h| {
+                    last = Some(h.to_owned())
+                })
+                .unwrap();
             assert!(same(&last.unwrap(), &p), "{what}: last representation");
             if dropout == 0.0 {
                 let mut t = None;
-                model.train_pass(
-                    &adj,
-                    &d.features,
-                    &mut rng_stream(4, 1),
-                    Par::Rayon,
-                    &mut |l| {
-                        t = Some(l.to_owned());
-                        false
-                    },
-                );
+                model
+                    .train_pass(
+                        &adj,
+                        &d.features,
+                        &mut rng_stream(4, 1),
+                        Par::Rayon,
+                        &mut |l, _| {
+                            t = Some(l.to_owned());
+                            false
+                        },
+                    )
+                    .unwrap();
                 assert!(same(&t.unwrap(), &p), "{what}: training pass");
             }
         }

@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use super::measure::{in_cache_pattern, sgemm, spmm_time_csr, stream_triad};
 use super::Machine;
+use crate::graph::NormAdj;
 use crate::kernels::profile::{Phase, Record, Recording, Work};
 use crate::train::{
     build_model, check_data, median, rng_stream, train_step, TrainConfig, TrainData,
@@ -151,7 +152,12 @@ pub struct EpochReport {
 /// # Errors
 /// The data's or configuration's errors ([`check_data`], the model's checks); DropEdge is not
 /// supported (its sampled Â changes every epoch); a zero `reps`; allocation errors.
-pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result<EpochReport> {
+pub fn epoch(
+    data: &TrainData<'_, f32>,
+    local: &NormAdj<f32>,
+    name: &str,
+    cfg: &EpochConfig,
+) -> Result<EpochReport> {
     if cfg.reps == 0 {
         return Err(ConfigError::ZeroCount("reps").into());
     }
@@ -163,12 +169,12 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
     }
     check_data(data)?;
     cfg.train.check_optim()?;
-    let Some(local) = data.adj.as_local() else {
+    if local.id() != data.adj.id() {
         return Err(ConfigError::Unsupported {
-            what: "roofline --epoch on a row-partitioned Â",
+            what: "roofline --epoch with an Â other than the training data's",
         }
         .into());
-    };
+    }
     let mut machine = Machine::detect();
     let par = cfg.train.par;
     let mut model = build_model(data.adj, data.x, data.n_classes, &cfg.train.model, cfg.seed)?;
@@ -186,17 +192,20 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
             train,
             &mut rng,
             par,
-        );
-        t.elapsed().as_secs_f64()
+        )?;
+        Ok::<f64, crate::Error>(t.elapsed().as_secs_f64())
     };
     for _ in 0..cfg.warmup {
-        step();
+        step()?;
     }
-    let epoch_s = median((0..cfg.reps).map(|_| step()).collect());
+    let times = (0..cfg.reps)
+        .map(|_| step())
+        .collect::<Result<Vec<f64>>>()?;
+    let epoch_s = median(times);
     let rec = Recording::start(4096);
     let mut epochs: Vec<(f64, Vec<Record>)> = Vec::with_capacity(cfg.reps);
     for _ in 0..cfg.reps {
-        let s = step();
+        let s = step()?;
         epochs.push((s, rec.take()));
     }
     drop(rec);
@@ -302,7 +311,7 @@ pub fn epoch(data: &TrainData<'_, f32>, name: &str, cfg: &EpochConfig) -> Result
     Ok(EpochReport {
         machine,
         dataset: name.to_string(),
-        n_nodes: data.adj.n_nodes(),
+        n_nodes: local.n_nodes(),
         nnz: data.adj.nnz(),
         model: c.arch.to_string(),
         layers: c.n_layers,

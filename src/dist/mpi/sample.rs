@@ -135,33 +135,27 @@ impl Propagate<f32> for DistSample<'_> {
         self.id
     }
 
-    fn n_rows(&self) -> usize {
-        self.base.n_rows()
-    }
-
-    fn with_neighbours(&self, h: ArrayView2<'_, f32>, f: &mut NeighbourFn<'_, f32>) {
-        // The sample's columns are slots of Â's halo.
-        self.base.neighbours_of(self.a.view(), h, f);
-    }
-
-    fn gather_rows(&self, h: ArrayView2<'_, f32>, rows: &[usize]) -> ndarray::Array2<f64> {
-        self.base.gather_owned(h, rows)
-    }
-
-    fn n_nodes(&self) -> usize {
-        self.base.n_nodes()
+    fn shape(&self) -> (usize, usize) {
+        self.base.shape()
     }
 
     fn nnz(&self) -> usize {
         self.base.nnz()
     }
 
-    fn row_offset(&self) -> usize {
-        self.base.row_offset()
+    fn rows(&self) -> RowSpan {
+        self.base.rows()
     }
 
-    fn global_span(&self, local: usize) -> (usize, usize) {
-        self.base.global_span(local)
+    fn collective(&self) -> &dyn Collective {
+        self.base
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            drop_edge: false,
+            ..self.base.caps()
+        }
     }
 
     fn a_times(
@@ -193,34 +187,61 @@ impl Propagate<f32> for DistSample<'_> {
         b.product(side, m.view(), alpha, g, beta, out, par);
     }
 
-    fn a_times_sparse_pattern(&self, x: CsrView<'_, f32>) -> Csr<f32> {
+    fn a_times_blocks(
+        &self,
+        x: ArrayView2<'_, f32>,
+        block: usize,
+        buf: &mut [f32],
+        f: &mut BlockFn<'_, f32>,
+        par: Par,
+    ) -> Result<(), Unsupported> {
+        // The sample's columns are slots of Â's halo.
+        self.base
+            .neighbours_of(self.a.view(), x, &mut |a, ext, _own| {
+                blocks(a, ext, block, buf, f, par);
+            });
+        Ok(())
+    }
+
+    fn a_times_sparse_pattern(
+        &self,
+        x: CsrView<'_, f32>,
+    ) -> Result<SparseFeatures<f32>, Unsupported> {
         let ext = self.base.extended_sparse(&self.base.fwd, x);
-        &self.a * &ext
+        Ok(SparseFeatures::new(&self.a * &ext))
     }
 
     fn a_times_sparse(
         &self,
         x: CsrView<'_, f32>,
-        out: sprs::CsMatViewMutI<'_, f32, u32, usize>,
+        out: &mut SparseFeatures<f32>,
         tmp: &mut [f32],
-    ) {
+    ) -> Result<(), Unsupported> {
         let ext = self.base.extended_sparse(&self.base.fwd, x);
-        sprs::smmp::numeric(self.a.view(), ext.view(), out, tmp);
+        sprs::smmp::numeric(self.a.view(), ext.view(), out.x_mut(), tmp);
+        out.sync_transpose();
+        Ok(())
     }
 
-    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> usize {
+    fn row_gather_bound(&self, per_col: &[usize], cap: usize) -> Result<usize, Unsupported> {
         self.base.row_gather_bound(per_col, cap)
     }
 
-    fn spans_processes(&self) -> bool {
-        true
+    fn with_neighbours(
+        &self,
+        h: ArrayView2<'_, f32>,
+        f: &mut NeighbourFn<'_, f32>,
+    ) -> Result<(), Unsupported> {
+        // The sample's columns are slots of Â's halo.
+        self.base.neighbours_of(self.a.view(), h, f);
+        Ok(())
     }
 
-    fn sum_words(&self, words: &mut [i64]) {
-        self.base.sum_words(words);
-    }
-
-    fn reduce_scratch(&self) -> &Mutex<ReduceScratch<f32>> {
-        self.base.reduce_scratch()
+    fn gather_rows(
+        &self,
+        h: ArrayView2<'_, f32>,
+        rows: &[usize],
+    ) -> Result<ndarray::Array2<f64>, Unsupported> {
+        Ok(self.base.gather_owned(h, rows))
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! All sums are accumulated in f64, row by row within the fixed chunks of the reduction grid
 //! ([`grid_rows`]), the chunks' partials combined exactly and
-//! rounded once ([`Propagate::sum_rows`]): every result is bit-identical for any number of
+//! rounded once ([`Sums::sum_rows`](crate::graph::Sums::sum_rows)): every result is bit-identical for any number of
 //! rayon threads and, in a row-partitioned run, of ranks. The graph metrics take Â as a
 //! [`Propagate`], which also gives them the neighbours' rows ([`Propagate::with_neighbours`])
 //! and the rank's sample ([`Propagate::gather_rows`]); [`mad_global`], [`mean_cosine`] and
@@ -39,7 +39,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 pub use self::rank::{numerical_rank, numerical_rank_of};
-use crate::graph::Propagate;
+use crate::graph::{Propagate, SumScratch, Unsupported};
 use crate::kernels::rows::{grid_rows, parts_len};
 use crate::kernels::shape_panic;
 use crate::{Par, Scalar};
@@ -102,18 +102,20 @@ pub struct LayerMetrics {
 /// let g = Graph::try_from_edges(2, &[(0, 1)], Direction::Undirected).unwrap();
 /// let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
 /// let h = array![[1.0], [-1.0]];                       // ½·2·‖(1 − (−1))/√2‖²/2 = 1
-/// assert!((dirichlet_energy(&adj, h.view(), Par::Rayon) - 1.0).abs() < 1e-15);
-/// assert!(dirichlet_energy(&adj, array![[3.0], [3.0]].view(), Par::Rayon).abs() < 1e-14);
+/// assert!((dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap() - 1.0).abs() < 1e-15);
+/// assert!(dirichlet_energy(&adj, array![[3.0], [3.0]].view(), Par::Rayon).unwrap().abs() < 1e-14);
 /// ```
 #[track_caller]
 pub fn dirichlet_energy<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
     par: Par,
-) -> f64 {
+) -> Result<f64, Unsupported> {
     let n = check_rows("dirichlet_energy", adj, h);
-    if adj.n_nodes() == 0 {
-        return 0.0;
+    let scratch = SumScratch::<F>::default();
+    let sums = scratch.sums(adj.collective(), adj.rows());
+    if sums.n_nodes() == 0 {
+        return Ok(0.0);
     }
     let mut total = [0.0f64];
     let mut parts = vec![0.0f64; parts_len(n, 1)];
@@ -130,9 +132,9 @@ pub fn dirichlet_energy<F: Scalar, P: Propagate<F> + ?Sized>(
             }
             acc[0] += dot64(hi, hi) - prop;
         };
-        adj.sum_rows(&mut parts, &mut total, &row, par);
-    });
-    total[0] / adj.n_nodes() as f64
+        sums.sum_rows(&mut parts, &mut total, &row, par);
+    })?;
+    Ok(total[0] / sums.n_nodes() as f64)
 }
 
 /// MAD over the graph's edges (Chen et al., AAAI 2020, <https://arxiv.org/abs/1909.03211>),
@@ -177,17 +179,19 @@ pub fn dirichlet_energy<F: Scalar, P: Propagate<F> + ?Sized>(
 /// let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
 /// let h = array![[1.0, 0.0], [0.0, 2.0], [0.0, 2.0]];
 /// // D̄ = (1, 1, 0): node 2 has no neighbour at non-zero distance
-/// assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
+/// assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(), 1.0);
 /// ```
 #[track_caller]
 pub fn mad_neighbors<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
     par: Par,
-) -> f64 {
+) -> Result<f64, Unsupported> {
     let n = check_rows("mad_neighbors", adj, h);
-    if adj.n_nodes() == 0 {
-        return 0.0;
+    let scratch = SumScratch::<F>::default();
+    let sums = scratch.sums(adj.collective(), adj.rows());
+    if sums.n_nodes() == 0 {
+        return Ok(0.0);
     }
     let eps = F::epsilon().to_f64_lossless();
     let zero = MAD_ZERO_ULPS * eps * eps;
@@ -219,13 +223,13 @@ pub fn mad_neighbors<F: Scalar, P: Propagate<F> + ?Sized>(
                 acc[1] += 1.0;
             }
         };
-        adj.sum_rows(&mut parts, &mut total, &row, par);
-    });
-    if total[1] == 0.0 {
+        sums.sum_rows(&mut parts, &mut total, &row, par);
+    })?;
+    Ok(if total[1] == 0.0 {
         0.0
     } else {
         total[0] / total[1]
-    }
+    })
 }
 
 /// Global MAD: the mean cosine distance over **all** ordered pairs i ≠ j,
@@ -265,7 +269,7 @@ pub fn mad_global_of<F: Scalar, P: Propagate<F> + ?Sized>(
     h: ArrayView2<'_, F>,
     par: Par,
 ) -> f64 {
-    if adj.n_nodes() < 2 {
+    if adj.rows().total < 2 {
         return 0.0;
     }
     1.0 - mean_cosine_of(adj, h, par)
@@ -309,8 +313,10 @@ pub fn mean_cosine_of<F: Scalar, P: Propagate<F> + ?Sized>(
     par: Par,
 ) -> f64 {
     check_rows("mean_cosine_of", adj, h);
-    cosine_from_sums(adj.n_nodes(), h, &mut |parts, total, row| {
-        adj.sum_rows(parts, total, row, par);
+    let scratch = SumScratch::<F>::default();
+    let sums = scratch.sums(adj.collective(), adj.rows());
+    cosine_from_sums(sums.n_nodes(), h, &mut |parts, total, row| {
+        sums.sum_rows(parts, total, row, par);
     })
 }
 
@@ -352,10 +358,14 @@ fn cosine_from_sums<F: Scalar>(
 /// [`RANK_REL_TOL`] (reproducible for a given seed); `None` skips it.
 ///
 /// # Shapes
-/// `h: n×d` with n = `adj.n_nodes()`.
+/// `h: n×d` with n Â's rows.
+///
+/// # Errors
+/// [`Unsupported`] when `adj` cannot read neighbours' rows
+/// ([`Caps::neighbours`](crate::graph::Caps)).
 ///
 /// # Panics
-/// If `h.nrows() != adj.n_nodes()`.
+/// If `h.nrows()` is not Â's row count.
 ///
 /// # Complexity
 /// O((nnz + n)·d), plus the rank's O(s·d·m + m³), m = min(s, d).
@@ -369,7 +379,7 @@ fn cosine_from_sums<F: Scalar>(
 /// let g = Graph::try_from_edges(3, &[(0, 1), (1, 2)], Direction::Undirected).unwrap();
 /// let adj = NormAdj::<f32>::new(&g, Norm::Symmetric);
 /// let h = Array2::<f32>::ones((3, 4)); // fully collapsed
-/// let m = layer_metrics(&adj, h.view(), Some((3, 0)), Par::Rayon);
+/// let m = layer_metrics(&adj, h.view(), Some((3, 0)), Par::Rayon).unwrap();
 /// assert!(m.mad_global.abs() < 1e-7 && m.mad_neighbors == 0.0);
 /// assert!((m.mean_cosine - 1.0).abs() < 1e-7);
 /// assert_eq!(m.rank, Some(1));
@@ -380,29 +390,31 @@ pub fn layer_metrics<F: Scalar, P: Propagate<F> + ?Sized>(
     h: ArrayView2<'_, F>,
     rank_sample: Option<(usize, u64)>,
     par: Par,
-) -> LayerMetrics {
+) -> Result<LayerMetrics, Unsupported> {
     check_rows("layer_metrics", adj, h);
     let mean_cos = mean_cosine_of(adj, h, par);
-    LayerMetrics {
-        dirichlet: dirichlet_energy(adj, h, par),
-        mad_global: if adj.n_nodes() < 2 {
+    let rank = match rank_sample {
+        Some((s, seed)) => Some(numerical_rank_of(
+            adj,
+            h,
+            s,
+            RANK_REL_TOL,
+            &mut ChaCha8Rng::seed_from_u64(seed),
+            par,
+        )?),
+        None => None,
+    };
+    Ok(LayerMetrics {
+        dirichlet: dirichlet_energy(adj, h, par)?,
+        mad_global: if adj.rows().total < 2 {
             0.0
         } else {
             1.0 - mean_cos
         },
-        mad_neighbors: mad_neighbors(adj, h, par),
+        mad_neighbors: mad_neighbors(adj, h, par)?,
         mean_cosine: mean_cos,
-        rank: rank_sample.map(|(s, seed)| {
-            numerical_rank_of(
-                adj,
-                h,
-                s,
-                RANK_REL_TOL,
-                &mut ChaCha8Rng::seed_from_u64(seed),
-                par,
-            )
-        }),
-    }
+        rank,
+    })
 }
 
 /// [`layer_metrics`] of every layer, in order. Layers run in parallel under rayon (one after
@@ -410,8 +422,11 @@ pub fn layer_metrics<F: Scalar, P: Propagate<F> + ?Sized>(
 /// each layer's rank sample uses the same seed, and the results equal those of calling
 /// [`layer_metrics`] one layer at a time, bit for bit.
 ///
+/// # Errors
+/// As [`layer_metrics`].
+///
 /// # Panics
-/// If some `hs[l].nrows() != adj.n_rows()`.
+/// If some `hs[l].nrows()` is not Â's row count.
 ///
 /// # Complexity
 /// The sum of the layers' [`layer_metrics`] costs.
@@ -421,13 +436,13 @@ pub fn per_layer<F: Scalar, P: Propagate<F> + ?Sized>(
     hs: &[ArrayView2<'_, F>],
     rank_sample: Option<(usize, u64)>,
     par: Par,
-) -> Vec<LayerMetrics> {
+) -> Result<Vec<LayerMetrics>, Unsupported> {
     for h in hs {
         check_rows("per_layer", adj, *h);
     }
     let one = |h: &ArrayView2<'_, F>| layer_metrics(adj, *h, rank_sample, par);
     match par {
-        Par::Rayon if !adj.spans_processes() => hs.par_iter().map(one).collect(),
+        Par::Rayon if !adj.collective().spans_processes() => hs.par_iter().map(one).collect(),
         _ => hs.iter().map(one).collect(),
     }
 }
@@ -439,9 +454,9 @@ fn check_rows<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
 ) -> usize {
-    let n = adj.n_rows();
+    let n = adj.shape().0;
     if h.nrows() != n {
-        shape_panic(what, &[("adj", (n, adj.n_nodes())), ("h", h.dim())]);
+        shape_panic(what, &[("adj", adj.shape()), ("h", h.dim())]);
     }
     n
 }

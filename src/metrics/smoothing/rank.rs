@@ -7,7 +7,7 @@ use ndarray::{Array2, ArrayView2};
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::graph::Propagate;
+use crate::graph::{Propagate, Unsupported};
 use crate::kernels::gemm;
 use crate::{Par, Scalar};
 
@@ -63,8 +63,11 @@ pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
 /// gathered ([`Propagate::gather_rows`]), so the result is [`numerical_rank`]'s of the whole
 /// H with the same `rng`, on every process.
 ///
+/// # Errors
+/// [`Unsupported`] when `adj` cannot gather rows ([`Caps::neighbours`](crate::graph::Caps)).
+///
 /// # Panics
-/// If `h.nrows() != adj.n_rows()`.
+/// If `h.nrows()` is not Â's row count.
 pub fn numerical_rank_of<F: Scalar, P: Propagate<F> + ?Sized, R: Rng + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
@@ -72,12 +75,12 @@ pub fn numerical_rank_of<F: Scalar, P: Propagate<F> + ?Sized, R: Rng + ?Sized>(
     rel_tol: f64,
     rng: &mut R,
     par: Par,
-) -> usize {
-    assert_eq!(h.nrows(), adj.n_rows(), "numerical_rank_of: h's rows");
-    let Some(rows) = sample_rows(adj.n_nodes(), h.ncols(), sample, rng) else {
-        return 0;
+) -> Result<usize, Unsupported> {
+    assert_eq!(h.nrows(), adj.shape().0, "numerical_rank_of: h's rows");
+    let Some(rows) = sample_rows(adj.rows().total, h.ncols(), sample, rng) else {
+        return Ok(0);
     };
-    rank_of(adj.gather_rows(h, &rows), rel_tol, par)
+    Ok(rank_of(adj.gather_rows(h, &rows)?, rel_tol, par))
 }
 
 /// The sorted rows of a sample of min(`sample`, n) of n (all, without a draw, when the sample

@@ -152,14 +152,14 @@ fn dirichlet_matches_trace_and_pairwise_identity() {
         let g = random_graph(n, 2 * n, &mut rng);
         let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
         let h = random_h(n, 1 + trial % 5, &mut rng);
-        let e = dirichlet_energy(&adj, h.view(), Par::Rayon);
+        let e = dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap();
         assert!(close(e, dirichlet_oracle(&adj, &h), 1e-12));
         assert!(close(e, dirichlet_pairwise_oracle(&g, &h), 1e-12));
         assert!(e >= 0.0);
         // row-normalised Â: still the trace formula
         let adj_r = NormAdj::<f64>::new(&g, Norm::Row);
         assert!(close(
-            dirichlet_energy(&adj_r, h.view(), Par::Rayon),
+            dirichlet_energy(&adj_r, h.view(), Par::Rayon).unwrap(),
             dirichlet_oracle(&adj_r, &h),
             1e-12
         ));
@@ -177,10 +177,10 @@ fn dirichlet_of_sqrt_degree_signal_is_zero() {
         let deg = (g.degree(i) + usize::from(!has_loop)) as f64;
         deg.sqrt() * c[k]
     });
-    assert!(dirichlet_energy(&adj, h.view(), Par::Rayon).abs() < 1e-13);
+    assert!(dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap().abs() < 1e-13);
     // whereas the constant signal is not in the null space (unless regular)
     let ones = Array2::<f64>::ones((12, 3));
-    assert!(dirichlet_energy(&adj, ones.view(), Par::Rayon) > 1e-3);
+    assert!(dirichlet_energy(&adj, ones.view(), Par::Rayon).unwrap() > 1e-3);
 }
 
 #[test]
@@ -189,12 +189,12 @@ fn dirichlet_never_increases_under_propagation() {
     let g = random_graph(40, 80, &mut rng);
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let mut h = random_h(40, 4, &mut rng);
-    let mut prev = dirichlet_energy(&adj, h.view(), Par::Rayon);
+    let mut prev = dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap();
     for _ in 0..30 {
         let mut next = Array2::<f64>::zeros(h.dim());
         spmm(1.0, adj.a(), h.view(), 0.0, next.view_mut(), Par::Seq);
         h = next;
-        let e = dirichlet_energy(&adj, h.view(), Par::Rayon);
+        let e = dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap();
         assert!(e <= prev + 1e-14, "{e} > {prev}");
         prev = e;
     }
@@ -205,7 +205,7 @@ fn dirichlet_never_increases_under_propagation() {
 fn dirichlet_panics_on_row_mismatch() {
     let g = Graph::try_from_edges(3, &[(0, 1)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    dirichlet_energy(&adj, Array2::<f64>::zeros((4, 2)).view(), Par::Rayon);
+    dirichlet_energy(&adj, Array2::<f64>::zeros((4, 2)).view(), Par::Rayon).unwrap();
 }
 
 // ---- cosine metrics ----
@@ -237,7 +237,7 @@ fn cosine_metrics_match_brute_force() {
             1e-12
         ));
         assert!(close(
-            mad_neighbors(&adj, h.view(), Par::Rayon),
+            mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(),
             mad_neighbors_oracle(&adj, &h),
             1e-12
         ));
@@ -254,12 +254,12 @@ fn mad_neighbors_directed_graph_matches_brute_force() {
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let h = random_h(10, 3, &mut rng);
     assert!(close(
-        mad_neighbors(&adj, h.view(), Par::Rayon),
+        mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(),
         mad_neighbors_oracle(&adj, &h),
         1e-12
     ));
     assert!(close(
-        dirichlet_energy(&adj, h.view(), Par::Rayon),
+        dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap(),
         dirichlet_oracle(&adj, &h),
         1e-12
     ));
@@ -271,7 +271,7 @@ fn identical_rows_are_fully_smooth() {
         Graph::try_from_edges(5, &[(0, 1), (1, 2), (2, 3), (3, 4)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f32>::new(&g, Norm::Symmetric);
     let h = Array2::from_shape_fn((5, 3), |(_, k)| [0.3f32, -1.7, 0.01][k]);
-    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 0.0); // exact: identical unit rows
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(), 0.0); // exact: identical unit rows
     assert!(mad_global(h.view(), Par::Rayon).abs() < 1e-14);
     assert!((mean_cosine(h.view(), Par::Rayon) - 1.0).abs() < 1e-14);
 }
@@ -283,7 +283,7 @@ fn parallel_rows_are_at_zero_distance() {
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let r = [0.3, -1.1, 2.7, 1e-3];
     let h = Array2::from_shape_fn((3, 4), |(i, k)| [1.0, 3.0, 0.1][i] * r[k]);
-    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(), 0.0);
 }
 
 #[test]
@@ -294,11 +294,11 @@ fn zero_rows_have_cosine_zero() {
     assert_eq!(mad_global(h.view(), Par::Rayon), 1.0);
     let g = Graph::try_from_edges(2, &[(0, 1)], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(), 1.0);
     let z = Array2::<f64>::zeros((2, 2));
     assert_eq!(mean_cosine(z.view(), Par::Rayon), 0.0);
-    assert_eq!(mad_neighbors(&adj, z.view(), Par::Rayon), 1.0);
-    assert_eq!(dirichlet_energy(&adj, z.view(), Par::Rayon), 0.0);
+    assert_eq!(mad_neighbors(&adj, z.view(), Par::Rayon).unwrap(), 1.0);
+    assert_eq!(dirichlet_energy(&adj, z.view(), Par::Rayon).unwrap(), 0.0);
 }
 
 #[test]
@@ -309,7 +309,7 @@ fn mad_neighbors_counts_only_nonzero_distances() {
     let h = array![[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 5.0], [1.0, 1.0]];
     // D̄_0 = (1 + 1)/2 (the zero to leaf 1 not counted), D̄_1 = 0 (not counted),
     // D̄_2 = D̄_3 = 1, node 4 isolated (not counted): MAD = 3/3
-    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon), 1.0);
+    assert_eq!(mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(), 1.0);
     assert!(close(mad_neighbors_oracle(&adj, &h), 1.0, 1e-12));
 }
 
@@ -327,8 +327,11 @@ fn small_and_empty_inputs() {
     );
     let g = Graph::try_from_edges(0, &[], Direction::Undirected).unwrap();
     let adj = NormAdj::<f64>::new(&g, Norm::Symmetric);
-    assert_eq!(dirichlet_energy(&adj, empty.view(), Par::Rayon), 0.0);
-    assert_eq!(mad_neighbors(&adj, empty.view(), Par::Rayon), 0.0);
+    assert_eq!(
+        dirichlet_energy(&adj, empty.view(), Par::Rayon).unwrap(),
+        0.0
+    );
+    assert_eq!(mad_neighbors(&adj, empty.view(), Par::Rayon).unwrap(), 0.0);
 }
 
 #[test]
@@ -341,8 +344,8 @@ fn f32_input_agrees_with_f64() {
     let a32 = NormAdj::<f32>::new(&g, Norm::Symmetric);
     let a64 = NormAdj::<f64>::new(&g, Norm::Symmetric);
     let (m32, m64) = (
-        layer_metrics(&a32, h32.view(), None, Par::Rayon),
-        layer_metrics(&a64, h64.view(), None, Par::Rayon),
+        layer_metrics(&a32, h32.view(), None, Par::Rayon).unwrap(),
+        layer_metrics(&a64, h64.view(), None, Par::Rayon).unwrap(),
     );
     assert!(close(m32.dirichlet, m64.dirichlet, 1e-6));
     assert!(close(m32.mad_neighbors, m64.mad_neighbors, 1e-12));
@@ -364,12 +367,12 @@ fn large_inputs_span_several_blocks() {
         1e-10
     ));
     assert!(close(
-        dirichlet_energy(&adj, h.view(), Par::Rayon),
+        dirichlet_energy(&adj, h.view(), Par::Rayon).unwrap(),
         dirichlet_pairwise_oracle(&g, &h),
         1e-10
     ));
     assert!(close(
-        mad_neighbors(&adj, h.view(), Par::Rayon),
+        mad_neighbors(&adj, h.view(), Par::Rayon).unwrap(),
         mad_neighbors_oracle(&adj, &h),
         1e-10
     ));
@@ -529,14 +532,14 @@ fn per_layer_equals_layer_metrics_for_any_thread_count() {
     let views: Vec<ArrayView2<'_, f32>> = hs.iter().map(|h| h.view()).collect();
     let serial: Vec<LayerMetrics> = views
         .iter()
-        .map(|h| layer_metrics(&adj, *h, Some((200, 3)), Par::Rayon))
+        .map(|h| layer_metrics(&adj, *h, Some((200, 3)), Par::Rayon).unwrap())
         .collect();
     for threads in [1, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        let par = pool.install(|| per_layer(&adj, &views, Some((200, 3)), Par::Rayon));
+        let par = pool.install(|| per_layer(&adj, &views, Some((200, 3)), Par::Rayon).unwrap());
         assert_eq!(par, serial, "threads = {threads}");
     }
     for (m, h) in serial.iter().zip(&hs) {
@@ -574,9 +577,12 @@ fn matrix_and_propagate_forms_agree() {
     let mut r2 = ChaCha8Rng::seed_from_u64(1);
     assert_eq!(
         numerical_rank(h.view(), 100, RANK_REL_TOL, &mut r1, Par::Rayon),
-        numerical_rank_of(&adj, h.view(), 100, RANK_REL_TOL, &mut r2, Par::Rayon)
+        numerical_rank_of(&adj, h.view(), 100, RANK_REL_TOL, &mut r2, Par::Rayon).unwrap()
     );
-    let m = layer_metrics(&adj, h.view(), Some((100, 1)), Par::Seq);
-    assert_eq!(m, layer_metrics(&adj, h.view(), Some((100, 1)), Par::Rayon));
+    let m = layer_metrics(&adj, h.view(), Some((100, 1)), Par::Seq).unwrap();
+    assert_eq!(
+        m,
+        layer_metrics(&adj, h.view(), Some((100, 1)), Par::Rayon).unwrap()
+    );
     assert_eq!(m.mean_cosine, mean_cosine(h.view(), Par::Seq));
 }

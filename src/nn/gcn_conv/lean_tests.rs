@@ -161,29 +161,43 @@ fn lean_is_aggregate_first_forward_and_transform_first_backward_bit_for_bit() {
 
 #[test]
 fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
-    let mut l = layer::<f32>(24, 16, Order::Lean, 256);
-    assert!(l.keeps_input() && l.grad_over_input() && l.saved(1000).is_empty());
+    let l = layer::<f32>(24, 16, Order::Lean, 256);
     let dense = |grad| InputDesc {
         sparse: false,
         fixed_in_training: false,
         grad,
     };
-    l.bind(&[dense(true)]);
-    l.set_grad_over_input(true);
-    assert_eq!(l.scratch(1000).f, 256 * 24);
-    l.set_grad_over_input(false);
-    assert_eq!(l.scratch(1000).f, 1000 * 16, "P whole with dH not over H");
+    let spec = |l: &GcnConv<f32>, d: InputDesc| Layer::<f32>::spec(l, &[d], 1000);
+    let s = spec(&l, dense(true));
+    assert!(s.keeps_input && s.saved.is_empty());
+    assert!(s.needs.a_blocks && s.needs.at_blocks && !s.needs.sparse_product);
+    assert_eq!(s.scratch_of(true).f, 256 * 24, "one block with dH over H");
+    assert_eq!(
+        s.scratch_of(false).f,
+        1000 * 16,
+        "P whole with dH not over H"
+    );
     // No dH (the first layer): one block of P, the larger forward block here.
-    l.bind(&[dense(false)]);
-    assert_eq!(l.scratch(1000).f, 256 * 24, "one block without dH");
-    let mut l = layer::<f32>(16, 24, Order::Lean, 256);
-    l.bind(&[dense(false)]);
-    assert_eq!(l.scratch(1000).f, 256 * 24, "one block of P without dH");
+    assert_eq!(
+        spec(&l, dense(false)).scratch.f,
+        256 * 24,
+        "one block without dH"
+    );
+    let l = layer::<f32>(16, 24, Order::Lean, 256);
+    assert_eq!(
+        spec(&l, dense(false)).scratch.f,
+        256 * 24,
+        "one block of P without dH"
+    );
     // On sparse features the lean order is TransformFirst's.
-    l.bind(&[InputDesc {
+    let sparse = InputDesc {
         sparse: true,
         fixed_in_training: false,
         grad: false,
-    }]);
-    assert_eq!(l.order, Order::TransformFirst);
+    };
+    assert_eq!(l.order_on(sparse), Order::TransformFirst);
+    let s = spec(&l, sparse);
+    assert_eq!(s.grad, GradMode::InPlace);
+    assert!(!s.needs.at_blocks && s.keeps_input);
+    assert_eq!(s.scratch.f, 1000 * 24, "T = H·W whole");
 }

@@ -10,13 +10,14 @@ use rand_chacha::ChaCha8Rng;
 use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
 use crate::graph::Propagate;
+use crate::graph::SumScratch;
 use crate::id::DataId;
 use crate::input::{Features, FeaturesRef, SparseFeatures};
 use crate::kernels::elementwise::fill_dropout_mask_at;
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
-use crate::nn::layer::{InputKey, Saved, Value};
+use crate::nn::layer::{InputDesc, InputKey, Saved, Value};
 use crate::nn::Mode;
-use crate::{Par, Scalar};
+use crate::{Par, Result, Scalar};
 
 /// The scratch of a layer call: `f` is the pool buffer the plan lends the call (empty
 /// between calls), `u8` and `f64` the largest request of any layer.
@@ -40,7 +41,7 @@ impl<F> Scratch<F> {
 
 /// The buffers of a model's passes.
 #[derive(Debug)]
-pub(super) struct Workspace<F> {
+pub(super) struct Workspace<F: Scalar> {
     pub(super) plan: Plan,
     /// Values and gradients (one pool, [`Plan::pool_sizes`]).
     pub(super) pool: Vec<Vec<F>>,
@@ -60,6 +61,8 @@ pub(super) struct Workspace<F> {
     pub(super) const_key: Vec<Option<InputKey>>,
     /// The features whose pattern `xd_sparse` has.
     pub(super) xd_of: Option<DataId>,
+    /// The working memory of the sums across nodes (the layers' and the loss's).
+    pub(super) sums: SumScratch<F>,
 }
 
 impl<F: Scalar> Model<F> {
@@ -113,7 +116,7 @@ impl<F: Scalar> Model<F> {
         mut rng: Option<&mut ChaCha8Rng>,
         par: Par,
         visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
-    ) {
+    ) -> Result<()> {
         let train = mode == Mode::Train;
         let key = InputKey {
             adj: adj.id(),
@@ -135,13 +138,14 @@ impl<F: Scalar> Model<F> {
                 ws.plan.fixed_eval[i]
             };
             // A constant output is kept for the Â and features it was computed from.
-            let skip = ws.plan.constant[i] && fixed && ws.const_key[i] == Some(key);
-            if ws.plan.constant[i] {
-                ws.const_key[i] = fixed.then_some(key);
-            }
+            let constant = ws.plan.constant(i);
+            let skip = constant && fixed && ws.const_key[i] == Some(key);
             if !skip {
+                if constant {
+                    ws.const_key[i] = None;
+                }
                 let r = match rng.as_deref_mut() {
-                    Some(shared) if train && self.nodes[i].layer.draws_mask() => {
+                    Some(shared) if train && ws.plan.specs[i].draws_mask => {
                         Some(self.site_rng(ws, Some(i), false, shared, &mut local))
                     }
                     _ => None,
@@ -152,15 +156,19 @@ impl<F: Scalar> Model<F> {
                     fixed,
                     recompute: false,
                 };
-                run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
+                run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par)?;
+                if constant {
+                    ws.const_key[i] = fixed.then_some(key);
+                }
             }
             if self.taps.get(tap) == Some(&i) {
-                let w = self.nodes[i].layer.out_dim();
+                let w = ws.plan.specs[i].out_dim;
                 let slot = ws.plan.fwd[i].out;
-                visit(tap, view(&ws.pool[slot], (ws.plan.n, w)));
+                visit(tap, view(&ws.pool[slot], (x.n_rows(), w)));
                 tap += 1;
             }
         }
+        Ok(())
     }
 
     /// The backward calls, with the recomputation of checkpointed segments.
@@ -171,7 +179,7 @@ impl<F: Scalar> Model<F> {
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
-    ) {
+    ) -> Result<()> {
         let key = InputKey {
             adj: adj.id(),
             x: x.id(),
@@ -191,7 +199,7 @@ impl<F: Scalar> Model<F> {
                     drop_input(ws, x, self.input_dropout, r, adj, par, true);
                 }
                 Ev::Rec(i) => {
-                    let r = if self.nodes[i].layer.draws_mask() {
+                    let r = if ws.plan.specs[i].draws_mask {
                         Some(self.site_rng(ws, Some(i), true, rng, &mut local))
                     } else {
                         None
@@ -202,7 +210,7 @@ impl<F: Scalar> Model<F> {
                         fixed: ws.plan.fixed_train[i],
                         recompute: true,
                     };
-                    run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par);
+                    run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par)?;
                 }
                 Ev::Bwd(i) if ws.plan.bwd[i].run => {
                     let flags = Flags {
@@ -211,11 +219,12 @@ impl<F: Scalar> Model<F> {
                         fixed: ws.plan.fixed_train[i],
                         recompute: false,
                     };
-                    run_backward(&mut self.nodes, i, ws, adj, x, flags, par);
+                    run_backward(&mut self.nodes, i, ws, adj, x, flags, par)?;
                 }
                 _ => {}
             }
         }
+        Ok(())
     }
 }
 
@@ -247,7 +256,7 @@ fn drop_input<F: Scalar>(
                 .xd_slot(rec)
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let buf = &mut ws.pool[slot][..d.len()];
-            let (before, total) = adj.global_span(buf.len());
+            let (before, total) = adj.collective().global_span(buf.len());
             fill_dropout_mask_at(rng, p, buf, before, total, par);
             Zip::from(view_mut(buf, d.dim()))
                 .and(d)
@@ -259,7 +268,7 @@ fn drop_input<F: Scalar>(
                 .as_mut()
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let vals = buf.values_mut();
-            let (before, total) = adj.global_span(vals.len());
+            let (before, total) = adj.collective().global_span(vals.len());
             fill_dropout_mask_at(rng, p, vals, before, total, par);
             for (o, &v) in vals.iter_mut().zip(s.x().data()) {
                 *o = v * *o;
@@ -288,29 +297,35 @@ fn xd_value<'a, F: Scalar>(
     rec: bool,
 ) -> Value<'a, F> {
     match (train, plan.xd_slot(rec), xd_sparse) {
-        (true, Some(slot), _) => Value::Dense(view(&vals[slot], (plan.n, plan.x_cols))),
+        (true, Some(slot), _) => Value::Dense(view(&vals[slot], (x.n_rows(), plan.x_cols))),
         (true, None, Some(s)) => Value::Sparse(s.x(), s.x_t()),
         _ => x_value(x),
     }
 }
 
 impl Flags {
-    /// The context of a layer call with these flags.
+    /// The context of a layer call with these flags (`inputs`: what the planner told the
+    /// layer of its inputs; sums in `sums`).
+    #[allow(clippy::too_many_arguments)]
     fn cx<'a, F: Scalar>(
         self,
         adj: &'a dyn Propagate<F>,
+        sums: &'a SumScratch<F>,
+        inputs: &'a [InputDesc],
         par: Par,
         rng: Option<&'a mut ChaCha8Rng>,
         need_din: bool,
     ) -> Cx<'a, F> {
         Cx {
             adj,
+            sums: sums.sums(adj.collective(), adj.rows()),
             par,
             mode: self.mode,
             rng,
             recompute: self.recompute,
             input: self.key,
             fixed_input: self.fixed,
+            inputs,
             need_din,
         }
     }
@@ -344,7 +359,7 @@ fn run_forward<F: Scalar>(
     flags: Flags,
     rng: Option<&mut ChaCha8Rng>,
     par: Par,
-) {
+) -> Result<()> {
     let plan = &ws.plan;
     let call = if flags.recompute {
         plan.rec[i]
@@ -353,7 +368,7 @@ fn run_forward<F: Scalar>(
     } else {
         &plan.fwd[i]
     };
-    let (n, w) = (plan.n, node.layer.out_dim());
+    let (n, w) = (x.n_rows(), plan.specs[i].out_dim);
     let train = flags.mode == Mode::Train;
     // The output buffer leaves the pool while the inputs are borrowed from it, and the
     // call's scratch buffer is lent.
@@ -386,8 +401,8 @@ fn run_forward<F: Scalar>(
         &mut ws.saved_f64,
         call.saved,
     );
-    node.layer.forward(
-        &mut flags.cx(adj, par, rng, false),
+    let res = node.layer.forward(
+        &mut flags.cx(adj, &ws.sums, &plan.descs[i], par, rng, false),
         Fwd {
             ins: Inputs {
                 pool: vals,
@@ -401,10 +416,12 @@ fn run_forward<F: Scalar>(
             scratch: ws.scratch.bufs(),
         },
     );
+    // (The buffers go back to the pool whatever the call returned.)
     ws.pool[call.out] = out_buf;
     if let Some(s) = call.scratch {
         std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
     }
+    res
 }
 
 /// The backward call of node `i` of `nodes`, then the accumulations into its inputs'
@@ -417,13 +434,13 @@ fn run_backward<F: Scalar>(
     x: &Features<F>,
     flags: Flags,
     par: Par,
-) {
+) -> Result<()> {
     let node = &mut nodes[i];
     let plan = &ws.plan;
     let b = &plan.bwd[i];
-    let (n, out_w) = (plan.n, node.layer.out_dim());
+    let (n, out_w) = (x.n_rows(), plan.specs[i].out_dim);
     // X̃ is read only by a layer that keeps its inputs (its buffer lives that long).
-    let reads_xd = node.layer.keeps_input() && node.inputs.contains(&Src::Xd);
+    let reads_xd = plan.specs[i].keeps_input && node.inputs.contains(&Src::Xd);
     let saved = match b.saved {
         Some(s) => Saved {
             f: &ws.saved_f[s][..],
@@ -467,8 +484,8 @@ fn run_backward<F: Scalar>(
             },
         },
     };
-    node.layer.backward(
-        &mut flags.cx(adj, par, None, need_in),
+    let res = node.layer.backward(
+        &mut flags.cx(adj, &ws.sums, &plan.descs[i], par, None, need_in),
         Bwd {
             ins,
             saved,
@@ -476,6 +493,7 @@ fn run_backward<F: Scalar>(
             grad,
         },
     );
+    // (The buffers go back to the pool whatever the call returned.)
     for (&s, buf) in b.din_slots.iter().zip(taken.drain(..)) {
         pool[s] = buf;
     }
@@ -494,6 +512,7 @@ fn run_backward<F: Scalar>(
     if let Some(s) = b.scratch {
         std::mem::swap(&mut ws.scratch.f, &mut ws.pool[s]);
     }
+    res
 }
 
 /// dst ← dst + src, element by element.

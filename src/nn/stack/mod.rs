@@ -22,12 +22,14 @@
 //! before that read.
 //!
 //! # Buffers
-//! On the first pass the model plans its buffers from what each layer asks for
-//! ([`Layer::saved`], [`Layer::scratch`]) and from when each value is written and last read:
-//! values, saved states and gradients each live in a pool of buffers assigned by interval
-//! (a buffer is reused once its value is dead; an in-place layer takes over its input's
-//! buffer when nothing reads that input later). The pools are allocated once and reused by every
-//! later pass on the same data, so the epoch loop allocates nothing (`tests/no_alloc.rs`).
+//! The model plans its buffers for passes of at most N rows ([`Model::reserve`], or the first
+//! pass's rows) from what each layer declares ([`Layer::spec`]) and from when each value is
+//! written and last read: values, saved states and gradients each live in a pool of buffers
+//! assigned by interval (a buffer is reused once its value is dead; an in-place layer takes
+//! over its input's buffer when nothing reads that input later). The pools are allocated once
+//! and reused by every later pass of at most N rows, whatever its Â and features, so the epoch
+//! loop allocates nothing (`tests/no_alloc.rs`). What the model keeps between passes is keyed
+//! on the identity of the Â and features it was computed from.
 //!
 //! # Dropout streams
 //! [`MaskStreams::Shared`]: every mask of a pass is drawn in forward order from the caller's
@@ -37,7 +39,7 @@
 //! draws from its own ChaCha8 stream of that key (the deep models).
 
 mod exec;
-mod plan;
+pub(crate) mod plan;
 
 use exec::Workspace;
 
@@ -50,9 +52,9 @@ use rand_chacha::ChaCha8Rng;
 use super::layer::{view, view_mut, Layer};
 use super::param::Param;
 use super::{Mode, ModelConfig, Order};
-use crate::graph::Propagate;
+use crate::graph::{Propagate, Sums};
 use crate::input::{Features, FeaturesRef};
-use crate::{Par, Scalar};
+use crate::{ConfigError, Par, Result, Scalar};
 
 /// A tensor of a model, as [`Model::visit_named`] gives it.
 #[derive(Debug)]
@@ -122,14 +124,29 @@ pub enum Checkpointing {
 /// The stack's own options: how it plans its passes, apart from any architecture's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StackOptions {
-    /// Â changes from one training pass to the next (DropEdge's samples): the plan keeps
-    /// nothing computed from Â across training passes (each training pass computes it, and
-    /// evaluation keeps its own). Without it, such a pass is still exact (every cache is
-    /// keyed on Â's id), only slower.
+    /// Â changes from one training pass to the next (DropEdge's samples, mini-batches): the
+    /// plan keeps nothing computed from Â across training passes (each training pass computes
+    /// it, and evaluation keeps its own). Without it, such a pass is still exact (every cache
+    /// is keyed on Â's id), only slower.
     pub varying_graph: bool,
-    /// Draw the dropped input again for its reads after the loss instead of holding it
-    /// through the pass (part of activation checkpointing).
-    pub redraw_input: bool,
+    /// Activation checkpointing of the hidden blocks (with it, the dropped input is also
+    /// drawn again for its reads after the loss instead of being held through the pass).
+    pub checkpoint: Checkpointing,
+}
+
+/// How a stack's nodes are wired besides their inputs ([`Model::from_nodes`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Wiring {
+    /// Dropout on X (the value [`Src::Xd`]).
+    pub input_dropout: f64,
+    /// The stream of the input dropout (under [`MaskStreams::PerLayer`]).
+    pub input_site: u64,
+    /// Nodes whose outputs are the model's layer representations, in order.
+    pub taps: Vec<usize>,
+    /// How a pass draws its dropout masks.
+    pub streams: MaskStreams,
+    /// The hidden blocks (node ranges): what checkpointing can recompute.
+    pub blocks: Vec<Range<usize>>,
 }
 
 /// One node of the stack.
@@ -158,8 +175,8 @@ pub struct Model<F: Scalar> {
     /// Nodes whose outputs are the model's layer representations, in order.
     pub(crate) taps: Vec<usize>,
     pub(crate) streams: MaskStreams,
-    /// Node ranges recomputed in backward (checkpointed segments).
-    pub(crate) segments: Vec<Range<usize>>,
+    /// The hidden blocks: what checkpointing can recompute.
+    pub(crate) blocks: Vec<Range<usize>>,
     pub(crate) opts: StackOptions,
     ws: Option<Box<Workspace<F>>>,
 }
@@ -174,7 +191,7 @@ impl<F: Scalar> Clone for Model<F> {
             input_site: self.input_site,
             taps: self.taps.clone(),
             streams: self.streams,
-            segments: self.segments.clone(),
+            blocks: self.blocks.clone(),
             opts: self.opts,
             ws: None,
         }
@@ -182,52 +199,83 @@ impl<F: Scalar> Clone for Model<F> {
 }
 
 impl<F: Scalar> Model<F> {
-    /// A model from its nodes (the last one gives the logits). Use
-    /// [`ModelConfig::build`](super::ModelConfig::build) unless you assemble your own stack.
+    /// A model from its nodes (the last one gives the logits), wired by `wiring`, planned
+    /// with `opts`. Use [`ModelConfig::build`](super::ModelConfig::build) unless you assemble
+    /// your own stack.
     ///
-    /// # Panics
-    /// If an input names a later node, or a checkpointed segment is out of range.
+    /// # Errors
+    /// [`ConfigError::Stack`] when the stack is empty, a node has another number of inputs than
+    /// its layer's arity or reads a later node, a tap or a block is out of range, or the input
+    /// dropout is not in [0, 1).
     pub fn from_nodes(
         config: ModelConfig,
         nodes: Vec<Node<F>>,
-        input_dropout: f64,
-        input_site: u64,
-        taps: Vec<usize>,
-        streams: MaskStreams,
-        segments: Vec<Range<usize>>,
-    ) -> Self {
+        wiring: Wiring,
+        opts: StackOptions,
+    ) -> std::result::Result<Self, ConfigError> {
+        let bad = |msg: String| Err(ConfigError::Stack(msg));
+        if nodes.is_empty() {
+            return bad("a stack without nodes".into());
+        }
         for (i, node) in nodes.iter().enumerate() {
-            assert_eq!(
-                node.inputs.len(),
-                node.layer.arity(),
-                "node {i} ({}): {} inputs for arity {}",
-                node.layer.name(),
-                node.inputs.len(),
-                node.layer.arity()
-            );
-            for s in &node.inputs {
-                if let Src::Node(j) = s {
-                    assert!(*j < i, "node {i} reads node {j}, which comes later");
-                }
+            let arity = node.layer.arity();
+            if node.inputs.len() != arity {
+                return bad(format!(
+                    "node {i} ({}): {} inputs for arity {arity}",
+                    node.layer.name(),
+                    node.inputs.len()
+                ));
+            }
+            if let Some(j) = node.inputs.iter().find_map(|s| match s {
+                Src::Node(j) if *j >= i => Some(*j),
+                _ => None,
+            }) {
+                return bad(format!("node {i} reads node {j}, which comes later"));
             }
         }
-        for s in &segments {
-            assert!(s.end < nodes.len() && s.start < s.end, "bad segment {s:?}");
+        let n = nodes.len();
+        if let Some(t) = wiring.taps.iter().find(|&&t| t >= n) {
+            return bad(format!("tap {t} of {n} nodes"));
         }
-        let opts = StackOptions {
-            varying_graph: config.drop_edge > 0.0,
-            redraw_input: config.checkpoint > 0 || !segments.is_empty(),
-        };
-        Model {
+        if let Some(b) = wiring
+            .blocks
+            .iter()
+            .find(|b| b.start >= b.end || b.end >= n)
+        {
+            return bad(format!(
+                "block {b:?} of {n} nodes (the last node is not in a block)"
+            ));
+        }
+        if !(0.0..1.0).contains(&wiring.input_dropout) {
+            return Err(ConfigError::DropoutOutOfRange(wiring.input_dropout));
+        }
+        Ok(Model {
             config,
             nodes,
-            input_dropout,
-            input_site,
-            taps,
-            streams,
-            segments,
+            input_dropout: wiring.input_dropout,
+            input_site: wiring.input_site,
+            taps: wiring.taps,
+            streams: wiring.streams,
+            blocks: wiring.blocks,
             opts,
             ws: None,
+        })
+    }
+
+    /// The stack's options.
+    pub fn options(&self) -> StackOptions {
+        self.opts
+    }
+
+    /// How the nodes are wired besides their inputs (for a stack assembled from this one's
+    /// nodes).
+    pub fn wiring(&self) -> Wiring {
+        Wiring {
+            input_dropout: self.input_dropout,
+            input_site: self.input_site,
+            taps: self.taps.clone(),
+            streams: self.streams,
+            blocks: self.blocks.clone(),
         }
     }
 
@@ -351,11 +399,21 @@ impl<F: Scalar> Model<F> {
     // -----------------------------------------------------------------------------------------
     // Planning.
 
-    /// The workspace for `n` rows and these features, planned and allocated on first use.
+    /// Plans and allocates the buffers of passes of at most `rows` rows on features like `x`
+    /// (sparse or dense, of `x`'s width): every later pass of at most that many rows on such
+    /// features allocates nothing, whatever its Â and features. A pass over more rows plans
+    /// again for them.
+    pub fn reserve(&mut self, rows: usize, x: &Features<F>) {
+        let ws = self.workspace(rows, x);
+        self.ws = Some(ws);
+    }
+
+    /// The workspace for passes of `n` rows on these features: the one planned, if it holds
+    /// them, else one planned and allocated for them.
     fn workspace(&mut self, n: usize, x: &Features<F>) -> Box<Workspace<F>> {
         if let Some(mut ws) = self.ws.take() {
             let p = &ws.plan;
-            if p.n == n && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
+            if n <= p.cap && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
                 // The dropped copy of sparse features has their pattern: other features
                 // (another id) need another copy.
                 if let (Some(s), true) = (x.as_sparse(), ws.xd_sparse.is_some()) {
@@ -391,6 +449,7 @@ impl<F: Scalar> Model<F> {
                 _ => None,
             },
             xd_of: Some(x.id()),
+            sums: crate::graph::SumScratch::default(),
             positions: vec![0; plan.n_sites],
             key: 0,
             const_key: vec![None; self.nodes.len()],
@@ -424,86 +483,167 @@ impl<F: Scalar> Model<F> {
     // -----------------------------------------------------------------------------------------
     // Passes.
 
-    /// A training pass: forward (dropout on, masks from `rng`), then `loss(z)`, where `z`
-    /// holds the logits and must be left holding ∂L/∂logits (every entry; the gradient is
-    /// written over the logits, one n × classes buffer for both), returning whether to go on,
-    /// then (if so) backward, which **adds** every parameter's gradient.
+    /// The workspace of a pass on `adj` and `x`, after checking that they fit the model: Â
+    /// square (a whole graph's; a bipartite block is for a stack of blocks), its rows the
+    /// features', and every operation of Â the layers use ([`Spec::needs`]) supported.
+    ///
+    /// [`Spec::needs`]: crate::nn::layer::Spec::needs
+    fn pass_workspace(
+        &mut self,
+        adj: &dyn Propagate<F>,
+        x: &Features<F>,
+    ) -> Result<Box<Workspace<F>>> {
+        let (n, n_src) = adj.shape();
+        if n != n_src {
+            return Err(crate::Error::Mismatch {
+                what: "Â's columns vs its rows (the stack runs on a whole graph's square Â)".into(),
+                expected: n,
+                got: n_src,
+            });
+        }
+        if x.n_rows() != n {
+            return Err(crate::Error::Mismatch {
+                what: "feature rows vs Â's rows".into(),
+                expected: n,
+                got: x.n_rows(),
+            });
+        }
+        let ws = self.workspace(n, x);
+        let checked = adj.caps().check(ws.plan.needs);
+        if let Err(e) = checked {
+            self.ws = Some(ws);
+            return Err(e.into());
+        }
+        Ok(ws)
+    }
+
+    /// A training pass: forward (dropout on, masks from `rng`), then `loss(z, sums)`, where
+    /// `z` holds the logits and must be left holding ∂L/∂logits (every entry; the gradient is
+    /// written over the logits, one n × classes buffer for both) and `sums` sums across nodes
+    /// (in the pass's working memory), returning whether to go on, then (if so) backward,
+    /// which **adds** every parameter's gradient.
     ///
     /// Any pass may run on another Â or other features than the last (DropEdge's samples,
     /// another graph): what the model keeps between passes is keyed on their ids
-    /// ([`Propagate::id`], [`Features::id`]). A model configured with DropEdge plans for an Â
-    /// that changes from one training pass to the next (it keeps nothing computed from it).
+    /// ([`Propagate::id`], [`Features::id`]). A model whose [`StackOptions::varying_graph`] is
+    /// set plans for an Â that changes from one training pass to the next.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`](crate::Error::Mismatch) when Â is not square or the features have
+    /// other rows, [`Error::Unsupported`](crate::Error::Unsupported) when Â's backend lacks an
+    /// operation a layer uses, and what a layer reports.
     pub fn train_pass(
         &mut self,
         adj: &dyn Propagate<F>,
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
-        loss: &mut dyn FnMut(ArrayViewMut2<'_, F>) -> bool,
-    ) {
-        let mut ws = self.workspace(adj.n_rows(), x);
+        loss: &mut dyn FnMut(ArrayViewMut2<'_, F>, Sums<'_, F>) -> bool,
+    ) -> Result<()> {
+        let mut ws = self.pass_workspace(adj, x)?;
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
         }
-        self.forward(&mut ws, adj, x, Mode::Train, Some(rng), par, &mut |_, _| {});
-        let n = ws.plan.n;
-        let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
+        let res = self.train_in(&mut ws, adj, x, rng, par, loss);
+        self.ws = Some(ws);
+        res
+    }
+
+    /// [`Model::train_pass`] in its workspace.
+    fn train_in(
+        &mut self,
+        ws: &mut Workspace<F>,
+        adj: &dyn Propagate<F>,
+        x: &Features<F>,
+        rng: &mut ChaCha8Rng,
+        par: Par,
+        loss: &mut dyn FnMut(ArrayViewMut2<'_, F>, Sums<'_, F>) -> bool,
+    ) -> Result<()> {
+        self.forward(
+            ws,
+            adj,
+            x,
+            Mode::Train,
+            Some(&mut *rng),
+            par,
+            &mut |_, _| {},
+        )?;
+        let n = x.n_rows();
+        let c = ws.plan.specs[ws.plan.specs.len() - 1].out_dim;
         let go = {
-            let Workspace { pool, plan, .. } = &mut *ws;
+            let Workspace {
+                pool, plan, sums, ..
+            } = ws;
             let mut dlogits = std::mem::take(&mut pool[plan.dlogits_slot]);
             if plan.dlogits_slot != plan.out_slot {
                 // (Logits the model keeps, e.g. a constant last layer's: a copy.)
                 dlogits[..n * c].copy_from_slice(&pool[plan.out_slot][..n * c]);
             }
-            let go = loss(view_mut(&mut dlogits, (n, c)));
+            let sums = sums.sums(adj.collective(), adj.rows());
+            let go = loss(view_mut(&mut dlogits, (n, c)), sums);
             pool[plan.dlogits_slot] = dlogits;
             go
         };
         if go {
-            self.backward(&mut ws, adj, x, rng, par);
+            self.backward(ws, adj, x, rng, par)?;
         }
-        self.ws = Some(ws);
+        Ok(())
     }
 
-    /// An evaluation pass (dropout off, running statistics): calls `f` on the logits.
+    /// An evaluation pass (dropout off, running statistics): calls `f` on the logits and the
+    /// pass's sums across nodes.
+    ///
+    /// # Errors
+    /// As [`Model::train_pass`].
     pub fn eval_pass(
         &mut self,
         adj: &dyn Propagate<F>,
         x: &Features<F>,
         par: Par,
-        f: &mut dyn FnMut(ArrayView2<'_, F>),
-    ) {
-        let mut ws = self.workspace(adj.n_rows(), x);
-        self.forward(&mut ws, adj, x, Mode::Eval, None, par, &mut |_, _| {});
-        let n = ws.plan.n;
-        let c = self.nodes[self.nodes.len() - 1].layer.out_dim();
-        f(view(&ws.pool[ws.plan.out_slot], (n, c)));
+        f: &mut dyn FnMut(ArrayView2<'_, F>, Sums<'_, F>),
+    ) -> Result<()> {
+        let mut ws = self.pass_workspace(adj, x)?;
+        let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, &mut |_, _| {});
+        if res.is_ok() {
+            let n = x.n_rows();
+            let c = ws.plan.specs[ws.plan.specs.len() - 1].out_dim;
+            let sums = ws.sums.sums(adj.collective(), adj.rows());
+            f(view(&ws.pool[ws.plan.out_slot], (n, c)), sums);
+        }
         self.ws = Some(ws);
+        res
     }
 
     /// The logits of an evaluation pass, as a new array.
+    ///
+    /// # Errors
+    /// As [`Model::train_pass`].
     pub fn predict(
         &mut self,
         adj: &dyn Propagate<F>,
         x: &Features<F>,
         par: Par,
-    ) -> ndarray::Array2<F> {
+    ) -> Result<ndarray::Array2<F>> {
         let mut out = None;
-        self.eval_pass(adj, x, par, &mut |z| out = Some(z.to_owned()));
-        out.unwrap_or_else(|| unreachable!("eval_pass calls back"))
+        self.eval_pass(adj, x, par, &mut |z, _| out = Some(z.to_owned()))?;
+        Ok(out.unwrap_or_else(|| unreachable!("eval_pass calls back")))
     }
 
     /// An evaluation pass calling `f(l, H)` on each layer representation (the hidden layers'
     /// outputs, and the logits when the last layer is a graph convolution), in order.
+    ///
+    /// # Errors
+    /// As [`Model::train_pass`].
     pub fn visit_representations(
         &mut self,
         adj: &dyn Propagate<F>,
         x: &Features<F>,
         par: Par,
         f: &mut dyn FnMut(usize, ArrayView2<'_, F>),
-    ) {
-        let mut ws = self.workspace(adj.n_rows(), x);
-        self.forward(&mut ws, adj, x, Mode::Eval, None, par, f);
+    ) -> Result<()> {
+        let mut ws = self.pass_workspace(adj, x)?;
+        let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, f);
         self.ws = Some(ws);
+        res
     }
 }

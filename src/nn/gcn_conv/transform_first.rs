@@ -1,0 +1,49 @@
+//! [`Order::TransformFirst`](super::Order::TransformFirst), Â·(H·W): forward T = H·W,
+//! Z = Â·T; backward P = Âᵀ·G, dW += Hᵀ·P, dH = P·Wᵀ.
+
+use ndarray::{ArrayView2, ArrayViewMut2};
+
+use super::GcnConv;
+use crate::kernels::gemm;
+use crate::nn::layer::{view, view_mut, Bufs, Cx, Value};
+use crate::Scalar;
+
+impl<F: Scalar> GcnConv<F> {
+    /// out ← Â·(X·W) (without the bias), T = X·W in scratch.
+    pub(super) fn transform_first_forward(
+        &self,
+        cx: &mut Cx<'_, F>,
+        x: Value<'_, F>,
+        out: ArrayViewMut2<'_, F>,
+        mut scratch: Bufs<'_, F>,
+    ) {
+        let (n, par) = (cx.n(), cx.par);
+        let t = scratch.take_f(n * self.out_dim());
+        let mut t = view_mut(t, (n, self.out_dim()));
+        x.times(self.weight.value.view(), t.view_mut(), par);
+        cx.adj.a_times(F::one(), t.view(), F::zero(), out, par);
+    }
+
+    /// P = Âᵀ·G in scratch; dW += Hᵀ·P; dH = P·Wᵀ into `grad` (which holds G on entry) when the
+    /// input needs a gradient. (The bias gradient is the caller's.)
+    pub(super) fn transform_first_backward(
+        &mut self,
+        cx: &mut Cx<'_, F>,
+        h: Value<'_, F>,
+        grad: &mut [F],
+        mut scratch: Bufs<'_, F>,
+    ) {
+        let (n, par) = (cx.n(), cx.par);
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        let g = view(grad, (n, dout));
+        let p = scratch.take_f(n * dout);
+        cx.adj
+            .at_times(F::one(), g, F::zero(), view_mut(p, (n, dout)), par);
+        let p: ArrayView2<'_, F> = view(p, (n, dout));
+        h.t_times_acc(&cx.sums, p, self.weight.grad.view_mut(), par);
+        if cx.need_din {
+            let wt = self.weight.value.t();
+            gemm(F::one(), p, wt, F::zero(), view_mut(grad, (n, din)), par);
+        }
+    }
+}

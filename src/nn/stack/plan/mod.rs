@@ -1,0 +1,232 @@
+//! The plan of a model's buffers for passes of at most `cap` rows, in phases, each a small
+//! function over the previous ones' results:
+//!
+//! 1. [`nodes`]: what each node is in a pass (gradient needed, inputs fixed in training and in
+//!    evaluation, what the layer is told of its inputs) and each layer's [`Spec`];
+//! 2. [`segments`]: activation checkpointing's recomputed segments;
+//! 3. [`events`]: the events of a training pass and when each call happens;
+//! 4. [`values`]: the value instances and their intervals, in-place takeovers;
+//! 5. [`grads`]: the gradient instances, over-input grants, accumulations;
+//! 6. [`calls`]: scratch instances, the saved states' pool, and every call's buffers;
+//!
+//! with [`intervals`] assigning buffers to instances by interval (best fit). Values, gradients
+//! and scratch of `F` share one pool: a value read for the last time by a backward call hosts a
+//! gradient written after it. Every size is for `cap` rows and every layer's request grows
+//! with the rows, so a pass over fewer rows fits the same buffers.
+
+pub(crate) mod calls;
+pub(crate) mod events;
+pub(crate) mod grads;
+pub(crate) mod intervals;
+pub(crate) mod nodes;
+pub(crate) mod segments;
+pub(crate) mod values;
+
+pub(crate) use calls::{BwdCall, Call};
+pub(crate) use events::Ev;
+
+use super::{Checkpointing, Model, Src};
+use crate::graph::Caps;
+use crate::input::Features;
+use crate::nn::layer::{InputDesc, Req, Spec};
+use crate::Scalar;
+
+/// The stack as the phases see it: each node's sources and [`Spec`], the rows planned for and
+/// the features' width.
+#[derive(Debug)]
+pub(crate) struct Stack<'a> {
+    pub(crate) inputs: Vec<&'a [Src]>,
+    pub(crate) specs: &'a [Spec],
+    pub(crate) cap: usize,
+    pub(crate) x_cols: usize,
+    /// Dense features with dropout: X̃ has a buffer of the pool.
+    pub(crate) xd_dense: bool,
+}
+
+impl Stack<'_> {
+    /// Nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// The width of a source.
+    pub(crate) fn width(&self, s: Src) -> usize {
+        match s {
+            Src::X | Src::Xd => self.x_cols,
+            Src::Node(j) => self.specs[j].out_dim,
+        }
+    }
+}
+
+/// What passes of at most `cap` rows need, computed once.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Rows planned for: every pass has at most this many.
+    pub(crate) cap: usize,
+    pub(crate) x_sparse: bool,
+    pub(crate) x_cols: usize,
+    /// Per node: what the layer was told of each input, and its answer.
+    pub(crate) descs: Vec<Vec<InputDesc>>,
+    pub(crate) specs: Vec<Spec>,
+    /// The operations of Â the layers use.
+    pub(crate) needs: Caps,
+    pub(crate) events: Vec<Ev>,
+    pub(crate) fwd: Vec<Call>,
+    pub(crate) rec: Vec<Option<Call>>,
+    pub(crate) bwd: Vec<BwdCall>,
+    /// The dense X̃ buffer (dense features with input dropout).
+    pub(crate) xd_slot: Option<usize>,
+    /// The buffer of X̃ drawn again for the reads after the loss ([`Ev::RecInput`]).
+    pub(crate) xd_rec_slot: Option<usize>,
+    pub(crate) out_slot: usize,
+    pub(crate) dlogits_slot: usize,
+    /// Whether a node's inputs are all fixed in a training / an evaluation pass.
+    pub(crate) fixed_train: Vec<bool>,
+    pub(crate) fixed_eval: Vec<bool>,
+    /// Index of each mask-drawing node among the sites (Shared streams), +1 for the input.
+    pub(crate) site_index: Vec<Option<usize>>,
+    pub(crate) n_sites: usize,
+    /// Sizes of the pool's buffers (values, gradients, scratch of `F`).
+    pub(crate) pool_sizes: Vec<usize>,
+    pub(crate) saved_sizes: Vec<Req>,
+    /// Scratch of u8 and f64: the largest request.
+    pub(crate) scratch: Req,
+}
+
+impl Plan {
+    /// The dense X̃ buffer of the forward pass, or (`rec`) of the reads after the loss.
+    pub(crate) fn xd_slot(&self, rec: bool) -> Option<usize> {
+        match self.xd_rec_slot {
+            Some(s) if rec => Some(s),
+            _ => self.xd_slot,
+        }
+    }
+
+    /// Whether node `i`'s output is computed once per Â and features.
+    pub(crate) fn constant(&self, i: usize) -> bool {
+        self.specs[i].constant
+    }
+}
+
+impl<F: Scalar> Model<F> {
+    /// The plan for passes of at most `cap` rows on features like `x`.
+    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>) -> Plan {
+        let has_params: Vec<bool> = self
+            .nodes
+            .iter_mut()
+            .map(|nd| {
+                let mut has = false;
+                nd.layer.visit_params(&mut |_, _| has = true);
+                has
+            })
+            .collect();
+        let xd_dropped = self.input_dropout > 0.0;
+        let x_sparse = x.is_sparse();
+        let nodes = &self.nodes;
+        let set = nodes::Setting {
+            x_sparse,
+            xd_dropped,
+            varying_graph: self.opts.varying_graph,
+        };
+        let inputs: Vec<&[Src]> = nodes.iter().map(|nd| &nd.inputs[..]).collect();
+        let d = nodes::describe(&inputs, &has_params, set, &mut |i, descs| {
+            nodes[i].layer.spec(descs, cap)
+        });
+        let segments = segments::segments(&self.blocks, self.opts.checkpoint, &d.specs);
+        // Under checkpointing, a dense X̃ read after the loss (by a layer that keeps it, or by
+        // a recomputed one) is drawn again just before that read, from the same stream
+        // positions, rather than held from the forward pass.
+        let redraw = self.opts.checkpoint != Checkpointing::None && xd_dropped && !x_sparse;
+        let reads_xd = |c: usize| inputs[c].contains(&Src::Xd);
+        let late = |e: Ev| match e {
+            Ev::Rec(c) => reads_xd(c),
+            Ev::Bwd(c) => reads_xd(c) && d.specs[c].keeps_input,
+            _ => false,
+        };
+        let tl = events::timeline(nodes.len(), &segments, redraw, &late);
+        let st = Stack {
+            inputs,
+            specs: &d.specs,
+            cap,
+            x_cols: x.n_cols(),
+            xd_dense: xd_dropped && !x_sparse,
+        };
+        let mut v = values::values(&st, &tl);
+        let g = grads::grads(&st, &tl, &mut v, &d.need, true);
+        // Each node's temporaries, with its over-input grant.
+        let reqs: Vec<Req> = (0..st.len())
+            .map(|c| d.specs[c].scratch_of(g.over[c].is_some()))
+            .collect();
+        let scr = calls::scratch(&tl, &mut v, &reqs, &d.need);
+        // (A handoff chain's buffer takes its largest member's size in `assign`.)
+        let (slot, pool_sizes) = v.vals.assign();
+        let saved_reqs: Vec<Req> = d.specs.iter().map(|s| s.saved).collect();
+        let saved = calls::saved(&tl, &saved_reqs);
+        let parts = calls::Parts {
+            st: &st,
+            tl: &tl,
+            v: &v,
+            g: &g,
+            scr: &scr,
+            saved: &saved,
+            slot: &slot,
+        };
+        let n_nodes = st.len();
+        let fwd: Vec<Call> = (0..n_nodes).map(|c| parts.call(c, false)).collect();
+        let rec: Vec<Option<Call>> = (0..n_nodes)
+            .map(|c| tl.seg_of[c].map(|_| parts.call(c, true)))
+            .collect();
+        let bwd: Vec<BwdCall> = (0..n_nodes).map(|c| parts.bwd(c, d.need[c])).collect();
+        let scratch = reqs
+            .iter()
+            .map(|r| Req { f: 0, ..*r })
+            .fold(Req::default(), Req::max);
+        let (site_index, n_sites) = sites(&d.specs, xd_dropped);
+        let needs = d
+            .specs
+            .iter()
+            .fold(Caps::default(), |a, s| a.union(s.needs));
+        Plan {
+            cap,
+            x_sparse,
+            x_cols: x.n_cols(),
+            needs,
+            events: tl.events.clone(),
+            out_slot: fwd[n_nodes - 1].out,
+            dlogits_slot: slot[g.dlogits],
+            fwd,
+            rec,
+            bwd,
+            xd_slot: v.xd_inst.map(|k| slot[k]),
+            xd_rec_slot: v.xd_rec_inst.map(|k| slot[k]),
+            fixed_train: d.fixed_train,
+            fixed_eval: d.fixed_eval,
+            descs: d.descs,
+            site_index,
+            n_sites,
+            pool_sizes,
+            saved_sizes: saved.sizes,
+            scratch,
+            specs: d.specs,
+        }
+    }
+}
+
+/// Mask sites (Shared streams): the input (when dropped), then every mask-drawing node in
+/// order; returns each node's site and their number.
+fn sites(specs: &[Spec], xd_dropped: bool) -> (Vec<Option<usize>>, usize) {
+    let mut n_sites = usize::from(xd_dropped);
+    let index = specs
+        .iter()
+        .map(|s| {
+            s.draws_mask.then(|| {
+                n_sites += 1;
+                n_sites - 1
+            })
+        })
+        .collect();
+    (index, n_sites)
+}
+
+#[cfg(test)]
+mod tests;
