@@ -13,6 +13,7 @@ use crate::data::features::sparse_enough;
 use crate::data::io::OgbFeatures;
 use crate::data::synthetic::CitationLike;
 use crate::data::{Dataset, Features, FeaturesRef, Mask, Skeleton, SparseFeatures, Split};
+use crate::graph::Collective;
 use crate::graph::{adj_indptr, NormRows};
 use crate::kernels::Csr;
 use crate::order;
@@ -87,28 +88,6 @@ fn local_split(split: &Split, range: &Range<usize>) -> Result<Split> {
         valid: local(&split.valid)?,
         test: local(&split.test)?,
     })
-}
-
-/// What the ranks of a job agree on while they prepare ([`prepare_rank`]): implemented by
-/// the MPI job (`dist::mpi::Mpi`) and by [`Alone`] for one process.
-pub trait Collective {
-    /// Whether `yes` holds on every rank.
-    fn all(&self, yes: bool) -> bool;
-    /// The sum of `v` over the ranks.
-    fn sum(&self, v: u64) -> u64;
-}
-
-/// One process: every rank's value is its own.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Alone;
-
-impl Collective for Alone {
-    fn all(&self, yes: bool) -> bool {
-        yes
-    }
-    fn sum(&self, v: u64) -> u64 {
-        v
-    }
 }
 
 /// Where a rank's rows of X come from.
@@ -360,7 +339,9 @@ mod tests {
                         } else {
                             RowSource::Whole(params.generate(5).unwrap().features)
                         };
-                        let r = prepare_rank(skeleton, source, &p, ranks, rank, &Alone).unwrap();
+                        let r =
+                            prepare_rank(skeleton, source, &p, ranks, rank, &crate::graph::Local)
+                                .unwrap();
                         let part =
                             RowPartition::of_graph(adj.a().indptr().raw_storage(), ranks).unwrap();
                         assert_eq!(r.part, part);
@@ -397,7 +378,7 @@ mod tests {
             &Prepare::default(),
             2,
             2,
-            &Alone
+            &crate::graph::Local
         )
         .is_err());
     }

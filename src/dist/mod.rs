@@ -20,7 +20,7 @@ pub mod mpi;
 pub mod partition;
 pub mod plan;
 
-pub use local::{prepare_rank, rank_data, Alone, Collective, RankData, RankPrepared, RowSource};
+pub use local::{prepare_rank, rank_data, RankData, RankPrepared, RowSource};
 pub use partition::{RankStats, RowPartition};
 
 /// The share of a rank's extended rows that are its own, in 1/1024: `1024·owned / (owned +

@@ -176,7 +176,22 @@ impl Mpi {
     }
 }
 
-impl super::Collective for Mpi {
+/// The job's exchanges while the ranks prepare (not counted as training traffic).
+impl Collective for Mpi {
+    fn spans_processes(&self) -> bool {
+        true
+    }
+    fn sum_words(&self, words: &mut [i64]) {
+        let send = words.to_vec();
+        world().all_reduce_into(&send[..], words, SystemOperation::sum());
+    }
+    fn global_span(&self, local: usize) -> (usize, usize) {
+        let mut all = vec![0u64; self.size];
+        world().all_gather_into(&(local as u64), &mut all[..]);
+        let me = world().rank() as usize;
+        let before: u64 = all[..me].iter().sum();
+        (before as usize, all.iter().sum::<u64>() as usize)
+    }
     fn all(&self, yes: bool) -> bool {
         Mpi::all(self, yes)
     }

@@ -220,7 +220,11 @@ mod tests {
         for (n, big) in [(100, 5000), (3000, 200_000), (70_000, 70_000)] {
             assert!(parts_len(n, 3) >= n.div_ceil(grid_rows(big)) * 3);
         }
-        assert_eq!(parts_len(2708, 2), 8 * 2, "the bound of any row count up to 2,708");
+        assert_eq!(
+            parts_len(2708, 2),
+            8 * 2,
+            "the bound of any row count up to 2,708"
+        );
     }
 
     #[test]
