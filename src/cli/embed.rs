@@ -11,6 +11,7 @@ use super::eval::{load_model, Loaded};
 use super::{args, input_order, DataArgs};
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct EmbedArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
@@ -22,10 +23,10 @@ pub(crate) struct EmbedArgs {
     #[arg(long, value_parser = args::count)]
     layer: usize,
     /// Output `.npy` file: an N × width f32 array.
-    #[arg(long, value_parser = args::npy)]
+    #[arg(long, value_parser = args::NPY)]
     out: PathBuf,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
 }
 

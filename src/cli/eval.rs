@@ -15,14 +15,15 @@ use sparse_gcn::{par::thread_pool, Par, Result, Scalar};
 use super::DataArgs;
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct EvalArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
     pub(crate) checkpoint: PathBuf,
     #[command(flatten)]
     data: DataArgs,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]

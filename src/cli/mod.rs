@@ -72,7 +72,18 @@ enum Cmd {
 /// Runs the command line; exit codes: 0 success, 1 data or runtime error (one line on stderr),
 /// 2 usage error (clap's).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap's message names no flag: name it.
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            usage_error(format!(
+                "{}: the value is not valid UTF-8 (this option takes text)",
+                args::non_utf8_flag(&args)
+            ))
+        }
+        Err(e) => e.exit(),
+    };
     // Checks of combinations and of output paths: usage errors (exit 2) before any file is read.
     let usage = match &cli.cmd {
         Cmd::Train(a) => a.check(),
@@ -81,9 +92,7 @@ pub fn main() -> ExitCode {
         _ => Ok(()),
     };
     if let Err(msg) = usage {
-        Cli::command()
-            .error(clap::error::ErrorKind::ValueValidation, msg)
-            .exit();
+        usage_error(msg);
     }
     let res = match cli.cmd {
         Cmd::Train(a) => train::run(*a),
@@ -103,6 +112,13 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Exits with a usage error (exit 2, clap's format) saying `msg`, which names the flag.
+pub(crate) fn usage_error(msg: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, msg)
+        .exit()
 }
 
 /// Where the data comes from: a file or folder, or a synthetic preset built in memory.

@@ -15,6 +15,7 @@ use sparse_gcn::{par::thread_pool, Result};
 use super::args;
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct RooflineArgs {
     /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
     #[arg(long, default_value = "arxiv-like")]
@@ -52,8 +53,8 @@ pub(crate) struct RooflineArgs {
     /// reference (it reads the labels, so training never uses it).
     #[arg(long)]
     class_order: bool,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
     /// Print the report as one JSON object as the last line of stdout.
     #[arg(long)]

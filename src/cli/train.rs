@@ -93,34 +93,34 @@ pub(crate) struct TrainArgs {
     /// hyperparameters; explicit flags override them).
     #[arg(long, value_enum, default_value_t = RecipeArg::Default)]
     recipe: RecipeArg,
-    /// Number of graph convolutions [default: 2; gcnii's paper recipe: 64].
-    #[arg(long, value_parser = args::count)]
+    /// Number of graph convolutions, at most 1024 [default: 2; gcnii's paper recipe: 64].
+    #[arg(long, value_parser = args::layers)]
     layers: Option<usize>,
-    /// Hidden width [default: 16].
-    #[arg(long, value_parser = args::count)]
+    /// Hidden width, at most 65536 [default: 16].
+    #[arg(long, value_parser = args::hidden)]
     hidden: Option<usize>,
     /// Dropout on the input and between layers [default: 0.5].
-    #[arg(long, value_parser = args::rate)]
+    #[arg(long, value_parser = args::rate, allow_hyphen_values = true)]
     dropout: Option<f64>,
     /// Learning rate [default: 0.01].
-    #[arg(long, value_parser = args::positive)]
+    #[arg(long, value_parser = args::positive, allow_hyphen_values = true)]
     lr: Option<f64>,
     /// L2 weight decay [default: 5e-4].
-    #[arg(long, value_parser = args::non_negative)]
+    #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
     weight_decay: Option<f64>,
     /// Which layers get weight decay [default: first].
     #[arg(long, value_enum)]
     weight_decay_scope: Option<WdScope>,
-    /// Maximum number of epochs [default: 200].
-    #[arg(long, value_parser = args::count)]
+    /// Maximum number of epochs, at most 1,000,000 [default: 200].
+    #[arg(long, value_parser = args::epochs)]
     epochs: Option<usize>,
     /// Early-stopping rule [default: kipf for Kipf's 2-layer gcn, patience (100 epochs, best
     /// weights restored) for every other model or depth].
     #[arg(long, value_enum)]
     stop: Option<StopArg>,
     /// Window (kipf) or patience (patience) of the stop rule [default: 10; 100 for patience as
-    /// the default of deep or non-Kipf models].
-    #[arg(long, value_parser = args::count)]
+    /// the default of deep or non-Kipf models; at most 1,000,000].
+    #[arg(long, value_parser = args::epochs)]
     patience: Option<usize>,
     /// Evaluation order of Â·H·W in the graph convolutions.
     #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
@@ -136,20 +136,20 @@ pub(crate) struct TrainArgs {
     #[arg(long)]
     norm_layer: Option<NormKind>,
     /// DropEdge rate of the training passes (0: off).
-    #[arg(long, value_parser = args::rate)]
+    #[arg(long, value_parser = args::rate, allow_hyphen_values = true)]
     drop_edge: Option<f64>,
     /// Activation checkpointing: keep every K-th hidden block's input and recompute the others
-    /// in backward (0: off).
-    #[arg(long)]
+    /// in backward (0: off; at most 1024).
+    #[arg(long, value_parser = args::every)]
     checkpoint_every: Option<usize>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
-    #[arg(long, value_parser = args::unit)]
+    #[arg(long, value_parser = args::unit, allow_hyphen_values = true)]
     alpha: Option<f64>,
     /// GCNII's λ [default: 0.5].
-    #[arg(long, value_parser = args::positive)]
+    #[arg(long, value_parser = args::positive, allow_hyphen_values = true)]
     lambda: Option<f64>,
-    /// Propagation steps of SGC [default: 2] and APPNP [default: 10].
-    #[arg(long, value_parser = args::count)]
+    /// Propagation steps of SGC [default: 2] and APPNP [default: 10], at most 1024.
+    #[arg(long, value_parser = args::steps)]
     k: Option<usize>,
     /// Give every graph convolution a bias (Kipf & Welling's model has none; PyG's GCNConv has
     /// one).
@@ -160,11 +160,11 @@ pub(crate) struct TrainArgs {
     /// (ogbn-arxiv-like embeddings) as they are.
     #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
     row_norm: RowNormArg,
-    /// Number of seeds (0, 1, …, N−1), trained in parallel.
-    #[arg(long, default_value_t = 1, value_parser = args::count)]
+    /// Number of seeds (0, 1, …, N−1), trained in parallel; at most 10,000.
+    #[arg(long, default_value_t = 1, value_parser = args::seeds)]
     seeds: usize,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = args::threads)]
     threads: usize,
     /// Epochs left out of the timing medians.
     #[arg(long, default_value_t = 5)]
@@ -174,11 +174,11 @@ pub(crate) struct TrainArgs {
     json: bool,
     /// Save the model trained with the first seed as a safetensors checkpoint at this path
     /// (written atomically: an existing file is replaced only by a complete new one).
-    #[arg(long, value_parser = args::writable_file)]
+    #[arg(long, value_parser = args::ANY_FILE)]
     save: Option<PathBuf>,
     /// Write the per-epoch history of every seed to this CSV file (seed, epoch (1-based),
     /// train loss and accuracy, validation loss and accuracy, train-step and epoch wall ms).
-    #[arg(long, value_parser = args::csv)]
+    #[arg(long, value_parser = args::CSV)]
     history: Option<PathBuf>,
     /// Relabel the nodes once after loading, for memory locality: auto, none, random[:SEED],
     /// degree, rcm, bfs, community (label propagation on the graph structure only) or metis

@@ -4,6 +4,7 @@
 pub mod dataset;
 pub mod features;
 pub mod io;
+pub mod memory;
 pub mod node_features;
 pub mod split;
 pub mod stats;
