@@ -16,7 +16,7 @@ pub(crate) struct InfoArgs {
 
 pub(crate) fn run(a: InfoArgs) -> Result<()> {
     let d = a.data.load()?;
-    let s = DatasetStats::compute(&d);
+    let s = DatasetStats::try_compute(&d)?;
     let kind = if s.directed { "directed" } else { "undirected" };
     println!("dataset            {}", s.name);
     println!("nodes              {}", s.n_nodes);

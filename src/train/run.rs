@@ -141,7 +141,11 @@ pub fn check_params_fit(cfg: &ModelConfig, runs: usize) -> Result<()> {
         format!(
             "{} {} model{} (in {}, hidden {}, out {}, {} layers): {params} parameters, with \
              their gradients, the optimiser's moments and the best epoch's copy",
-            runs.max(1),
+            if runs > 1 {
+                runs.to_string()
+            } else {
+                "a".into()
+            },
             cfg.arch,
             if runs > 1 { "s trained at once" } else { "" },
             cfg.in_dim,
@@ -181,7 +185,11 @@ pub fn check_run_fits(
         format!(
             "training {} {} model{} (hidden {}, {} layers) on {n} nodes × {} features: the \
              planned workspace ({workspace} bytes a model), the logits and the parameters",
-            runs.max(1),
+            if runs > 1 {
+                runs.to_string()
+            } else {
+                "a".into()
+            },
             cfg.arch,
             if runs > 1 { "s at once" } else { "" },
             cfg.hidden_dim,

@@ -14,6 +14,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_limits;
 #[cfg(feature = "cli")]
+mod cli_memory;
+#[cfg(feature = "cli")]
 mod cli_user_path;
 mod clustering;
 mod deep_training;

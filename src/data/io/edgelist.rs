@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::{
-    check_file, class_count, excerpt, file_stem, no_features, parse_uint, random_split,
-    read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
+    check_file, check_graph_fits, checked_class_count, excerpt, file_stem, no_features, parse_uint,
+    random_split, read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
 };
 use crate::data::{Dataset, Features, UNLABELLED};
 use crate::graph::{Direction, Graph};
@@ -104,6 +104,7 @@ pub fn load_edge_list(
     opts: &EdgeListOptions,
 ) -> Result<Dataset> {
     let path = edges.as_ref();
+    let labels_path = labels;
     let max_nodes = opts.max_nodes.min(u32::MAX as usize);
     if let Some(n) = opts.n_nodes {
         if n > max_nodes {
@@ -159,11 +160,12 @@ pub fn load_edge_list(
             msg: "empty graph: no edges and no EdgeListOptions::n_nodes".into(),
         });
     }
+    check_graph_fits(path, n, edge_list.len(), 8, 0)?;
     let labels = match labels {
         Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
         None => vec![UNLABELLED; n],
     };
-    let n_classes = class_count(&labels, opts.n_classes);
+    let n_classes = checked_class_count(labels_path.unwrap_or(path), &labels, opts.n_classes)?;
     let features = match features {
         Some(p) => {
             let f = Features::Dense(read_features(p, Syntax::Free, n, "nodes")?);

@@ -432,6 +432,59 @@ fn class_count(labels: &[u32], declared: Option<usize>) -> usize {
     })
 }
 
+/// [`class_count`], refusing an inferred count above the number of labelled nodes (some
+/// classes would have no node at all; one typo'd label such as `1000000` would make a model
+/// of a million classes, with n × 10⁶ logits): an [`Error::Dataset`] on `path` (the label
+/// file) naming the node and the label.
+fn checked_class_count(path: &Path, labels: &[u32], declared: Option<usize>) -> Result<usize> {
+    let c = class_count(labels, declared);
+    if declared.is_some() {
+        return Ok(c);
+    }
+    let labelled = labels
+        .iter()
+        .filter(|&&l| l != crate::data::UNLABELLED)
+        .count();
+    if c <= labelled {
+        return Ok(c);
+    }
+    let (node, label) = labels
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l != crate::data::UNLABELLED)
+        .max_by_key(|(i, &l)| (l, std::cmp::Reverse(*i)))
+        .map_or((0, 0), |(i, &l)| (i, l));
+    Err(Error::Dataset {
+        path: path.to_path_buf(),
+        msg: format!(
+            "label {label} of node {node} (line {} of a one-label-per-line file) implies {c} \
+             classes (class ids run from 0 to the largest label), more than the {labelled} \
+             labelled nodes: a typo? Number the classes 0 to C−1",
+            node + 1
+        ),
+    })
+}
+
+/// Refuses a graph of `n` nodes and `edges` edges from `path` (plus `more` bytes the caller is
+/// about to allocate with it) that would not fit in the memory available: per node the CSR row
+/// pointers and their fill copy, the labels, the random split's order and the row pointers of
+/// the (empty) features, 32 bytes; per edge `edge_bytes` (the column indices of both
+/// directions, and the edge list itself when it is not read yet).
+fn check_graph_fits(
+    path: &Path,
+    n: usize,
+    edges: usize,
+    edge_bytes: usize,
+    more: u64,
+) -> Result<()> {
+    let needed = crate::data::memory::bytes(n, 32)
+        .saturating_add(crate::data::memory::bytes(edges, edge_bytes))
+        .saturating_add(more);
+    crate::data::memory::check(needed, || {
+        format!("{}: a graph of {n} nodes and {edges} edges", path.display())
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Text files
 // ---------------------------------------------------------------------------------------------
@@ -721,6 +774,12 @@ fn read_feature_rows(
                 });
             };
             let total = out_rows * n_feat;
+            crate::data::memory::check(crate::data::memory::bytes(total, 4), || {
+                format!(
+                    "{}: {out_rows} feature rows × {n_feat} columns (f32)",
+                    path.display()
+                )
+            })?;
             data.try_reserve_exact(total)
                 .map_err(|e| alloc_error(path, &format!("{out_rows} × {n_feat} features"), e))?;
             if slot.is_some() {
