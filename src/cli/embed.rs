@@ -7,7 +7,7 @@ use sparse_gcn::data::write::npy_f32;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Error, Par, Result};
 
-use super::eval::{load_model, Loaded};
+use super::eval::{check_finite_output, load_model, Loaded};
 use super::{args, input_order, DataArgs};
 
 #[derive(clap::Args)]
@@ -45,11 +45,15 @@ pub(crate) fn run(a: EmbedArgs) -> Result<()> {
             });
         }
         let mut h = None;
+        let mut bad = Ok(());
+        let what = format!("layer {}'s output of {}", a.layer, a.checkpoint.display());
         model.visit_representations(&p.adj, &p.data.features, Par::Rayon, &mut |l, x| {
             if l + 1 == a.layer {
+                bad = check_finite_output(&p, x, &what);
                 h = Some(input_order(&p, x));
             }
         });
+        bad?;
         let h = h.unwrap_or_else(|| unreachable!("layer {} of {n_layers} visited", a.layer));
         write_file_atomic(&a.out, &npy_f32(h.view()))?;
         println!(

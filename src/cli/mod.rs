@@ -129,12 +129,13 @@ pub(crate) struct DataArgs {
     /// memory.
     #[arg(long)]
     pub(crate) data: Option<PathBuf>,
-    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
-    #[arg(long, default_value = "cora-like")]
-    pub(crate) preset: Preset,
-    /// Seed of the synthetic preset.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) data_seed: u64,
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like
+    /// [default: cora-like].
+    #[arg(long)]
+    pub(crate) preset: Option<Preset>,
+    /// Seed of the synthetic preset and of `--features random:D` [default: 0].
+    #[arg(long)]
+    pub(crate) data_seed: Option<u64>,
     /// Split name under DATA/split (default: the only one).
     #[arg(long)]
     pub(crate) split: Option<String>,
@@ -194,10 +195,6 @@ impl FeatureArg {
     }
 }
 
-/// Checkpoint metadata keys of the data source (`train --save` writes them, `eval`, `predict`
-/// and `embed` read them when `--data` is not given).
-const SOURCE_KEYS: [&str; 4] = ["data", "preset", "features_file", "labels_file"];
-
 impl DataArgs {
     /// Records where the data came from in a checkpoint's metadata.
     pub(crate) fn record(&self, extra: &mut BTreeMap<String, String>) {
@@ -212,9 +209,11 @@ impl DataArgs {
                 extra.insert("data".into(), path(p));
             }
             None => {
-                extra.insert("preset".into(), self.preset.name().into());
-                extra.insert("data_seed".into(), self.data_seed.to_string());
+                extra.insert("preset".into(), self.preset().name().into());
             }
+        }
+        if self.data.is_none() || self.seeded_features() {
+            extra.insert("data_seed".into(), self.seed().to_string());
         }
         if let Some(s) = &self.split {
             extra.insert("split".into(), s.clone());
@@ -242,13 +241,87 @@ impl DataArgs {
         }
     }
 
-    /// Without `--data`, the data source a checkpoint records (its folder or file, or its
-    /// synthetic preset and seed); a recorded path that is gone is an error saying so.
-    pub(crate) fn or_recorded(&self, ck: &Path, extra: &BTreeMap<String, String>) -> Result<Self> {
-        if self.data.is_some() || !SOURCE_KEYS.iter().any(|k| extra.contains_key(*k)) {
+    /// The synthetic preset (`--preset`, cora-like by default).
+    pub(crate) fn preset(&self) -> Preset {
+        self.preset.unwrap_or(Preset::CoraLike)
+    }
+
+    /// The data seed (`--data-seed`, 0 by default).
+    pub(crate) fn seed(&self) -> u64 {
+        self.data_seed.unwrap_or(0)
+    }
+
+    /// Whether the features are drawn from the data seed (`--features random:D`).
+    fn seeded_features(&self) -> bool {
+        matches!(
+            self.features,
+            Some(FeatureArg::Built(NodeFeatures::Random { .. }))
+        )
+    }
+
+    /// The data a checkpoint is evaluated on: what it records of its training data (the source
+    /// and every option of its preparation), each option given here overriding the recorded
+    /// one. A new source (`--data` or `--preset`) drops the recorded feature and label files
+    /// (give them again for an edge list). The data loaded is then checked against the
+    /// recorded content hashes ([`sparse_gcn::train::checkpoint::Checkpoint::check_data`]).
+    ///
+    /// A checkpoint that records no content hash (written by an older version, or by the
+    /// library without them) is refused unless the data is given explicitly (`--data` or
+    /// `--preset`); its shapes are then checked against the model's.
+    pub(crate) fn for_checkpoint(
+        &self,
+        ck: &Path,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let explicit_source = self.data.is_some() || self.preset.is_some();
+        if sparse_gcn::data::content::ContentHash::from_extra(extra).is_none() {
+            if !explicit_source {
+                return Err(Error::DataMismatch {
+                    checkpoint: ck.to_path_buf(),
+                    msg: "the checkpoint records no content hash of the data it was trained on \
+                          (it was written by an older version, or by the library without \
+                          one), so the data cannot be checked: give it with --data or \
+                          --preset (its feature width and class count are then checked)"
+                        .into(),
+                });
+            }
             return Ok(self.clone());
         }
-        let mut d = self.clone();
+        let mut d = Self::recorded(ck, extra)?;
+        if explicit_source {
+            d.data = self.data.clone();
+            d.preset = self.preset;
+            if let Some(FeatureArg::File(_)) = d.features {
+                d.features = None;
+            }
+            d.labels = None;
+        }
+        if self.data_seed.is_some() {
+            d.data_seed = self.data_seed;
+        }
+        if self.features.is_some() {
+            d.features = self.features.clone();
+        }
+        if self.labels.is_some() {
+            d.labels = self.labels.clone();
+        }
+        if self.split.is_some() {
+            d.split = self.split.clone();
+        }
+        d.directed |= self.directed;
+        if self.num_nodes.is_some() {
+            d.num_nodes = self.num_nodes;
+        }
+        if self.train_per_class.is_some() || self.split_sizes.is_some() {
+            d.train_per_class = self.train_per_class;
+            d.split_sizes = self.split_sizes;
+        }
+        Ok(d)
+    }
+
+    /// The data options a checkpoint records (see [`DataArgs::record`]); a recorded file that
+    /// is gone is an error saying so.
+    fn recorded(ck: &Path, extra: &BTreeMap<String, String>) -> Result<Self> {
         let existing = |key: &str| -> Result<Option<PathBuf>> {
             match extra.get(key) {
                 None => Ok(None),
@@ -256,51 +329,50 @@ impl DataArgs {
                 Some(p) => Err(Error::Dataset {
                     path: ck.to_path_buf(),
                     msg: format!(
-                        "the model was trained on {p}, which does not exist here; give --data"
+                        "the model was trained on {p}, which does not exist here; give --data \
+                         (and --features or --labels files)"
                     ),
                 }),
             }
         };
-        d.data = existing("data")?;
-        if let Some(f) = existing("features_file")? {
-            d.features = Some(FeatureArg::File(f));
-        }
-        if let Some(k) = extra.get("features_built") {
-            d.features = Some(FeatureArg::Built(k.parse()?));
-        }
-        let number = |key: &str| -> Result<Option<usize>> {
+        let number = |key: &str| -> Result<Option<u64>> {
             extra
                 .get(key)
                 .map(|s| {
                     s.parse().map_err(|_| Error::Dataset {
                         path: ck.to_path_buf(),
-                        msg: format!("{key} {s:?} is not a number"),
+                        msg: format!("metadata `{key}` = {s:?} is not a number"),
                     })
                 })
                 .transpose()
         };
-        d.num_nodes = number("num_nodes")?.or(d.num_nodes);
-        d.train_per_class = number("train_per_class")?.or(d.train_per_class);
-        if let Some(s) = extra.get("split_sizes") {
-            d.split_sizes = Some(args::fractions(s).map_err(|msg| Error::Dataset {
+        let features = match (existing("features_file")?, extra.get("features_built")) {
+            (Some(f), _) => Some(FeatureArg::File(f)),
+            (None, Some(k)) => Some(FeatureArg::Built(k.parse()?)),
+            (None, None) => None,
+        };
+        let split_sizes = match extra.get("split_sizes") {
+            Some(s) => Some(args::fractions(s).map_err(|msg| Error::Dataset {
                 path: ck.to_path_buf(),
-                msg: format!("split_sizes {s:?}: {msg}"),
-            })?);
-        }
-        d.labels = existing("labels_file")?.or(d.labels);
-        if let Some(s) = extra.get("split") {
-            d.split = Some(s.clone());
-        }
-        if let Some(p) = extra.get("preset") {
-            d.preset = p.parse()?;
-        }
-        if let Some(s) = extra.get("data_seed") {
-            d.data_seed = s.parse().map_err(|_| Error::Dataset {
-                path: ck.to_path_buf(),
-                msg: format!("data_seed {s:?} is not a number"),
-            })?;
-        }
-        Ok(d)
+                msg: format!("metadata `split_sizes` = {s:?}: {msg}"),
+            })?),
+            None => None,
+        };
+        let count = |key: &str| -> Result<Option<usize>> {
+            Ok(number(key)?.map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
+        };
+        Ok(DataArgs {
+            data: existing("data")?,
+            preset: extra.get("preset").map(|p| p.parse()).transpose()?,
+            data_seed: number("data_seed")?,
+            split: extra.get("split").cloned(),
+            directed: extra.get("directed").is_some_and(|v| v == "true"),
+            features,
+            labels: existing("labels_file")?,
+            num_nodes: count("num_nodes")?,
+            train_per_class: count("train_per_class")?,
+            split_sizes,
+        })
     }
 
     /// How `--data` is loaded.
@@ -338,10 +410,10 @@ impl DataArgs {
     pub(crate) fn load(&self) -> Result<Dataset> {
         let mut d = match &self.data {
             Some(path) => load_any(path, &self.load_options())?,
-            None => self.preset.generate(self.data_seed)?,
+            None => self.preset().generate(self.seed())?,
         };
         if let Some(FeatureArg::Built(k)) = self.features {
-            d.features = k.build(&d.graph, self.data_seed)?;
+            d.features = k.build(&d.graph, self.seed())?;
         }
         Ok(d)
     }

@@ -10,7 +10,7 @@ use sparse_gcn::data::write::npy_f32;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Par, Result};
 
-use super::eval::{load_model, Loaded};
+use super::eval::{check_finite_output, load_model, Loaded};
 use super::{args, input_order, DataArgs};
 
 #[derive(clap::Args)]
@@ -50,6 +50,8 @@ pub(crate) fn run(a: PredictArgs) -> Result<()> {
     pool.install(|| {
         let Loaded { p, mut model, .. } = load_model(&a.checkpoint, &a.data)?;
         let logits = model.predict(&p.adj, &p.data.features, Par::Rayon);
+        let what = format!("the logits of {}", a.checkpoint.display());
+        check_finite_output(&p, logits.view(), &what)?;
         let probs = softmax(input_order(&p, logits.view()).view());
         let bytes = if a
             .out

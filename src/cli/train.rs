@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use serde_json::json;
 
+use sparse_gcn::data::content::ContentHash;
 use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
@@ -352,10 +353,15 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let cfg = a.config();
     let t_load = Instant::now();
     let prepare = a.prepare(&cfg);
+    let mut content: Option<ContentHash> = None;
     let ready = match job {
         None => {
             let data = a.data.load()?;
             data.check_trainable()?;
+            // What a checkpoint records of the data as loaded, for `eval` to check.
+            if a.save.is_some() {
+                content = Some(ContentHash::of(&data));
+            }
             Ready::One(Box::new(Prepared::new(data, &prepare)?))
         }
         Some(job) => Ready::Rank(Box::new(dist::prepare(job, &a.data, &prepare)?), job),
@@ -401,6 +407,9 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         if let (Some(path), true) = (&a.save, r.seed == seeds[0] && super::prints()) {
             let mut extra = d.extra();
             a.data.record(&mut extra);
+            if let Some(h) = content {
+                h.record(&mut extra);
+            }
             extra.insert("seed".to_string(), r.seed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
             if let Err(e) = checkpoint::save(path, model, &extra) {

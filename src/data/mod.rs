@@ -1,6 +1,7 @@
 //! Datasets: node features, labels and splits, the loaders (OGB raw layout, gnn-benchmark `.npz`,
 //! edge lists), the synthetic generator, the writer, and dataset statistics.
 
+pub mod content;
 pub mod dataset;
 pub mod features;
 pub mod io;

@@ -28,7 +28,12 @@
 //! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
 //! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
 //! the inputs the model was trained on. They must not reuse the keys above
-//! ([`RESERVED_KEYS`]).
+//! ([`RESERVED_KEYS`]). `sparse-gcn train --save` also records the content hashes of the data
+//! as loaded (`data_hash_graph`, `data_hash_features`, `data_hash_labels`, `data_hash_split`;
+//! [`ContentHash::record`]) and every option its preparation depends on (the source, the
+//! feature recipe and its seed, the split options): [`Checkpoint::check_data`] refuses other
+//! data naming what differs. Keys are written sorted: identical models and metadata give
+//! identical files byte for byte.
 //!
 //! # Atomicity
 //! [`save`] writes the bytes to `PATH.tmp-<pid>-<n>` in the same directory, syncs it and
@@ -73,6 +78,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rand::SeedableRng;
 use safetensors::tensor::{Dtype, SafeTensors};
 
+use crate::data::content::ContentHash;
 use crate::data::Features;
 use crate::graph::Propagate;
 use crate::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
@@ -527,6 +533,59 @@ impl Checkpoint {
     /// The file it was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Checks that `d` (as loaded, before [`Prepared::new`](super::run::Prepared::new)) is the
+    /// data the model was trained on, when the checkpoint records its content hashes
+    /// ([`ContentHash`], which `sparse-gcn train --save` records): [`Error::DataMismatch`]
+    /// naming the parts that differ (graph, features, labels, split) and the data the
+    /// metadata says the model was trained on. Then, recorded or not, the shapes
+    /// ([`Checkpoint::check_shapes`]).
+    ///
+    /// # Errors
+    /// [`Error::DataMismatch`]; [`Error::Dataset`] for a malformed recorded hash;
+    /// [`Error::Mismatch`].
+    pub fn check_data(&self, d: &crate::data::Dataset) -> Result<()> {
+        match ContentHash::from_extra(&self.extra) {
+            None => {}
+            Some(Err(msg)) => return Err(dataset_err(&self.path, msg)),
+            Some(Ok(recorded)) => {
+                let diff = ContentHash::of(d).differences(&recorded);
+                if !diff.is_empty() {
+                    let source: Vec<String> = [
+                        "data",
+                        "preset",
+                        "data_seed",
+                        "features_built",
+                        "features_file",
+                        "labels_file",
+                        "split",
+                        "num_nodes",
+                        "train_per_class",
+                        "split_sizes",
+                    ]
+                    .iter()
+                    .filter_map(|k| self.extra.get(*k).map(|v| format!("{k} {v}")))
+                    .collect();
+                    return Err(Error::DataMismatch {
+                        checkpoint: self.path.clone(),
+                        msg: format!(
+                            "the data given ({}) is not the data the model was trained on: its \
+                             {} differ{} (content hashes); the checkpoint records {}",
+                            d.name,
+                            diff.join(", "),
+                            if diff.len() == 1 { "s" } else { "" },
+                            if source.is_empty() {
+                                "no source".to_string()
+                            } else {
+                                source.join(", ")
+                            }
+                        ),
+                    });
+                }
+            }
+        }
+        self.check_shapes(d.features.n_cols(), d.n_classes)
     }
 
     /// Checks that data of `in_dim` feature columns and `n_classes` classes fits the model:

@@ -395,3 +395,52 @@ fn checkpoints_declaring_huge_sizes_are_typed_errors_naming_file_and_field() {
     expect(&r, 1, &[s(&ck), "hidden_dim 60000", "parameters"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_row_count_conflict_names_where_each_count_came_from() {
+    let dir = scratch("rows");
+    let edges = dir.join("g.txt");
+    std::fs::write(&edges, "0 1\n1 2\n").unwrap();
+    let labels = dir.join("g.labels");
+    std::fs::write(&labels, "0\n1\n0\n1\n").unwrap();
+    let feats = dir.join("g.feat");
+    std::fs::write(&feats, "1 0\n0 1\n1 1\n").unwrap();
+    let r = run(&[
+        "info",
+        "--data",
+        s(&edges),
+        "--labels",
+        s(&labels),
+        "--features",
+        s(&feats),
+    ]);
+    expect(
+        &r,
+        1,
+        &[
+            "g.feat",
+            "feature rows vs the 4 rows of the label file",
+            "g.labels",
+            "--labels",
+        ],
+    );
+    let r = run(&[
+        "info",
+        "--data",
+        s(&edges),
+        "--num-nodes",
+        "5",
+        "--labels",
+        s(&labels),
+    ]);
+    expect(
+        &r,
+        1,
+        &[
+            "g.labels",
+            "label rows vs the node count given",
+            "--num-nodes",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

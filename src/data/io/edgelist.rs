@@ -161,14 +161,28 @@ pub fn load_edge_list(
         });
     }
     check_graph_fits(path, n, edge_list.len(), 8, 0)?;
+    // Where the node count came from, for a row-count mismatch of the other file.
+    let count_name = match (opts.n_nodes, labels, features) {
+        (Some(_), _, _) => {
+            "the node count given (EdgeListOptions::n_nodes, the CLI's --num-nodes)".to_string()
+        }
+        (None, Some(p), _) => format!("the {n} rows of the label file {} (--labels)", p.display()),
+        (None, None, Some(p)) => {
+            format!(
+                "the {n} rows of the feature file {} (--features)",
+                p.display()
+            )
+        }
+        (None, None, None) => format!("the nodes of {} (largest id + 1)", path.display()),
+    };
     let labels = match labels {
-        Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
+        Some(p) => read_labels(p, Syntax::Free, n, &count_name, opts.n_classes)?,
         None => vec![UNLABELLED; n],
     };
     let n_classes = checked_class_count(labels_path.unwrap_or(path), &labels, opts.n_classes)?;
     let features = match features {
         Some(p) => {
-            let f = Features::Dense(read_features(p, Syntax::Free, n, "nodes")?);
+            let f = Features::Dense(read_features(p, Syntax::Free, n, &count_name)?);
             match opts.sparse_features_below {
                 Some(t) => f.into_sparse_if(t),
                 None => f,

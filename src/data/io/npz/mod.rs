@@ -191,7 +191,10 @@ pub fn load_scipy_npz(
         Some(p) if is_npy(p) => {
             read_label_array(ArrayReader::from_npy_file(p)?, n, opts.n_classes)?
         }
-        Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
+        Some(p) => {
+            let count_name = format!("the {n} nodes of the adjacency {}", path.display());
+            read_labels(p, Syntax::Free, n, &count_name, opts.n_classes)?
+        }
     };
     finish(path, labels_path, n, edges, features, labels, opts)
 }
