@@ -150,6 +150,11 @@ pub(crate) fn epochs(s: &str) -> Result<usize, String> {
     count_to(s, MAX_EPOCHS, "epochs of one run")
 }
 
+/// `--warmup`: 0 to [`MAX_EPOCHS`].
+pub(crate) fn epochs_or_zero(s: &str) -> Result<usize, String> {
+    zero_to(s, MAX_EPOCHS, "epochs of one run")
+}
+
 /// `--threads`: 0 (one per CPU) to [`MAX_THREADS`].
 pub(crate) fn threads(s: &str) -> Result<usize, String> {
     zero_to(s, MAX_THREADS, "0 is one per CPU")

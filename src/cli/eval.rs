@@ -43,6 +43,10 @@ pub(crate) struct Loaded {
 pub(crate) fn load_model(ck_path: &Path, data: &DataArgs) -> Result<Loaded> {
     let ck = checkpoint::load(ck_path)?;
     let mut data_args = data.for_checkpoint(ck_path, &ck.extra)?;
+    // The options given, with the recorded ones: each must apply to the source.
+    if let Err(msg) = data_args.check_applicable() {
+        super::usage_error(msg);
+    }
     data_args.directed |= ck.extra.get("directed").is_some_and(|v| v == "true");
     // The node order, feature normalisation and Â of training: each SpMM row sums its
     // neighbours in the node order, so only the same order reproduces the trained model's

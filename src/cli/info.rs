@@ -14,6 +14,13 @@ pub(crate) struct InfoArgs {
     json: bool,
 }
 
+impl InfoArgs {
+    /// The data options that do not apply to the source: usage errors.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        self.data.check_applicable()
+    }
+}
+
 pub(crate) fn run(a: InfoArgs) -> Result<()> {
     let d = a.data.load()?;
     let s = DatasetStats::try_compute(&d)?;

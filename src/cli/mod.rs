@@ -88,6 +88,8 @@ pub fn main() -> ExitCode {
     let usage = match &cli.cmd {
         Cmd::Train(a) => a.check(),
         Cmd::Plan(a) => a.check(),
+        Cmd::Info(a) => a.check(),
+        Cmd::Roofline(a) => a.check(),
         Cmd::Generate(a) => generate::check_out(&a.out, a.force),
         _ => Ok(()),
     };
@@ -241,6 +243,88 @@ impl DataArgs {
         }
     }
 
+    /// A usage error for a data option given that the data source would not use, naming the
+    /// flag and why; made from the path alone (a folder is an OGB dataset, the extension
+    /// tells a `.npz` from an edge list), before any data is read.
+    pub(crate) fn check_applicable(&self) -> std::result::Result<(), String> {
+        let no = |flag: &str, why: &str| Err(format!("{flag}: {why}"));
+        let file_features = matches!(self.features, Some(FeatureArg::File(_)));
+        let Some(path) = &self.data else {
+            let why = "only with --data (an edge list or a .npz file); the synthetic preset has \
+                       its own";
+            let why_split = "only with --data; the synthetic preset has one split (planetoid)";
+            return match () {
+                () if self.split.is_some() => no(
+                    "--split",
+                    "names a split folder of an OGB dataset (--data FOLDER); the synthetic \
+                     preset has one split",
+                ),
+                () if self.directed => no("--directed", "the synthetic presets are undirected"),
+                () if self.num_nodes.is_some() => no("--num-nodes", why),
+                () if self.train_per_class.is_some() => no("--train-per-class", why_split),
+                () if self.split_sizes.is_some() => no("--split-sizes", why_split),
+                () if self.labels.is_some() => no("--labels", why),
+                () if file_features => no(
+                    "--features",
+                    "a feature file is only for an edge list or a scipy .npz (--data); the \
+                     synthetic preset has its features (or give identity, degree, constant or \
+                     random:D)",
+                ),
+                () => Ok(()),
+            };
+        };
+        if self.preset.is_some() {
+            return no(
+                "--preset",
+                "--data is given (the preset is built only without it)",
+            );
+        }
+        if self.data_seed.is_some() && !self.seeded_features() {
+            return no(
+                "--data-seed",
+                "seeds the synthetic preset and --features random:D; --data is given without \
+                 random features",
+            );
+        }
+        if path.is_dir() {
+            let own = "an OGB folder carries its own split (choose one of its split folders \
+                       with --split)";
+            return match () {
+                () if self.num_nodes.is_some() => no(
+                    "--num-nodes",
+                    "an OGB folder declares its node count (raw/num-node-list)",
+                ),
+                () if self.train_per_class.is_some() => no("--train-per-class", own),
+                () if self.split_sizes.is_some() => no("--split-sizes", own),
+                () if self.labels.is_some() => no(
+                    "--labels",
+                    "an OGB folder carries its own labels (raw/node-label)",
+                ),
+                () if file_features => no(
+                    "--features",
+                    "an OGB folder carries its own features (raw/node-feat); a built kind \
+                     (identity, degree, constant, random:D) replaces them",
+                ),
+                () => Ok(()),
+            };
+        }
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        if self.split.is_some() {
+            return no(
+                "--split",
+                "only an OGB folder has named splits; an edge list or a .npz file gets a random \
+                 split (--train-per-class, --split-sizes)",
+            );
+        }
+        if name.ends_with(".npz") && self.num_nodes.is_some() {
+            return no(
+                "--num-nodes",
+                "a .npz adjacency declares its node count (its shape)",
+            );
+        }
+        Ok(())
+    }
+
     /// The synthetic preset (`--preset`, cora-like by default).
     pub(crate) fn preset(&self) -> Preset {
         self.preset.unwrap_or(Preset::CoraLike)
@@ -259,11 +343,11 @@ impl DataArgs {
         )
     }
 
-    /// The data a checkpoint is evaluated on: what it records of its training data (the source
-    /// and every option of its preparation), each option given here overriding the recorded
-    /// one. A new source (`--data` or `--preset`) drops the recorded feature and label files
-    /// (give them again for an edge list). The data loaded is then checked against the
-    /// recorded content hashes ([`sparse_gcn::train::checkpoint::Checkpoint::check_data`]).
+    /// The data a checkpoint is evaluated on: without `--data` or `--preset`, what it records
+    /// of its training data (the source and every option of its preparation), each option
+    /// given here overriding the recorded one; with `--data` or `--preset`, the data as given
+    /// here, nothing recorded. The data loaded is then checked against the recorded content
+    /// hashes ([`sparse_gcn::train::checkpoint::Checkpoint::check_data`]).
     ///
     /// A checkpoint that records no content hash (written by an older version, or by the
     /// library without them) is refused unless the data is given explicitly (`--data` or
@@ -287,20 +371,19 @@ impl DataArgs {
             }
             return Ok(self.clone());
         }
-        let mut d = Self::recorded(ck, extra)?;
         if explicit_source {
-            d.data = self.data.clone();
-            d.preset = self.preset;
-            if let Some(FeatureArg::File(_)) = d.features {
-                d.features = None;
-            }
-            d.labels = None;
+            return Ok(self.clone());
         }
+        let mut d = Self::recorded(ck, extra)?;
         if self.data_seed.is_some() {
             d.data_seed = self.data_seed;
         }
         if self.features.is_some() {
             d.features = self.features.clone();
+            // The recorded seed of random features no longer seeds anything.
+            if d.data.is_some() && !d.seeded_features() && self.data_seed.is_none() {
+                d.data_seed = None;
+            }
         }
         if self.labels.is_some() {
             d.labels = self.labels.clone();

@@ -138,7 +138,8 @@ fn compute_rates(adj: &NormAdj<f32>, hidden: usize, width: usize) -> Result<(f64
 impl PlanArgs {
     /// The usage checks of `train`'s flags.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        self.train.check()
+        self.train.check()?;
+        self.train.check_plan_flags()
     }
 }
 
@@ -147,6 +148,11 @@ fn gib(b: u64) -> f64 {
 }
 
 pub(crate) fn run(a: PlanArgs) -> Result<()> {
+    let pool = sparse_gcn::par::thread_pool(a.train.threads())?;
+    pool.install(|| run_in_pool(&a))
+}
+
+fn run_in_pool(a: &PlanArgs) -> Result<()> {
     let cfg = a.train.config();
     // The timing files first: a missing one fails before the data is read.
     let samples = read_comm(&a.comm)?;

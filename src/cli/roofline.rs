@@ -17,31 +17,32 @@ use super::args;
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 pub(crate) struct RooflineArgs {
-    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
-    #[arg(long, default_value = "arxiv-like")]
-    preset: Preset,
-    /// Seed of the synthetic preset.
-    #[arg(long, default_value_t = 0)]
-    data_seed: u64,
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like
+    /// [default: arxiv-like].
+    #[arg(long)]
+    preset: Option<Preset>,
+    /// Seed of the synthetic preset [default: 0].
+    #[arg(long)]
+    data_seed: Option<u64>,
     /// A dataset (OGB raw-layout folder, `.npz`, or edge list) instead of the preset; only its
     /// graph is used.
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Feature widths d, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "16,64,128,256")]
-    dims: Vec<usize>,
+    /// Feature widths d, comma-separated, each at most 65536 [default: 16,64,128,256].
+    #[arg(long, value_delimiter = ',', value_parser = args::hidden)]
+    dims: Option<Vec<usize>>,
     /// The node order compared with a random one: none, random[:SEED], degree, rcm, bfs,
     /// community (label propagation on the structure only) or metis (METIS parts).
     #[arg(long, default_value = "community")]
     reorder: Reorder,
-    /// Timed repetitions per measurement (medians are reported).
-    #[arg(long, default_value_t = 5)]
+    /// Timed repetitions per measurement (medians are reported; at most 1,000,000).
+    #[arg(long, default_value_t = 5, value_parser = args::epochs)]
     reps: usize,
-    /// Untimed warm-up repetitions per measurement.
-    #[arg(long, default_value_t = 1)]
+    /// Untimed warm-up repetitions per measurement (at most 1,000,000).
+    #[arg(long, default_value_t = 1, value_parser = args::epochs_or_zero)]
     warmup: usize,
-    /// Size of each of the three stream-triad arrays, MiB.
-    #[arg(long, default_value_t = 256)]
+    /// Size of each of the three stream-triad arrays, MiB (at most 65536).
+    #[arg(long, default_value_t = 256, value_parser = args::hidden)]
     triad_mib: usize,
     /// Seed of the random node order and of the benchmark inputs.
     #[arg(long, default_value_t = 0)]
@@ -70,20 +71,39 @@ pub(crate) struct RooflineArgs {
     #[arg(long, default_value = "gcn", requires = "epoch")]
     model: Arch,
     /// Graph convolutions of `--epoch` (as `train --layers`).
-    #[arg(long, default_value_t = 2, value_parser = args::count, requires = "epoch")]
+    #[arg(long, default_value_t = 2, value_parser = args::layers, requires = "epoch")]
     layers: usize,
     /// Hidden width of `--epoch` (as `train --hidden`).
-    #[arg(long, default_value_t = 16, value_parser = args::count, requires = "epoch")]
+    #[arg(long, default_value_t = 16, value_parser = args::hidden, requires = "epoch")]
     hidden: usize,
     /// Dropout of `--epoch` (as `train --dropout`).
-    #[arg(long, value_parser = args::rate, requires = "epoch")]
+    #[arg(long, value_parser = args::rate, requires = "epoch", allow_hyphen_values = true)]
     dropout: Option<f64>,
     /// Normalisation layer of `--epoch` (as `train --norm-layer`).
     #[arg(long, requires = "epoch")]
     norm_layer: Option<NormKind>,
     /// Activation checkpointing of `--epoch` (as `train --checkpoint-every`).
-    #[arg(long, requires = "epoch")]
+    #[arg(long, value_parser = args::every, requires = "epoch")]
     checkpoint_every: Option<usize>,
+}
+
+impl RooflineArgs {
+    /// Options that the run would not use: usage errors naming the flag.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        if self.data.is_some() && self.preset.is_some() {
+            return Err("--preset: --data is given (the preset is built only without it)".into());
+        }
+        if self.data.is_some() && self.data_seed.is_some() {
+            return Err("--data-seed: seeds the synthetic preset; --data is given".into());
+        }
+        if self.epoch && self.dims.is_some() {
+            return Err("--dims: the SpMM table's widths; --epoch times the model's".into());
+        }
+        if self.epoch && self.class_order {
+            return Err("--class-order: a reference of the SpMM table, not of --epoch".into());
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn run(a: RooflineArgs) -> Result<()> {
@@ -98,13 +118,16 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
                     ..LoadOptions::default()
                 },
             )?,
-            None => a.preset.generate(a.data_seed)?,
+            None => a
+                .preset
+                .unwrap_or(Preset::ArxivLike)
+                .generate(a.data_seed.unwrap_or(0))?,
         };
         if a.epoch {
             return run_epoch(&a, data);
         }
         let cfg = RooflineConfig {
-            dims: a.dims.clone(),
+            dims: a.dims.clone().unwrap_or_else(|| vec![16, 64, 128, 256]),
             reps: a.reps,
             warmup: a.warmup,
             triad_len: (a.triad_mib << 20) / 4,

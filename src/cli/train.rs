@@ -123,12 +123,12 @@ pub(crate) struct TrainArgs {
     /// the default of deep or non-Kipf models; at most 1,000,000].
     #[arg(long, value_parser = args::epochs)]
     patience: Option<usize>,
-    /// Evaluation order of Â·H·W in the graph convolutions.
-    #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
-    order: OrderArg,
-    /// Optimiser.
-    #[arg(long, value_enum, default_value_t = OptArg::Adam)]
-    optimizer: OptArg,
+    /// Evaluation order of Â·H·W in the GCN convolutions (gcn, residual, jk) [default: auto].
+    #[arg(long, value_enum)]
+    order: Option<OrderArg>,
+    /// Optimiser [default: adam].
+    #[arg(long, value_enum)]
+    optimizer: Option<OptArg>,
     /// Adjacency normalisation.
     #[arg(long, value_enum, default_value_t = NormArg::Sym)]
     norm: NormArg,
@@ -161,15 +161,15 @@ pub(crate) struct TrainArgs {
     /// (ogbn-arxiv-like embeddings) as they are.
     #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
     row_norm: RowNormArg,
-    /// Number of seeds (0, 1, …, N−1), trained in parallel; at most 10,000.
-    #[arg(long, default_value_t = 1, value_parser = args::seeds)]
-    seeds: usize,
+    /// Number of seeds (0, 1, …, N−1), trained in parallel; at most 10,000 [default: 1].
+    #[arg(long, value_parser = args::seeds)]
+    seeds: Option<usize>,
     /// Worker threads (0: one per CPU; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = args::threads)]
     threads: usize,
-    /// Epochs left out of the timing medians.
-    #[arg(long, default_value_t = 5)]
-    warmup: usize,
+    /// Epochs left out of the timing medians [default: 5].
+    #[arg(long, value_parser = args::epochs_or_zero)]
+    warmup: Option<usize>,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -211,6 +211,16 @@ impl TrainArgs {
             },
             keep_graph: cfg.model.drop_edge > 0.0,
         }
+    }
+
+    /// `--seeds` (1 by default).
+    pub(crate) fn seeds(&self) -> usize {
+        self.seeds.unwrap_or(1)
+    }
+
+    /// `--warmup` (5 by default).
+    pub(crate) fn warmup(&self) -> usize {
+        self.warmup.unwrap_or(5)
     }
 
     /// The data arguments.
@@ -265,7 +275,7 @@ impl TrainArgs {
             m.k = k;
         }
         m.bias |= self.bias;
-        m.order = match self.order {
+        m.order = match self.order.unwrap_or(OrderArg::Auto) {
             OrderArg::Auto => Order::Auto,
             OrderArg::AggregateFirst => Order::AggregateFirst,
             OrderArg::TransformFirst => Order::TransformFirst,
@@ -299,11 +309,11 @@ impl TrainArgs {
             (None, Some(p), StopRule::Patience { .. }) => StopRule::Patience { patience: p },
             (None, _, rule) => rule,
         };
-        cfg.optimizer = match self.optimizer {
+        cfg.optimizer = match self.optimizer.unwrap_or(OptArg::Adam) {
             OptArg::Adam => OptimizerKind::Adam,
             OptArg::Sgd => OptimizerKind::Sgd,
         };
-        cfg.warmup = self.warmup;
+        cfg.warmup = self.warmup();
         cfg
     }
 }
@@ -314,6 +324,8 @@ impl TrainArgs {
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         let cfg = self.config();
         let m = &cfg.model;
+        self.data.check_applicable()?;
+        self.check_model_flags(&cfg)?;
         if m.arch == Arch::Residual && m.n_layers < 2 {
             return Err(format!(
                 "--layers {}: --model residual needs at least 2 layers",
@@ -333,6 +345,162 @@ impl TrainArgs {
             .check()
             .and_then(|()| cfg.check_optim())
             .map_err(|e| format!("the options do not fit together: {e}"))
+    }
+}
+
+impl TrainArgs {
+    /// A usage error for a flag given that the chosen model would not use (it would be accepted
+    /// and echoed in `--json` while doing nothing), saying why.
+    fn check_model_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+        let m = &cfg.model;
+        let arch = m.arch;
+        let gcn_convs = matches!(arch, Arch::Gcn | Arch::Residual | Arch::Jk(_));
+        let no = |flag: &str, why: String| Err(format!("{flag}: {why}"));
+        match arch {
+            Arch::Sgc if self.layers.is_some() => {
+                return no(
+                    "--layers",
+                    "sgc has no graph convolutions to count (one Linear layer on Â^K·X); use --k \
+                     for its propagation steps"
+                        .into(),
+                )
+            }
+            Arch::Appnp if self.layers.is_some() => {
+                return no(
+                    "--layers",
+                    "appnp's MLP has a fixed depth (two Linear layers); use --k for its \
+                     propagation steps"
+                        .into(),
+                )
+            }
+            Arch::Sgc if self.hidden.is_some() => {
+                return no(
+                    "--hidden",
+                    "sgc has no hidden layer (one Linear layer on Â^K·X)".into(),
+                )
+            }
+            Arch::Sgc if self.dropout.is_some() => {
+                return no(
+                    "--dropout",
+                    "sgc has no dropout (its Linear layer reads Â^K·X, computed once)".into(),
+                )
+            }
+            _ => {}
+        }
+        if let Some(n) = self.norm_layer.filter(|&n| n != NormKind::None) {
+            if !gcn_convs {
+                return no(
+                    "--norm-layer",
+                    format!(
+                        "normalisation follows the hidden GCN convolutions of gcn, residual and \
+                         jk models; {arch} has none"
+                    ),
+                );
+            }
+            if arch == Arch::Gcn && m.n_layers < 2 {
+                return no(
+                    "--norm-layer",
+                    format!("a 1-layer gcn has no hidden convolution to normalise ({n})"),
+                );
+            }
+        }
+        if self.bias && !gcn_convs {
+            return no(
+                "--bias",
+                format!(
+                    "{arch} has no GCN convolutions to give a bias (its Linear layers always have \
+                     one)"
+                ),
+            );
+        }
+        if !gcn_convs && !matches!(self.order, None | Some(OrderArg::Auto)) {
+            return no(
+                "--order",
+                format!("{arch} has no GCN convolutions whose evaluation order to choose"),
+            );
+        }
+        if self.alpha.is_some() && !matches!(arch, Arch::Gcnii | Arch::Appnp) {
+            return no(
+                "--alpha",
+                format!(
+                    "only gcnii (initial residual) and appnp (teleport) have an α; {arch} has none"
+                ),
+            );
+        }
+        if self.lambda.is_some() && arch != Arch::Gcnii {
+            return no("--lambda", format!("only gcnii has a λ; {arch} has none"));
+        }
+        if self.k.is_some() && !matches!(arch, Arch::Sgc | Arch::Appnp) {
+            return no(
+                "--k",
+                format!(
+                    "only sgc and appnp have propagation steps; {arch} counts graph convolutions \
+                     (--layers)"
+                ),
+            );
+        }
+        if self.checkpoint_every.is_some_and(|k| k > 0) {
+            if m.n_hidden() == 0 {
+                return no(
+                    "--checkpoint-every",
+                    format!("this {arch} model has no hidden blocks to recompute"),
+                );
+            }
+            if arch == Arch::Gcn && m.norm == NormKind::None {
+                return no(
+                    "--checkpoint-every",
+                    "a gcn without --norm-layer keeps only ReLU·dropout codes (2 bits a value) \
+                     between its convolutions: recomputing them would free nothing (--order lean \
+                     needs less memory)"
+                        .into(),
+                );
+            }
+        }
+        if self.patience.is_some() && cfg.stop == StopRule::Never {
+            return no(
+                "--patience",
+                "the stop rule is never (--stop never, or the recipe's): it has no window or \
+                 patience; give --stop kipf or --stop patience"
+                    .into(),
+            );
+        }
+        if self.weight_decay_scope.is_some() && self.weight_decay == Some(0.0) {
+            return no(
+                "--weight-decay-scope",
+                "--weight-decay 0 decays nothing".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The flags of training that `plan` (which traces one epoch of the model and prices it)
+    /// would not use: a usage error naming the first given.
+    pub(crate) fn check_plan_flags(&self) -> std::result::Result<(), String> {
+        let given = [
+            ("--save", self.save.is_some()),
+            ("--history", self.history.is_some()),
+            ("--seeds", self.seeds.is_some()),
+            ("--epochs", self.epochs.is_some()),
+            ("--stop", self.stop.is_some()),
+            ("--patience", self.patience.is_some()),
+            ("--lr", self.lr.is_some()),
+            ("--weight-decay", self.weight_decay.is_some()),
+            ("--weight-decay-scope", self.weight_decay_scope.is_some()),
+            ("--optimizer", self.optimizer.is_some()),
+            ("--warmup", self.warmup.is_some()),
+        ];
+        match given.iter().find(|(_, g)| *g) {
+            Some((flag, _)) => Err(format!(
+                "{flag}: plan does not train; it traces one epoch of the model on the data and \
+                 prices its exchanges and memory for each rank count"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Worker threads (`--threads`, 0: one per CPU).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
     }
 }
 
@@ -396,7 +564,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         (Reorder::Auto, r) => say!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
         (r, _) => say!("reordered the nodes ({r}) in {reorder_s:.2} s"),
     }
-    let seeds: Vec<u64> = (0..a.seeds as u64).collect();
+    let seeds: Vec<u64> = (0..a.seeds() as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
         "{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}",
@@ -443,7 +611,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             stop_text(cfg.stop, cfg.epochs, r),
             r.val_acc,
             r.test_acc,
-            ms_text(r.train_ms_median(a.warmup), r.history.len(), a.warmup)
+            ms_text(r.train_ms_median(a.warmup()), r.history.len(), a.warmup())
         );
     }
     if let (Some(path), true) = (&a.history, super::prints()) {
@@ -456,11 +624,11 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let (vm, vs) = mean_std(&vals);
     let step_ms: Vec<f64> = runs
         .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup).map(|e| e.train_ms))
+        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.train_ms))
         .collect();
     let epoch_ms: Vec<f64> = runs
         .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup).map(|e| e.epoch_ms))
+        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.epoch_ms))
         .collect();
     let step_median = median(step_ms);
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
@@ -477,7 +645,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         100.0 * ts,
         plural(seeds.len(), "seed"),
         100.0 * vm,
-        ms_text(step_median, longest, a.warmup),
+        ms_text(step_median, longest, a.warmup()),
         plural(threads, "thread"),
         plural(concurrent, "run"),
         train_s
@@ -496,9 +664,14 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "nnz": d.nnz,
             "in_dim": d.in_dim,
             "n_classes": d.n_classes,
-            "layers": m.n_layers,
-            "hidden": m.hidden_dim,
-            "norm_layer": m.norm.name(),
+            // Null where the model has no such part (sgc's layers and hidden width, …).
+            "layers": (!matches!(m.arch, Arch::Sgc | Arch::Appnp)).then_some(m.n_layers),
+            "hidden": (m.arch != Arch::Sgc).then_some(m.hidden_dim),
+            "k": matches!(m.arch, Arch::Sgc | Arch::Appnp).then_some(m.k),
+            "alpha": matches!(m.arch, Arch::Gcnii | Arch::Appnp).then_some(m.alpha),
+            "lambda": (m.arch == Arch::Gcnii).then_some(m.lambda),
+            "norm_layer": matches!(m.arch, Arch::Gcn | Arch::Residual | Arch::Jk(_))
+                .then(|| m.norm.name()),
             "drop_edge": m.drop_edge,
             "checkpoint_every": m.checkpoint,
             "seeds": seeds.len(),
@@ -518,7 +691,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "max_epochs": cfg.epochs,
             "epoch_ms_median": step_median,
             "epoch_with_eval_ms_median": median(epoch_ms),
-            "warmup_epochs": a.warmup,
+            "warmup_epochs": a.warmup(),
             "row_norm": d.row_normalized,
             "load_s": load_s,
             "reorder": a.reorder.to_string(),
