@@ -480,7 +480,6 @@ impl DataArgs {
             } else {
                 Direction::Undirected
             },
-            sparse_features_below: Some(0.1),
             features: self.features.as_ref().and_then(FeatureArg::file).cloned(),
             labels: self.labels.clone(),
             n_nodes: self.num_nodes,

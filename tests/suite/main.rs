@@ -32,6 +32,8 @@ mod gradcheck_model;
 mod io_errors;
 mod io_fuzz;
 mod kernels_prop;
+#[cfg(feature = "cli")]
+mod library_load;
 mod ogb_loader;
 mod optim;
 mod planetoid_accuracy;
