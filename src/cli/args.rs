@@ -150,6 +150,11 @@ pub(crate) fn epochs(s: &str) -> Result<usize, String> {
     count_to(s, MAX_EPOCHS, "epochs of one run")
 }
 
+/// `plan --ranks`: 1 to 65536 each.
+pub(crate) fn ranks(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 16, "ranks of a plan")
+}
+
 /// `--warmup`: 0 to [`MAX_EPOCHS`].
 pub(crate) fn epochs_or_zero(s: &str) -> Result<usize, String> {
     zero_to(s, MAX_EPOCHS, "epochs of one run")

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use sparse_gcn::data::io::{load as load_any, LoadOptions};
+use sparse_gcn::data::memory;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
 use sparse_gcn::diag::roofline::{self, EpochConfig, RooflineConfig};
@@ -123,11 +124,25 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
                 .unwrap_or(Preset::ArxivLike)
                 .generate(a.data_seed.unwrap_or(0))?,
         };
+        let triad = memory::bytes(a.triad_mib, 3 << 20);
         if a.epoch {
-            return run_epoch(&a, data);
+            return run_epoch(&a, data, triad);
         }
+        let dims = a.dims.clone().unwrap_or_else(|| vec![16, 64, 128, 256]);
+        // The triad's three arrays, and the SpMM's X and outputs at the widest d (a few
+        // buffers of n × d).
+        let n = data.graph.n_nodes();
+        let widest = dims.iter().copied().max().unwrap_or(0);
+        let spmm = memory::bytes(n, 4 * 4).saturating_mul(widest as u64);
+        memory::check(triad.saturating_add(spmm), || {
+            format!(
+                "roofline's buffers: three stream-triad arrays of {} MiB (--triad-mib) and the \
+                 SpMM's operands of {n} rows × {widest} (--dims)",
+                a.triad_mib
+            )
+        })?;
         let cfg = RooflineConfig {
-            dims: a.dims.clone().unwrap_or_else(|| vec![16, 64, 128, 256]),
+            dims,
             reps: a.reps,
             warmup: a.warmup,
             triad_len: (a.triad_mib << 20) / 4,
@@ -147,7 +162,13 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
 }
 
 /// `--epoch`: the model's training epoch beside its floor.
-fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
+fn run_epoch(a: &RooflineArgs, data: Dataset, triad: u64) -> Result<()> {
+    memory::check(triad, || {
+        format!(
+            "roofline's three stream-triad arrays of {} MiB (--triad-mib)",
+            a.triad_mib
+        )
+    })?;
     let mut cfg = recipe::default(a.model, a.layers);
     cfg.model.n_layers = a.layers;
     cfg.model.hidden_dim = a.hidden;
@@ -169,6 +190,7 @@ fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
             ..Prepare::default()
         },
     )?;
+    prepared.check_fits(&cfg, 1)?;
     let report = roofline::epoch(
         &prepared.train_data(),
         &name,

@@ -14,6 +14,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_flags;
 #[cfg(feature = "cli")]
+mod cli_fuzz;
+#[cfg(feature = "cli")]
 mod cli_identity;
 #[cfg(feature = "cli")]
 mod cli_limits;

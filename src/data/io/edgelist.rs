@@ -4,7 +4,8 @@ use std::path::Path;
 
 use super::{
     check_file, check_graph_fits, checked_class_count, excerpt, file_stem, no_features, parse_uint,
-    random_split, read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
+    push_checked, random_split, read_features, read_labels, LineReader, RandomSplit, Syntax,
+    MAX_CLASSES,
 };
 use crate::data::{Dataset, Features, UNLABELLED};
 use crate::graph::{Direction, Graph};
@@ -246,7 +247,7 @@ fn read_edge_list(
             Ok(id)
         };
         let (u, v) = (id(a)?, id(b)?);
-        edges.push((u, v));
+        push_checked(&mut edges, (u, v), path, "the edge list")?;
     }
     Ok((edges, max_id))
 }

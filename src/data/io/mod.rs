@@ -296,6 +296,28 @@ fn alloc_error(path: &Path, what: &str, e: std::collections::TryReserveError) ->
     }
 }
 
+/// Pushes `x` onto `v`, which grows with what a file holds (a compressed file may hold far
+/// more than its size says): each time it would double its capacity past 2^20 entries, the
+/// growth is checked against the memory available first ([`crate::data::memory::check`]), so
+/// that a gzip bomb is an [`Error::TooLarge`] naming the file instead of an abort.
+fn push_checked<T>(v: &mut Vec<T>, x: T, path: &Path, what: &str) -> Result<()> {
+    if v.len() == v.capacity() && v.len() >= 1 << 20 {
+        let more = v.len();
+        let bytes = crate::data::memory::bytes(more, std::mem::size_of::<T>());
+        crate::data::memory::check(bytes, || {
+            format!(
+                "{}: {what} past {} entries (the file holds more than memory does)",
+                path.display(),
+                v.len()
+            )
+        })?;
+        v.try_reserve(more)
+            .map_err(|e| alloc_error(path, what, e))?;
+    }
+    v.push(x);
+    Ok(())
+}
+
 /// The features of a dataset without any: n rows of width 0 (training asks for `--features`).
 /// Values on the first line of a feature file (0 for an empty file).
 fn first_line_width(path: &Path, syntax: Syntax) -> Result<usize> {
@@ -878,7 +900,7 @@ fn read_labels(
             }
         };
         let Some(v) = parse_label(&line, field)? else {
-            labels.push(crate::data::UNLABELLED);
+            push_checked(&mut labels, crate::data::UNLABELLED, path, "the labels")?;
             continue;
         };
         if v >= limit as u64 {
@@ -890,7 +912,7 @@ fn read_labels(
         }
         // limit ≤ MAX_CLASSES or a declared count checked against u32 by the caller
         let l = u32::try_from(v).map_err(|_| line.err(format!("label {v} does not fit in u32")))?;
-        labels.push(l);
+        push_checked(&mut labels, l, path, "the labels")?;
     }
     if labels.len() != n_nodes {
         return Err(mismatch(labels.len()));

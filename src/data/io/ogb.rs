@@ -343,10 +343,11 @@ fn read_edges(path: &Path, n_nodes: usize, n_edges: usize) -> Result<Vec<(u32, u
                 return Err(line.err(msg));
             }
         };
-        edges.push((
+        let e = (
             parse_node(&line, src, n_nodes)?,
             parse_node(&line, dst, n_nodes)?,
-        ));
+        );
+        super::push_checked(&mut edges, e, path, "the edge list")?;
     }
     if edges.len() != n_edges {
         return Err(Error::Mismatch {
