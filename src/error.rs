@@ -121,6 +121,76 @@ pub enum Error {
     /// A graph partitioner (METIS) failed.
     #[error("partitioning: {0}")]
     Partition(String),
+    /// An input or a run that would need more memory than is available: refused before the
+    /// allocation (see `data::memory`).
+    #[error(
+        "{what}: needs about {}, more than the {} of memory available ({budget}); refused \
+         before allocating",
+        human_bytes(*needed_bytes),
+        human_bytes(*available_bytes)
+    )]
+    TooLarge {
+        /// What would be allocated, with the sizes it follows from.
+        what: String,
+        /// The estimate, in bytes.
+        needed_bytes: u64,
+        /// The memory available, in bytes.
+        available_bytes: u64,
+        /// Where the available figure comes from (`MemAvailable`, a cgroup limit, the
+        /// `SPARSE_GCN_MAX_MEMORY` budget).
+        budget: String,
+    },
+    /// An output path that exists and is not a regular file (a device, a FIFO, a folder, a
+    /// socket): never replaced.
+    #[error("{path}: exists and is {kind}, not a regular file; refusing to replace it")]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`a character device`, `a folder`, …).
+        kind: &'static str,
+    },
+    /// Data that does not match what a checkpoint records about the data it was trained on.
+    #[error("{checkpoint}: {msg}")]
+    DataMismatch {
+        /// The checkpoint.
+        checkpoint: PathBuf,
+        /// What differs, and how to give the right data.
+        msg: String,
+    },
+    /// A model's output that is NaN or infinite (evaluation, prediction, embedding).
+    #[error("{what} is non-finite ({value})")]
+    NonFiniteOutput {
+        /// Which output, of which model on which data.
+        what: String,
+        /// The first non-finite value.
+        value: f64,
+    },
+    /// An environment variable this crate reads holds an invalid value.
+    #[error("environment variable {var}={value:?}: {msg}")]
+    Environment {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        msg: String,
+    },
+}
+
+/// `bytes` in binary units for messages: `812 B`, `3.4 MiB`, `10.8 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// One variant per rule a configuration must satisfy.

@@ -79,15 +79,122 @@ pub(crate) fn count(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A count in `1..=max`.
+fn count_to(s: &str, max: usize, why: &str) -> Result<usize, String> {
+    let v = s
+        .trim()
+        .parse::<u128>()
+        .map_err(|_| "not a whole number".to_string())?;
+    if v == 0 {
+        return Err("must be at least 1".into());
+    }
+    match usize::try_from(v) {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(format!("must be at most {max} ({why})")),
+    }
+}
+
+/// A count in `0..=max` (0 meaning off or automatic).
+fn zero_to(s: &str, max: usize, why: &str) -> Result<usize, String> {
+    let v = s
+        .trim()
+        .parse::<u128>()
+        .map_err(|_| "not a whole number >= 0".to_string())?;
+    match usize::try_from(v) {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(format!("must be at most {max} ({why})")),
+    }
+}
+
+/// Most seeds of one run.
+pub(crate) const MAX_SEEDS: usize = 10_000;
+/// Most epochs (and patience) of one run.
+pub(crate) const MAX_EPOCHS: usize = 1_000_000;
+/// Most worker threads.
+pub(crate) const MAX_THREADS: usize = 1024;
+
+/// `--layers`: graph convolutions, at most [`MAX_LAYERS`](sparse_gcn::train::run::MAX_LAYERS).
+pub(crate) fn layers(s: &str) -> Result<usize, String> {
+    count_to(
+        s,
+        sparse_gcn::train::run::MAX_LAYERS,
+        "the deepest published GCN studies use 64 to 128",
+    )
+}
+
+/// `--hidden`: at most [`MAX_HIDDEN`](sparse_gcn::train::run::MAX_HIDDEN).
+pub(crate) fn hidden(s: &str) -> Result<usize, String> {
+    count_to(
+        s,
+        sparse_gcn::train::run::MAX_HIDDEN,
+        "the widest hidden layer accepted",
+    )
+}
+
+/// `--k`: propagation steps, at most [`MAX_K`](sparse_gcn::train::run::MAX_K).
+pub(crate) fn steps(s: &str) -> Result<usize, String> {
+    count_to(
+        s,
+        sparse_gcn::train::run::MAX_K,
+        "SGC uses 2 and APPNP 10 steps; each step is one SpMM",
+    )
+}
+
+/// `--seeds`: at most [`MAX_SEEDS`].
+pub(crate) fn seeds(s: &str) -> Result<usize, String> {
+    count_to(s, MAX_SEEDS, "seeds of one run")
+}
+
+/// `--epochs`, `--patience`: at most [`MAX_EPOCHS`].
+pub(crate) fn epochs(s: &str) -> Result<usize, String> {
+    count_to(s, MAX_EPOCHS, "epochs of one run")
+}
+
+/// `plan --ranks`: 1 to 65536 each.
+pub(crate) fn ranks(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 16, "ranks of a plan")
+}
+
+/// `--warmup`: 0 to [`MAX_EPOCHS`].
+pub(crate) fn epochs_or_zero(s: &str) -> Result<usize, String> {
+    zero_to(s, MAX_EPOCHS, "epochs of one run")
+}
+
+/// `--threads`: 0 (one per CPU) to [`MAX_THREADS`].
+pub(crate) fn threads(s: &str) -> Result<usize, String> {
+    zero_to(s, MAX_THREADS, "0 is one per CPU")
+}
+
+/// `--checkpoint-every`: 0 (off) to [`MAX_LAYERS`](sparse_gcn::train::run::MAX_LAYERS).
+pub(crate) fn every(s: &str) -> Result<usize, String> {
+    zero_to(s, sparse_gcn::train::run::MAX_LAYERS, "0 is off")
+}
+
+/// What is at `path`, when it is not a regular file (symbolic links followed).
+pub(crate) fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    sparse_gcn::train::checkpoint::not_regular_kind(meta)
+}
+
 /// An output file whose folder exists and is writable; checked by creating and removing a
-/// probe file next to it, so a run does not fail at the end on its `--save`.
-pub(crate) fn writable_file(s: &str) -> Result<PathBuf, String> {
-    let path = PathBuf::from(s);
-    if s.is_empty() || path.file_name().is_none() {
+/// probe file next to it, so a run does not fail at the end on its `--save`. An existing path
+/// must be a regular file (or a symbolic link to one: the file it points to is replaced, the
+/// link kept); a device, a FIFO, a folder or a dangling link is refused.
+pub(crate) fn writable_path(path: &Path) -> Result<PathBuf, String> {
+    if path.as_os_str().is_empty() || path.file_name().is_none() {
         return Err("needs a file name".into());
     }
-    if path.is_dir() {
-        return Err("is a folder; give a file name".into());
+    match std::fs::metadata(path) {
+        Ok(m) => {
+            if let Some(kind) = not_regular(&m) {
+                return Err(format!(
+                    "exists and is {kind}, not a regular file; refusing to replace it"
+                ));
+            }
+        }
+        Err(_) if path.is_symlink() => {
+            return Err("is a symbolic link to nothing; give a file name".into());
+        }
+        Err(_) => {}
     }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -100,34 +207,81 @@ pub(crate) fn writable_file(s: &str) -> Result<PathBuf, String> {
     match std::fs::File::create(&probe) {
         Ok(_) => {
             let _ = std::fs::remove_file(&probe);
-            Ok(path)
+            Ok(path.to_path_buf())
         }
         Err(e) => Err(format!("cannot write in {}: {e}", dir.display())),
     }
 }
 
-/// An output file as [`writable_file`] whose name ends in one of `exts`.
-pub(crate) fn output_with_ext(s: &str, exts: &[&str]) -> Result<PathBuf, String> {
-    let lower = s.to_ascii_lowercase();
+/// An output file as [`writable_path`] whose name ends in one of `exts`.
+pub(crate) fn output_with_ext(path: &Path, exts: &[&str]) -> Result<PathBuf, String> {
+    let lower = path.as_os_str().to_string_lossy().to_ascii_lowercase();
     if !exts.iter().any(|e| lower.ends_with(e)) {
         return Err(format!("must end in {}", exts.join(" or ")));
     }
-    writable_file(s)
+    writable_path(path)
 }
 
+/// The value parser of an output file (any bytes, not only UTF-8, as paths are): a file name
+/// ending in one of its extensions (any name when there are none) that [`writable_path`]
+/// accepts.
+#[derive(Clone, Copy)]
+pub(crate) struct Output(pub(crate) &'static [&'static str]);
+
+/// Any file name.
+pub(crate) const ANY_FILE: Output = Output(&[]);
 /// `.csv` or `.npy`.
-pub(crate) fn csv_or_npy(s: &str) -> Result<PathBuf, String> {
-    output_with_ext(s, &[".csv", ".npy"])
-}
-
+pub(crate) const CSV_OR_NPY: Output = Output(&[".csv", ".npy"]);
 /// `.npy`.
-pub(crate) fn npy(s: &str) -> Result<PathBuf, String> {
-    output_with_ext(s, &[".npy"])
+pub(crate) const NPY: Output = Output(&[".npy"]);
+/// `.csv`.
+pub(crate) const CSV: Output = Output(&[".csv"]);
+
+impl clap::builder::TypedValueParser for Output {
+    type Value = PathBuf;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PathBuf, clap::Error> {
+        let path = Path::new(value);
+        let res = if self.0.is_empty() {
+            writable_path(path)
+        } else {
+            output_with_ext(path, self.0)
+        };
+        res.map_err(|msg| {
+            let flag = arg.map_or_else(|| "...".to_string(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value '{}' for '{flag}': {msg}\n",
+                    value.to_string_lossy()
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
 }
 
-/// `.csv`.
-pub(crate) fn csv(s: &str) -> Result<PathBuf, String> {
-    output_with_ext(s, &[".csv"])
+/// The flag whose value is the first argument of the command line that is not UTF-8 (for
+/// clap's error on one, which names no flag).
+pub(crate) fn non_utf8_flag(args: &[std::ffi::OsString]) -> String {
+    let k = args.iter().position(|a| a.to_str().is_none());
+    let Some(k) = k else {
+        return "an argument".into();
+    };
+    let bytes = args[k].as_encoded_bytes();
+    if bytes.starts_with(b"--") {
+        let flag = bytes.split(|&b| b == b'=').next().unwrap_or(bytes);
+        return String::from_utf8_lossy(flag).into_owned();
+    }
+    match k.checked_sub(1).and_then(|p| args[p].to_str()) {
+        Some(prev) if prev.starts_with('-') => prev.to_string(),
+        _ => format!("argument {k}"),
+    }
 }
 
 #[cfg(test)]
@@ -149,6 +303,19 @@ mod tests {
         assert_eq!(count("3"), Ok(3));
         assert!(count("0").is_err() && count("-1").is_err() && count("2.5").is_err());
         assert_eq!(fractions("0.6,0.2,0.2"), Ok([0.6, 0.2, 0.2]));
+        let max = "18446744073709551615";
+        for f in [layers, hidden, steps, seeds, epochs] {
+            assert!(f(max).unwrap_err().contains("at most"));
+            assert!(f("99999999999999999999999")
+                .unwrap_err()
+                .contains("at most"));
+            assert_eq!(f("1"), Ok(1));
+            assert!(f("0").is_err());
+        }
+        assert_eq!(threads("0"), Ok(0));
+        assert!(threads("-1").is_err() && threads(max).is_err());
+        assert_eq!(layers("1024"), Ok(1024));
+        assert!(layers("1025").is_err());
         assert!(fractions("0.6,0.3,0.3").is_err() && fractions("0.5,0.5").is_err());
     }
 
@@ -156,15 +323,17 @@ mod tests {
     fn output_files() {
         let dir = std::env::temp_dir();
         let ok = dir.join("sparse-gcn-args-test.safetensors");
-        assert_eq!(writable_file(ok.to_str().unwrap()), Ok(ok.clone()));
+        assert_eq!(writable_path(&ok), Ok(ok.clone()));
         assert!(!ok.exists(), "the probe leaves nothing behind");
         let missing = dir.join("no-such-folder-9f3a/x.safetensors");
-        let e = writable_file(missing.to_str().unwrap()).unwrap_err();
+        let e = writable_path(&missing).unwrap_err();
         assert!(e.contains("does not exist"), "{e}");
-        assert!(writable_file(dir.to_str().unwrap()).is_err());
-        assert!(csv_or_npy(dir.join("p.txt").to_str().unwrap()).is_err());
-        assert!(csv_or_npy(dir.join("p.NPY").to_str().unwrap()).is_ok());
-        assert!(npy(dir.join("p.csv").to_str().unwrap()).is_err());
-        assert!(csv(dir.join("h.csv").to_str().unwrap()).is_ok());
+        assert!(writable_path(&dir).is_err());
+        assert!(output_with_ext(&dir.join("p.txt"), CSV_OR_NPY.0).is_err());
+        assert!(output_with_ext(&dir.join("p.NPY"), CSV_OR_NPY.0).is_ok());
+        assert!(output_with_ext(&dir.join("p.csv"), NPY.0).is_err());
+        assert!(output_with_ext(&dir.join("h.csv"), CSV.0).is_ok());
+        let e = writable_path(Path::new("/dev/null")).unwrap_err();
+        assert!(e.contains("a character device"), "{e}");
     }
 }

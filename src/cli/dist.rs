@@ -112,10 +112,10 @@ mod with_mpi {
         };
         let (skeleton, source) = match (&data.data, &data.features) {
             (None, None) => (
-                data.preset.generate_skeleton(data.data_seed)?,
+                data.preset().generate_skeleton(data.seed())?,
                 RowSource::Synthetic {
-                    params: data.preset.params(),
-                    seed: data.data_seed,
+                    params: data.preset().params(),
+                    seed: data.seed(),
                 },
             ),
             (Some(path), None) if ogb(path) => {

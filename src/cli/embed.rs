@@ -7,10 +7,11 @@ use sparse_gcn::data::write::npy_f32;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Error, Par, Result};
 
-use super::eval::{load_model, Loaded};
+use super::eval::{check_finite_output, load_model, Loaded};
 use super::{args, input_order, DataArgs};
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct EmbedArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
@@ -22,10 +23,10 @@ pub(crate) struct EmbedArgs {
     #[arg(long, value_parser = args::count)]
     layer: usize,
     /// Output `.npy` file: an N × width f32 array.
-    #[arg(long, value_parser = args::npy)]
+    #[arg(long, value_parser = args::NPY)]
     out: PathBuf,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
 }
 
@@ -44,11 +45,15 @@ pub(crate) fn run(a: EmbedArgs) -> Result<()> {
             });
         }
         let mut h = None;
+        let mut bad = Ok(());
+        let what = format!("layer {}'s output of {}", a.layer, a.checkpoint.display());
         model.visit_representations(&p.adj, &p.data.features, Par::Rayon, &mut |l, x| {
             if l + 1 == a.layer {
+                bad = check_finite_output(&p, x, &what);
                 h = Some(input_order(&p, x));
             }
         })?;
+        bad?;
         let h = h.unwrap_or_else(|| unreachable!("layer {} of {n_layers} visited", a.layer));
         write_file_atomic(&a.out, &npy_f32(h.view()))?;
         println!(

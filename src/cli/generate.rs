@@ -12,6 +12,7 @@ use sparse_gcn::{par::thread_pool, Error, Result};
 use super::progress_bar;
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct GenerateArgs {
     /// cora-like, arxiv-like or products-like.
     #[arg(long, default_value = "cora-like")]
@@ -27,8 +28,8 @@ pub(crate) struct GenerateArgs {
     /// dataset).
     #[arg(long)]
     pub(crate) force: bool,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]

@@ -14,9 +14,16 @@ pub(crate) struct InfoArgs {
     json: bool,
 }
 
+impl InfoArgs {
+    /// The data options that do not apply to the source: usage errors.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        self.data.check_applicable()
+    }
+}
+
 pub(crate) fn run(a: InfoArgs) -> Result<()> {
     let d = a.data.load()?;
-    let s = DatasetStats::compute(&d);
+    let s = DatasetStats::try_compute(&d)?;
     let kind = if s.directed { "directed" } else { "undirected" };
     println!("dataset            {}", s.name);
     println!("nodes              {}", s.n_nodes);

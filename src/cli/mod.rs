@@ -72,18 +72,29 @@ enum Cmd {
 /// Runs the command line; exit codes: 0 success, 1 data or runtime error (one line on stderr),
 /// 2 usage error (clap's).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap's message names no flag: name it.
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            usage_error(format!(
+                "{}: the value is not valid UTF-8 (this option takes text)",
+                args::non_utf8_flag(&args)
+            ))
+        }
+        Err(e) => e.exit(),
+    };
     // Checks of combinations and of output paths: usage errors (exit 2) before any file is read.
     let usage = match &cli.cmd {
         Cmd::Train(a) => a.check(),
         Cmd::Plan(a) => a.check(),
+        Cmd::Info(a) => a.check(),
+        Cmd::Roofline(a) => a.check(),
         Cmd::Generate(a) => generate::check_out(&a.out, a.force),
         _ => Ok(()),
     };
     if let Err(msg) = usage {
-        Cli::command()
-            .error(clap::error::ErrorKind::ValueValidation, msg)
-            .exit();
+        usage_error(msg);
     }
     let res = match cli.cmd {
         Cmd::Train(a) => train::run(*a),
@@ -105,6 +116,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Exits with a usage error (exit 2, clap's format) saying `msg`, which names the flag.
+pub(crate) fn usage_error(msg: impl std::fmt::Display) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ValueValidation, msg)
+        .exit()
+}
+
 /// Where the data comes from: a file or folder, or a synthetic preset built in memory.
 #[derive(clap::Args, Clone)]
 pub(crate) struct DataArgs {
@@ -113,12 +131,13 @@ pub(crate) struct DataArgs {
     /// memory.
     #[arg(long)]
     pub(crate) data: Option<PathBuf>,
-    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
-    #[arg(long, default_value = "cora-like")]
-    pub(crate) preset: Preset,
-    /// Seed of the synthetic preset.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) data_seed: u64,
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like
+    /// [default: cora-like].
+    #[arg(long)]
+    pub(crate) preset: Option<Preset>,
+    /// Seed of the synthetic preset and of `--features random:D` [default: 0].
+    #[arg(long)]
+    pub(crate) data_seed: Option<u64>,
     /// Split name under DATA/split (default: the only one).
     #[arg(long)]
     pub(crate) split: Option<String>,
@@ -178,10 +197,6 @@ impl FeatureArg {
     }
 }
 
-/// Checkpoint metadata keys of the data source (`train --save` writes them, `eval`, `predict`
-/// and `embed` read them when `--data` is not given).
-const SOURCE_KEYS: [&str; 4] = ["data", "preset", "features_file", "labels_file"];
-
 impl DataArgs {
     /// Records where the data came from in a checkpoint's metadata.
     pub(crate) fn record(&self, extra: &mut BTreeMap<String, String>) {
@@ -196,9 +211,11 @@ impl DataArgs {
                 extra.insert("data".into(), path(p));
             }
             None => {
-                extra.insert("preset".into(), self.preset.name().into());
-                extra.insert("data_seed".into(), self.data_seed.to_string());
+                extra.insert("preset".into(), self.preset().name().into());
             }
+        }
+        if self.data.is_none() || self.seeded_features() {
+            extra.insert("data_seed".into(), self.seed().to_string());
         }
         if let Some(s) = &self.split {
             extra.insert("split".into(), s.clone());
@@ -226,13 +243,168 @@ impl DataArgs {
         }
     }
 
-    /// Without `--data`, the data source a checkpoint records (its folder or file, or its
-    /// synthetic preset and seed); a recorded path that is gone is an error saying so.
-    pub(crate) fn or_recorded(&self, ck: &Path, extra: &BTreeMap<String, String>) -> Result<Self> {
-        if self.data.is_some() || !SOURCE_KEYS.iter().any(|k| extra.contains_key(*k)) {
+    /// A usage error for a data option given that the data source would not use, naming the
+    /// flag and why; made from the path alone (a folder is an OGB dataset, the extension
+    /// tells a `.npz` from an edge list), before any data is read.
+    pub(crate) fn check_applicable(&self) -> std::result::Result<(), String> {
+        let no = |flag: &str, why: &str| Err(format!("{flag}: {why}"));
+        let file_features = matches!(self.features, Some(FeatureArg::File(_)));
+        let Some(path) = &self.data else {
+            let why = "only with --data (an edge list or a .npz file); the synthetic preset has \
+                       its own";
+            let why_split = "only with --data; the synthetic preset has one split (planetoid)";
+            return match () {
+                () if self.split.is_some() => no(
+                    "--split",
+                    "names a split folder of an OGB dataset (--data FOLDER); the synthetic \
+                     preset has one split",
+                ),
+                () if self.directed => no("--directed", "the synthetic presets are undirected"),
+                () if self.num_nodes.is_some() => no("--num-nodes", why),
+                () if self.train_per_class.is_some() => no("--train-per-class", why_split),
+                () if self.split_sizes.is_some() => no("--split-sizes", why_split),
+                () if self.labels.is_some() => no("--labels", why),
+                () if file_features => no(
+                    "--features",
+                    "a feature file is only for an edge list or a scipy .npz (--data); the \
+                     synthetic preset has its features (or give identity, degree, constant or \
+                     random:D)",
+                ),
+                () => Ok(()),
+            };
+        };
+        if self.preset.is_some() {
+            return no(
+                "--preset",
+                "--data is given (the preset is built only without it)",
+            );
+        }
+        if self.data_seed.is_some() && !self.seeded_features() {
+            return no(
+                "--data-seed",
+                "seeds the synthetic preset and --features random:D; --data is given without \
+                 random features",
+            );
+        }
+        if path.is_dir() {
+            let own = "an OGB folder carries its own split (choose one of its split folders \
+                       with --split)";
+            return match () {
+                () if self.num_nodes.is_some() => no(
+                    "--num-nodes",
+                    "an OGB folder declares its node count (raw/num-node-list)",
+                ),
+                () if self.train_per_class.is_some() => no("--train-per-class", own),
+                () if self.split_sizes.is_some() => no("--split-sizes", own),
+                () if self.labels.is_some() => no(
+                    "--labels",
+                    "an OGB folder carries its own labels (raw/node-label)",
+                ),
+                () if file_features => no(
+                    "--features",
+                    "an OGB folder carries its own features (raw/node-feat); a built kind \
+                     (identity, degree, constant, random:D) replaces them",
+                ),
+                () => Ok(()),
+            };
+        }
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        if self.split.is_some() {
+            return no(
+                "--split",
+                "only an OGB folder has named splits; an edge list or a .npz file gets a random \
+                 split (--train-per-class, --split-sizes)",
+            );
+        }
+        if name.ends_with(".npz") && self.num_nodes.is_some() {
+            return no(
+                "--num-nodes",
+                "a .npz adjacency declares its node count (its shape)",
+            );
+        }
+        Ok(())
+    }
+
+    /// The synthetic preset (`--preset`, cora-like by default).
+    pub(crate) fn preset(&self) -> Preset {
+        self.preset.unwrap_or(Preset::CoraLike)
+    }
+
+    /// The data seed (`--data-seed`, 0 by default).
+    pub(crate) fn seed(&self) -> u64 {
+        self.data_seed.unwrap_or(0)
+    }
+
+    /// Whether the features are drawn from the data seed (`--features random:D`).
+    fn seeded_features(&self) -> bool {
+        matches!(
+            self.features,
+            Some(FeatureArg::Built(NodeFeatures::Random { .. }))
+        )
+    }
+
+    /// The data a checkpoint is evaluated on: without `--data` or `--preset`, what it records
+    /// of its training data (the source and every option of its preparation), each option
+    /// given here overriding the recorded one; with `--data` or `--preset`, the data as given
+    /// here, nothing recorded. The data loaded is then checked against the recorded content
+    /// hashes ([`sparse_gcn::train::checkpoint::Checkpoint::check_data`]).
+    ///
+    /// A checkpoint that records no content hash (written by an older version, or by the
+    /// library without them) is refused unless the data is given explicitly (`--data` or
+    /// `--preset`); its shapes are then checked against the model's.
+    pub(crate) fn for_checkpoint(
+        &self,
+        ck: &Path,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let explicit_source = self.data.is_some() || self.preset.is_some();
+        if sparse_gcn::data::content::ContentHash::from_extra(extra).is_none() {
+            if !explicit_source {
+                return Err(Error::DataMismatch {
+                    checkpoint: ck.to_path_buf(),
+                    msg: "the checkpoint records no content hash of the data it was trained on \
+                          (it was written by an older version, or by the library without \
+                          one), so the data cannot be checked: give it with --data or \
+                          --preset (its feature width and class count are then checked)"
+                        .into(),
+                });
+            }
             return Ok(self.clone());
         }
-        let mut d = self.clone();
+        if explicit_source {
+            return Ok(self.clone());
+        }
+        let mut d = Self::recorded(ck, extra)?;
+        if self.data_seed.is_some() {
+            d.data_seed = self.data_seed;
+        }
+        if self.features.is_some() {
+            d.features = self.features.clone();
+            // The recorded seed of random features no longer seeds anything.
+            if d.data.is_some() && !d.seeded_features() && self.data_seed.is_none() {
+                d.data_seed = None;
+            }
+        }
+        if self.labels.is_some() {
+            d.labels = self.labels.clone();
+        }
+        if self.split.is_some() {
+            d.split = self.split.clone();
+        }
+        d.directed |= self.directed;
+        if self.num_nodes.is_some() {
+            d.num_nodes = self.num_nodes;
+        }
+        if self.train_per_class.is_some() || self.split_sizes.is_some() {
+            d.train_per_class = self.train_per_class;
+            d.split_sizes = self.split_sizes;
+        }
+        Ok(d)
+    }
+
+    /// The data options a checkpoint records (see [`DataArgs::record`]); a recorded file that
+    /// is gone is an error saying so.
+    fn recorded(ck: &Path, extra: &BTreeMap<String, String>) -> Result<Self> {
         let existing = |key: &str| -> Result<Option<PathBuf>> {
             match extra.get(key) {
                 None => Ok(None),
@@ -240,51 +412,50 @@ impl DataArgs {
                 Some(p) => Err(Error::Dataset {
                     path: ck.to_path_buf(),
                     msg: format!(
-                        "the model was trained on {p}, which does not exist here; give --data"
+                        "the model was trained on {p}, which does not exist here; give --data \
+                         (and --features or --labels files)"
                     ),
                 }),
             }
         };
-        d.data = existing("data")?;
-        if let Some(f) = existing("features_file")? {
-            d.features = Some(FeatureArg::File(f));
-        }
-        if let Some(k) = extra.get("features_built") {
-            d.features = Some(FeatureArg::Built(k.parse()?));
-        }
-        let number = |key: &str| -> Result<Option<usize>> {
+        let number = |key: &str| -> Result<Option<u64>> {
             extra
                 .get(key)
                 .map(|s| {
                     s.parse().map_err(|_| Error::Dataset {
                         path: ck.to_path_buf(),
-                        msg: format!("{key} {s:?} is not a number"),
+                        msg: format!("metadata `{key}` = {s:?} is not a number"),
                     })
                 })
                 .transpose()
         };
-        d.num_nodes = number("num_nodes")?.or(d.num_nodes);
-        d.train_per_class = number("train_per_class")?.or(d.train_per_class);
-        if let Some(s) = extra.get("split_sizes") {
-            d.split_sizes = Some(args::fractions(s).map_err(|msg| Error::Dataset {
+        let features = match (existing("features_file")?, extra.get("features_built")) {
+            (Some(f), _) => Some(FeatureArg::File(f)),
+            (None, Some(k)) => Some(FeatureArg::Built(k.parse()?)),
+            (None, None) => None,
+        };
+        let split_sizes = match extra.get("split_sizes") {
+            Some(s) => Some(args::fractions(s).map_err(|msg| Error::Dataset {
                 path: ck.to_path_buf(),
-                msg: format!("split_sizes {s:?}: {msg}"),
-            })?);
-        }
-        d.labels = existing("labels_file")?.or(d.labels);
-        if let Some(s) = extra.get("split") {
-            d.split = Some(s.clone());
-        }
-        if let Some(p) = extra.get("preset") {
-            d.preset = p.parse()?;
-        }
-        if let Some(s) = extra.get("data_seed") {
-            d.data_seed = s.parse().map_err(|_| Error::Dataset {
-                path: ck.to_path_buf(),
-                msg: format!("data_seed {s:?} is not a number"),
-            })?;
-        }
-        Ok(d)
+                msg: format!("metadata `split_sizes` = {s:?}: {msg}"),
+            })?),
+            None => None,
+        };
+        let count = |key: &str| -> Result<Option<usize>> {
+            Ok(number(key)?.map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
+        };
+        Ok(DataArgs {
+            data: existing("data")?,
+            preset: extra.get("preset").map(|p| p.parse()).transpose()?,
+            data_seed: number("data_seed")?,
+            split: extra.get("split").cloned(),
+            directed: extra.get("directed").is_some_and(|v| v == "true"),
+            features,
+            labels: existing("labels_file")?,
+            num_nodes: count("num_nodes")?,
+            train_per_class: count("train_per_class")?,
+            split_sizes,
+        })
     }
 
     /// How `--data` is loaded.
@@ -309,7 +480,6 @@ impl DataArgs {
             } else {
                 Direction::Undirected
             },
-            sparse_features_below: Some(0.1),
             features: self.features.as_ref().and_then(FeatureArg::file).cloned(),
             labels: self.labels.clone(),
             n_nodes: self.num_nodes,
@@ -322,10 +492,10 @@ impl DataArgs {
     pub(crate) fn load(&self) -> Result<Dataset> {
         let mut d = match &self.data {
             Some(path) => load_any(path, &self.load_options())?,
-            None => self.preset.generate(self.data_seed)?,
+            None => self.preset().generate(self.seed())?,
         };
         if let Some(FeatureArg::Built(k)) = self.features {
-            d.features = k.build(&d.graph, self.data_seed)?;
+            d.features = k.build(&d.graph, self.seed())?;
         }
         Ok(d)
     }

@@ -17,9 +17,9 @@ use super::train::TrainArgs;
 /// `plan`'s arguments: the model and data as `train` takes them, and the rank counts.
 #[derive(clap::Args)]
 pub(crate) struct PlanArgs {
-    /// Rank counts to plan for, e.g. 1,2,4,64,1024.
+    /// Rank counts to plan for, e.g. 1,2,4,64,1024; each at most 65536 and at most the nodes.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,64,256,1024",
-          value_parser = super::args::count)]
+          value_parser = super::args::ranks)]
     ranks: Vec<usize>,
     /// `commbench --json` outputs (e.g. of 2 and 4 ranks) to fit MPI's α and β to; with them
     /// the plan models each rank count's epoch time (this machine's sgemm and in-cache SpMM
@@ -138,7 +138,8 @@ fn compute_rates(adj: &NormAdj<f32>, hidden: usize, width: usize) -> Result<(f64
 impl PlanArgs {
     /// The usage checks of `train`'s flags.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        self.train.check()
+        self.train.check()?;
+        self.train.check_plan_flags()
     }
 }
 
@@ -147,6 +148,11 @@ fn gib(b: u64) -> f64 {
 }
 
 pub(crate) fn run(a: PlanArgs) -> Result<()> {
+    let pool = sparse_gcn::par::thread_pool(a.train.threads())?;
+    pool.install(|| run_in_pool(&a))
+}
+
+fn run_in_pool(a: &PlanArgs) -> Result<()> {
     let cfg = a.train.config();
     // The timing files first: a missing one fails before the data is read.
     let samples = read_comm(&a.comm)?;
@@ -154,6 +160,20 @@ pub(crate) fn run(a: PlanArgs) -> Result<()> {
     data.check_trainable()?;
     let p = Prepared::new(data, &a.train.prepare(&cfg))?;
     let d = &p.data;
+    // The model is built on the whole data: its parameters must fit.
+    let model = sparse_gcn::ModelConfig {
+        in_dim: d.features.n_cols(),
+        out_dim: d.n_classes,
+        ..cfg.model.clone()
+    };
+    sparse_gcn::train::run::check_params_fit(&model, 1)?;
+    if let Some(&r) = a.ranks.iter().find(|&&r| r > p.n_nodes) {
+        return Err(Error::Config(sparse_gcn::ConfigError::OutOfRange {
+            name: "--ranks",
+            value: r as f64,
+            rule: "at most the number of nodes (a rank owns at least one row)",
+        }));
+    }
     let time = if a.comm.is_empty() {
         None
     } else {

@@ -10,10 +10,11 @@ use sparse_gcn::data::write::npy_f32;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Par, Result};
 
-use super::eval::{load_model, Loaded};
+use super::eval::{check_finite_output, load_model, Loaded};
 use super::{args, input_order, DataArgs};
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct PredictArgs {
     /// The checkpoint (safetensors) written by `train --save`.
     #[arg(long)]
@@ -22,10 +23,10 @@ pub(crate) struct PredictArgs {
     data: DataArgs,
     /// Output: `.csv` (node, predicted class, one probability column per class, with a header
     /// line) or `.npy` (the N × classes probabilities, f32).
-    #[arg(long, value_parser = args::csv_or_npy)]
+    #[arg(long, value_parser = args::CSV_OR_NPY)]
     out: PathBuf,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
 }
 
@@ -49,6 +50,8 @@ pub(crate) fn run(a: PredictArgs) -> Result<()> {
     pool.install(|| {
         let Loaded { p, mut model, .. } = load_model(&a.checkpoint, &a.data)?;
         let logits = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
+        let what = format!("the logits of {}", a.checkpoint.display());
+        check_finite_output(&p, logits.view(), &what)?;
         let probs = softmax(input_order(&p, logits.view()).view());
         let bytes = if a
             .out

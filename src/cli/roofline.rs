@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use sparse_gcn::data::io::{load as load_any, LoadOptions};
+use sparse_gcn::data::memory;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
 use sparse_gcn::diag::roofline::{self, EpochConfig, RooflineConfig};
@@ -15,32 +16,34 @@ use sparse_gcn::{par::thread_pool, Result};
 use super::args;
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct RooflineArgs {
-    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like.
-    #[arg(long, default_value = "arxiv-like")]
-    preset: Preset,
-    /// Seed of the synthetic preset.
-    #[arg(long, default_value_t = 0)]
-    data_seed: u64,
+    /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like
+    /// [default: arxiv-like].
+    #[arg(long)]
+    preset: Option<Preset>,
+    /// Seed of the synthetic preset [default: 0].
+    #[arg(long)]
+    data_seed: Option<u64>,
     /// A dataset (OGB raw-layout folder, `.npz`, or edge list) instead of the preset; only its
     /// graph is used.
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Feature widths d, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "16,64,128,256")]
-    dims: Vec<usize>,
+    /// Feature widths d, comma-separated, each at most 65536 [default: 16,64,128,256].
+    #[arg(long, value_delimiter = ',', value_parser = args::hidden)]
+    dims: Option<Vec<usize>>,
     /// The node order compared with a random one: none, random[:SEED], degree, rcm, bfs,
     /// community (label propagation on the structure only) or metis (METIS parts).
     #[arg(long, default_value = "community")]
     reorder: Reorder,
-    /// Timed repetitions per measurement (medians are reported).
-    #[arg(long, default_value_t = 5)]
+    /// Timed repetitions per measurement (medians are reported; at most 1,000,000).
+    #[arg(long, default_value_t = 5, value_parser = args::epochs)]
     reps: usize,
-    /// Untimed warm-up repetitions per measurement.
-    #[arg(long, default_value_t = 1)]
+    /// Untimed warm-up repetitions per measurement (at most 1,000,000).
+    #[arg(long, default_value_t = 1, value_parser = args::epochs_or_zero)]
     warmup: usize,
-    /// Size of each of the three stream-triad arrays, MiB.
-    #[arg(long, default_value_t = 256)]
+    /// Size of each of the three stream-triad arrays, MiB (at most 65536).
+    #[arg(long, default_value_t = 256, value_parser = args::hidden)]
     triad_mib: usize,
     /// Seed of the random node order and of the benchmark inputs.
     #[arg(long, default_value_t = 0)]
@@ -52,8 +55,8 @@ pub(crate) struct RooflineArgs {
     /// reference (it reads the labels, so training never uses it).
     #[arg(long)]
     class_order: bool,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
     /// Print the report as one JSON object as the last line of stdout.
     #[arg(long)]
@@ -69,20 +72,39 @@ pub(crate) struct RooflineArgs {
     #[arg(long, default_value = "gcn", requires = "epoch")]
     model: Arch,
     /// Graph convolutions of `--epoch` (as `train --layers`).
-    #[arg(long, default_value_t = 2, value_parser = args::count, requires = "epoch")]
+    #[arg(long, default_value_t = 2, value_parser = args::layers, requires = "epoch")]
     layers: usize,
     /// Hidden width of `--epoch` (as `train --hidden`).
-    #[arg(long, default_value_t = 16, value_parser = args::count, requires = "epoch")]
+    #[arg(long, default_value_t = 16, value_parser = args::hidden, requires = "epoch")]
     hidden: usize,
     /// Dropout of `--epoch` (as `train --dropout`).
-    #[arg(long, value_parser = args::rate, requires = "epoch")]
+    #[arg(long, value_parser = args::rate, requires = "epoch", allow_hyphen_values = true)]
     dropout: Option<f64>,
     /// Normalisation layer of `--epoch` (as `train --norm-layer`).
     #[arg(long, requires = "epoch")]
     norm_layer: Option<NormKind>,
     /// Activation checkpointing of `--epoch` (as `train --checkpoint-every`).
-    #[arg(long, requires = "epoch")]
+    #[arg(long, value_parser = args::every, requires = "epoch")]
     checkpoint_every: Option<usize>,
+}
+
+impl RooflineArgs {
+    /// Options that the run would not use: usage errors naming the flag.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        if self.data.is_some() && self.preset.is_some() {
+            return Err("--preset: --data is given (the preset is built only without it)".into());
+        }
+        if self.data.is_some() && self.data_seed.is_some() {
+            return Err("--data-seed: seeds the synthetic preset; --data is given".into());
+        }
+        if self.epoch && self.dims.is_some() {
+            return Err("--dims: the SpMM table's widths; --epoch times the model's".into());
+        }
+        if self.epoch && self.class_order {
+            return Err("--class-order: a reference of the SpMM table, not of --epoch".into());
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn run(a: RooflineArgs) -> Result<()> {
@@ -97,13 +119,30 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
                     ..LoadOptions::default()
                 },
             )?,
-            None => a.preset.generate(a.data_seed)?,
+            None => a
+                .preset
+                .unwrap_or(Preset::ArxivLike)
+                .generate(a.data_seed.unwrap_or(0))?,
         };
+        let triad = memory::bytes(a.triad_mib, 3 << 20);
         if a.epoch {
-            return run_epoch(&a, data);
+            return run_epoch(&a, data, triad);
         }
+        let dims = a.dims.clone().unwrap_or_else(|| vec![16, 64, 128, 256]);
+        // The triad's three arrays, and the SpMM's X and outputs at the widest d (a few
+        // buffers of n × d).
+        let n = data.graph.n_nodes();
+        let widest = dims.iter().copied().max().unwrap_or(0);
+        let spmm = memory::bytes(n, 4 * 4).saturating_mul(widest as u64);
+        memory::check(triad.saturating_add(spmm), || {
+            format!(
+                "roofline's buffers: three stream-triad arrays of {} MiB (--triad-mib) and the \
+                 SpMM's operands of {n} rows × {widest} (--dims)",
+                a.triad_mib
+            )
+        })?;
         let cfg = RooflineConfig {
-            dims: a.dims.clone(),
+            dims,
             reps: a.reps,
             warmup: a.warmup,
             triad_len: (a.triad_mib << 20) / 4,
@@ -123,7 +162,13 @@ pub(crate) fn run(a: RooflineArgs) -> Result<()> {
 }
 
 /// `--epoch`: the model's training epoch beside its floor.
-fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
+fn run_epoch(a: &RooflineArgs, data: Dataset, triad: u64) -> Result<()> {
+    memory::check(triad, || {
+        format!(
+            "roofline's three stream-triad arrays of {} MiB (--triad-mib)",
+            a.triad_mib
+        )
+    })?;
     let mut cfg = recipe::default(a.model, a.layers);
     cfg.model.n_layers = a.layers;
     cfg.model.hidden_dim = a.hidden;
@@ -145,6 +190,7 @@ fn run_epoch(a: &RooflineArgs, data: Dataset) -> Result<()> {
             ..Prepare::default()
         },
     )?;
+    prepared.check_fits(&cfg, 1)?;
     let report = roofline::epoch(
         &prepared.train_data(),
         &prepared.adj,

@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use serde_json::json;
 
+use sparse_gcn::data::content::ContentHash;
 use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
@@ -93,41 +94,41 @@ pub(crate) struct TrainArgs {
     /// hyperparameters; explicit flags override them).
     #[arg(long, value_enum, default_value_t = RecipeArg::Default)]
     recipe: RecipeArg,
-    /// Number of graph convolutions [default: 2; gcnii's paper recipe: 64].
-    #[arg(long, value_parser = args::count)]
+    /// Number of graph convolutions, at most 1024 [default: 2; gcnii's paper recipe: 64].
+    #[arg(long, value_parser = args::layers)]
     layers: Option<usize>,
-    /// Hidden width [default: 16].
-    #[arg(long, value_parser = args::count)]
+    /// Hidden width, at most 65536 [default: 16].
+    #[arg(long, value_parser = args::hidden)]
     hidden: Option<usize>,
     /// Dropout on the input and between layers [default: 0.5].
-    #[arg(long, value_parser = args::rate)]
+    #[arg(long, value_parser = args::rate, allow_hyphen_values = true)]
     dropout: Option<f64>,
     /// Learning rate [default: 0.01].
-    #[arg(long, value_parser = args::positive)]
+    #[arg(long, value_parser = args::positive, allow_hyphen_values = true)]
     lr: Option<f64>,
     /// L2 weight decay [default: 5e-4].
-    #[arg(long, value_parser = args::non_negative)]
+    #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
     weight_decay: Option<f64>,
     /// Which layers get weight decay [default: first].
     #[arg(long, value_enum)]
     weight_decay_scope: Option<WdScope>,
-    /// Maximum number of epochs [default: 200].
-    #[arg(long, value_parser = args::count)]
+    /// Maximum number of epochs, at most 1,000,000 [default: 200].
+    #[arg(long, value_parser = args::epochs)]
     epochs: Option<usize>,
     /// Early-stopping rule [default: kipf for Kipf's 2-layer gcn, patience (100 epochs, best
     /// weights restored) for every other model or depth].
     #[arg(long, value_enum)]
     stop: Option<StopArg>,
     /// Window (kipf) or patience (patience) of the stop rule [default: 10; 100 for patience as
-    /// the default of deep or non-Kipf models].
-    #[arg(long, value_parser = args::count)]
+    /// the default of deep or non-Kipf models; at most 1,000,000].
+    #[arg(long, value_parser = args::epochs)]
     patience: Option<usize>,
-    /// Evaluation order of Â·H·W in the graph convolutions.
-    #[arg(long, value_enum, default_value_t = OrderArg::Auto)]
-    order: OrderArg,
-    /// Optimiser.
-    #[arg(long, value_enum, default_value_t = OptArg::Adam)]
-    optimizer: OptArg,
+    /// Evaluation order of Â·H·W in the GCN convolutions (gcn, residual, jk) [default: auto].
+    #[arg(long, value_enum)]
+    order: Option<OrderArg>,
+    /// Optimiser [default: adam].
+    #[arg(long, value_enum)]
+    optimizer: Option<OptArg>,
     /// Adjacency normalisation.
     #[arg(long, value_enum, default_value_t = NormArg::Sym)]
     norm: NormArg,
@@ -136,20 +137,20 @@ pub(crate) struct TrainArgs {
     #[arg(long)]
     norm_layer: Option<NormKind>,
     /// DropEdge rate of the training passes (0: off).
-    #[arg(long, value_parser = args::rate)]
+    #[arg(long, value_parser = args::rate, allow_hyphen_values = true)]
     drop_edge: Option<f64>,
     /// Activation checkpointing: keep every K-th hidden block's input and recompute the others
-    /// in backward (0: off).
-    #[arg(long)]
+    /// in backward (0: off; at most 1024).
+    #[arg(long, value_parser = args::every)]
     checkpoint_every: Option<usize>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
-    #[arg(long, value_parser = args::unit)]
+    #[arg(long, value_parser = args::unit, allow_hyphen_values = true)]
     alpha: Option<f64>,
     /// GCNII's λ [default: 0.5].
-    #[arg(long, value_parser = args::positive)]
+    #[arg(long, value_parser = args::positive, allow_hyphen_values = true)]
     lambda: Option<f64>,
-    /// Propagation steps of SGC [default: 2] and APPNP [default: 10].
-    #[arg(long, value_parser = args::count)]
+    /// Propagation steps of SGC [default: 2] and APPNP [default: 10], at most 1024.
+    #[arg(long, value_parser = args::steps)]
     k: Option<usize>,
     /// Give every graph convolution a bias (Kipf & Welling's model has none; PyG's GCNConv has
     /// one).
@@ -160,25 +161,25 @@ pub(crate) struct TrainArgs {
     /// (ogbn-arxiv-like embeddings) as they are.
     #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
     row_norm: RowNormArg,
-    /// Number of seeds (0, 1, …, N−1), trained in parallel.
-    #[arg(long, default_value_t = 1, value_parser = args::count)]
-    seeds: usize,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Number of seeds (0, 1, …, N−1), trained in parallel; at most 10,000 [default: 1].
+    #[arg(long, value_parser = args::seeds)]
+    seeds: Option<usize>,
+    /// Worker threads (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = args::threads)]
     threads: usize,
-    /// Epochs left out of the timing medians.
-    #[arg(long, default_value_t = 5)]
-    warmup: usize,
+    /// Epochs left out of the timing medians [default: 5].
+    #[arg(long, value_parser = args::epochs_or_zero)]
+    warmup: Option<usize>,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
     /// Save the model trained with the first seed as a safetensors checkpoint at this path
     /// (written atomically: an existing file is replaced only by a complete new one).
-    #[arg(long, value_parser = args::writable_file)]
+    #[arg(long, value_parser = args::ANY_FILE)]
     save: Option<PathBuf>,
     /// Write the per-epoch history of every seed to this CSV file (seed, epoch (1-based),
     /// train loss and accuracy, validation loss and accuracy, train-step and epoch wall ms).
-    #[arg(long, value_parser = args::csv)]
+    #[arg(long, value_parser = args::CSV)]
     history: Option<PathBuf>,
     /// Relabel the nodes once after loading, for memory locality: auto, none, random[:SEED],
     /// degree, rcm, bfs, community (label propagation on the graph structure only) or metis
@@ -210,6 +211,16 @@ impl TrainArgs {
             },
             keep_graph: cfg.model.drop_edge > 0.0,
         }
+    }
+
+    /// `--seeds` (1 by default).
+    pub(crate) fn seeds(&self) -> usize {
+        self.seeds.unwrap_or(1)
+    }
+
+    /// `--warmup` (5 by default).
+    pub(crate) fn warmup(&self) -> usize {
+        self.warmup.unwrap_or(5)
     }
 
     /// The data arguments.
@@ -264,7 +275,7 @@ impl TrainArgs {
             m.k = k;
         }
         m.bias |= self.bias;
-        m.order = match self.order {
+        m.order = match self.order.unwrap_or(OrderArg::Auto) {
             OrderArg::Auto => Order::Auto,
             OrderArg::AggregateFirst => Order::AggregateFirst,
             OrderArg::TransformFirst => Order::TransformFirst,
@@ -298,11 +309,11 @@ impl TrainArgs {
             (None, Some(p), StopRule::Patience { .. }) => StopRule::Patience { patience: p },
             (None, _, rule) => rule,
         };
-        cfg.optimizer = match self.optimizer {
+        cfg.optimizer = match self.optimizer.unwrap_or(OptArg::Adam) {
             OptArg::Adam => OptimizerKind::Adam,
             OptArg::Sgd => OptimizerKind::Sgd,
         };
-        cfg.warmup = self.warmup;
+        cfg.warmup = self.warmup();
         cfg
     }
 }
@@ -313,6 +324,8 @@ impl TrainArgs {
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         let cfg = self.config();
         let m = &cfg.model;
+        self.data.check_applicable()?;
+        self.check_model_flags(&cfg)?;
         if m.arch == Arch::Residual && m.n_layers < 2 {
             return Err(format!(
                 "--layers {}: --model residual needs at least 2 layers",
@@ -335,6 +348,162 @@ impl TrainArgs {
     }
 }
 
+impl TrainArgs {
+    /// A usage error for a flag given that the chosen model would not use (it would be accepted
+    /// and echoed in `--json` while doing nothing), saying why.
+    fn check_model_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+        let m = &cfg.model;
+        let arch = m.arch;
+        let gcn_convs = matches!(arch, Arch::Gcn | Arch::Residual | Arch::Jk(_));
+        let no = |flag: &str, why: String| Err(format!("{flag}: {why}"));
+        match arch {
+            Arch::Sgc if self.layers.is_some() => {
+                return no(
+                    "--layers",
+                    "sgc has no graph convolutions to count (one Linear layer on Â^K·X); use --k \
+                     for its propagation steps"
+                        .into(),
+                )
+            }
+            Arch::Appnp if self.layers.is_some() => {
+                return no(
+                    "--layers",
+                    "appnp's MLP has a fixed depth (two Linear layers); use --k for its \
+                     propagation steps"
+                        .into(),
+                )
+            }
+            Arch::Sgc if self.hidden.is_some() => {
+                return no(
+                    "--hidden",
+                    "sgc has no hidden layer (one Linear layer on Â^K·X)".into(),
+                )
+            }
+            Arch::Sgc if self.dropout.is_some() => {
+                return no(
+                    "--dropout",
+                    "sgc has no dropout (its Linear layer reads Â^K·X, computed once)".into(),
+                )
+            }
+            _ => {}
+        }
+        if let Some(n) = self.norm_layer.filter(|&n| n != NormKind::None) {
+            if !gcn_convs {
+                return no(
+                    "--norm-layer",
+                    format!(
+                        "normalisation follows the hidden GCN convolutions of gcn, residual and \
+                         jk models; {arch} has none"
+                    ),
+                );
+            }
+            if arch == Arch::Gcn && m.n_layers < 2 {
+                return no(
+                    "--norm-layer",
+                    format!("a 1-layer gcn has no hidden convolution to normalise ({n})"),
+                );
+            }
+        }
+        if self.bias && !gcn_convs {
+            return no(
+                "--bias",
+                format!(
+                    "{arch} has no GCN convolutions to give a bias (its Linear layers always have \
+                     one)"
+                ),
+            );
+        }
+        if !gcn_convs && !matches!(self.order, None | Some(OrderArg::Auto)) {
+            return no(
+                "--order",
+                format!("{arch} has no GCN convolutions whose evaluation order to choose"),
+            );
+        }
+        if self.alpha.is_some() && !matches!(arch, Arch::Gcnii | Arch::Appnp) {
+            return no(
+                "--alpha",
+                format!(
+                    "only gcnii (initial residual) and appnp (teleport) have an α; {arch} has none"
+                ),
+            );
+        }
+        if self.lambda.is_some() && arch != Arch::Gcnii {
+            return no("--lambda", format!("only gcnii has a λ; {arch} has none"));
+        }
+        if self.k.is_some() && !matches!(arch, Arch::Sgc | Arch::Appnp) {
+            return no(
+                "--k",
+                format!(
+                    "only sgc and appnp have propagation steps; {arch} counts graph convolutions \
+                     (--layers)"
+                ),
+            );
+        }
+        if self.checkpoint_every.is_some_and(|k| k > 0) {
+            if m.n_hidden() == 0 {
+                return no(
+                    "--checkpoint-every",
+                    format!("this {arch} model has no hidden blocks to recompute"),
+                );
+            }
+            if arch == Arch::Gcn && m.norm == NormKind::None {
+                return no(
+                    "--checkpoint-every",
+                    "a gcn without --norm-layer keeps only ReLU·dropout codes (2 bits a value) \
+                     between its convolutions: recomputing them would free nothing (--order lean \
+                     needs less memory)"
+                        .into(),
+                );
+            }
+        }
+        if self.patience.is_some() && cfg.stop == StopRule::Never {
+            return no(
+                "--patience",
+                "the stop rule is never (--stop never, or the recipe's): it has no window or \
+                 patience; give --stop kipf or --stop patience"
+                    .into(),
+            );
+        }
+        if self.weight_decay_scope.is_some() && self.weight_decay == Some(0.0) {
+            return no(
+                "--weight-decay-scope",
+                "--weight-decay 0 decays nothing".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The flags of training that `plan` (which traces one epoch of the model and prices it)
+    /// would not use: a usage error naming the first given.
+    pub(crate) fn check_plan_flags(&self) -> std::result::Result<(), String> {
+        let given = [
+            ("--save", self.save.is_some()),
+            ("--history", self.history.is_some()),
+            ("--seeds", self.seeds.is_some()),
+            ("--epochs", self.epochs.is_some()),
+            ("--stop", self.stop.is_some()),
+            ("--patience", self.patience.is_some()),
+            ("--lr", self.lr.is_some()),
+            ("--weight-decay", self.weight_decay.is_some()),
+            ("--weight-decay-scope", self.weight_decay_scope.is_some()),
+            ("--optimizer", self.optimizer.is_some()),
+            ("--warmup", self.warmup.is_some()),
+        ];
+        match given.iter().find(|(_, g)| *g) {
+            Some((flag, _)) => Err(format!(
+                "{flag}: plan does not train; it traces one epoch of the model on the data and \
+                 prices its exchanges and memory for each rank count"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Worker threads (`--threads`, 0: one per CPU).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
 pub(crate) fn run(a: TrainArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     let threads = pool.current_num_threads();
@@ -352,10 +521,15 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let cfg = a.config();
     let t_load = Instant::now();
     let prepare = a.prepare(&cfg);
+    let mut content: Option<ContentHash> = None;
     let ready = match job {
         None => {
             let data = a.data.load()?;
             data.check_trainable()?;
+            // What a checkpoint records of the data as loaded, for `eval` to check.
+            if a.save.is_some() {
+                content = Some(ContentHash::of(&data));
+            }
             Ready::One(Box::new(Prepared::new(data, &prepare)?))
         }
         Some(job) => Ready::Rank(Box::new(dist::prepare(job, &a.data, &prepare)?), job),
@@ -390,7 +564,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         (Reorder::Auto, r) => say!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
         (r, _) => say!("reordered the nodes ({r}) in {reorder_s:.2} s"),
     }
-    let seeds: Vec<u64> = (0..a.seeds as u64).collect();
+    let seeds: Vec<u64> = (0..a.seeds() as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
         "{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}",
@@ -401,6 +575,9 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         if let (Some(path), true) = (&a.save, r.seed == seeds[0] && super::prints()) {
             let mut extra = d.extra();
             a.data.record(&mut extra);
+            if let Some(h) = content {
+                h.record(&mut extra);
+            }
             extra.insert("seed".to_string(), r.seed.to_string());
             extra.insert("test_acc".to_string(), r.test_acc.to_string());
             if let Err(e) = checkpoint::save(path, model, &extra) {
@@ -434,7 +611,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             stop_text(cfg.stop, cfg.epochs, r),
             r.val_acc,
             r.test_acc,
-            ms_text(r.train_ms_median(a.warmup), r.history.len(), a.warmup)
+            ms_text(r.train_ms_median(a.warmup()), r.history.len(), a.warmup())
         );
     }
     if let (Some(path), true) = (&a.history, super::prints()) {
@@ -447,11 +624,11 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let (vm, vs) = mean_std(&vals);
     let step_ms: Vec<f64> = runs
         .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup).map(|e| e.train_ms))
+        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.train_ms))
         .collect();
     let epoch_ms: Vec<f64> = runs
         .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup).map(|e| e.epoch_ms))
+        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.epoch_ms))
         .collect();
     let step_median = median(step_ms);
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
@@ -468,7 +645,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         100.0 * ts,
         plural(seeds.len(), "seed"),
         100.0 * vm,
-        ms_text(step_median, longest, a.warmup),
+        ms_text(step_median, longest, a.warmup()),
         plural(threads, "thread"),
         plural(concurrent, "run"),
         train_s
@@ -487,9 +664,14 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "nnz": d.nnz,
             "in_dim": d.in_dim,
             "n_classes": d.n_classes,
-            "layers": m.n_layers,
-            "hidden": m.hidden_dim,
-            "norm_layer": m.norm.name(),
+            // Null where the model has no such part (sgc's layers and hidden width, …).
+            "layers": (!matches!(m.arch, Arch::Sgc | Arch::Appnp)).then_some(m.n_layers),
+            "hidden": (m.arch != Arch::Sgc).then_some(m.hidden_dim),
+            "k": matches!(m.arch, Arch::Sgc | Arch::Appnp).then_some(m.k),
+            "alpha": matches!(m.arch, Arch::Gcnii | Arch::Appnp).then_some(m.alpha),
+            "lambda": (m.arch == Arch::Gcnii).then_some(m.lambda),
+            "norm_layer": matches!(m.arch, Arch::Gcn | Arch::Residual | Arch::Jk(_))
+                .then(|| m.norm.name()),
             "drop_edge": m.drop_edge,
             "checkpoint_every": m.checkpoint,
             "seeds": seeds.len(),
@@ -509,7 +691,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "max_epochs": cfg.epochs,
             "epoch_ms_median": step_median,
             "epoch_with_eval_ms_median": median(epoch_ms),
-            "warmup_epochs": a.warmup,
+            "warmup_epochs": a.warmup(),
             "row_norm": d.row_normalized,
             "load_s": load_s,
             "reorder": a.reorder.to_string(),

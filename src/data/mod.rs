@@ -1,8 +1,10 @@
 //! Datasets: node features, labels and splits, the loaders (OGB raw layout, gnn-benchmark `.npz`,
 //! edge lists), the synthetic generator, the writer, and dataset statistics.
 
+pub mod content;
 pub mod dataset;
 pub mod io;
+pub mod memory;
 pub mod node_features;
 pub mod split;
 pub mod stats;

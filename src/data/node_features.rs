@@ -37,9 +37,20 @@ impl NodeFeatures {
     /// The features of `graph`'s nodes (`seed` draws the random ones).
     ///
     /// # Errors
-    /// [`crate::Error::Dataset`] if the identity does not fit (more than `u32::MAX` nodes).
+    /// [`crate::Error::TooLarge`] when they would not fit in the memory available
+    /// ([`super::memory`]); [`crate::Error::Dataset`] if the identity does not fit (more than
+    /// `u32::MAX` nodes).
     pub fn build(self, graph: &Graph, seed: u64) -> Result<Features<f32>> {
         let n = graph.n_nodes();
+        let bytes = match self {
+            NodeFeatures::Random { dim } => super::memory::bytes(n, 4).saturating_mul(dim as u64),
+            // Row pointers, a column index and a value a node (and the transpose's).
+            NodeFeatures::Identity | NodeFeatures::Degree => super::memory::bytes(n, 32),
+            NodeFeatures::Constant => super::memory::bytes(n, 4),
+        };
+        super::memory::check(bytes, || {
+            format!("--features {self} on {n} nodes (features built from the graph)")
+        })?;
         Ok(match self {
             NodeFeatures::Identity => identity_features(n)?,
             NodeFeatures::Degree => {
@@ -79,18 +90,20 @@ impl fmt::Display for NodeFeatures {
 impl FromStr for NodeFeatures {
     type Err = ConfigError;
 
-    /// `identity`, `degree`, `constant` or `random:D` (D ≥ 1).
+    /// `identity`, `degree`, `constant` or `random:D` (1 ≤ D ≤ 2^24).
     ///
     /// # Errors
     /// [`ConfigError::UnknownName`] naming the choices.
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         if let Some(d) = s.strip_prefix("random:") {
             return match d.parse::<usize>() {
-                Ok(dim) if dim >= 1 => Ok(NodeFeatures::Random { dim }),
+                Ok(dim) if (1..=super::io::MAX_FEATURE_COLS).contains(&dim) => {
+                    Ok(NodeFeatures::Random { dim })
+                }
                 _ => Err(ConfigError::OutOfRange {
                     name: "random:D",
                     value: d.parse::<f64>().unwrap_or(f64::NAN),
-                    rule: "a width D >= 1",
+                    rule: "a width D from 1 to 2^24 (16777216, the most feature columns)",
                 }),
             };
         }
@@ -149,6 +162,8 @@ mod tests {
             assert_eq!(k.to_string().parse::<NodeFeatures>(), Ok(k));
         }
         assert!("random:0".parse::<NodeFeatures>().is_err());
+        assert!("random:100000000".parse::<NodeFeatures>().is_err());
+        assert!("random:16777216".parse::<NodeFeatures>().is_ok());
         assert!("random:x".parse::<NodeFeatures>().is_err());
         assert!("degrees".parse::<NodeFeatures>().is_err());
     }

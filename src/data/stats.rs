@@ -106,7 +106,10 @@ fn mean_clustering(g: &crate::graph::Graph, stride: usize) -> (f64, usize) {
 }
 
 impl DatasetStats {
-    /// Computes the statistics.
+    /// Computes the statistics, after checking that their buffers fit in the memory available.
+    ///
+    /// # Errors
+    /// [`crate::Error::TooLarge`].
     ///
     /// # Examples
     /// ```
@@ -118,6 +121,16 @@ impl DatasetStats {
     /// assert!(s.edge_homophily.unwrap() > 0.5); // the generator's classes are homophilous
     /// assert!(s.clustering > 0.02 && s.clustering_nodes == 400); // its topics close triangles
     /// ```
+    pub fn try_compute(d: &Dataset) -> crate::Result<Self> {
+        let n = d.graph.n_nodes();
+        // The sorted degrees and the clustering's marks: two words a node.
+        super::memory::check(super::memory::bytes(n, 16), || {
+            format!("the statistics of {} ({n} nodes)", d.name)
+        })?;
+        Ok(Self::compute(d))
+    }
+
+    /// The statistics of `d` (without the memory check of [`DatasetStats::try_compute`]).
     pub fn compute(d: &Dataset) -> Self {
         let g = &d.graph;
         let n = g.n_nodes();

@@ -28,7 +28,12 @@
 //! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
 //! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
 //! the inputs the model was trained on. They must not reuse the keys above
-//! ([`RESERVED_KEYS`]).
+//! ([`RESERVED_KEYS`]). `sparse-gcn train --save` also records the content hashes of the data
+//! as loaded (`data_hash_graph`, `data_hash_features`, `data_hash_labels`, `data_hash_split`;
+//! [`ContentHash::record`]) and every option its preparation depends on (the source, the
+//! feature recipe and its seed, the split options): [`Checkpoint::check_data`] refuses other
+//! data naming what differs. Keys are written sorted: identical models and metadata give
+//! identical files byte for byte.
 //!
 //! # Atomicity
 //! [`save`] writes the bytes to `PATH.tmp-<pid>-<n>` in the same directory, syncs it and
@@ -71,8 +76,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::SeedableRng;
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors};
 
+use crate::data::content::ContentHash;
 use crate::data::Features;
 use crate::graph::Propagate;
 use crate::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
@@ -215,8 +221,7 @@ fn to_bytes(
     }
     let cfg = model.config().clone();
     let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
-    let mut meta: HashMap<String, String> =
-        extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut meta: BTreeMap<String, String> = extra.clone();
     for (k, v) in [
         ("format", FORMAT.to_string()),
         ("version", VERSION.to_string()),
@@ -241,16 +246,74 @@ fn to_bytes(
     ] {
         meta.insert(k.to_string(), v);
     }
-    let views = tensors
-        .iter()
-        .map(|(name, shape, data)| {
-            TensorView::new(Dtype::F32, shape.clone(), data)
-                .map(|v| (name.as_str(), v))
-                .map_err(|e| dataset_err(path, format!("cannot serialise `{name}`: {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    safetensors::tensor::serialize(views, Some(meta))
-        .map_err(|e| dataset_err(path, format!("cannot serialise the checkpoint: {e}")))
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(serialize(&meta, &tensors))
+}
+
+/// `s` as a JSON string (quoted, escaped as serde_json escapes).
+fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => {
+                let _ = std::fmt::Write::write_fmt(out, format_args!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The safetensors bytes of `tensors` (F32, in the order given) with the metadata `meta`,
+/// written here rather than by `safetensors::serialize`, whose metadata map is a `HashMap`:
+/// the keys are written sorted, so that identical runs give identical files byte for byte.
+/// The layout is the format's: an 8-byte little-endian header length, the JSON header
+/// (`__metadata__` first, then each tensor's dtype, shape and data offsets) padded with spaces
+/// to a multiple of 8 bytes, then the tensors' bytes.
+fn serialize(
+    meta: &BTreeMap<String, String>,
+    tensors: &[(String, Vec<usize>, Vec<u8>)],
+) -> Vec<u8> {
+    let mut h = String::from("{\"__metadata__\":{");
+    for (i, (k, v)) in meta.iter().enumerate() {
+        if i > 0 {
+            h.push(',');
+        }
+        push_json_str(&mut h, k);
+        h.push(':');
+        push_json_str(&mut h, v);
+    }
+    h.push('}');
+    let mut offset = 0usize;
+    for (name, shape, data) in tensors {
+        h.push(',');
+        push_json_str(&mut h, name);
+        let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+        let end = offset + data.len();
+        h.push_str(&format!(
+            ":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            dims.join(",")
+        ));
+        offset = end;
+    }
+    h.push('}');
+    while !h.len().is_multiple_of(8) {
+        h.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + h.len() + offset);
+    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    for (_, _, data) in tensors {
+        out.extend_from_slice(data);
+    }
+    out
 }
 
 /// Removes the temporary file on drop unless disarmed (also on a panic in the write hook).
@@ -286,18 +349,86 @@ fn temp_path(path: &Path) -> Result<PathBuf> {
     Ok(path.with_file_name(tmp))
 }
 
+/// What `meta` describes when it is not a regular file (`a folder`, `a character device`, …),
+/// for the errors of the writers, which replace regular files only.
+pub fn not_regular_kind(meta: &fs::Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return None;
+    }
+    if t.is_dir() {
+        return Some("a folder");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return Some("a character device");
+        }
+        if t.is_block_device() {
+            return Some("a block device");
+        }
+        if t.is_fifo() {
+            return Some("a FIFO");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// The file a write to `path` replaces: `path` itself (also when nothing is there yet), or the
+/// file a symbolic link at `path` points to (the link is kept, as editors keep it).
+///
+/// # Errors
+/// [`Error::NotRegularFile`] when the path (or the link's target) exists and is not a regular
+/// file; [`Error::Io`] for a dangling link or an unreadable path.
+fn write_target(path: &Path) -> Result<PathBuf> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_path_buf()),
+        Err(e) => Err(Error::io(path, e)),
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = fs::canonicalize(path).map_err(|e| {
+                Error::io(
+                    path,
+                    io::Error::new(e.kind(), format!("a symbolic link to nothing ({e})")),
+                )
+            })?;
+            let meta = fs::metadata(&target).map_err(|e| Error::io(&target, e))?;
+            match not_regular_kind(&meta) {
+                Some(kind) => Err(Error::NotRegularFile { path: target, kind }),
+                None => Ok(target),
+            }
+        }
+        Ok(m) => match not_regular_kind(&m) {
+            Some(kind) => Err(Error::NotRegularFile {
+                path: path.to_path_buf(),
+                kind,
+            }),
+            None => Ok(path.to_path_buf()),
+        },
+    }
+}
+
 /// Writes `bytes` to `path` atomically (a temporary file next to it, synced, then renamed): an
 /// existing file is replaced only by the complete new one, and a failed write leaves it as it
 /// was. Used for checkpoints and for the CLI's outputs (predictions, embeddings, histories).
 ///
+/// Only a regular file is ever replaced: a path that exists and is a folder, a device, a FIFO
+/// or a socket is refused (checked before writing and again right before the rename). A
+/// symbolic link to a regular file is followed: the file it points to is replaced and the link
+/// kept.
+///
 /// # Errors
-/// [`Error::Io`] naming the file.
+/// [`Error::NotRegularFile`]; [`Error::Io`] naming the file.
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, bytes, &mut |w, b| w.write_all(b))
 }
 
 fn write_atomic(path: &Path, bytes: &[u8], write: &mut WriteHook<'_>) -> Result<()> {
-    let tmp = temp_path(path)?;
+    let target = write_target(path)?;
+    let tmp = temp_path(&target)?;
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -311,9 +442,15 @@ fn write_atomic(path: &Path, bytes: &[u8], write: &mut WriteHook<'_>) -> Result<
     file.flush().map_err(|e| Error::io(&tmp, e))?;
     file.sync_all().map_err(|e| Error::io(&tmp, e))?;
     drop(file);
-    fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    // Again right before the rename: what is at the path may have changed while writing.
+    if let Ok(m) = fs::symlink_metadata(&target) {
+        if let Some(kind) = not_regular_kind(&m) {
+            return Err(Error::NotRegularFile { path: target, kind });
+        }
+    }
+    fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
     guard.armed = false;
-    sync_parent(path);
+    sync_parent(&target);
     Ok(())
 }
 
@@ -393,6 +530,90 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
 }
 
 impl Checkpoint {
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks that `d` (as loaded, before [`Prepared::new`](super::run::Prepared::new)) is the
+    /// data the model was trained on, when the checkpoint records its content hashes
+    /// ([`ContentHash`], which `sparse-gcn train --save` records): [`Error::DataMismatch`]
+    /// naming the parts that differ (graph, features, labels, split) and the data the
+    /// metadata says the model was trained on. Then, recorded or not, the shapes
+    /// ([`Checkpoint::check_shapes`]).
+    ///
+    /// # Errors
+    /// [`Error::DataMismatch`]; [`Error::Dataset`] for a malformed recorded hash;
+    /// [`Error::Mismatch`].
+    pub fn check_data(&self, d: &crate::data::Dataset) -> Result<()> {
+        match ContentHash::from_extra(&self.extra) {
+            None => {}
+            Some(Err(msg)) => return Err(dataset_err(&self.path, msg)),
+            Some(Ok(recorded)) => {
+                let diff = ContentHash::of(d).differences(&recorded);
+                if !diff.is_empty() {
+                    let source: Vec<String> = [
+                        "data",
+                        "preset",
+                        "data_seed",
+                        "features_built",
+                        "features_file",
+                        "labels_file",
+                        "split",
+                        "num_nodes",
+                        "train_per_class",
+                        "split_sizes",
+                    ]
+                    .iter()
+                    .filter_map(|k| self.extra.get(*k).map(|v| format!("{k} {v}")))
+                    .collect();
+                    return Err(Error::DataMismatch {
+                        checkpoint: self.path.clone(),
+                        msg: format!(
+                            "the data given ({}) is not the data the model was trained on: its \
+                             {} differ{} (content hashes); the checkpoint records {}",
+                            d.name,
+                            diff.join(", "),
+                            if diff.len() == 1 { "s" } else { "" },
+                            if source.is_empty() {
+                                "no source".to_string()
+                            } else {
+                                source.join(", ")
+                            }
+                        ),
+                    });
+                }
+            }
+        }
+        self.check_shapes(d.features.n_cols(), d.n_classes)
+    }
+
+    /// Checks that data of `in_dim` feature columns and `n_classes` classes fits the model:
+    /// [`Error::Mismatch`] naming the checkpoint otherwise (a model evaluated on data with
+    /// another class count would report a meaningless accuracy, or index past its logits).
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`].
+    pub fn check_shapes(&self, in_dim: usize, n_classes: usize) -> Result<()> {
+        if in_dim != self.config.in_dim {
+            return Err(mismatch(
+                &self.path,
+                "input width (feature columns) of the model vs the data",
+                self.config.in_dim,
+                in_dim,
+            ));
+        }
+        if n_classes != self.config.out_dim {
+            return Err(mismatch(
+                &self.path,
+                "classes of the model (its output width) vs classes of the data",
+                self.config.out_dim,
+                n_classes,
+            ));
+        }
+        Ok(())
+    }
+
     /// The model on `adj` and `x` (the data it is to be evaluated on): the saved architecture
     /// and orders, every parameter and statistic from the file.
     ///
@@ -410,6 +631,25 @@ impl Checkpoint {
                 x.n_cols(),
             ));
         }
+        // The shapes the metadata implies against the values the file holds, before the model
+        // is allocated: a file of a few bytes cannot describe a model of gigabytes.
+        let stored: u64 = self.tensors.values().map(|(_, v)| v.len() as u64).sum();
+        let implied = super::run::param_count(&self.config);
+        if implied > stored.saturating_mul(2).saturating_add(1024) {
+            return Err(dataset_err(
+                path,
+                format!(
+                    "the metadata describes a {} model of about {implied} parameters (in_dim {}, \
+                     hidden_dim {}, out_dim {}, n_layers {}), but the file holds {stored} values",
+                    self.config.arch,
+                    self.config.in_dim,
+                    self.config.hidden_dim,
+                    self.config.out_dim,
+                    self.config.n_layers
+                ),
+            ));
+        }
+        super::run::check_params_fit(&self.config, 1)?;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         let mut model = self
             .config
@@ -555,12 +795,15 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
         drop_edge: meta_parse(path, meta, "drop_edge", float)?,
         mask_streams: streams,
     };
-    config.check().map_err(|e| {
-        dataset_err(
-            path,
-            format!("the metadata describes an invalid model: {e}"),
-        )
-    })?;
+    config
+        .check()
+        .and_then(|()| super::run::check_limits(&config))
+        .map_err(|e| {
+            dataset_err(
+                path,
+                format!("the metadata describes an invalid model: {e}"),
+            )
+        })?;
     let orders_str = meta_get(path, meta, "orders")?;
     let orders = orders_str
         .split(',')

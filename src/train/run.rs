@@ -15,12 +15,189 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig, TrainData};
-use crate::data::Dataset;
+use super::{
+    build_model, fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig,
+    TrainData,
+};
+use crate::data::{memory, Dataset, Features};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
-use crate::nn::Model;
+use crate::nn::{Arch, JkMode, Model, ModelConfig, NormKind};
 use crate::order::{self, Reorder};
-use crate::Result;
+use crate::{ConfigError, Result};
+
+/// Most graph convolutions of a model (`n_layers`) the CLI and checkpoints accept: the deepest
+/// published GCN studies (GCNII, DropEdge) go to 64–128 layers; planning and training time grow
+/// with the depth.
+pub const MAX_LAYERS: usize = 1024;
+/// Widest hidden layer (`hidden_dim`) the CLI and checkpoints accept.
+pub const MAX_HIDDEN: usize = 1 << 16;
+/// Most propagation steps (`k`, SGC's and APPNP's) the CLI and checkpoints accept: SGC uses 2,
+/// APPNP 10; each step is one SpMM of every pass.
+pub const MAX_K: usize = 1024;
+
+/// Checks `cfg` against [`MAX_LAYERS`], [`MAX_HIDDEN`], [`MAX_K`], and its input and output
+/// widths against the loaders' limits ([`MAX_FEATURE_COLS`](crate::data::io::MAX_FEATURE_COLS),
+/// [`MAX_CLASSES`](crate::data::io::MAX_CLASSES)), so that a size from outside (a flag, a
+/// checkpoint's metadata) can neither overflow nor hang the planner.
+///
+/// # Errors
+/// [`ConfigError::OutOfRange`] naming the field and its limit.
+pub fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
+    let limits: [(&'static str, usize, usize, &'static str); 5] = [
+        (
+            "n_layers",
+            cfg.n_layers,
+            MAX_LAYERS,
+            "at most 1024 (MAX_LAYERS)",
+        ),
+        (
+            "hidden_dim",
+            cfg.hidden_dim,
+            MAX_HIDDEN,
+            "at most 65536 (MAX_HIDDEN)",
+        ),
+        ("k", cfg.k, MAX_K, "at most 1024 (MAX_K)"),
+        (
+            "in_dim",
+            cfg.in_dim,
+            crate::data::io::MAX_FEATURE_COLS,
+            "at most 2^24 (MAX_FEATURE_COLS)",
+        ),
+        (
+            "out_dim",
+            cfg.out_dim,
+            crate::data::io::MAX_CLASSES,
+            "at most 2^20 (MAX_CLASSES)",
+        ),
+    ];
+    for (name, value, max, rule) in limits {
+        if value > max {
+            return Err(ConfigError::OutOfRange {
+                name,
+                value: value as f64,
+                rule,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The number of parameters (and statistics) of the model `cfg` describes, computed from the
+/// configuration alone, before anything is allocated; an upper bound where the model depends on
+/// the data (the residual projection is counted even when the widths match). Saturates.
+pub fn param_count(cfg: &ModelConfig) -> u64 {
+    let [i, h, o, l] = [cfg.in_dim, cfg.hidden_dim, cfg.out_dim, cfg.n_layers].map(|v| v as u64);
+    let mul = u64::saturating_mul;
+    let conv = |a: u64, b: u64| mul(a, b).saturating_add(if cfg.bias { b } else { 0 });
+    let lin = |a: u64, b: u64| mul(a, b).saturating_add(b);
+    // gamma, beta, running mean and variance.
+    let norm = if cfg.norm == NormKind::Batch {
+        mul(4, h)
+    } else {
+        0
+    };
+    let hidden_blocks = |n: u64| mul(n, conv(h, h).saturating_add(norm));
+    match cfg.arch {
+        Arch::Gcn | Arch::Residual if l <= 1 => conv(i, o),
+        Arch::Gcn => conv(i, h)
+            .saturating_add(norm)
+            .saturating_add(hidden_blocks(l - 2))
+            .saturating_add(conv(h, o)),
+        Arch::Residual => conv(i, h)
+            .saturating_add(norm)
+            .saturating_add(hidden_blocks(l - 2))
+            .saturating_add(conv(h, o))
+            .saturating_add(mul(i, h)),
+        Arch::Jk(mode) => {
+            let width = if mode == JkMode::Concat { mul(h, l) } else { h };
+            conv(i, h)
+                .saturating_add(norm)
+                .saturating_add(hidden_blocks(l.saturating_sub(1)))
+                .saturating_add(h)
+                .saturating_add(lin(width, o))
+        }
+        Arch::Gcnii => lin(i, h)
+            .saturating_add(mul(l, mul(h, h)))
+            .saturating_add(lin(h, o)),
+        Arch::Sgc => lin(i, o),
+        Arch::Appnp => lin(i, h).saturating_add(lin(h, o)),
+    }
+}
+
+/// Refuses, before anything is allocated, `runs` models of `cfg` (its `in_dim`/`out_dim` set)
+/// whose parameters with their gradients, the optimiser's two moments and the best epoch's
+/// copy (5 values each) would not fit in the memory available.
+///
+/// # Errors
+/// [`crate::Error::TooLarge`] naming the model's sizes; [`crate::Error::Config`] past the
+/// limits of [`check_limits`].
+pub fn check_params_fit(cfg: &ModelConfig, runs: usize) -> Result<()> {
+    check_limits(cfg)?;
+    let params = param_count(cfg);
+    let needed = params
+        .saturating_mul(5 * std::mem::size_of::<f32>() as u64)
+        .saturating_mul(runs.max(1) as u64);
+    memory::check(needed, || {
+        format!(
+            "{} {} model{} (in {}, hidden {}, out {}, {} layers): {params} parameters, with \
+             their gradients, the optimiser's moments and the best epoch's copy",
+            if runs > 1 {
+                runs.to_string()
+            } else {
+                "a".into()
+            },
+            cfg.arch,
+            if runs > 1 { "s trained at once" } else { "" },
+            cfg.in_dim,
+            cfg.hidden_dim,
+            cfg.out_dim,
+            cfg.n_layers
+        )
+    })
+}
+
+/// Refuses, before training, `runs` models trained at once on `n` rows of `x` when their
+/// planned workspaces (and the parameters of [`check_params_fit`]) would not fit in the memory
+/// available. `model` is one of them, built (its parameters allocated): its plan gives the
+/// workspace ([`Model::workspace_bytes`]), without allocating it.
+///
+/// # Errors
+/// [`crate::Error::TooLarge`].
+pub fn check_run_fits(
+    model: &mut Model<f32>,
+    n: usize,
+    x: &Features<f32>,
+    runs: usize,
+) -> Result<()> {
+    let cfg = model.config().clone();
+    let params = param_count(&cfg);
+    let workspace = model.workspace_bytes(n, x) as u64;
+    // This model's parameters are allocated already: the others, their gradients, moments and
+    // copies are not.
+    let per_run = params
+        .saturating_mul(5 * 4)
+        .saturating_add(workspace)
+        .saturating_add(memory::bytes(n, 4 * cfg.out_dim));
+    let needed = per_run
+        .saturating_mul(runs.max(1) as u64)
+        .saturating_sub(params.saturating_mul(4));
+    memory::check(needed, || {
+        format!(
+            "training {} {} model{} (hidden {}, {} layers) on {n} nodes × {} features: the \
+             planned workspace ({workspace} bytes a model), the logits and the parameters",
+            if runs > 1 {
+                runs.to_string()
+            } else {
+                "a".into()
+            },
+            cfg.arch,
+            if runs > 1 { "s at once" } else { "" },
+            cfg.hidden_dim,
+            cfg.n_layers,
+            x.n_cols()
+        )
+    })
+}
 
 /// Whether to row-normalise the features (Kipf's preprocessing of bag-of-words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,6 +228,38 @@ impl RowNorm {
             RowNorm::Off => false,
         }
     }
+}
+
+/// Bytes of `x` as stored.
+pub(crate) fn features_bytes(x: &Features<f32>) -> u64 {
+    if x.is_sparse() {
+        // X and its transpose: values and indices, and the row pointers.
+        memory::bytes(x.nnz(), 2 * (4 + 4)).saturating_add(memory::bytes(x.n_rows(), 16))
+    } else {
+        memory::bytes(x.n_rows(), 4 * x.n_cols())
+    }
+}
+
+/// Refuses a preparation whose Â (and Âᵀ, and the degrees) and reordered copy of the graph
+/// and features would not fit in the memory available.
+fn check_prepare_fits(data: &Dataset) -> Result<()> {
+    let g = &data.graph;
+    let (n, nnz) = (g.n_nodes(), g.nnz());
+    let graph = memory::bytes(n + 1, 8).saturating_add(memory::bytes(nnz, 4));
+    // Â and Âᵀ: row pointers, and values and column indices with the self-loops added.
+    let adj = memory::bytes(n + 1, 16)
+        .saturating_add(memory::bytes(nnz.saturating_add(n), 16))
+        .saturating_add(memory::bytes(n, 8));
+    let x = features_bytes(&data.features);
+    memory::check(adj.saturating_add(graph).saturating_add(x), || {
+        format!(
+            "preparing {} ({n} nodes, {nnz} adjacency entries, {} × {} features): Â, Âᵀ and a \
+             reordered copy of the graph and features",
+            data.name,
+            data.features.n_rows(),
+            data.features.n_cols()
+        )
+    })
 }
 
 /// The node order `reorder` asks for on `graph` (`None` for the given order) and the order
@@ -121,8 +330,10 @@ impl Prepared {
     /// Prepares `data` as `p` says.
     ///
     /// # Errors
-    /// From reordering (a permutation that does not fit the data).
+    /// [`crate::Error::TooLarge`] when Â and a reordered copy of the data would not fit in the
+    /// memory available; from reordering (a permutation that does not fit the data).
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
+        check_prepare_fits(&data)?;
         let t = Instant::now();
         let (perm, applied) = if p.reorder == Reorder::Auto {
             // The relabelled graph auto's model builds is the one `apply` would build.
@@ -185,8 +396,30 @@ impl Prepared {
         rank_sample: Option<usize>,
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
+        let runs = rayon::current_num_threads().min(seeds.len());
+        self.check_fits(cfg, runs)?;
         let opts = self.options(cfg, metrics_every, rank_sample);
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
+    }
+
+    /// Refuses, before anything is allocated for it, a training of `runs` models of `cfg` at
+    /// once that would not fit in the memory available ([`check_params_fit`], then
+    /// [`check_run_fits`] on one model built for the purpose).
+    ///
+    /// # Errors
+    /// As [`super::check_data`], [`check_params_fit`] and [`check_run_fits`]; a configuration
+    /// that cannot be built.
+    pub fn check_fits(&self, cfg: &TrainConfig, runs: usize) -> Result<()> {
+        super::check_data(&self.train_data())?;
+        let x = &self.data.features;
+        let model_cfg = ModelConfig {
+            in_dim: x.n_cols(),
+            out_dim: self.data.n_classes,
+            ..cfg.model.clone()
+        };
+        check_params_fit(&model_cfg, runs)?;
+        let mut model = build_model(&self.adj, x, self.data.n_classes, &cfg.model, 0)?;
+        check_run_fits(&mut model, self.adj.n_nodes(), x, runs)
     }
 
     /// Trains one model with `seed` (see [`Prepared::fit_seeds`]) and returns it with its run.
@@ -200,6 +433,7 @@ impl Prepared {
         metrics_every: usize,
         rank_sample: Option<usize>,
     ) -> Result<(RunResult, Model<f32>)> {
+        self.check_fits(cfg, 1)?;
         let opts = self.options(cfg, metrics_every, rank_sample);
         fit_model(&self.train_data(), cfg, seed, &opts)
     }

@@ -214,7 +214,18 @@ fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
         .collect();
     let ck = temp_path("no-reorder-key.safetensors");
     checkpoint::save(&ck, &mut model, &extra).unwrap();
-    let out = run(&["eval", "--checkpoint", ck.to_str().unwrap(), "--json"]);
+    // It records no content hash of its data: the data must be given (issue 37).
+    let out = run(&["eval", "--checkpoint", ck.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("records no content hash"));
+    let out = run(&[
+        "eval",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--preset",
+        "cora-like",
+        "--json",
+    ]);
     assert!(
         out.status.success(),
         "{}",

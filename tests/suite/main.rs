@@ -12,6 +12,16 @@ mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_flags;
+#[cfg(feature = "cli")]
+mod cli_fuzz;
+#[cfg(feature = "cli")]
+mod cli_identity;
+#[cfg(feature = "cli")]
+mod cli_limits;
+#[cfg(feature = "cli")]
+mod cli_memory;
+#[cfg(feature = "cli")]
 mod cli_user_path;
 mod clustering;
 mod deep_training;
@@ -25,6 +35,8 @@ mod identity;
 mod io_errors;
 mod io_fuzz;
 mod kernels_prop;
+#[cfg(feature = "cli")]
+mod library_load;
 mod ogb_loader;
 mod optim;
 mod planetoid_accuracy;

@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use super::{
-    check_file, class_count, excerpt, file_stem, no_features, parse_uint, random_split,
-    read_features, read_labels, LineReader, RandomSplit, Syntax, MAX_CLASSES,
+    check_file, check_graph_fits, checked_class_count, excerpt, file_stem, no_features, parse_uint,
+    push_checked, random_split, read_features, read_labels, LineReader, RandomSplit, Syntax,
+    MAX_CLASSES,
 };
 use crate::data::{Dataset, Features, UNLABELLED};
 use crate::graph::{Direction, Graph};
@@ -104,6 +105,7 @@ pub fn load_edge_list(
     opts: &EdgeListOptions,
 ) -> Result<Dataset> {
     let path = edges.as_ref();
+    let labels_path = labels;
     let max_nodes = opts.max_nodes.min(u32::MAX as usize);
     if let Some(n) = opts.n_nodes {
         if n > max_nodes {
@@ -159,14 +161,29 @@ pub fn load_edge_list(
             msg: "empty graph: no edges and no EdgeListOptions::n_nodes".into(),
         });
     }
+    check_graph_fits(path, n, edge_list.len(), 8, 0)?;
+    // Where the node count came from, for a row-count mismatch of the other file.
+    let count_name = match (opts.n_nodes, labels, features) {
+        (Some(_), _, _) => {
+            "the node count given (EdgeListOptions::n_nodes, the CLI's --num-nodes)".to_string()
+        }
+        (None, Some(p), _) => format!("the {n} rows of the label file {} (--labels)", p.display()),
+        (None, None, Some(p)) => {
+            format!(
+                "the {n} rows of the feature file {} (--features)",
+                p.display()
+            )
+        }
+        (None, None, None) => format!("the nodes of {} (largest id + 1)", path.display()),
+    };
     let labels = match labels {
-        Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
+        Some(p) => read_labels(p, Syntax::Free, n, &count_name, opts.n_classes)?,
         None => vec![UNLABELLED; n],
     };
-    let n_classes = class_count(&labels, opts.n_classes);
+    let n_classes = checked_class_count(labels_path.unwrap_or(path), &labels, opts.n_classes)?;
     let features = match features {
         Some(p) => {
-            let f = Features::dense(read_features(p, Syntax::Free, n, "nodes")?);
+            let f = Features::dense(read_features(p, Syntax::Free, n, &count_name)?);
             match opts.sparse_features_below {
                 Some(t) => f.into_sparse_if(t),
                 None => f,
@@ -230,7 +247,7 @@ fn read_edge_list(
             Ok(id)
         };
         let (u, v) = (id(a)?, id(b)?);
-        edges.push((u, v));
+        push_checked(&mut edges, (u, v), path, "the edge list")?;
     }
     Ok((edges, max_id))
 }

@@ -113,8 +113,14 @@ pub enum SplitRule {
     },
 }
 
+/// The feature density below which [`LoadOptions::default`] (and so the CLI) stores features
+/// sparse: bag-of-words features (Cora's 1.3 %) go sparse, embeddings stay dense.
+pub const SPARSE_FEATURES_BELOW: f64 = 0.1;
+
 /// Options for [`load`]: the union of the per-format options; each loader reads the fields
-/// that apply to it.
+/// that apply to it. [`LoadOptions::default`] is what `sparse-gcn` loads with: undirected,
+/// features stored sparse below [`SPARSE_FEATURES_BELOW`] density, Planetoid's random split
+/// for formats without one.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Undirected (the default: each edge both ways) or directed, for every format.
@@ -124,7 +130,9 @@ pub struct LoadOptions {
     /// The split drawn for `.npz` files and edge lists.
     pub random_split: RandomSplit,
     /// Store features sparse when at most this fraction of them is non-zero (dense inputs
-    /// only; sparse `.npz` features stay sparse). `None` keeps dense features dense.
+    /// only; sparse `.npz` features stay sparse). `None` keeps dense features dense. Default:
+    /// [`SPARSE_FEATURES_BELOW`], as the CLI (the kernels run sparse bag-of-words features
+    /// about ten times faster, and the numbers are the CLI's).
     pub sparse_features_below: Option<f64>,
     /// Node cap for edge lists and `.npz` files (see [`EdgeListOptions::max_nodes`]).
     pub max_nodes: usize,
@@ -143,7 +151,7 @@ impl Default for LoadOptions {
             direction: Direction::Undirected,
             split: None,
             random_split: RandomSplit::default(),
-            sparse_features_below: None,
+            sparse_features_below: Some(SPARSE_FEATURES_BELOW),
             max_nodes: EdgeListOptions::default().max_nodes,
             features: None,
             labels: None,
@@ -288,6 +296,28 @@ fn alloc_error(path: &Path, what: &str, e: std::collections::TryReserveError) ->
     }
 }
 
+/// Pushes `x` onto `v`, which grows with what a file holds (a compressed file may hold far
+/// more than its size says): each time it would double its capacity past 2^20 entries, the
+/// growth is checked against the memory available first ([`crate::data::memory::check`]), so
+/// that a gzip bomb is an [`Error::TooLarge`] naming the file instead of an abort.
+fn push_checked<T>(v: &mut Vec<T>, x: T, path: &Path, what: &str) -> Result<()> {
+    if v.len() == v.capacity() && v.len() >= 1 << 20 {
+        let more = v.len();
+        let bytes = crate::data::memory::bytes(more, std::mem::size_of::<T>());
+        crate::data::memory::check(bytes, || {
+            format!(
+                "{}: {what} past {} entries (the file holds more than memory does)",
+                path.display(),
+                v.len()
+            )
+        })?;
+        v.try_reserve(more)
+            .map_err(|e| alloc_error(path, what, e))?;
+    }
+    v.push(x);
+    Ok(())
+}
+
 /// The features of a dataset without any: n rows of width 0 (training asks for `--features`).
 /// Values on the first line of a feature file (0 for an empty file).
 fn first_line_width(path: &Path, syntax: Syntax) -> Result<usize> {
@@ -429,6 +459,59 @@ fn class_count(labels: &[u32], declared: Option<usize>) -> usize {
             .filter(|&&l| l != crate::data::UNLABELLED)
             .max()
             .map_or(0, |&m| m as usize + 1)
+    })
+}
+
+/// [`class_count`], refusing an inferred count above the number of labelled nodes (some
+/// classes would have no node at all; one typo'd label such as `1000000` would make a model
+/// of a million classes, with n × 10⁶ logits): an [`Error::Dataset`] on `path` (the label
+/// file) naming the node and the label.
+fn checked_class_count(path: &Path, labels: &[u32], declared: Option<usize>) -> Result<usize> {
+    let c = class_count(labels, declared);
+    if declared.is_some() {
+        return Ok(c);
+    }
+    let labelled = labels
+        .iter()
+        .filter(|&&l| l != crate::data::UNLABELLED)
+        .count();
+    if c <= labelled {
+        return Ok(c);
+    }
+    let (node, label) = labels
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l != crate::data::UNLABELLED)
+        .max_by_key(|(i, &l)| (l, std::cmp::Reverse(*i)))
+        .map_or((0, 0), |(i, &l)| (i, l));
+    Err(Error::Dataset {
+        path: path.to_path_buf(),
+        msg: format!(
+            "label {label} of node {node} (line {} of a one-label-per-line file) implies {c} \
+             classes (class ids run from 0 to the largest label), more than the {labelled} \
+             labelled nodes: a typo? Number the classes 0 to C−1",
+            node + 1
+        ),
+    })
+}
+
+/// Refuses a graph of `n` nodes and `edges` edges from `path` (plus `more` bytes the caller is
+/// about to allocate with it) that would not fit in the memory available: per node the CSR row
+/// pointers and their fill copy, the labels, the random split's order and the row pointers of
+/// the (empty) features, 32 bytes; per edge `edge_bytes` (the column indices of both
+/// directions, and the edge list itself when it is not read yet).
+fn check_graph_fits(
+    path: &Path,
+    n: usize,
+    edges: usize,
+    edge_bytes: usize,
+    more: u64,
+) -> Result<()> {
+    let needed = crate::data::memory::bytes(n, 32)
+        .saturating_add(crate::data::memory::bytes(edges, edge_bytes))
+        .saturating_add(more);
+    crate::data::memory::check(needed, || {
+        format!("{}: a graph of {n} nodes and {edges} edges", path.display())
     })
 }
 
@@ -721,6 +804,12 @@ fn read_feature_rows(
                 });
             };
             let total = out_rows * n_feat;
+            crate::data::memory::check(crate::data::memory::bytes(total, 4), || {
+                format!(
+                    "{}: {out_rows} feature rows × {n_feat} columns (f32)",
+                    path.display()
+                )
+            })?;
             data.try_reserve_exact(total)
                 .map_err(|e| alloc_error(path, &format!("{out_rows} × {n_feat} features"), e))?;
             if slot.is_some() {
@@ -811,7 +900,7 @@ fn read_labels(
             }
         };
         let Some(v) = parse_label(&line, field)? else {
-            labels.push(crate::data::UNLABELLED);
+            push_checked(&mut labels, crate::data::UNLABELLED, path, "the labels")?;
             continue;
         };
         if v >= limit as u64 {
@@ -823,7 +912,7 @@ fn read_labels(
         }
         // limit ≤ MAX_CLASSES or a declared count checked against u32 by the caller
         let l = u32::try_from(v).map_err(|_| line.err(format!("label {v} does not fit in u32")))?;
-        labels.push(l);
+        push_checked(&mut labels, l, path, "the labels")?;
     }
     if labels.len() != n_nodes {
         return Err(mismatch(labels.len()));

@@ -178,11 +178,19 @@ pub fn load_ogb_skeleton(
 ) -> Result<(Skeleton, Option<OgbFeatures>)> {
     let dir = dir.as_ref();
     let (raw, n_nodes, n_edges) = header(dir)?;
-    let labels = match optional_file(&raw, "node-label")? {
-        Some(path) => read_labels(&path, Syntax::Ogb, n_nodes, "num-node-list", None)?,
-        None => vec![UNLABELLED; n_nodes],
+    // A label file confirms the declared node count line by line before anything of that size
+    // is allocated (its reservation is capped).
+    let label_file = optional_file(&raw, "node-label")?;
+    let file_labels = match &label_file {
+        Some(path) => Some(read_labels(
+            path,
+            Syntax::Ogb,
+            n_nodes,
+            "num-node-list",
+            None,
+        )?),
+        None => None,
     };
-    let n_classes = super::class_count(&labels, None);
     let features = match optional_file(&raw, "node-feat")? {
         Some(path) => {
             let width = super::first_line_width(&path, Syntax::Ogb)?;
@@ -200,6 +208,12 @@ pub fn load_ogb_skeleton(
         None => None,
     };
     let edges = read_edges(&find_file(&raw, "edge")?, n_nodes, n_edges)?;
+    // The node-sized arrays (the graph's row pointers, the labels, the split), before they are
+    // allocated: the edges read are confirmed by the file, the node count may not be.
+    super::check_graph_fits(&raw, n_nodes, edges.len(), 8, 0)?;
+    let labels = file_labels.unwrap_or_else(|| vec![UNLABELLED; n_nodes]);
+    let n_classes =
+        super::checked_class_count(label_file.as_deref().unwrap_or(&raw), &labels, None)?;
     let graph = Graph::try_from_edges(n_nodes, &edges, opts.direction)?;
     drop(edges);
     let split_dir = dir.join("split");
@@ -329,10 +343,11 @@ fn read_edges(path: &Path, n_nodes: usize, n_edges: usize) -> Result<Vec<(u32, u
                 return Err(line.err(msg));
             }
         };
-        edges.push((
+        let e = (
             parse_node(&line, src, n_nodes)?,
             parse_node(&line, dst, n_nodes)?,
-        ));
+        );
+        super::push_checked(&mut edges, e, path, "the edge list")?;
     }
     if edges.len() != n_edges {
         return Err(Error::Mismatch {

@@ -27,8 +27,8 @@ use self::npy::ArrayReader;
 use self::sparse::{read_csr, read_scipy, Dims, SparseMatrix};
 use self::zip::Archive;
 use super::{
-    class_count, file_stem, identity_features, random_split, read_labels, RandomSplit, Syntax,
-    MAX_CLASSES, MAX_FEATURE_COLS,
+    checked_class_count, file_stem, identity_features, random_split, read_labels, RandomSplit,
+    Syntax, MAX_CLASSES, MAX_FEATURE_COLS,
 };
 use crate::data::{Dataset, Features, SparseFeatures};
 use crate::graph::{Direction, Graph};
@@ -116,6 +116,9 @@ pub fn load_npz_benchmark(path: impl AsRef<Path>, opts: &NpzOptions) -> Result<D
     if n == 0 {
         return Err(bad(path, "empty graph: 'adj_shape' is (0, 0)"));
     }
+    // With the identity as features when the file has none: 16 bytes a node more.
+    let identity = super::super::memory::bytes(n, 16);
+    super::check_graph_fits(path, n, adj.indices.len(), 16, identity)?;
     let edges = adjacency_edges(path, &adj, "adj_data")?;
     drop(adj);
     let features = if ar.has("attr_data") || ar.has("attr_indptr") {
@@ -134,7 +137,7 @@ pub fn load_npz_benchmark(path: impl AsRef<Path>, opts: &NpzOptions) -> Result<D
         ));
     }
     let labels = read_label_array(ar.array("labels")?, n, opts.n_classes)?;
-    finish(path, n, edges, features, labels, opts)
+    finish(path, None, n, edges, features, labels, opts)
 }
 
 /// Loads a graph whose adjacency was saved by `scipy.sparse.save_npz` (a `csr`, `csc` or `coo`
@@ -162,12 +165,14 @@ pub fn load_scipy_npz(
     opts: &NpzOptions,
 ) -> Result<Dataset> {
     let path = adjacency.as_ref();
+    let labels_path = labels;
     check_n_classes(path, opts.n_classes)?;
     let adj = read_scipy(&Archive::open(path)?, Dims::Square(opts.max_nodes))?;
     let n = adj.rows;
     if n == 0 {
         return Err(bad(path, "empty graph: 'shape' is (0, 0)"));
     }
+    super::check_graph_fits(path, n, adj.indices.len(), 16, 0)?;
     let edges = adjacency_edges(path, &adj, "data")?;
     drop(adj);
     let features = match features {
@@ -186,9 +191,12 @@ pub fn load_scipy_npz(
         Some(p) if is_npy(p) => {
             read_label_array(ArrayReader::from_npy_file(p)?, n, opts.n_classes)?
         }
-        Some(p) => read_labels(p, Syntax::Free, n, "nodes", opts.n_classes)?,
+        Some(p) => {
+            let count_name = format!("the {n} nodes of the adjacency {}", path.display());
+            read_labels(p, Syntax::Free, n, &count_name, opts.n_classes)?
+        }
     };
-    finish(path, n, edges, features, labels, opts)
+    finish(path, labels_path, n, edges, features, labels, opts)
 }
 
 /// Which `.npz` layout a file holds (for [`load`](super::load)).
@@ -238,6 +246,7 @@ fn is_npy(p: &Path) -> bool {
 /// The graph, split and checks common to both loaders.
 fn finish(
     path: &Path,
+    labels_path: Option<&Path>,
     n: usize,
     edges: Vec<(u32, u32)>,
     features: Features<f32>,
@@ -246,7 +255,7 @@ fn finish(
 ) -> Result<Dataset> {
     let graph = Graph::try_from_edges(n, &edges, opts.direction)?;
     drop(edges);
-    let n_classes = class_count(&labels, opts.n_classes);
+    let n_classes = checked_class_count(labels_path.unwrap_or(path), &labels, opts.n_classes)?;
     let split = random_split(path, &labels, n_classes, &opts.split)?;
     Dataset::try_new(file_stem(path), graph, features, labels, n_classes, split)
 }
