@@ -54,7 +54,7 @@ mod tests {
     use ndarray::array;
 
     use super::*;
-    use crate::nn::harness::{isolated, random, rng, small_adjs, Harness, In};
+    use crate::testing::harness::{isolated, random, rng, small_adjs, Harness, In};
 
     #[test]
     fn gradients_match_finite_differences() {

@@ -124,7 +124,7 @@ mod tests {
     use ndarray::Array2;
 
     use super::*;
-    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+    use crate::testing::harness::{random, rng, small_adjs, Harness, In};
 
     #[test]
     fn forward_is_the_recursion_and_gradients_match_finite_differences() {
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn golden_isolated_nodes_are_fixed_points() {
         // Â = I: Z_k = (1−α)Z_{k−1} + αH = H for every k; dH = G.
-        let adj = crate::nn::harness::isolated::<f64>(4);
+        let adj = crate::testing::harness::isolated::<f64>(4);
         let h = random(4, 2, &mut rng(3));
         let g = random(4, 2, &mut rng(4));
         let mut l = AppnpPropagate {

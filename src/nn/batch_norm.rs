@@ -252,9 +252,9 @@ mod tests {
     use rand::RngExt;
 
     use super::*;
-    use crate::nn::harness::{bits, citation, isolated, params, random, rng};
-    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
     use crate::nn::Mode;
+    use crate::testing::harness::{bits, citation, isolated, params, random, rng};
+    use crate::testing::harness::{same_for_any_thread_count, small_adjs, Harness, In};
 
     const D: usize = 4;
 

@@ -154,8 +154,8 @@ mod tests {
     use super::*;
     use crate::graph::NormAdj;
     use crate::kernels::dropout_mask;
-    use crate::nn::harness::{isolated, random, rng, small_adjs, Harness, In};
     use crate::nn::Mode;
+    use crate::testing::harness::{isolated, random, rng, small_adjs, Harness, In};
 
     const D: usize = 5;
 

@@ -149,7 +149,7 @@ mod tests {
 
     use super::*;
     use crate::graph::{Direction, Graph, Norm, NormAdj};
-    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+    use crate::testing::harness::{random, rng, small_adjs, Harness, In};
 
     #[test]
     fn gradients_match_finite_differences() {

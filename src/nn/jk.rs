@@ -322,8 +322,8 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::nn::harness::{bits, citation, isolated, params, random, rng};
-    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
+    use crate::testing::harness::{bits, citation, isolated, params, random, rng};
+    use crate::testing::harness::{same_for_any_thread_count, small_adjs, Harness, In};
 
     /// `l_count` random n × d inputs; for Max, redrawn until the two largest values of every
     /// element are more than 1e-3 apart (a finite difference then never crosses a kink).

@@ -111,7 +111,7 @@ mod tests {
     use ndarray::{array, Array2};
 
     use super::*;
-    use crate::nn::harness::{isolated, params, random, rng, small_adjs, Harness, In};
+    use crate::testing::harness::{isolated, params, random, rng, small_adjs, Harness, In};
 
     fn layer(a: usize, c: usize, bias: bool, seed: u64) -> Linear<f64> {
         let mut r = rng(seed);

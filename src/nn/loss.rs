@@ -303,7 +303,7 @@ mod tests {
 
     use super::*;
     use crate::input::Mask;
-    use crate::nn::harness::citation;
+    use crate::testing::harness::citation;
 
     #[test]
     fn the_gradient_over_the_logits_is_the_two_buffer_gradient_bit_for_bit() {

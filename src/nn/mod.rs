@@ -19,8 +19,6 @@ pub mod batch_norm;
 pub mod dropout;
 pub mod gcn_conv;
 pub mod gcnii;
-#[cfg(test)]
-mod harness;
 pub mod jk;
 pub mod layer;
 pub mod linear;

@@ -269,9 +269,9 @@ mod tests {
     use ndarray::{array, Array2, Axis};
 
     use super::*;
-    use crate::nn::harness::{bits, citation, isolated, random, rng};
-    use crate::nn::harness::{same_for_any_thread_count, small_adjs, Harness, In};
     use crate::nn::Mode;
+    use crate::testing::harness::{bits, citation, isolated, random, rng};
+    use crate::testing::harness::{same_for_any_thread_count, small_adjs, Harness, In};
 
     const MODES: [PairNormMode; 3] = [PairNormMode::Pn, PairNormMode::PnSi, PairNormMode::PnScs];
 

@@ -123,7 +123,7 @@ mod tests {
     use ndarray::Array2;
 
     use super::*;
-    use crate::nn::harness::{random, rng, small_adjs, Harness, In};
+    use crate::testing::harness::{random, rng, small_adjs, Harness, In};
 
     fn close(a: &Array2<f64>, b: &Array2<f64>) -> bool {
         a.dim() == b.dim() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12)

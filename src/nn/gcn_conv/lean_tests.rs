@@ -7,8 +7,8 @@ use ndarray::Array2;
 use super::*;
 use crate::data::synthetic::CitationLike;
 use crate::graph::{Direction, Graph, Norm, NormAdj};
-use crate::nn::harness::{bits, params, random, rng, same_for_any_thread_count, small_adjs};
-use crate::nn::harness::{zero_grads, Harness, In};
+use crate::testing::harness::{bits, params, random, rng, same_for_any_thread_count, small_adjs};
+use crate::testing::harness::{zero_grads, Harness, In};
 
 /// A graph of `n` nodes, undirected and symmetric-normalised, and directed and row-normalised
 /// (Âᵀ ≠ Â).

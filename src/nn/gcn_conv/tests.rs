@@ -5,9 +5,9 @@ use ndarray::{array, Array2};
 use super::*;
 use crate::graph::{Direction, Graph, Norm, NormAdj};
 use crate::input::FeaturesRef;
-use crate::nn::harness::{bits, citation, params, random, rng, same_for_any_thread_count};
-use crate::nn::harness::{small_adjs, zero_grads, Harness, In};
 use crate::nn::Mode;
+use crate::testing::harness::{bits, citation, params, random, rng, same_for_any_thread_count};
+use crate::testing::harness::{small_adjs, zero_grads, Harness, In};
 
 const ORDERS: [Order; 2] = [Order::AggregateFirst, Order::TransformFirst];
 

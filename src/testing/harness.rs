@@ -1,5 +1,5 @@
-//! Test harness: one layer's forward and backward outside the stack, on buffers allocated from
-//! the layer's [`Req`]s, and the f64 gradient check of `docs/MATH.md` §12 (central differences,
+//! The layer harness: one layer's forward and backward outside the stack, on buffers allocated
+//! from the layer's [`Spec`](crate::nn::layer::Spec), and the f64 gradient check of `docs/MATH.md` §12 (central differences,
 //! h = 10⁻⁶, |a − n|/max(1, |a|, |n|) < 10⁻⁶ on every coordinate) for L = ⟨R, Y⟩, so ∂L/∂Y = R.
 //!
 //! The buffers a layer must write (its output, its input gradients, what it saves, its scratch)
@@ -10,25 +10,27 @@ use ndarray::{Array2, ArrayView2};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, GradMode, InSlot, InputDesc};
-use super::layer::{InputKey, Inputs, Layer, Req, Saved, Value};
-use super::Mode;
 use crate::graph::{Direction, Graph, Norm, NormAdj, Propagate, SumScratch};
 use crate::id::DataId;
 use crate::input::{Features, FeaturesRef, SparseFeatures};
+use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, GradMode, InSlot};
+use crate::nn::layer::{InputDesc, InputKey, Inputs, Layer, Req, Saved, Value};
+use crate::nn::Mode;
 use crate::testing::{max_rel_err, numerical_grad};
 use crate::{Par, Scalar};
 
 /// A layer input: dense, or sparse features (at most one per call, passed as X).
 #[derive(Debug, Clone)]
-pub(crate) enum In<F> {
+pub enum In<F> {
+    /// A dense n × d input.
     Dense(Array2<F>),
+    /// Sparse features (the model's input X).
     Sparse(SparseFeatures<F>),
 }
 
 impl<F: Scalar> In<F> {
     /// The non-zeros of `x` as sparse features.
-    pub(crate) fn sparse(x: &Array2<F>) -> Self {
+    pub fn sparse(x: &Array2<F>) -> Self {
         match (Features::dense(x.clone()).into_sparse_if(1.0)).get() {
             FeaturesRef::Sparse(s) => In::Sparse(s.clone()),
             FeaturesRef::Dense(_) => unreachable!("density ≤ 1"),
@@ -46,7 +48,7 @@ impl<F: Scalar> In<F> {
     ///
     /// # Panics
     /// If the input is sparse.
-    pub(crate) fn dense(&self) -> &Array2<F> {
+    pub fn dense(&self) -> &Array2<F> {
         match self {
             In::Dense(x) => x,
             In::Sparse(_) => panic!("harness: a dense input was expected"),
@@ -56,7 +58,7 @@ impl<F: Scalar> In<F> {
 
 /// Owned buffers of the sizes of a [`Req`], filled with NaN (bytes with 0xAA).
 #[derive(Debug, Clone)]
-pub(crate) struct State<F> {
+pub struct State<F> {
     f: Vec<F>,
     u8: Vec<u8>,
     f64: Vec<f64>,
@@ -144,14 +146,17 @@ impl<'a, F: Scalar> Packed<'a, F> {
 
 /// How a layer is called: the context flags of [`Cx`] and of [`InputDesc`].
 #[derive(Clone)]
-pub(crate) struct Harness<'a, F: Scalar> {
+pub struct Harness<'a, F: Scalar> {
+    /// Â (and the sums across its rows).
     pub adj: &'a dyn Propagate<F>,
     /// The mode of forward (and of backward: the stack only backpropagates training passes, a
     /// gradient check in evaluation mode passes `Eval` to both).
     pub mode: Mode,
+    /// Parallelism of the kernels.
     pub par: Par,
     /// The dropout stream: every forward call draws from a clone, so draws the same mask.
     pub rng: Option<ChaCha8Rng>,
+    /// [`Cx::recompute`].
     pub recompute: bool,
     /// [`Cx::fixed_input`].
     pub fixed_input: bool,
@@ -167,7 +172,7 @@ pub(crate) struct Harness<'a, F: Scalar> {
 
 impl<'a, F: Scalar> Harness<'a, F> {
     /// Training mode, [`Par::Seq`], no stream, nothing fixed, features of a fresh id.
-    pub(crate) fn new(adj: &'a dyn Propagate<F>) -> Self {
+    pub fn new(adj: &'a dyn Propagate<F>) -> Self {
         Harness {
             adj,
             mode: Mode::Train,
@@ -182,7 +187,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
     }
 
     /// The same with [`GradMode::OverInput`] refused (∂L/∂in in ∂L/∂out's buffer).
-    pub(crate) fn refuse_over_input(self) -> Self {
+    pub fn refuse_over_input(self) -> Self {
         Harness {
             over_input: false,
             ..self
@@ -190,12 +195,12 @@ impl<'a, F: Scalar> Harness<'a, F> {
     }
 
     /// The same in `mode`.
-    pub(crate) fn mode(self, mode: Mode) -> Self {
+    pub fn mode(self, mode: Mode) -> Self {
         Harness { mode, ..self }
     }
 
     /// The same with the inputs the model's fixed input in every pass.
-    pub(crate) fn fixed(self) -> Self {
+    pub fn fixed(self) -> Self {
         Harness {
             fixed_input: true,
             fixed_in_training: true,
@@ -244,7 +249,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
     /// Runs the layer's forward pass on buffers of its [`Spec`](super::layer::Spec) and returns
     /// the output and what it saved. An in-place layer gets input 0 in its output buffer and the
     /// others as its inputs.
-    pub(crate) fn forward(&self, layer: &mut dyn Layer<F>, ins: &[In<F>]) -> (Array2<F>, State<F>) {
+    pub fn forward(&self, layer: &mut dyn Layer<F>, ins: &[In<F>]) -> (Array2<F>, State<F>) {
         let n = self.adj.shape().0;
         assert_eq!(ins.len(), layer.arity(), "harness: number of inputs");
         let descs = self.descs(ins);
@@ -285,7 +290,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
     /// Runs backward from `dout` after the forward call that left `saved`; returns ∂L/∂in_k for
     /// each k with `need[k]` (parameter gradients are added into the layer's). A layer that does
     /// not keep its inputs gets none.
-    pub(crate) fn backward(
+    pub fn backward(
         &self,
         layer: &mut dyn Layer<F>,
         ins: &[In<F>],
@@ -369,7 +374,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
     }
 
     /// Forward, then backward from `dout`: the output and the input gradients `need` asks for.
-    pub(crate) fn run(
+    pub fn run(
         &self,
         layer: &mut dyn Layer<F>,
         ins: &[In<F>],
@@ -383,10 +388,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
 }
 
 /// The parameters' values (or gradients), in [`Layer::visit_params`] order, with their names.
-pub(crate) fn params<F: Scalar>(
-    layer: &mut dyn Layer<F>,
-    grad: bool,
-) -> Vec<(&'static str, Array2<F>)> {
+pub fn params<F: Scalar>(layer: &mut dyn Layer<F>, grad: bool) -> Vec<(&'static str, Array2<F>)> {
     let mut v = Vec::new();
     layer.visit_params(&mut |name, p| {
         let a = if grad { &p.grad } else { &p.value };
@@ -396,7 +398,7 @@ pub(crate) fn params<F: Scalar>(
 }
 
 /// Sets every parameter gradient to zero.
-pub(crate) fn zero_grads<F: Scalar>(layer: &mut dyn Layer<F>) {
+pub fn zero_grads<F: Scalar>(layer: &mut dyn Layer<F>) {
     layer.visit_params(&mut |_, p| p.zero_grad());
 }
 
@@ -419,7 +421,7 @@ impl Harness<'_, f64> {
     /// parameter gradients again and writes the same input gradients. Returns the output and
     /// the input gradients of the first call. `what` names the case in failure messages.
     #[track_caller]
-    pub(crate) fn grad_check(
+    pub fn grad_check(
         &self,
         layer: &mut dyn Layer<f64>,
         ins: &[In<f64>],
@@ -506,18 +508,18 @@ impl Harness<'_, f64> {
 }
 
 /// Uniform(−1, 1) entries.
-pub(crate) fn random(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Array2<f64> {
+pub fn random(rows: usize, cols: usize, rng: &mut ChaCha8Rng) -> Array2<f64> {
     Array2::from_shape_simple_fn((rows, cols), || rng.random_range(-1.0..1.0))
 }
 
 /// A seeded stream.
-pub(crate) fn rng(seed: u64) -> ChaCha8Rng {
+pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
 /// 8 nodes: a path 0–1–2–3, a triangle 3–4–5, a cycle through 6, a self-loop on node 2 and an
 /// isolated node 7.
-pub(crate) fn small_graph(dir: Direction) -> Graph {
+pub fn small_graph(dir: Direction) -> Graph {
     let e = [
         (0, 1),
         (1, 2),
@@ -534,7 +536,7 @@ pub(crate) fn small_graph(dir: Direction) -> Graph {
 
 /// The small graph undirected and symmetric-normalised, and directed and row-normalised (there
 /// Âᵀ ≠ Â, so backward's Âᵀ is exercised).
-pub(crate) fn small_adjs() -> [(&'static str, NormAdj<f64>); 2] {
+pub fn small_adjs() -> [(&'static str, NormAdj<f64>); 2] {
     let sym = NormAdj::new(&small_graph(Direction::Undirected), Norm::Symmetric);
     let row = NormAdj::new(&small_graph(Direction::Directed), Norm::Row);
     assert!(sym.is_symmetric() && !row.is_symmetric());
@@ -543,7 +545,7 @@ pub(crate) fn small_adjs() -> [(&'static str, NormAdj<f64>); 2] {
 }
 
 /// Â = I of `n` isolated nodes (for layers that use Â only for n and the sums over nodes).
-pub(crate) fn isolated<F: Scalar>(n: usize) -> NormAdj<F> {
+pub fn isolated<F: Scalar>(n: usize) -> NormAdj<F> {
     NormAdj::new(
         &Graph::try_from_edges(n, &[], Direction::Undirected).unwrap(),
         Norm::Symmetric,
@@ -551,7 +553,7 @@ pub(crate) fn isolated<F: Scalar>(n: usize) -> NormAdj<F> {
 }
 
 /// Â of the 300-node synthetic citation graph, and its (sparse) features.
-pub(crate) fn citation() -> (NormAdj<f32>, Features<f32>) {
+pub fn citation() -> (NormAdj<f32>, Features<f32>) {
     let data = crate::data::synthetic::CitationLike {
         n_nodes: 300,
         ..Default::default()
@@ -562,17 +564,14 @@ pub(crate) fn citation() -> (NormAdj<f32>, Features<f32>) {
 }
 
 /// The bits of every element (for bit-for-bit comparisons).
-pub(crate) fn bits<F: Scalar>(a: &Array2<F>) -> Vec<u64> {
+pub fn bits<F: Scalar>(a: &Array2<F>) -> Vec<u64> {
     a.iter().map(|v| v.to_f64_lossless().to_bits()).collect()
 }
 
 /// Asserts that `f` gives the same result under [`Par::Seq`] and under [`Par::Rayon`] in pools of
 /// 1, 2 and 3 threads.
 #[track_caller]
-pub(crate) fn same_for_any_thread_count<T: PartialEq + Send>(
-    f: impl Fn(Par) -> T + Sync,
-    what: &str,
-) {
+pub fn same_for_any_thread_count<T: PartialEq + Send>(f: impl Fn(Par) -> T + Sync, what: &str) {
     let seq = f(Par::Seq);
     for k in [1, 2, 3] {
         let pool = rayon::ThreadPoolBuilder::new()

@@ -1,5 +1,15 @@
-//! Helpers for gradient checks and numeric comparisons, used by this crate's tests and usable
-//! by downstream crates that add layers.
+//! Helpers for gradient checks and numeric comparisons (feature `testing`), used by this crate's
+//! tests and by crates that add layers: [`harness::Harness`] runs one layer outside the stack on
+//! buffers of its [`Spec`](crate::nn::layer::Spec) and checks its gradients against central
+//! differences in f64 (`docs/MATH.md` §12); small graphs to run it on ([`harness::small_adjs`]).
+//! `examples/custom_layer` is a crate outside this one that checks its own layer with it.
+//!
+//! Everything here panics on failure: it is for tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod harness;
+
+pub use harness::{small_adjs, Harness, In};
 
 /// |a − n| / max(1, |a|, |n|): the relative error of the gradient checks (`docs/MATH.md`).
 pub fn rel_err(a: f64, n: f64) -> f64 {
