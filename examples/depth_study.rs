@@ -54,7 +54,7 @@ type Variant = Arch;
 
 fn vname(v: Variant) -> &'static str {
     match v {
-        Arch::Gcn => "plain",
+        Arch::Gcn(_) => "plain",
         a => a.name(),
     }
 }
@@ -383,11 +383,11 @@ fn run_job(
     if let Some(n) = norm_override {
         r.model.norm = n;
     }
-    if let Some(a) = args.alpha {
-        r.model.alpha = a;
-    }
-    if let Some(l) = args.lambda {
-        r.model.lambda = l;
+    // GCNII's own settings (the other variants have none of these).
+    for (key, v) in [("alpha", args.alpha), ("lambda", args.lambda)] {
+        if let Some(v) = v {
+            r.model.arch.set(key, v)?;
+        }
     }
     r.model.checkpoint = args.checkpoint;
     r.model.drop_edge = job.drop_edge;
@@ -414,7 +414,7 @@ fn run_job(
     let layers = layers.into_iter().collect::<Result<Vec<_>, _>>()?;
     let last_hidden = match job.variant {
         // The last representation is the logits (a graph convolution's output).
-        Arch::Gcn | Arch::Residual => layers.len().saturating_sub(2),
+        Arch::Gcn(_) | Arch::Residual(_) => layers.len().saturating_sub(2),
         _ => layers.len().saturating_sub(1),
     };
     Ok(Outcome {

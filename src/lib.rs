@@ -68,3 +68,11 @@ pub use nn::{Arch, Model, ModelConfig};
 pub use par::Par;
 pub use scalar::Scalar;
 pub use train::{fit, TrainConfig, TrainData};
+
+/// The longer documents of `docs/` whose code is compiled and run as doctests.
+#[cfg(doctest)]
+pub mod docs {
+    /// `docs/ADDING_A_LAYER.md`.
+    #[doc = include_str!("../docs/ADDING_A_LAYER.md")]
+    pub struct AddingALayer;
+}

@@ -105,7 +105,7 @@ fn cases() -> Vec<Case> {
             name: "residual, BatchNorm, checkpointed",
             model: ModelConfig {
                 checkpoint: 2,
-                ..deep(Arch::Residual, NormKind::Batch)
+                ..deep(Arch::RESIDUAL, NormKind::Batch)
             },
             norm: Norm::Symmetric,
             sparse: false,
@@ -117,7 +117,7 @@ fn cases() -> Vec<Case> {
             model: ModelConfig {
                 drop_edge: 0.3,
                 order: Order::AggregateFirst,
-                ..deep(Arch::Gcn, NormKind::None)
+                ..deep(Arch::GCN, NormKind::None)
             },
             norm: Norm::Symmetric,
             sparse: true,
@@ -128,7 +128,7 @@ fn cases() -> Vec<Case> {
             name: "residual, DropEdge, row-normalised Â",
             model: ModelConfig {
                 drop_edge: 0.5,
-                ..deep(Arch::Residual, NormKind::None)
+                ..deep(Arch::RESIDUAL, NormKind::None)
             },
             norm: Norm::Row,
             sparse: false,
@@ -137,7 +137,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "plain, PairNorm",
-            model: deep(Arch::Gcn, NormKind::Pair(PairNormMode::Pn)),
+            model: deep(Arch::GCN, NormKind::Pair(PairNormMode::Pn)),
             norm: Norm::Symmetric,
             sparse: true,
             stop: StopRule::Never,
@@ -145,18 +145,20 @@ fn cases() -> Vec<Case> {
         },
     ];
     for arch in [
-        Arch::Gcnii,
+        Arch::GCNII,
         Arch::Jk(JkMode::Concat),
         Arch::Jk(JkMode::Max),
         Arch::Jk(JkMode::Attention),
-        Arch::Sgc,
-        Arch::Appnp,
+        Arch::SGC,
+        Arch::APPNP,
     ] {
         v.push(Case {
             name: arch.name(),
-            model: ModelConfig {
-                k: 3,
-                ..deep(arch, NormKind::None)
+            model: {
+                // K = 3 for SGC and APPNP (the others have no K).
+                let mut m = deep(arch, NormKind::None);
+                m.arch.set("k", 3.0).unwrap();
+                m
             },
             norm: Norm::Row,
             sparse: false,
@@ -178,7 +180,7 @@ fn cases() -> Vec<Case> {
             false,
         ),
     ] {
-        let arch = if sparse { Arch::Gcn } else { Arch::Residual };
+        let arch = if sparse { Arch::GCN } else { Arch::RESIDUAL };
         v.push(Case {
             name,
             model: ModelConfig {

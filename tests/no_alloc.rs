@@ -1,10 +1,10 @@
 //! The training epoch loop allocates nothing after its first epoch: a run of 2E epochs makes
 //! exactly as many heap allocations as a run of E epochs (so the count cannot depend on the
 //! number of epochs), for the Kipf GCN in both orders, with dense and sparse features, and for
-//! every architecture (`Arch::ALL`) without normalisation, with BatchNorm and with PairNorm
+//! every architecture (`Arch::all()`) without normalisation, with BatchNorm and with PairNorm
 //! (PN, PN-SI, PN-SCS), on dense and sparse features, with 1 and 2 rayon threads (dropout on,
 //! validation every epoch, early stopping with its best-weights snapshot). Every deep variant
-//! (`Arch::DEEP`) is covered with activation checkpointing too (`checkpoint = 2`): the stack
+//! (`Arch::deep()`) is covered with activation checkpointing too (`checkpoint = 2`): the stack
 //! plans the buffers of its recomputed segments once, like every other buffer, and reuses them.
 //!
 //! With DropEdge (`ModelConfig::drop_edge` and `FitOptions::drop_edge`) the same holds for the
@@ -349,7 +349,7 @@ fn deep_case(c: Deep, archs: &[Arch]) {
 
 #[test]
 fn deep_dense_allocates_nothing_per_epoch() {
-    deep_case(Deep::default(), &Arch::ALL);
+    deep_case(Deep::default(), &Arch::all());
 }
 
 #[test]
@@ -358,7 +358,7 @@ fn deep_batch_norm_allocates_nothing_per_epoch() {
         norm: NormKind::Batch,
         ..Deep::default()
     };
-    deep_case(c, &Arch::DEEP);
+    deep_case(c, &Arch::deep());
 }
 
 #[test]
@@ -367,7 +367,7 @@ fn deep_pair_norm_allocates_nothing_per_epoch() {
         norm: NormKind::Pair(PairNormMode::Pn),
         ..Deep::default()
     };
-    deep_case(c, &Arch::DEEP);
+    deep_case(c, &Arch::deep());
     for mode in [PairNormMode::PnSi, PairNormMode::PnScs] {
         let c = Deep {
             pair_mode: Some(mode),
@@ -376,8 +376,8 @@ fn deep_pair_norm_allocates_nothing_per_epoch() {
         deep_case(
             c,
             &[
-                Arch::Gcn,
-                Arch::Residual,
+                Arch::GCN,
+                Arch::RESIDUAL,
                 Arch::Jk(sparse_gcn::nn::JkMode::Attention),
             ],
         );
@@ -391,7 +391,7 @@ fn deep_sparse_aggregate_first_allocates_nothing_per_epoch() {
         order: Order::AggregateFirst,
         ..Deep::default()
     };
-    deep_case(c, &Arch::ALL);
+    deep_case(c, &Arch::all());
 }
 
 #[test]
@@ -402,7 +402,7 @@ fn deep_sparse_transform_first_allocates_nothing_per_epoch() {
         order: Order::TransformFirst,
         ..Deep::default()
     };
-    deep_case(c, &Arch::ALL);
+    deep_case(c, &Arch::all());
 }
 
 #[test]
@@ -417,7 +417,7 @@ fn deep_checkpointed_allocates_nothing_per_epoch() {
             checkpoint: 2,
             ..Deep::default()
         };
-        deep_case(c, &Arch::DEEP);
+        deep_case(c, &Arch::deep());
     }
 }
 
@@ -434,7 +434,7 @@ fn deep_checkpointed_sparse_allocates_nothing_per_epoch() {
             checkpoint: 2,
             ..Deep::default()
         };
-        deep_case(c, &Arch::DEEP);
+        deep_case(c, &Arch::deep());
     }
 }
 
@@ -503,8 +503,8 @@ fn deep_drop_edge_dense_allocates_nothing_per_epoch() {
         drop_edge: Some(Norm::Symmetric),
         ..Deep::default()
     };
-    deep_case(c, &Arch::ALL);
-    deep_case(Deep { checkpoint: 2, ..c }, &Arch::DEEP);
+    deep_case(c, &Arch::all());
+    deep_case(Deep { checkpoint: 2, ..c }, &Arch::deep());
 }
 
 /// The documented exception (and a check that the counter sees allocations at all): with
@@ -543,7 +543,7 @@ fn a_plan_for_n_rows_runs_passes_of_fewer_rows_without_allocating() {
     let others = [graph(400, 24, 2), graph(250, 24, 3), graph(599, 24, 4)];
     let pool = pool(2);
     let norms = |arch: Arch| match arch {
-        Arch::Gcn | Arch::Residual | Arch::Jk(_) => {
+        Arch::Gcn(_) | Arch::Residual(_) | Arch::Jk(_) => {
             vec![
                 NormKind::None,
                 NormKind::Batch,
@@ -552,7 +552,7 @@ fn a_plan_for_n_rows_runs_passes_of_fewer_rows_without_allocating() {
         }
         _ => vec![NormKind::None],
     };
-    for (arch, norm) in Arch::ALL
+    for (arch, norm) in Arch::all()
         .into_iter()
         .flat_map(|a| norms(a).into_iter().map(move |n| (a, n)))
     {

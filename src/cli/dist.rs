@@ -222,7 +222,7 @@ fn model_bytes(
     use sparse_gcn::dist::model::{gcn_run_bytes, GcnShape};
     use sparse_gcn::nn::{Arch, NormKind, Order};
     let m = &cfg.model;
-    if m.arch != Arch::Gcn || m.norm != NormKind::None || m.checkpoint > 0 || m.drop_edge > 0.0 {
+    if m.arch != Arch::GCN || m.norm != NormKind::None || m.checkpoint > 0 || m.drop_edge > 0.0 {
         return None;
     }
     let mut dims = vec![s.in_dim];

@@ -238,9 +238,11 @@ impl TrainArgs {
         let arch = self.model;
         let mut cfg = match self.recipe {
             RecipeArg::Paper => {
-                let depth = self
-                    .layers
-                    .unwrap_or(if arch == Arch::Gcnii { 64 } else { 2 });
+                let depth = self.layers.unwrap_or(if matches!(arch, Arch::Gcnii(_)) {
+                    64
+                } else {
+                    2
+                });
                 recipe::paper(arch, depth)
             }
             RecipeArg::Default => recipe::default(arch, self.layers.unwrap_or(2)),
@@ -265,14 +267,16 @@ impl TrainArgs {
         if let Some(k) = self.checkpoint_every {
             m.checkpoint = k;
         }
-        if let Some(a) = self.alpha {
-            m.alpha = a;
-        }
-        if let Some(l) = self.lambda {
-            m.lambda = l;
-        }
-        if let Some(k) = self.k {
-            m.k = k;
+        // The architecture's own settings (`check` refuses a flag the model has no setting
+        // for; the value parsers have checked each value's range).
+        for (key, v) in [
+            ("alpha", self.alpha),
+            ("lambda", self.lambda),
+            ("k", self.k.map(|k| k as f64)),
+        ] {
+            if let Some(v) = v {
+                let _ = m.arch.set(key, v);
+            }
         }
         m.bias |= self.bias;
         m.order = match self.order.unwrap_or(OrderArg::Auto) {
@@ -326,7 +330,7 @@ impl TrainArgs {
         let m = &cfg.model;
         self.data.check_applicable()?;
         self.check_model_flags(&cfg)?;
-        if m.arch == Arch::Residual && m.n_layers < 2 {
+        if m.arch == Arch::RESIDUAL && m.n_layers < 2 {
             return Err(format!(
                 "--layers {}: --model residual needs at least 2 layers",
                 m.n_layers
@@ -354,38 +358,17 @@ impl TrainArgs {
     fn check_model_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
         let m = &cfg.model;
         let arch = m.arch;
-        let gcn_convs = matches!(arch, Arch::Gcn | Arch::Residual | Arch::Jk(_));
+        let uses = arch.uses();
+        let gcn_convs = uses.gcn_convs;
         let no = |flag: &str, why: String| Err(format!("{flag}: {why}"));
-        match arch {
-            Arch::Sgc if self.layers.is_some() => {
-                return no(
-                    "--layers",
-                    "sgc has no graph convolutions to count (one Linear layer on Â^K·X); use --k \
-                     for its propagation steps"
-                        .into(),
-                )
+        for (flag, given, why) in [
+            ("--layers", self.layers.is_some(), uses.layers),
+            ("--hidden", self.hidden.is_some(), uses.hidden),
+            ("--dropout", self.dropout.is_some(), uses.dropout),
+        ] {
+            if let (true, Some(why)) = (given, why) {
+                return no(flag, why.into());
             }
-            Arch::Appnp if self.layers.is_some() => {
-                return no(
-                    "--layers",
-                    "appnp's MLP has a fixed depth (two Linear layers); use --k for its \
-                     propagation steps"
-                        .into(),
-                )
-            }
-            Arch::Sgc if self.hidden.is_some() => {
-                return no(
-                    "--hidden",
-                    "sgc has no hidden layer (one Linear layer on Â^K·X)".into(),
-                )
-            }
-            Arch::Sgc if self.dropout.is_some() => {
-                return no(
-                    "--dropout",
-                    "sgc has no dropout (its Linear layer reads Â^K·X, computed once)".into(),
-                )
-            }
-            _ => {}
         }
         if let Some(n) = self.norm_layer.filter(|&n| n != NormKind::None) {
             if !gcn_convs {
@@ -397,7 +380,7 @@ impl TrainArgs {
                     ),
                 );
             }
-            if arch == Arch::Gcn && m.n_layers < 2 {
+            if arch == Arch::GCN && m.n_layers < 2 {
                 return no(
                     "--norm-layer",
                     format!("a 1-layer gcn has no hidden convolution to normalise ({n})"),
@@ -419,25 +402,37 @@ impl TrainArgs {
                 format!("{arch} has no GCN convolutions whose evaluation order to choose"),
             );
         }
-        if self.alpha.is_some() && !matches!(arch, Arch::Gcnii | Arch::Appnp) {
-            return no(
-                "--alpha",
-                format!(
-                    "only gcnii (initial residual) and appnp (teleport) have an α; {arch} has none"
-                ),
-            );
-        }
-        if self.lambda.is_some() && arch != Arch::Gcnii {
-            return no("--lambda", format!("only gcnii has a λ; {arch} has none"));
-        }
-        if self.k.is_some() && !matches!(arch, Arch::Sgc | Arch::Appnp) {
-            return no(
-                "--k",
-                format!(
-                    "only sgc and appnp have propagation steps; {arch} counts graph convolutions \
-                     (--layers)"
-                ),
-            );
+        // The architecture's own settings: a flag for a setting it does not have.
+        let settings: Vec<&str> = arch.settings().into_iter().map(|(k, _)| k).collect();
+        for (flag, key, given) in [
+            ("--alpha", "alpha", self.alpha.is_some()),
+            ("--lambda", "lambda", self.lambda.is_some()),
+            ("--k", "k", self.k.is_some()),
+        ] {
+            if given && !settings.contains(&key) {
+                let have = if settings.is_empty() {
+                    "none".to_string()
+                } else {
+                    settings.join(", ")
+                };
+                let has_it: Vec<&str> = Arch::all()
+                    .into_iter()
+                    .filter(|a| a.settings().iter().any(|(k, _)| *k == key))
+                    .map(|a| a.name())
+                    .collect();
+                return no(
+                    flag,
+                    format!(
+                        "{arch} has no setting {key} (its own settings: {have}); {} {}",
+                        has_it.join(" and "),
+                        if has_it.len() == 1 {
+                            "has one"
+                        } else {
+                            "have one"
+                        }
+                    ),
+                );
+            }
         }
         if self.checkpoint_every.is_some_and(|k| k > 0) {
             if m.n_hidden() == 0 {
@@ -446,7 +441,7 @@ impl TrainArgs {
                     format!("this {arch} model has no hidden blocks to recompute"),
                 );
             }
-            if arch == Arch::Gcn && m.norm == NormKind::None {
+            if arch == Arch::GCN && m.norm == NormKind::None {
                 return no(
                     "--checkpoint-every",
                     "a gcn without --norm-layer keeps only ReLU·dropout codes (2 bits a value) \
@@ -656,6 +651,13 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             .map(|r| r.orders.iter().map(|o| o.name()).collect())
             .unwrap_or_default();
         let m = &cfg.model;
+        let setting = |key: &str| {
+            m.arch
+                .settings()
+                .into_iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v)
+        };
         let mut j = json!({
             "dataset": d.name,
             "model": m.arch.name(),
@@ -665,13 +667,12 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             "in_dim": d.in_dim,
             "n_classes": d.n_classes,
             // Null where the model has no such part (sgc's layers and hidden width, …).
-            "layers": (!matches!(m.arch, Arch::Sgc | Arch::Appnp)).then_some(m.n_layers),
-            "hidden": (m.arch != Arch::Sgc).then_some(m.hidden_dim),
-            "k": matches!(m.arch, Arch::Sgc | Arch::Appnp).then_some(m.k),
-            "alpha": matches!(m.arch, Arch::Gcnii | Arch::Appnp).then_some(m.alpha),
-            "lambda": (m.arch == Arch::Gcnii).then_some(m.lambda),
-            "norm_layer": matches!(m.arch, Arch::Gcn | Arch::Residual | Arch::Jk(_))
-                .then(|| m.norm.name()),
+            "layers": m.arch.uses().layers.is_none().then_some(m.n_layers),
+            "hidden": m.arch.uses().hidden.is_none().then_some(m.hidden_dim),
+            "k": setting("k").map(|k| k as usize),
+            "alpha": setting("alpha"),
+            "lambda": setting("lambda"),
+            "norm_layer": m.arch.uses().gcn_convs.then(|| m.norm.name()),
             "drop_edge": m.drop_edge,
             "checkpoint_every": m.checkpoint,
             "seeds": seeds.len(),

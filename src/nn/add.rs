@@ -5,7 +5,14 @@
 
 use ndarray::Zip;
 
+use rand::Rng;
+
+use super::arch::{Architecture, Builder, Built, ModelConfig, Uses};
+use super::dropout::ReluDropout;
+use super::gcn_conv::GcnConv;
 use super::layer::{Bwd, Cx, Fwd, InputDesc, Layer, Spec};
+use super::linear::Linear;
+use super::stack::Src;
 use crate::{Result, Scalar};
 
 /// Y = A + B for two n × d inputs.
@@ -46,6 +53,84 @@ impl<F: Scalar> Layer<F> for Add {
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+/// The residual GCN (ResGCN, as in DropEdge's study): [GCN → N → ReLU → + skip → drop] × (L−1)
+/// → GCN; the skip is the identity when the widths match and a learned projection X·P of the
+/// undropped features otherwise ([`Architecture`]; no settings of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Residual;
+
+impl Architecture for Residual {
+    const NAMES: &'static [(&'static str, Self)] = &[("residual", Residual)];
+    const SUMMARY: &'static str =
+        "residual connections around every hidden GCN layer (ResGCN, DropEdge's study)";
+
+    fn uses(&self) -> Uses {
+        Uses {
+            min_layers: 2,
+            ..Uses::GCN
+        }
+    }
+
+    fn n_hidden(&self, n_layers: usize) -> usize {
+        n_layers.saturating_sub(1)
+    }
+
+    fn param_count(&self, cfg: &ModelConfig) -> u64 {
+        // The GCN's, and the projection (counted even when the widths match).
+        let (i, h) = (cfg.in_dim as u64, cfg.hidden_dim as u64);
+        crate::nn::gcn_conv::Gcn
+            .param_count(cfg)
+            .saturating_add(if cfg.n_layers <= 1 {
+                0
+            } else {
+                i.saturating_mul(h)
+            })
+    }
+
+    fn build<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        cfg: &ModelConfig,
+        b: &mut Builder<'_, F>,
+        rng: &mut R,
+    ) -> Built {
+        let h = cfg.hidden_dim;
+        let dims = cfg.widths();
+        let convs: Vec<GcnConv<F>> = (0..cfg.n_layers)
+            .map(|l| b.conv(l, dims[l], dims[l + 1], rng))
+            .collect();
+        let proj = (cfg.in_dim != h || b.x().is_sparse())
+            .then(|| Linear::<F>::new(cfg.in_dim, h, false, rng));
+        let mut skip = match proj {
+            Some(p) => Src::Node(b.push(p, vec![Src::X], 0, 0)),
+            None => Src::X,
+        };
+        let mut taps = Vec::new();
+        let mut prev = Src::Xd;
+        let last = cfg.n_layers - 1;
+        for (l, conv) in convs.into_iter().enumerate() {
+            if l == last {
+                taps.push(b.push(conv, vec![prev], 2, 0));
+                break;
+            }
+            b.begin_block();
+            let z = b.push(conv, vec![prev], if l == 0 { 0 } else { 1 }, 0);
+            let z = b.norm(z, h);
+            let a = b.push(ReluDropout::relu(h), vec![Src::Node(z)], 0, 0);
+            let out = b.push(Add { dim: h }, vec![Src::Node(a), skip], 0, 0);
+            taps.push(out);
+            skip = Src::Node(out);
+            let p = cfg.dropout;
+            prev = b.elem(ReluDropout::dropout(h, p), skip, l as u64 + 2);
+            b.end_block(l);
+        }
+        Built {
+            input_site: 1,
+            taps,
+            no_input_dropout: false,
+        }
     }
 }
 

@@ -13,8 +13,15 @@
 
 use ndarray::Zip;
 
+use rand::Rng;
+
+use super::arch::{Architecture, Builder, Built, ModelConfig, Uses, MAX_K};
+use super::dropout::ReluDropout;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
-use crate::{Result, Scalar};
+use super::linear::Linear;
+use super::sgc::count_setting;
+use super::stack::Src;
+use crate::{ConfigError, Result, Scalar};
 
 /// K steps of Z ← (1−α)ÂZ + αH on inputs of width `dim`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,6 +123,104 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+/// APPNP's settings (Klicpera et al., ICLR 2019): K propagation steps and the teleport
+/// probability α; its [`Architecture`]: drop → Lin → ReLU·drop → Lin → K × (Z ← (1−α)ÂZ + αH).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppnpConfig {
+    /// K (the paper's 10).
+    pub k: usize,
+    /// α, the teleport probability (the paper's 0.1).
+    pub alpha: f64,
+}
+
+impl AppnpConfig {
+    /// The paper's K 10 and α 0.1.
+    pub const PAPER: AppnpConfig = AppnpConfig { k: 10, alpha: 0.1 };
+}
+
+impl Default for AppnpConfig {
+    fn default() -> Self {
+        AppnpConfig::PAPER
+    }
+}
+
+impl Architecture for AppnpConfig {
+    const NAMES: &'static [(&'static str, Self)] = &[("appnp", AppnpConfig::PAPER)];
+    const SUMMARY: &'static str =
+        "APPNP: an MLP, then personalised-PageRank propagation (Klicpera et al., ICLR 2019)";
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("k", self.k as f64), ("alpha", self.alpha)]
+    }
+
+    fn set(&mut self, key: &str, value: f64) -> Result<bool, ConfigError> {
+        match key {
+            "k" => self.k = count_setting("k", value, 0, MAX_K)?,
+            "alpha" => self.alpha = value,
+            _ => return Ok(false),
+        }
+        self.check().map(|()| true)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return Err(ConfigError::OutOfRange {
+                name: "alpha",
+                value: self.alpha,
+                rule: "in [0, 1]",
+            });
+        }
+        count_setting("k", self.k as f64, 0, MAX_K).map(|_| ())
+    }
+
+    fn uses(&self) -> Uses {
+        Uses {
+            min_layers: 0,
+            layers: Some(
+                "appnp's MLP has a fixed depth (two Linear layers); use --k for its propagation \
+                 steps",
+            ),
+            gcn_convs: false,
+            ..Uses::GCN
+        }
+    }
+
+    fn n_hidden(&self, _n_layers: usize) -> usize {
+        0
+    }
+
+    fn param_count(&self, cfg: &ModelConfig) -> u64 {
+        let (_, lin, _) = cfg.param_parts();
+        let [i, h, o] = [cfg.in_dim, cfg.hidden_dim, cfg.out_dim].map(|v| v as u64);
+        lin(i, h).saturating_add(lin(h, o))
+    }
+
+    fn build<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        cfg: &ModelConfig,
+        b: &mut Builder<'_, F>,
+        rng: &mut R,
+    ) -> Built {
+        let h = cfg.hidden_dim;
+        let l1 = Linear::<F>::new(cfg.in_dim, h, true, rng);
+        let l2 = Linear::<F>::new(h, cfg.out_dim, true, rng);
+        let z1 = b.push(l1, vec![Src::Xd], 0, 0);
+        let a = b.push(ReluDropout::new(h, cfg.dropout), vec![Src::Node(z1)], 0, 2);
+        let z2 = b.push(l2, vec![Src::Node(a)], 2, 0);
+        let prop = AppnpPropagate {
+            k: self.k,
+            alpha: self.alpha,
+            dim: cfg.out_dim,
+        };
+        let z = b.push(prop, vec![Src::Node(z2)], 0, 0);
+        Built {
+            input_site: 1,
+            taps: vec![a, z],
+            no_input_dropout: false,
+        }
     }
 }
 

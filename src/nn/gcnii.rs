@@ -17,10 +17,14 @@
 use ndarray::Zip;
 use rand::Rng;
 
+use super::arch::{prev_node, Architecture, Builder, Built, ModelConfig, Uses};
+use super::dropout::ReluDropout;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
+use super::linear::Linear;
 use super::param::Param;
+use super::stack::Src;
 use crate::kernels::gemm;
-use crate::{Result, Scalar};
+use crate::{ConfigError, Result, Scalar};
 
 /// β_l = ln(λ/l + 1), the identity-mapping strength of layer `l` (counted from 1).
 ///
@@ -140,6 +144,123 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(self.clone())
+    }
+}
+
+/// GCNII's settings (Chen et al., ICML 2020): the initial-residual weight α and λ of the
+/// identity mapping's β_l = ln(λ/l + 1); its [`Architecture`]: drop → Lin → ReLU = H₀;
+/// [drop → GCNII(·, H₀) → ReLU] × L → drop → Lin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GcniiConfig {
+    /// α: the weight of the initial residual H₀ (the paper's 0.1).
+    pub alpha: f64,
+    /// λ of β_l = ln(λ/l + 1) (the paper's 0.5).
+    pub lambda: f64,
+}
+
+impl GcniiConfig {
+    /// The paper's α 0.1 and λ 0.5.
+    pub const PAPER: GcniiConfig = GcniiConfig {
+        alpha: 0.1,
+        lambda: 0.5,
+    };
+}
+
+impl Default for GcniiConfig {
+    fn default() -> Self {
+        GcniiConfig::PAPER
+    }
+}
+
+impl Architecture for GcniiConfig {
+    const NAMES: &'static [(&'static str, Self)] = &[("gcnii", GcniiConfig::PAPER)];
+    const SUMMARY: &'static str =
+        "GCNII: initial residual and identity mapping (Chen et al., ICML 2020)";
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("alpha", self.alpha), ("lambda", self.lambda)]
+    }
+
+    fn set(&mut self, key: &str, value: f64) -> Result<bool, ConfigError> {
+        match key {
+            "alpha" => self.alpha = value,
+            "lambda" => self.lambda = value,
+            _ => return Ok(false),
+        }
+        self.check().map(|()| true)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return Err(ConfigError::OutOfRange {
+                name: "alpha",
+                value: self.alpha,
+                rule: "in [0, 1]",
+            });
+        }
+        if !(self.lambda.is_finite() && self.lambda > 0.0) {
+            return Err(ConfigError::OutOfRange {
+                name: "lambda",
+                value: self.lambda,
+                rule: "positive",
+            });
+        }
+        Ok(())
+    }
+
+    fn uses(&self) -> Uses {
+        Uses {
+            gcn_convs: false,
+            ..Uses::GCN
+        }
+    }
+
+    fn n_hidden(&self, n_layers: usize) -> usize {
+        n_layers
+    }
+
+    fn param_count(&self, cfg: &ModelConfig) -> u64 {
+        let [i, h, o, l] =
+            [cfg.in_dim, cfg.hidden_dim, cfg.out_dim, cfg.n_layers].map(|v| v as u64);
+        let (_, lin, _) = cfg.param_parts();
+        lin(i, h)
+            .saturating_add(l.saturating_mul(h.saturating_mul(h)))
+            .saturating_add(lin(h, o))
+    }
+
+    fn build<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        cfg: &ModelConfig,
+        b: &mut Builder<'_, F>,
+        rng: &mut R,
+    ) -> Built {
+        let h = cfg.hidden_dim;
+        let stem = Linear::<F>::new(cfg.in_dim, h, true, rng);
+        let convs: Vec<GcniiConv<F>> = (0..cfg.n_layers)
+            .map(|l| GcniiConv::new(h, self.alpha, self.lambda, l + 1, rng))
+            .collect();
+        let head = Linear::<F>::new(h, cfg.out_dim, true, rng);
+        let s = b.push(stem, vec![Src::Xd], 0, 0);
+        let h0 = b.elem(ReluDropout::relu(h), Src::Node(s), 0);
+        let p = cfg.dropout;
+        let mut prev = b.elem(ReluDropout::dropout(h, p), h0, 1);
+        let mut taps = Vec::new();
+        let nh = cfg.n_layers as u64;
+        for (l, conv) in convs.into_iter().enumerate() {
+            b.begin_block();
+            let z = b.push(conv, vec![prev, h0], 1, 0);
+            // ReLU, then the dropout of the next block's input (or the head's).
+            let site = (l as u64 + 2).min(nh + 1);
+            prev = b.elem(ReluDropout::new(h, p), Src::Node(z), site);
+            taps.push(prev_node(prev));
+            b.end_block(l);
+        }
+        b.push(head, vec![prev], 2, 0);
+        Built {
+            input_site: 0,
+            taps,
+            no_input_dropout: false,
+        }
     }
 }
 

@@ -30,8 +30,13 @@
 use ndarray::{s, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
+use super::arch::{prev_node, Architecture, Builder, Built, ModelConfig};
+use super::dropout::ReluDropout;
+use super::gcn_conv::GcnConv;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Inputs, Layer, Req, Spec};
+use super::linear::Linear;
 use super::param::Param;
+use super::stack::Src;
 use crate::{Result, Scalar};
 
 /// How [`JumpingKnowledge`] combines the layer outputs.
@@ -314,6 +319,83 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(self.clone())
+    }
+}
+
+/// Jumping-knowledge networks ([`Architecture`]: its settings are the mode, named `jk-cat`,
+/// `jk-max`, `jk-att`): [GCN → N → ReLU (→ drop)] × L → JK → drop → Linear.
+impl Architecture for JkMode {
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("jk-cat", JkMode::Concat),
+        ("jk-max", JkMode::Max),
+        ("jk-att", JkMode::Attention),
+    ];
+    const SUMMARY: &'static str =
+        "jumping knowledge over every layer's output, then a Linear head (Xu et al., ICML 2018)";
+
+    fn n_hidden(&self, n_layers: usize) -> usize {
+        n_layers
+    }
+
+    fn param_count(&self, cfg: &ModelConfig) -> u64 {
+        let [i, h, o, l] =
+            [cfg.in_dim, cfg.hidden_dim, cfg.out_dim, cfg.n_layers].map(|v| v as u64);
+        let (conv, lin, norm) = cfg.param_parts();
+        let width = if *self == JkMode::Concat {
+            h.saturating_mul(l)
+        } else {
+            h
+        };
+        let hidden = l
+            .saturating_sub(1)
+            .saturating_mul(conv(h, h).saturating_add(norm));
+        conv(i, h)
+            .saturating_add(norm)
+            .saturating_add(hidden)
+            .saturating_add(h)
+            .saturating_add(lin(width, o))
+    }
+
+    fn build<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        cfg: &ModelConfig,
+        b: &mut Builder<'_, F>,
+        rng: &mut R,
+    ) -> Built {
+        let h = cfg.hidden_dim;
+        let convs: Vec<GcnConv<F>> = (0..cfg.n_layers)
+            .map(|l| b.conv(l, if l == 0 { cfg.in_dim } else { h }, h, rng))
+            .collect();
+        let mut jk = JumpingKnowledge::<F>::new(*self, h, cfg.n_layers, rng);
+        let width = jk.out_dim();
+        let head = Linear::<F>::new(width, cfg.out_dim, true, rng);
+        let mut prev = Src::Xd;
+        let mut outs = Vec::new();
+        let last = cfg.n_layers - 1;
+        for (l, conv) in convs.into_iter().enumerate() {
+            b.begin_block();
+            let z = b.push(conv, vec![prev], if l == 0 { 0 } else { 1 }, 0);
+            let z = b.norm(z, h);
+            let a = b.push(ReluDropout::relu(h), vec![Src::Node(z)], 0, 0);
+            outs.push(Src::Node(a));
+            if l < last {
+                let p = cfg.dropout;
+                prev = b.elem(ReluDropout::dropout(h, p), Src::Node(a), l as u64 + 2);
+            }
+            b.end_block(l);
+        }
+        let taps: Vec<usize> = outs.iter().map(|&s| prev_node(s)).collect();
+        jk.n_layers = outs.len();
+        let j = b.push(jk, outs, 2, 0);
+        let nh = cfg.n_layers as u64;
+        let dropout = ReluDropout::dropout(width, cfg.dropout);
+        let d = b.push(dropout, vec![Src::Node(j)], 0, nh + 1);
+        b.push(head, vec![Src::Node(d)], 2, 0);
+        Built {
+            input_site: 1,
+            taps,
+            no_input_dropout: false,
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! Graph Convolutional Networks", <https://arxiv.org/abs/1902.07153>), forward and backward in one
 //! file.
 //!
-//! SGC is logits = Â^K X W + b: this layer followed by a [`Linear`](super::Linear). The layer has
+//! SGC is logits = Â^K X W + b: this layer followed by a [`Linear`]. The layer has
 //! no parameters and draws no mask, so on the model's fixed input ([`Spec::constant`](super::layer::Spec::constant)) the stack
 //! computes Â^K X once and keeps it: training then costs one dense product per epoch.
 //!
@@ -12,9 +12,14 @@
 //! # Shapes
 //! X, Y: n × d (X dense or sparse; Y dense).
 
+use rand::Rng;
+
+use super::arch::{Architecture, Builder, Built, ModelConfig, Uses, MAX_K};
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec, Value};
+use super::linear::Linear;
+use super::stack::Src;
 use crate::graph::Caps;
-use crate::{Result, Scalar};
+use crate::{ConfigError, Result, Scalar};
 
 /// Y = Â^K·X (K ≥ 1) on inputs of width `dim`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +120,109 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
     }
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
+    }
+}
+
+/// SGC's settings (Wu et al., ICML 2019): K, the propagation steps; its [`Architecture`]:
+/// Â^K·X (computed once) → Linear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SgcConfig {
+    /// K (the paper's 2).
+    pub k: usize,
+}
+
+impl Default for SgcConfig {
+    fn default() -> Self {
+        SgcConfig { k: 2 }
+    }
+}
+
+impl Architecture for SgcConfig {
+    const NAMES: &'static [(&'static str, Self)] = &[("sgc", SgcConfig { k: 2 })];
+    const SUMMARY: &'static str = "SGC: Â^K·X·W (Wu et al., ICML 2019)";
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("k", self.k as f64)]
+    }
+
+    fn set(&mut self, key: &str, value: f64) -> Result<bool, ConfigError> {
+        match key {
+            "k" => self.k = count_setting("k", value, 1, MAX_K)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.k == 0 {
+            return Err(ConfigError::ZeroCount("k"));
+        }
+        count_setting("k", self.k as f64, 1, MAX_K).map(|_| ())
+    }
+
+    fn uses(&self) -> Uses {
+        Uses {
+            min_layers: 0,
+            layers: Some(
+                "sgc has no graph convolutions to count (one Linear layer on Â^K·X); use --k for \
+                 its propagation steps",
+            ),
+            hidden: Some("sgc has no hidden layer (one Linear layer on Â^K·X)"),
+            dropout: Some("sgc has no dropout (its Linear layer reads Â^K·X, computed once)"),
+            gcn_convs: false,
+        }
+    }
+
+    fn n_hidden(&self, _n_layers: usize) -> usize {
+        0
+    }
+
+    fn param_count(&self, cfg: &ModelConfig) -> u64 {
+        let (_, lin, _) = cfg.param_parts();
+        lin(cfg.in_dim as u64, cfg.out_dim as u64)
+    }
+
+    fn build<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        cfg: &ModelConfig,
+        b: &mut Builder<'_, F>,
+        rng: &mut R,
+    ) -> Built {
+        let lin = Linear::<F>::new(cfg.in_dim, cfg.out_dim, true, rng);
+        let prop = SgcPropagate {
+            k: self.k,
+            dim: cfg.in_dim,
+        };
+        let s = b.push(prop, vec![Src::X], 0, 0);
+        let z = b.push(lin, vec![Src::Node(s)], 0, 0);
+        // SGC reads the raw features only: no input dropout to draw.
+        Built {
+            input_site: 1,
+            taps: vec![s, z],
+            no_input_dropout: true,
+        }
+    }
+}
+
+/// `value` as a count of at most `max` (an integer ≥ `min`), or the error naming `key`.
+pub(crate) fn count_setting(
+    key: &'static str,
+    value: f64,
+    min: usize,
+    max: usize,
+) -> Result<usize, ConfigError> {
+    if value.fract() == 0.0 && value >= min as f64 && value <= max as f64 {
+        Ok(value as usize)
+    } else {
+        Err(ConfigError::OutOfRange {
+            name: key,
+            value,
+            rule: if min == 0 {
+                "a whole number in [0, 1024] (MAX_K)"
+            } else {
+                "a whole number in [1, 1024] (MAX_K)"
+            },
+        })
     }
 }
 

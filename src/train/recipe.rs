@@ -40,8 +40,8 @@ pub fn depth_study(arch: Arch, n_layers: usize) -> TrainConfig {
         ..Default::default()
     };
     match arch {
-        Arch::Gcn => TrainConfig { model, ..train },
-        Arch::Residual => TrainConfig {
+        Arch::Gcn(_) => TrainConfig { model, ..train },
+        Arch::Residual(_) => TrainConfig {
             model: ModelConfig {
                 norm: NormKind::Batch,
                 drop_edge: 0.3,
@@ -58,19 +58,18 @@ pub fn depth_study(arch: Arch, n_layers: usize) -> TrainConfig {
             lr: 0.005,
             ..train
         },
-        Arch::Gcnii => TrainConfig {
+        Arch::Gcnii(_) => TrainConfig {
             model: ModelConfig {
                 dropout: 0.6,
                 input_dropout: 0.6,
-                alpha: 0.1,
-                lambda: 0.5,
+                arch: Arch::GCNII,
                 ..model
             },
             weight_decay: vec![5e-4, 0.01, 5e-4],
             epochs: 1500,
             ..train
         },
-        Arch::Sgc | Arch::Appnp => paper(arch, n_layers),
+        Arch::Sgc(_) | Arch::Appnp(_) => paper(arch, n_layers),
     }
 }
 
@@ -79,13 +78,12 @@ pub fn depth_study(arch: Arch, n_layers: usize) -> TrainConfig {
 /// GCN; every other model or depth waits 100 epochs without a lower validation loss and keeps
 /// its best weights (Kipf's rule stops an 8-layer GCN on Cora at epoch 27 with 35.6 %).
 pub fn default(arch: Arch, n_layers: usize) -> TrainConfig {
-    let kipf = arch == Arch::Gcn && n_layers == 2;
+    let kipf = arch == Arch::GCN && n_layers == 2;
     TrainConfig {
         model: ModelConfig {
             arch,
             n_layers,
-            k: if arch == Arch::Appnp { 10 } else { 2 },
-            mask_streams: if arch == Arch::Gcn {
+            mask_streams: if arch == Arch::GCN {
                 MaskStreams::Shared
             } else {
                 MaskStreams::PerLayer
@@ -105,20 +103,20 @@ pub fn default(arch: Arch, n_layers: usize) -> TrainConfig {
 /// deep models (GCN's paper recipe is Kipf & Welling's 2 layers whatever it is).
 pub fn paper(arch: Arch, n_layers: usize) -> TrainConfig {
     match arch {
-        Arch::Gcn => TrainConfig::default(),
-        Arch::Residual | Arch::Jk(_) | Arch::Gcnii => depth_study(arch, n_layers),
+        Arch::Gcn(_) => TrainConfig::default(),
+        Arch::Residual(_) | Arch::Jk(_) | Arch::Gcnii(_) => depth_study(arch, n_layers),
         // (`ModelConfig::deep` gives SGC K = 2 and APPNP K = 10, α = 0.1.)
-        Arch::Sgc => recipe(
+        Arch::Sgc(_) => recipe(
             ModelConfig {
                 input_dropout: 0.0,
                 dropout: 0.0,
-                ..ModelConfig::deep(Arch::Sgc, 0)
+                ..ModelConfig::deep(Arch::SGC, 0)
             },
             (0.2, 5e-5),
             (100, StopRule::Never),
         ),
-        Arch::Appnp => recipe(
-            ModelConfig::deep(Arch::Appnp, 2),
+        Arch::Appnp(_) => recipe(
+            ModelConfig::deep(Arch::APPNP, 2),
             (0.01, 5e-3),
             (1000, StopRule::Patience { patience: 100 }),
         ),

@@ -21,7 +21,7 @@ use super::{
 };
 use crate::data::{memory, Dataset, Features};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
-use crate::nn::{Arch, JkMode, Model, ModelConfig, NormKind};
+use crate::nn::{Model, ModelConfig};
 use crate::order::{self, Reorder};
 use crate::{ConfigError, Result};
 
@@ -43,7 +43,8 @@ pub const MAX_K: usize = 1024;
 /// # Errors
 /// [`ConfigError::OutOfRange`] naming the field and its limit.
 pub fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
-    let limits: [(&'static str, usize, usize, &'static str); 5] = [
+    cfg.arch.check()?;
+    let limits: [(&'static str, usize, usize, &'static str); 4] = [
         (
             "n_layers",
             cfg.n_layers,
@@ -56,7 +57,6 @@ pub fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
             MAX_HIDDEN,
             "at most 65536 (MAX_HIDDEN)",
         ),
-        ("k", cfg.k, MAX_K, "at most 1024 (MAX_K)"),
         (
             "in_dim",
             cfg.in_dim,
@@ -86,42 +86,7 @@ pub fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
 /// configuration alone, before anything is allocated; an upper bound where the model depends on
 /// the data (the residual projection is counted even when the widths match). Saturates.
 pub fn param_count(cfg: &ModelConfig) -> u64 {
-    let [i, h, o, l] = [cfg.in_dim, cfg.hidden_dim, cfg.out_dim, cfg.n_layers].map(|v| v as u64);
-    let mul = u64::saturating_mul;
-    let conv = |a: u64, b: u64| mul(a, b).saturating_add(if cfg.bias { b } else { 0 });
-    let lin = |a: u64, b: u64| mul(a, b).saturating_add(b);
-    // gamma, beta, running mean and variance.
-    let norm = if cfg.norm == NormKind::Batch {
-        mul(4, h)
-    } else {
-        0
-    };
-    let hidden_blocks = |n: u64| mul(n, conv(h, h).saturating_add(norm));
-    match cfg.arch {
-        Arch::Gcn | Arch::Residual if l <= 1 => conv(i, o),
-        Arch::Gcn => conv(i, h)
-            .saturating_add(norm)
-            .saturating_add(hidden_blocks(l - 2))
-            .saturating_add(conv(h, o)),
-        Arch::Residual => conv(i, h)
-            .saturating_add(norm)
-            .saturating_add(hidden_blocks(l - 2))
-            .saturating_add(conv(h, o))
-            .saturating_add(mul(i, h)),
-        Arch::Jk(mode) => {
-            let width = if mode == JkMode::Concat { mul(h, l) } else { h };
-            conv(i, h)
-                .saturating_add(norm)
-                .saturating_add(hidden_blocks(l.saturating_sub(1)))
-                .saturating_add(h)
-                .saturating_add(lin(width, o))
-        }
-        Arch::Gcnii => lin(i, h)
-            .saturating_add(mul(l, mul(h, h)))
-            .saturating_add(lin(h, o)),
-        Arch::Sgc => lin(i, o),
-        Arch::Appnp => lin(i, h).saturating_add(lin(h, o)),
-    }
+    cfg.arch.param_count(cfg)
 }
 
 /// Refuses, before anything is allocated, `runs` models of `cfg` (its `in_dim`/`out_dim` set)

@@ -203,9 +203,9 @@ fn every_architecture_round_trips_bit_for_bit() {
     let s = setup();
     let dir = test_dir("every-arch");
     let mut k = 0;
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         let norms: &[NormKind] = match arch {
-            Arch::Gcn | Arch::Residual | Arch::Jk(_) => &[
+            Arch::Gcn(_) | Arch::Residual(_) | Arch::Jk(_) => &[
                 NormKind::None,
                 NormKind::Batch,
                 NormKind::Pair(PairNormMode::Pn),
@@ -303,7 +303,7 @@ fn file_is_standard_safetensors_with_documented_layout() {
     let cfg = ModelConfig {
         hidden_dim: 8,
         norm: NormKind::Batch,
-        ..ModelConfig::deep(Arch::Residual, 3)
+        ..ModelConfig::deep(Arch::RESIDUAL, 3)
     };
     let mut model = trained(&s, &cfg, 2);
     checkpoint::save(&path, &mut model, &BTreeMap::new()).unwrap();

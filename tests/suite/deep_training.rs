@@ -4,7 +4,7 @@
 //!
 //! Ported to the one-stack API: the recipes are `train::recipe::depth_study` (a `TrainConfig`
 //! whose `model` carries the architecture and the DropEdge rate), runs go through `fit_model`.
-//! The learning test now covers every architecture (`Arch::ALL`: SGC and APPNP too), not only
+//! The learning test now covers every architecture (`Arch::all()`: SGC and APPNP too), not only
 //! the deep variants.
 
 use sparse_gcn::data::synthetic::CitationLike;
@@ -52,7 +52,7 @@ fn every_architecture_learns_with_its_recipe() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
     let chance = 1.0 / d.n_classes as f64;
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         let mut cfg = depth_study(arch, 4);
         cfg.epochs = 80;
         cfg.model.hidden_dim = 32;
@@ -71,8 +71,8 @@ fn deep_runs_replay_exactly_on_any_thread_count() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
     for (arch, checkpoint) in [
-        (Arch::Residual, 2),
-        (Arch::Gcnii, 3),
+        (Arch::RESIDUAL, 2),
+        (Arch::GCNII, 3),
         (Arch::Jk(JkMode::Attention), 0),
     ] {
         let mut cfg = depth_study(arch, 5);
@@ -109,7 +109,7 @@ fn deep_runs_replay_exactly_on_any_thread_count() {
 fn metrics_are_recorded_per_layer_and_plain_depth_smooths() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let mut cfg = depth_study(Arch::Gcn, 8);
+    let mut cfg = depth_study(Arch::GCN, 8);
     cfg.epochs = 30;
     cfg.stop = StopRule::Never;
     assert_eq!(cfg.model.drop_edge, 0.0);
@@ -134,10 +134,13 @@ fn metrics_are_recorded_per_layer_and_plain_depth_smooths() {
 fn bad_deep_configurations_get_typed_errors() {
     let d = data();
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
-    let r = depth_study(Arch::Gcnii, 2);
+    let r = depth_study(Arch::GCNII, 2);
     let with_model = |model: ModelConfig| TrainConfig { model, ..r.clone() };
     let bad_alpha = with_model(ModelConfig {
-        alpha: 1.5,
+        arch: Arch::Gcnii(sparse_gcn::nn::gcnii::GcniiConfig {
+            alpha: 1.5,
+            lambda: 0.5,
+        }),
         ..r.model.clone()
     });
     assert!(matches!(
@@ -161,7 +164,7 @@ fn bad_deep_configurations_get_typed_errors() {
         Err(Error::Config(ConfigError::DropoutOutOfRange(_)))
     ));
     let one_layer_residual = with_model(ModelConfig {
-        arch: Arch::Residual,
+        arch: Arch::RESIDUAL,
         n_layers: 1,
         ..r.model.clone()
     });

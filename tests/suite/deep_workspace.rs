@@ -1,7 +1,7 @@
 //! The stack's reused buffers, its activation checkpointing and its snapshots change nothing,
 //! bit for bit, over several training steps: the training logits, every gradient, the
 //! parameters and BatchNorm running statistics (`Model::snapshot_into`) and the evaluation
-//! logits, for every architecture (`Arch::ALL`), without normalisation, with BatchNorm and with
+//! logits, for every architecture (`Arch::all()`), without normalisation, with BatchNorm and with
 //! PairNorm (PN, and PN-SI / PN-SCS at other scales), on dense and sparse features, in both
 //! convolution orders, with dropout on the input and between layers.
 //!
@@ -285,10 +285,10 @@ fn reused_fresh_and_checkpointed_passes_agree_bit_for_bit() {
             Pn::Custom(0.8, PairNormMode::PnScs),
         ),
     ];
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         for (norm, pn) in norms {
             // Normalisation is a knob of the GCN, residual and JK stacks only.
-            let has_norm = matches!(arch, Arch::Gcn | Arch::Residual | Arch::Jk(_));
+            let has_norm = matches!(arch, Arch::Gcn(_) | Arch::Residual(_) | Arch::Jk(_));
             if !has_norm && norm != NormKind::None {
                 continue;
             }
@@ -315,12 +315,12 @@ fn reused_fresh_and_checkpointed_passes_agree_bit_for_bit() {
 fn edge_cases_agree_bit_for_bit() {
     let (adj, dense, sparse) = data(120, 7);
     for (fname, x) in [("dense", &dense), ("sparse", &sparse)] {
-        for arch in Arch::ALL {
-            let min = if arch == Arch::Residual { 2 } else { 1 };
+        for arch in Arch::all() {
+            let min = if arch == Arch::RESIDUAL { 2 } else { 1 };
             for n_layers in [min, 4] {
                 for (dropout, input_dropout) in [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5)] {
                     // Residual with width = in_dim on dense features: the identity skip.
-                    let hidden_dim = if arch == Arch::Residual && fname == "dense" {
+                    let hidden_dim = if arch == Arch::RESIDUAL && fname == "dense" {
                         x.n_cols()
                     } else {
                         8

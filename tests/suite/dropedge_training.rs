@@ -2,7 +2,7 @@
 //! `DropEdge::sample_into`, the model's buffers planned once and reused by every pass) replays
 //! bit for bit a plain loop that does everything afresh: the whole history (training and
 //! validation loss and accuracy of every epoch) and the evaluated weights' validation accuracy,
-//! test loss and test accuracy, of the Kipf GCN and of every architecture (`Arch::ALL`, with
+//! test loss and test accuracy, of the Kipf GCN and of every architecture (`Arch::all()`, with
 //! BatchNorm where it applies), in both orders, on dense and sparse features, with both
 //! normalisations (Kipf GCN).
 //!
@@ -203,7 +203,7 @@ fn deep_case(sparse: bool) {
     let (d, adj) = data();
     let x = features(&d, sparse);
     for order in [Order::AggregateFirst, Order::TransformFirst] {
-        for arch in Arch::ALL {
+        for arch in Arch::all() {
             let cfg = train_cfg(ModelConfig {
                 hidden_dim: 16,
                 norm: NormKind::Batch,

@@ -1,5 +1,5 @@
 //! Finite-difference gradient checks (f64) through whole deep models: every deep architecture
-//! (`Arch::DEEP`), with BatchNorm and PairNorm, dropout on (the masks replay from the same RNG
+//! (`Arch::deep()`), with BatchNorm and PairNorm, dropout on (the masks replay from the same RNG
 //! state), dense and sparse features, each GCN order forced; SGC and APPNP through the whole
 //! model as well; and activation checkpointing giving the same gradients bit for bit.
 //!
@@ -15,6 +15,8 @@ use rand_chacha::ChaCha8Rng;
 
 use sparse_gcn::data::Features;
 use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj};
+use sparse_gcn::nn::appnp::AppnpConfig;
+use sparse_gcn::nn::sgc::SgcConfig;
 use sparse_gcn::nn::{Arch, JkMode, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::testing::{max_rel_err, numerical_grad};
 use sparse_gcn::Par;
@@ -163,18 +165,21 @@ fn check(cfg: ModelConfig, sparse: bool) -> Vec<String> {
     );
     let (err, at) = max_rel_err(&a, &num);
     println!(
-        "{} norm={} layers={} k={} alpha={} order={:?} sparse={sparse}: rel err {err:.3e}",
-        cfg.arch, cfg.norm, cfg.n_layers, cfg.k, cfg.alpha, cfg.order
+        "{} {:?} norm={} layers={} order={:?} sparse={sparse}: rel err {err:.3e}",
+        cfg.arch,
+        cfg.arch.settings(),
+        cfg.norm,
+        cfg.n_layers,
+        cfg.order
     );
     assert!(
         err < TOL,
-        "{} norm={} layers={} k={} alpha={} order={:?} sparse={sparse}: rel err {err} at {at} \
+        "{} {:?} norm={} layers={} order={:?} sparse={sparse}: rel err {err} at {at} \
          (analytic {}, numerical {})",
         cfg.arch,
+        cfg.arch.settings(),
         cfg.norm,
         cfg.n_layers,
-        cfg.k,
-        cfg.alpha,
         cfg.order,
         a[at],
         num[at]
@@ -198,7 +203,7 @@ fn base(arch: Arch, n_layers: usize, norm: NormKind) -> ModelConfig {
 
 #[test]
 fn every_variant_matches_finite_differences() {
-    for arch in Arch::DEEP {
+    for arch in Arch::deep() {
         for sparse in [false, true] {
             check(base(arch, 3, NormKind::None), sparse);
         }
@@ -209,7 +214,7 @@ fn every_variant_matches_finite_differences() {
 fn normalised_variants_match_finite_differences() {
     for norm in ["batch", "pair"] {
         let norm: NormKind = norm.parse().unwrap();
-        for arch in [Arch::Gcn, Arch::Residual, Arch::Jk(JkMode::Attention)] {
+        for arch in [Arch::GCN, Arch::RESIDUAL, Arch::Jk(JkMode::Attention)] {
             check(base(arch, 3, norm), false);
         }
     }
@@ -217,9 +222,9 @@ fn normalised_variants_match_finite_differences() {
 
 #[test]
 fn single_layer_and_no_dropout_edge_cases() {
-    check(base(Arch::Gcn, 1, NormKind::None), true);
-    check(base(Arch::Gcnii, 1, NormKind::None), false);
-    check(base(Arch::Residual, 2, NormKind::None), true);
+    check(base(Arch::GCN, 1, NormKind::None), true);
+    check(base(Arch::GCNII, 1, NormKind::None), false);
+    check(base(Arch::RESIDUAL, 2, NormKind::None), true);
     let mut c = base(Arch::Jk(JkMode::Concat), 2, NormKind::None);
     c.dropout = 0.0;
     c.input_dropout = 0.0;
@@ -232,7 +237,7 @@ fn single_layer_and_no_dropout_edge_cases() {
 #[test]
 fn every_variant_matches_finite_differences_with_each_order_forced() {
     for order in [Order::AggregateFirst, Order::TransformFirst, Order::Lean] {
-        for arch in Arch::DEEP {
+        for arch in Arch::deep() {
             for sparse in [false, true] {
                 check(
                     ModelConfig {
@@ -242,7 +247,7 @@ fn every_variant_matches_finite_differences_with_each_order_forced() {
                     sparse,
                 );
             }
-            if arch != Arch::Gcnii {
+            if !matches!(arch, Arch::Gcnii(_)) {
                 for norm in ["batch", "pair"] {
                     for sparse in [false, true] {
                         check(
@@ -259,14 +264,14 @@ fn every_variant_matches_finite_differences_with_each_order_forced() {
         check(
             ModelConfig {
                 order,
-                ..base(Arch::Gcn, 1, NormKind::None)
+                ..base(Arch::GCN, 1, NormKind::None)
             },
             true,
         );
         check(
             ModelConfig {
                 order,
-                ..base(Arch::Residual, 2, NormKind::None)
+                ..base(Arch::RESIDUAL, 2, NormKind::None)
             },
             true,
         );
@@ -281,8 +286,8 @@ fn sgc_matches_finite_differences() {
         for sparse in [false, true] {
             let names = check(
                 ModelConfig {
-                    k,
-                    ..base(Arch::Sgc, 0, NormKind::None)
+                    arch: Arch::Sgc(SgcConfig { k }),
+                    ..base(Arch::SGC, 0, NormKind::None)
                 },
                 sparse,
             );
@@ -301,9 +306,8 @@ fn appnp_matches_finite_differences() {
             for alpha in [0.1, 0.5] {
                 let names = check(
                     ModelConfig {
-                        k,
-                        alpha,
-                        ..base(Arch::Appnp, 2, NormKind::None)
+                        arch: Arch::Appnp(AppnpConfig { k, alpha }),
+                        ..base(Arch::APPNP, 2, NormKind::None)
                     },
                     sparse,
                 );
@@ -346,16 +350,18 @@ fn sgc_and_appnp_logits_match_their_definitions() {
         let x = features(n, 6, sparse, &mut rng);
         let xd = x.to_dense();
         for (arch, k) in [
-            (Arch::Sgc, 1),
-            (Arch::Sgc, 2),
-            (Arch::Appnp, 3),
-            (Arch::Appnp, 10),
+            (Arch::SGC, 1),
+            (Arch::SGC, 2),
+            (Arch::APPNP, 3),
+            (Arch::APPNP, 10),
         ] {
+            let arch = match arch {
+                Arch::Sgc(_) => Arch::Sgc(SgcConfig { k }),
+                _ => Arch::Appnp(AppnpConfig { k, alpha: 0.2 }),
+            };
             let cfg = ModelConfig {
                 in_dim: 6,
                 out_dim: 3,
-                k,
-                alpha: 0.2,
                 ..base(arch, 2, NormKind::None)
             };
             let mut m = cfg.build(&adj, &x, None, &mut rng).unwrap();
@@ -363,7 +369,7 @@ fn sgc_and_appnp_logits_match_their_definitions() {
             let mut ps: Vec<Array2<f64>> = Vec::new();
             m.visit_params(&mut |_, p| ps.push(p.value.clone()));
             let want = match arch {
-                Arch::Sgc => {
+                Arch::Sgc(_) => {
                     let mut h = xd.clone();
                     for _ in 0..k {
                         h = a_hat.dot(&h);
@@ -375,7 +381,7 @@ fn sgc_and_appnp_logits_match_their_definitions() {
                     let h = h1.dot(&ps[2]) + ps[3].row(0);
                     let mut z = h.clone();
                     for _ in 0..k {
-                        z = a_hat.dot(&z) * (1.0 - cfg.alpha) + &h * cfg.alpha;
+                        z = a_hat.dot(&z) * (1.0 - 0.2) + &h * 0.2;
                     }
                     z
                 }
@@ -399,7 +405,7 @@ fn checkpointing_gives_identical_gradients_and_logits() {
     let x = Features::dense(Array2::from_shape_simple_fn((n, 5), || {
         rng.random_range(-1.0f32..1.0)
     }));
-    for arch in Arch::DEEP {
+    for arch in Arch::deep() {
         for norm in [NormKind::None, NormKind::Batch] {
             let cfg = ModelConfig {
                 in_dim: 5,
@@ -446,7 +452,7 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
     let n = adj.n_nodes();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let x = features(n, 6, true, &mut rng);
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         let cfg = ModelConfig {
             in_dim: 6,
             out_dim: 3,
@@ -472,12 +478,15 @@ fn predict_equals_representations_tail_and_snapshot_restores() {
         // Every hidden layer's output; SGC: Â^K X and the logits; APPNP: the MLP's hidden layer
         // and the propagated logits.
         let expected = match arch {
-            Arch::Sgc | Arch::Appnp => 2,
+            Arch::Sgc(_) | Arch::Appnp(_) => 2,
             _ => 4,
         };
         assert_eq!(reps.len(), expected, "{arch}");
         assert_eq!(m.n_representations(), expected, "{arch}");
-        if matches!(arch, Arch::Gcn | Arch::Residual | Arch::Sgc | Arch::Appnp) {
+        if matches!(
+            arch,
+            Arch::Gcn(_) | Arch::Residual(_) | Arch::Sgc(_) | Arch::Appnp(_)
+        ) {
             assert_eq!(reps[expected - 1], before, "{arch}");
         }
     }

@@ -69,7 +69,7 @@ fn pass(
 
 fn configs() -> Vec<(String, ModelConfig)> {
     let mut out = Vec::new();
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         for input_dropout in [0.0, 0.5] {
             for order in [Order::AggregateFirst, Order::TransformFirst] {
                 let cfg = ModelConfig {

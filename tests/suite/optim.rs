@@ -1,6 +1,6 @@
 //! The optimisers against hand-computed values (`docs/MATH.md` §7, §8), and which parameters
 //! each of the 4 weight-decay groups reaches in the Kipf GCN and in every architecture of
-//! `Arch::ALL` (`docs/MATH.md` §13.5, the `nn::arch` module docs). Before the one-stack
+//! `Arch::all()` (`docs/MATH.md` §13.5, the `nn::arch` module docs). Before the one-stack
 //! redesign the Kipf GCN had one group per layer; now layer 0 is group 0, the last layer group 2
 //! and the layers in between group 1, so Kipf's `[5e-4]` still decays the first layer only.
 //!
@@ -525,7 +525,7 @@ fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
     let bn = norm == NormKind::Batch;
     let norm_params = [(3, (1, h)), (3, (1, h))];
     match arch {
-        Arch::Gcn => {
+        Arch::Gcn(_) => {
             v.extend([(0, (i, h)), (0, (1, h))]); // first conv
             if bn {
                 v.extend(norm_params);
@@ -536,7 +536,7 @@ fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
             }
             v.extend([(2, (h, o)), (2, (1, o))]); // last conv = head
         }
-        Arch::Residual => {
+        Arch::Residual(_) => {
             v.push((0, (i, h))); // projection X·P (no bias)
             v.extend([(0, (i, h)), (0, (1, h))]); // first conv
             if bn {
@@ -548,7 +548,7 @@ fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
             }
             v.extend([(2, (h, o)), (2, (1, o))]); // last conv = head
         }
-        Arch::Gcnii => {
+        Arch::Gcnii(_) => {
             v.extend([(0, (i, h)), (0, (1, h))]); // input Linear
             v.extend([(1, (h, h)); 3]); // GCNII convs (no bias)
             v.extend([(2, (h, o)), (2, (1, o))]); // head Linear
@@ -573,10 +573,10 @@ fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
             }
             v.extend([(2, (width, o)), (2, (1, o))]); // head Linear
         }
-        Arch::Sgc => {
+        Arch::Sgc(_) => {
             v.extend([(0, (i, o)), (0, (1, o))]); // the Linear after Â^K X
         }
-        Arch::Appnp => {
+        Arch::Appnp(_) => {
             v.extend([(0, (i, h)), (0, (1, h))]); // first Linear
             v.extend([(2, (h, o)), (2, (1, o))]); // second Linear (before propagation)
         }
@@ -588,7 +588,7 @@ fn expected_groups(arch: Arch, norm: NormKind) -> Vec<(usize, (usize, usize))> {
 fn every_architecture_has_the_groups_of_the_module_docs() {
     let adj = NormAdj::<f64>::new(&graph(), Norm::Symmetric);
     let x = features(7, 6);
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         for norm in [NormKind::None, NormKind::Batch] {
             let cfg = ModelConfig {
                 in_dim: 6,

@@ -132,7 +132,7 @@ fn patience_restores_the_best_kipf_gcn_bitwise() {
 fn patience_restores_the_best_deep_gcn_with_batch_norm_bitwise() {
     let (d, adj) = data();
     let (patience, epochs) = (5, 300);
-    for (arch, checkpoint) in [(Arch::Gcn, 0), (Arch::Residual, 2)] {
+    for (arch, checkpoint) in [(Arch::GCN, 0), (Arch::RESIDUAL, 2)] {
         let what = format!("deep {arch} checkpoint {checkpoint}");
         let mc = ModelConfig {
             hidden_dim: 16,

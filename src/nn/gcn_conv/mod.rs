@@ -30,6 +30,7 @@
 //! | Z, G | n × out_dim |
 
 mod aggregate_first;
+pub mod arch;
 mod cache;
 pub mod cost;
 mod lean;
@@ -45,6 +46,7 @@ use crate::input::SparseFeatures;
 use crate::kernels::add_bias;
 use crate::{Result, Scalar};
 
+pub use arch::Gcn;
 pub use cost::{choose_order, order_costs, LayerShape, SPMM_COST};
 
 /// The evaluation order of Â·H·W.

@@ -36,7 +36,7 @@ fn gcn_plan_checkpointed(n: usize, order: Order, k: usize) -> Plan {
         dropout: 0.5,
         input_dropout: 0.5,
         checkpoint: k,
-        ..ModelConfig::deep(Arch::Gcn, 3)
+        ..ModelConfig::deep(Arch::GCN, 3)
     };
     let mut m = cfg
         .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
@@ -135,7 +135,7 @@ fn every_layer_s_requests_grow_with_the_rows() {
     let adj = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
     let sparse = d.features.clone().into_sparse_if(1.0);
     let dense = Features::dense(d.features.to_dense());
-    for arch in Arch::ALL {
+    for arch in Arch::all() {
         for norm in [
             NormKind::None,
             NormKind::Batch,

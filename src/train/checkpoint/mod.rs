@@ -28,7 +28,7 @@
 //! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
 //! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
 //! the inputs the model was trained on. They must not reuse the keys above
-//! ([`RESERVED_KEYS`]). `sparse-gcn train --save` also records the content hashes of the data
+//! ([`reserved_keys`]). `sparse-gcn train --save` also records the content hashes of the data
 //! as loaded (`data_hash_graph`, `data_hash_features`, `data_hash_labels`, `data_hash_split`;
 //! [`ContentHash::record`]) and every option its preparation depends on (the source, the
 //! feature recipe and its seed, the split options): [`Checkpoint::check_data`] refuses other
@@ -69,11 +69,15 @@
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 
+mod fields;
+mod file;
+
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use file::{not_regular_kind, write_file_atomic};
 
 use rand::SeedableRng;
 use safetensors::tensor::{Dtype, SafeTensors};
@@ -81,7 +85,7 @@ use safetensors::tensor::{Dtype, SafeTensors};
 use crate::data::content::ContentHash;
 use crate::data::Features;
 use crate::graph::Propagate;
-use crate::nn::{Arch, MaskStreams, Model, ModelConfig, NormKind, Order};
+use crate::nn::{Model, ModelConfig, Order};
 use crate::{Error, Result};
 
 /// The value of the `format` metadata key.
@@ -93,29 +97,22 @@ pub const VERSION: u32 = 2;
 /// The value of the `weight_layout` metadata key: weights are stored in × out.
 pub const WEIGHT_LAYOUT: &str = "in_out";
 
-/// Metadata keys written by [`save`]; the caller's extra keys must avoid them.
-pub const RESERVED_KEYS: &[&str] = &[
-    "format",
-    "version",
-    "weight_layout",
-    "model",
-    "in_dim",
-    "hidden_dim",
-    "out_dim",
-    "n_layers",
-    "dropout",
-    "input_dropout",
-    "norm_layer",
-    "bias",
-    "order",
-    "alpha",
-    "lambda",
-    "k",
-    "checkpoint",
-    "drop_edge",
-    "mask_streams",
-    "orders",
-];
+/// The metadata keys of the format itself (the configuration's are [`reserved_keys`]).
+const FORMAT_KEYS: [&str; 4] = ["format", "version", "weight_layout", "orders"];
+
+/// Metadata keys written by [`save`] (the format's, every field of a [`ModelConfig`], every
+/// architecture's settings); the caller's extra keys must avoid them.
+pub fn reserved_keys() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = FORMAT_KEYS.to_vec();
+    keys.extend(fields::FIELDS.iter().map(|f| f.key));
+    keys.extend(fields::setting_keys());
+    keys
+}
+
+/// Whether `key` is one of [`reserved_keys`].
+pub fn is_reserved(key: &str) -> bool {
+    reserved_keys().contains(&key)
+}
 
 /// How [`save_with`] writes the file's bytes into the temporary file.
 #[doc(hidden)]
@@ -129,7 +126,7 @@ pub struct Checkpoint {
     pub config: ModelConfig,
     /// The resolved order of each graph convolution.
     pub orders: Vec<Order>,
-    /// The caller's extra metadata (every key not in [`RESERVED_KEYS`]).
+    /// The caller's extra metadata (every key not in [`reserved_keys`]).
     pub extra: BTreeMap<String, String>,
     /// Every tensor: name → (shape, values).
     tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
@@ -148,14 +145,6 @@ fn mismatch(path: &Path, what: impl std::fmt::Display, expected: usize, got: usi
         what: format!("{}: {what}", path.display()),
         expected,
         got,
-    }
-}
-
-/// The metadata spelling of a mask-stream scheme.
-fn streams_name(s: MaskStreams) -> &'static str {
-    match s {
-        MaskStreams::Shared => "shared",
-        MaskStreams::PerLayer => "per-layer",
     }
 }
 
@@ -182,7 +171,7 @@ pub fn save_with(
     write: &mut WriteHook<'_>,
 ) -> Result<()> {
     let bytes = to_bytes(path, model, extra)?;
-    write_atomic(path, &bytes, write)
+    file::write_atomic(path, &bytes, write)
 }
 
 /// Serialises `model` and its configuration.
@@ -191,7 +180,7 @@ fn to_bytes(
     model: &mut Model<f32>,
     extra: &BTreeMap<String, String>,
 ) -> Result<Vec<u8>> {
-    if let Some(key) = extra.keys().find(|k| RESERVED_KEYS.contains(&k.as_str())) {
+    if let Some(key) = extra.keys().find(|k| is_reserved(k)) {
         return Err(dataset_err(
             path,
             format!("extra metadata key `{key}` is reserved by the checkpoint format"),
@@ -219,255 +208,19 @@ fn to_bytes(
     if let Some(e) = bad {
         return Err(e);
     }
-    let cfg = model.config().clone();
     let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
     let mut meta: BTreeMap<String, String> = extra.clone();
     for (k, v) in [
         ("format", FORMAT.to_string()),
         ("version", VERSION.to_string()),
         ("weight_layout", WEIGHT_LAYOUT.to_string()),
-        ("model", cfg.arch.name().to_string()),
-        ("in_dim", cfg.in_dim.to_string()),
-        ("hidden_dim", cfg.hidden_dim.to_string()),
-        ("out_dim", cfg.out_dim.to_string()),
-        ("n_layers", cfg.n_layers.to_string()),
-        ("dropout", cfg.dropout.to_string()),
-        ("input_dropout", cfg.input_dropout.to_string()),
-        ("norm_layer", cfg.norm.name().to_string()),
-        ("bias", cfg.bias.to_string()),
-        ("order", cfg.order.name().to_string()),
-        ("alpha", cfg.alpha.to_string()),
-        ("lambda", cfg.lambda.to_string()),
-        ("k", cfg.k.to_string()),
-        ("checkpoint", cfg.checkpoint.to_string()),
-        ("drop_edge", cfg.drop_edge.to_string()),
-        ("mask_streams", streams_name(cfg.mask_streams).to_string()),
         ("orders", orders.join(",")),
     ] {
         meta.insert(k.to_string(), v);
     }
+    fields::write(model.config(), &mut meta);
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(serialize(&meta, &tensors))
-}
-
-/// `s` as a JSON string (quoted, escaped as serde_json escapes).
-fn push_json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if u32::from(c) < 0x20 => {
-                let _ = std::fmt::Write::write_fmt(out, format_args!("\\u{:04x}", u32::from(c)));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// The safetensors bytes of `tensors` (F32, in the order given) with the metadata `meta`,
-/// written here rather than by `safetensors::serialize`, whose metadata map is a `HashMap`:
-/// the keys are written sorted, so that identical runs give identical files byte for byte.
-/// The layout is the format's: an 8-byte little-endian header length, the JSON header
-/// (`__metadata__` first, then each tensor's dtype, shape and data offsets) padded with spaces
-/// to a multiple of 8 bytes, then the tensors' bytes.
-fn serialize(
-    meta: &BTreeMap<String, String>,
-    tensors: &[(String, Vec<usize>, Vec<u8>)],
-) -> Vec<u8> {
-    let mut h = String::from("{\"__metadata__\":{");
-    for (i, (k, v)) in meta.iter().enumerate() {
-        if i > 0 {
-            h.push(',');
-        }
-        push_json_str(&mut h, k);
-        h.push(':');
-        push_json_str(&mut h, v);
-    }
-    h.push('}');
-    let mut offset = 0usize;
-    for (name, shape, data) in tensors {
-        h.push(',');
-        push_json_str(&mut h, name);
-        let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-        let end = offset + data.len();
-        h.push_str(&format!(
-            ":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
-            dims.join(",")
-        ));
-        offset = end;
-    }
-    h.push('}');
-    while !h.len().is_multiple_of(8) {
-        h.push(' ');
-    }
-    let mut out = Vec::with_capacity(8 + h.len() + offset);
-    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    for (_, _, data) in tensors {
-        out.extend_from_slice(data);
-    }
-    out
-}
-
-/// Removes the temporary file on drop unless disarmed (also on a panic in the write hook).
-struct TempGuard {
-    path: PathBuf,
-    armed: bool,
-}
-
-impl Drop for TempGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            // Best effort: the error that got us here matters more than this one.
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// `PATH.tmp-<pid>-<n>`, next to `path`.
-fn temp_path(path: &Path) -> Result<PathBuf> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let Some(name) = path.file_name() else {
-        return Err(Error::io(
-            path,
-            io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
-        ));
-    };
-    let mut tmp = name.to_os_string();
-    tmp.push(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    Ok(path.with_file_name(tmp))
-}
-
-/// What `meta` describes when it is not a regular file (`a folder`, `a character device`, …),
-/// for the errors of the writers, which replace regular files only.
-pub fn not_regular_kind(meta: &fs::Metadata) -> Option<&'static str> {
-    let t = meta.file_type();
-    if t.is_file() {
-        return None;
-    }
-    if t.is_dir() {
-        return Some("a folder");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            return Some("a character device");
-        }
-        if t.is_block_device() {
-            return Some("a block device");
-        }
-        if t.is_fifo() {
-            return Some("a FIFO");
-        }
-        if t.is_socket() {
-            return Some("a socket");
-        }
-    }
-    Some("not a regular file")
-}
-
-/// The file a write to `path` replaces: `path` itself (also when nothing is there yet), or the
-/// file a symbolic link at `path` points to (the link is kept, as editors keep it).
-///
-/// # Errors
-/// [`Error::NotRegularFile`] when the path (or the link's target) exists and is not a regular
-/// file; [`Error::Io`] for a dangling link or an unreadable path.
-fn write_target(path: &Path) -> Result<PathBuf> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_path_buf()),
-        Err(e) => Err(Error::io(path, e)),
-        Ok(m) if m.file_type().is_symlink() => {
-            let target = fs::canonicalize(path).map_err(|e| {
-                Error::io(
-                    path,
-                    io::Error::new(e.kind(), format!("a symbolic link to nothing ({e})")),
-                )
-            })?;
-            let meta = fs::metadata(&target).map_err(|e| Error::io(&target, e))?;
-            match not_regular_kind(&meta) {
-                Some(kind) => Err(Error::NotRegularFile { path: target, kind }),
-                None => Ok(target),
-            }
-        }
-        Ok(m) => match not_regular_kind(&m) {
-            Some(kind) => Err(Error::NotRegularFile {
-                path: path.to_path_buf(),
-                kind,
-            }),
-            None => Ok(path.to_path_buf()),
-        },
-    }
-}
-
-/// Writes `bytes` to `path` atomically (a temporary file next to it, synced, then renamed): an
-/// existing file is replaced only by the complete new one, and a failed write leaves it as it
-/// was. Used for checkpoints and for the CLI's outputs (predictions, embeddings, histories).
-///
-/// Only a regular file is ever replaced: a path that exists and is a folder, a device, a FIFO
-/// or a socket is refused (checked before writing and again right before the rename). A
-/// symbolic link to a regular file is followed: the file it points to is replaced and the link
-/// kept.
-///
-/// # Errors
-/// [`Error::NotRegularFile`]; [`Error::Io`] naming the file.
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic(path, bytes, &mut |w, b| w.write_all(b))
-}
-
-fn write_atomic(path: &Path, bytes: &[u8], write: &mut WriteHook<'_>) -> Result<()> {
-    let target = write_target(path)?;
-    let tmp = temp_path(&target)?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(|e| Error::io(&tmp, e))?;
-    let mut guard = TempGuard {
-        path: tmp.clone(),
-        armed: true,
-    };
-    write(&mut file, bytes).map_err(|e| Error::io(&tmp, e))?;
-    file.flush().map_err(|e| Error::io(&tmp, e))?;
-    file.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    drop(file);
-    // Again right before the rename: what is at the path may have changed while writing.
-    if let Ok(m) = fs::symlink_metadata(&target) {
-        if let Some(kind) = not_regular_kind(&m) {
-            return Err(Error::NotRegularFile { path: target, kind });
-        }
-    }
-    fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
-    guard.armed = false;
-    sync_parent(&target);
-    Ok(())
-}
-
-/// Makes the rename durable (best effort: not every platform can sync a directory).
-fn sync_parent(path: &Path) {
-    #[cfg(unix)]
-    {
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if let Ok(dir) = fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = path;
+    Ok(file::serialize(&meta, &tensors))
 }
 
 /// Loads the checkpoint at `path`: its configuration (checked), orders, tensors (F32, finite)
@@ -490,9 +243,10 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         ));
     };
     let (config, orders) = parse_meta(path, meta)?;
+
     let extra: BTreeMap<String, String> = meta
         .iter()
-        .filter(|(k, _)| !RESERVED_KEYS.contains(&k.as_str()))
+        .filter(|(k, _)| !is_reserved(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut tensors = BTreeMap::new();
@@ -722,79 +476,22 @@ fn meta_get<'m>(path: &Path, meta: &'m HashMap<String, String>, key: &str) -> Re
         .ok_or_else(|| dataset_err(path, format!("metadata key `{key}` is missing")))
 }
 
-fn meta_parse<T: std::str::FromStr>(
-    path: &Path,
-    meta: &HashMap<String, String>,
-    key: &str,
-    what: &str,
-) -> Result<T> {
-    let v = meta_get(path, meta, key)?;
-    v.parse()
-        .map_err(|_| dataset_err(path, format!("metadata `{key}` = `{v}` is not {what}")))
-}
-
 /// The config and the per-convolution orders described by the metadata.
 fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfig, Vec<Order>)> {
-    let format = meta_get(path, meta, "format")?;
-    if format != FORMAT {
-        return Err(dataset_err(
-            path,
-            format!("metadata `format` = `{format}`, expected `{FORMAT}`"),
-        ));
-    }
-    let version: u32 = meta_parse(path, meta, "version", "an integer")?;
-    if version != VERSION {
-        return Err(dataset_err(
-            path,
-            format!("metadata `version` = `{version}`: only version {VERSION} is supported"),
-        ));
-    }
-    let layout = meta_get(path, meta, "weight_layout")?;
-    if layout != WEIGHT_LAYOUT {
-        return Err(dataset_err(
-            path,
-            format!("metadata `weight_layout` = `{layout}`, expected `{WEIGHT_LAYOUT}`"),
-        ));
-    }
-    let uint = "a non-negative integer";
-    let float = "a number";
-    let named = |key: &str| -> Result<String> { Ok(meta_get(path, meta, key)?.to_string()) };
-    let bad =
-        |key: &str, e: crate::ConfigError| dataset_err(path, format!("metadata `{key}`: {e}"));
-    let streams = match meta_get(path, meta, "mask_streams")? {
-        "shared" => MaskStreams::Shared,
-        "per-layer" => MaskStreams::PerLayer,
-        s => {
+    for (key, want) in [
+        ("format", FORMAT.to_string()),
+        ("version", VERSION.to_string()),
+        ("weight_layout", WEIGHT_LAYOUT.to_string()),
+    ] {
+        let got = meta_get(path, meta, key)?;
+        if got != want {
             return Err(dataset_err(
                 path,
-                format!("metadata `mask_streams` = `{s}` is not shared or per-layer"),
-            ))
+                format!("metadata `{key}` = `{got}`, expected `{want}` (the only one read)"),
+            ));
         }
-    };
-    let config = ModelConfig {
-        arch: named("model")?
-            .parse::<Arch>()
-            .map_err(|e| bad("model", e))?,
-        in_dim: meta_parse(path, meta, "in_dim", uint)?,
-        hidden_dim: meta_parse(path, meta, "hidden_dim", uint)?,
-        out_dim: meta_parse(path, meta, "out_dim", uint)?,
-        n_layers: meta_parse(path, meta, "n_layers", uint)?,
-        dropout: meta_parse(path, meta, "dropout", float)?,
-        input_dropout: meta_parse(path, meta, "input_dropout", float)?,
-        norm: named("norm_layer")?
-            .parse::<NormKind>()
-            .map_err(|e| bad("norm_layer", e))?,
-        bias: meta_parse(path, meta, "bias", "true or false")?,
-        order: named("order")?
-            .parse::<Order>()
-            .map_err(|e| bad("order", e))?,
-        alpha: meta_parse(path, meta, "alpha", float)?,
-        lambda: meta_parse(path, meta, "lambda", float)?,
-        k: meta_parse(path, meta, "k", uint)?,
-        checkpoint: meta_parse(path, meta, "checkpoint", uint)?,
-        drop_edge: meta_parse(path, meta, "drop_edge", float)?,
-        mask_streams: streams,
-    };
+    }
+    let config = fields::read(meta).map_err(|e| dataset_err(path, e))?;
     config
         .check()
         .and_then(|()| super::run::check_limits(&config))
@@ -813,8 +510,8 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
             _ => Err(dataset_err(
                 path,
                 format!(
-                    "metadata `orders` = `{orders_str}`: `{s}` is not aggregate-first or \
-                     transform-first"
+                    "metadata `orders` = `{orders_str}`: `{s}` is not aggregate-first, \
+                     transform-first or lean"
                 ),
             )),
         })
