@@ -166,9 +166,9 @@ fn main() {
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let t_start = Instant::now();
-    let mut args = Args::parse();
+/// The grid and limits of the study asked for: `--full`, `--quick`, the short default, or the
+/// depths and variants given; returns the number of seeds.
+fn settle_args(args: &mut Args) -> u64 {
     // The short study's epoch cap and patience apply to its own grid only: a grid asked for
     // with --depths or --variants trains with the recipes' epochs, as --full does.
     let short = !args.full && !args.quick && args.depths.is_empty() && args.variants.is_empty();
@@ -199,6 +199,48 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         args.epochs = Some(args.epochs.unwrap_or(200));
         args.patience = Some(args.patience.unwrap_or(50));
     }
+    seeds
+}
+
+/// Every run of the grid (variants × depths × DropEdge rates × seeds), deepest first so that
+/// the parallel tail is short.
+fn grid(
+    args: &Args,
+    variants: &[Variant],
+    seeds: u64,
+) -> Result<Vec<Job>, Box<dyn std::error::Error>> {
+    let mut jobs = Vec::new();
+    for &variant in variants {
+        for &depth in &args.depths {
+            let paper = recipe::depth_study(variant, depth).model.drop_edge;
+            let mut rates: Vec<f64> = Vec::new();
+            for r in &args.drop_edge {
+                let p = if r == "paper" { paper } else { r.parse()? };
+                DropEdge::new(p)?;
+                if !rates.contains(&p) {
+                    rates.push(p);
+                }
+            }
+            for p in rates {
+                for seed in 0..seeds {
+                    jobs.push(Job {
+                        variant,
+                        depth,
+                        drop_edge: p,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.depth));
+    Ok(jobs)
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let t_start = Instant::now();
+    let mut args = Args::parse();
+    let seeds = settle_args(&mut args);
     if let Some(t) = args.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
@@ -234,32 +276,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         data.split.test.len()
     );
 
-    // The grid, longest runs first so that the parallel tail is short.
-    let mut jobs = Vec::new();
-    for &variant in &variants {
-        for &depth in &args.depths {
-            let paper = recipe::depth_study(variant, depth).model.drop_edge;
-            let mut rates: Vec<f64> = Vec::new();
-            for r in &args.drop_edge {
-                let p = if r == "paper" { paper } else { r.parse()? };
-                DropEdge::new(p)?;
-                if !rates.contains(&p) {
-                    rates.push(p);
-                }
-            }
-            for p in rates {
-                for seed in 0..seeds {
-                    jobs.push(Job {
-                        variant,
-                        depth,
-                        drop_edge: p,
-                        seed,
-                    });
-                }
-            }
-        }
-    }
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.depth));
+    let jobs = grid(&args, &variants, seeds)?;
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs {msg}")?
@@ -560,8 +577,8 @@ fn machine() -> String {
     )
 }
 
-fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> String {
-    let mut s = String::new();
+/// The head of summary.md: the command, the data, the machine, the seeds and the time.
+fn summary_head(s: &mut String, args: &Args, data: &Dataset, wall: f64) {
     let cmd: Vec<String> = std::env::args().skip(1).collect();
     let _ = writeln!(s, "# Depth study\n");
     let _ = writeln!(
@@ -596,6 +613,11 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
             b as f64 / (1u64 << 30) as f64
         ))
     );
+}
+
+fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> String {
+    let mut s = String::new();
+    summary_head(&mut s, args, data, wall);
     let mut depths: Vec<usize> = groups.iter().map(|g| g.depth).collect();
     depths.sort_unstable();
     depths.dedup();

@@ -13,7 +13,7 @@ use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
-use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
+use sparse_gcn::train::run::{Prepare, Prepared, RowNorm, Summary};
 use sparse_gcn::train::{
     checkpoint, mean_std, median, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
 };
@@ -616,7 +616,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let tests: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
     let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
     let (tm, ts) = mean_std(&tests);
-    let (vm, vs) = mean_std(&vals);
+    let (vm, _) = mean_std(&vals);
     let step_ms: Vec<f64> = runs
         .iter()
         .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.train_ms))
@@ -646,67 +646,105 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         train_s
     );
     if a.json {
-        let orders: Vec<&str> = runs
-            .first()
-            .map(|r| r.orders.iter().map(|o| o.name()).collect())
-            .unwrap_or_default();
-        let m = &cfg.model;
-        let setting = |key: &str| {
-            m.arch
-                .settings()
-                .into_iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v)
+        let times = Times {
+            threads,
+            concurrent,
+            load_s,
+            reorder_s,
+            train_s,
+            step_median,
+            epoch_median: median(epoch_ms),
         };
-        let mut j = json!({
-            "dataset": d.name,
-            "model": m.arch.name(),
-            "n_nodes": d.n_nodes,
-            "n_edges": d.n_edges,
-            "nnz": d.nnz,
-            "in_dim": d.in_dim,
-            "n_classes": d.n_classes,
-            // Null where the model has no such part (sgc's layers and hidden width, …).
-            "layers": m.arch.uses().layers.is_none().then_some(m.n_layers),
-            "hidden": m.arch.uses().hidden.is_none().then_some(m.hidden_dim),
-            "k": setting("k").map(|k| k as usize),
-            "alpha": setting("alpha"),
-            "lambda": setting("lambda"),
-            "norm_layer": m.arch.uses().gcn_convs.then(|| m.norm.name()),
-            "drop_edge": m.drop_edge,
-            "checkpoint_every": m.checkpoint,
-            "seeds": seeds.len(),
-            "threads": threads,
-            "concurrent_runs": concurrent,
-            "orders": orders,
-            "test_acc_mean": tm,
-            "test_acc_std": ts,
-            "val_acc_mean": vm,
-            "val_acc_std": vs,
-            "test_accs": tests,
-            "test_losses": runs.iter().map(|r| r.test_loss).collect::<Vec<_>>(),
-            "epochs_run": runs.iter().map(|r| r.history.len()).collect::<Vec<_>>(),
-            "stop": stop_json(cfg.stop),
-            "stopped_early": runs.iter().map(|r| r.history.len() < cfg.epochs).collect::<Vec<_>>(),
-            "kept_epoch": runs.iter().map(|r| r.best_epoch + 1).collect::<Vec<_>>(),
-            "max_epochs": cfg.epochs,
-            "epoch_ms_median": step_median,
-            "epoch_with_eval_ms_median": median(epoch_ms),
-            "warmup_epochs": a.warmup(),
-            "row_norm": d.row_normalized,
-            "load_s": load_s,
-            "reorder": a.reorder.to_string(),
-            "reorder_applied": applied.to_string(),
-            "reorder_s": reorder_s,
-            "train_total_s": train_s,
-            "peak_rss_bytes": super::peak_rss_bytes(),
-        });
-        if let (Some(r), Some(obj)) = (&dist_report, j.as_object_mut()) {
-            obj.extend(r.json());
-        }
-        say!("{j}");
+        let extra = dist_report.as_ref().map(|r| r.json());
+        say!("{}", json_report(&a, &cfg, &d, &runs, &times, extra));
     }
     Ok(())
+}
+
+/// The timings and parallelism of a run, for its JSON report.
+struct Times {
+    threads: usize,
+    concurrent: usize,
+    load_s: f64,
+    reorder_s: f64,
+    train_s: f64,
+    step_median: f64,
+    epoch_median: f64,
+}
+
+/// The JSON object of `train --json` (the last line of stdout), with `extra`'s keys (a run
+/// across ranks) added.
+fn json_report(
+    a: &TrainArgs,
+    cfg: &TrainConfig,
+    d: &Summary,
+    runs: &[RunResult],
+    t: &Times,
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
+) -> serde_json::Value {
+    let orders: Vec<&str> = runs
+        .first()
+        .map(|r| r.orders.iter().map(|o| o.name()).collect())
+        .unwrap_or_default();
+    let tests: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
+    let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
+    let (tm, ts) = mean_std(&tests);
+    let (vm, vs) = mean_std(&vals);
+    let m = &cfg.model;
+    let setting = |key: &str| {
+        m.arch
+            .settings()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    };
+    let mut j = json!({
+        "dataset": d.name,
+        "model": m.arch.name(),
+        "n_nodes": d.n_nodes,
+        "n_edges": d.n_edges,
+        "nnz": d.nnz,
+        "in_dim": d.in_dim,
+        "n_classes": d.n_classes,
+        // Null where the model has no such part (sgc's layers and hidden width, …).
+        "layers": m.arch.uses().layers.is_none().then_some(m.n_layers),
+        "hidden": m.arch.uses().hidden.is_none().then_some(m.hidden_dim),
+        "k": setting("k").map(|k| k as usize),
+        "alpha": setting("alpha"),
+        "lambda": setting("lambda"),
+        "norm_layer": m.arch.uses().gcn_convs.then(|| m.norm.name()),
+        "drop_edge": m.drop_edge,
+        "checkpoint_every": m.checkpoint,
+        "seeds": runs.len(),
+        "threads": t.threads,
+        "concurrent_runs": t.concurrent,
+        "orders": orders,
+        "test_acc_mean": tm,
+        "test_acc_std": ts,
+        "val_acc_mean": vm,
+        "val_acc_std": vs,
+        "test_accs": tests,
+        "test_losses": runs.iter().map(|r| r.test_loss).collect::<Vec<_>>(),
+        "epochs_run": runs.iter().map(|r| r.history.len()).collect::<Vec<_>>(),
+        "stop": stop_json(cfg.stop),
+        "stopped_early": runs.iter().map(|r| r.history.len() < cfg.epochs).collect::<Vec<_>>(),
+        "kept_epoch": runs.iter().map(|r| r.best_epoch + 1).collect::<Vec<_>>(),
+        "max_epochs": cfg.epochs,
+        "epoch_ms_median": t.step_median,
+        "epoch_with_eval_ms_median": t.epoch_median,
+        "warmup_epochs": a.warmup(),
+        "row_norm": d.row_normalized,
+        "load_s": t.load_s,
+        "reorder": a.reorder.to_string(),
+        "reorder_applied": d.prepare.reorder.to_string(),
+        "reorder_s": t.reorder_s,
+        "train_total_s": t.train_s,
+        "peak_rss_bytes": super::peak_rss_bytes(),
+    });
+    if let (Some(e), Some(obj)) = (extra, j.as_object_mut()) {
+        obj.extend(e);
+    }
+    j
 }
 
 /// `1 seed`, `2 seeds`.

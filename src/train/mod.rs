@@ -564,6 +564,42 @@ pub fn fit_model<F: Scalar>(
     Ok((run, model))
 }
 
+/// DropEdge at `rate` for a run on `adj`: sampled here from the raw graph when `opts` gives it
+/// (`Some`), by the backend (which holds its rows of the graph) otherwise (`None`, checked to
+/// be possible); `None` without DropEdge.
+///
+/// # Errors
+/// [`Error::Mismatch`] for a graph of other nodes; [`Error::Config`] for a rate out of range
+/// or no graph to sample from.
+fn drop_edge_source<'g, F: Scalar>(
+    rate: f64,
+    adj: &dyn Propagate<F>,
+    opts: &FitOptions<'g>,
+) -> Result<Option<(DropEdge, DropEdgeSource<'g>)>> {
+    match (rate > 0.0, &opts.drop_edge) {
+        (false, _) => Ok(None),
+        (true, Some(src)) => {
+            if src.graph.n_nodes() != adj.rows().total {
+                return Err(Error::Mismatch {
+                    what: "DropEdge graph nodes vs nodes".into(),
+                    expected: adj.rows().total,
+                    got: src.graph.n_nodes(),
+                });
+            }
+            Ok(Some((DropEdge::new(rate)?, *src)))
+        }
+        (true, None) if adj.caps().drop_edge => {
+            DropEdge::new(rate)?;
+            Ok(None)
+        }
+        (true, None) => Err(Error::Config(ConfigError::OutOfRange {
+            name: "drop_edge",
+            value: rate,
+            rule: "0 unless the graph to sample from is given (FitOptions::drop_edge)",
+        })),
+    }
+}
+
 /// The epoch loop for a built [`Model`]: trains with `cfg`'s optimiser and stop rule (dropout
 /// from RNG stream 1 of `seed`, DropEdge from stream 2), then evaluates the kept weights. The
 /// data must have passed [`check_data`]; `cfg.model` is not used (the model carries its own).
@@ -587,33 +623,8 @@ pub fn train_model<F: Scalar>(
     } = *data;
     cfg.check_optim()?;
     let rate = model.config().drop_edge;
-    // DropEdge: sampled here from the raw graph when it is given, by the backend (which holds
-    // its rows of the graph) otherwise.
     let backend_samples = rate > 0.0 && opts.drop_edge.is_none();
-    let drop_edge = match (rate > 0.0, &opts.drop_edge) {
-        (false, _) => None,
-        (true, Some(src)) => {
-            if src.graph.n_nodes() != adj.rows().total {
-                return Err(Error::Mismatch {
-                    what: "DropEdge graph nodes vs nodes".into(),
-                    expected: adj.rows().total,
-                    got: src.graph.n_nodes(),
-                });
-            }
-            Some((DropEdge::new(rate)?, *src))
-        }
-        (true, None) if adj.caps().drop_edge => {
-            DropEdge::new(rate)?;
-            None
-        }
-        (true, None) => {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                name: "drop_edge",
-                value: rate,
-                rule: "0 unless the graph to sample from is given (FitOptions::drop_edge)",
-            }))
-        }
-    };
+    let drop_edge = drop_edge_source(rate, adj, opts)?;
     let par = cfg.par;
     let mut drop_rng = rng_stream(seed, 1);
     let mut edge_rng = rng_stream(seed, 2);

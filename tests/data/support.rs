@@ -439,13 +439,25 @@ pub fn binary_fixtures() -> Vec<(&'static str, Vec<u8>)> {
                 npy_f32(&[]),
             )),
         ),
+    ]
+    .into_iter()
+    .chain(scipy_fixtures(&s, &f))
+    .collect()
+}
+
+/// The scipy `.npz` and `.npy` fixtures of [`binary_fixtures`].
+fn scipy_fixtures(
+    s: &[(String, Vec<u8>)],
+    f: &[(String, Vec<u8>)],
+) -> Vec<(&'static str, Vec<u8>)> {
+    vec![
         (
             "scipy_bad_format.npz",
-            npz(&with(&s, "format", npy_str("dia"))),
+            npz(&with(s, "format", npy_str("dia"))),
         ),
         (
             "scipy_format_wrong_dtype.npz",
-            npz(&with(&s, "format", npy_i64(&[1]))),
+            npz(&with(s, "format", npy_i64(&[1]))),
         ),
         (
             "scipy_coo_row_out_of_range.npz",
@@ -459,11 +471,11 @@ pub fn binary_fixtures() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "scipy_feat_rows_mismatch.npz",
-            npz(&with(&f, "shape", npy_i64(&[5, 3]))),
+            npz(&with(f, "shape", npy_i64(&[5, 3]))),
         ),
         (
             "scipy_feat_too_wide.npz",
-            npz(&with(&f, "shape", npy_i64(&[6, 1_000_000_000]))),
+            npz(&with(f, "shape", npy_i64(&[6, 1_000_000_000]))),
         ),
         (
             "scipy_labels_2d.npy",

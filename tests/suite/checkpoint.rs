@@ -599,6 +599,20 @@ fn damaged_files_give_typed_errors() {
         }
         r => panic!("expected Error::NonFiniteValue, got {r:?}"),
     }
+}
+
+#[test]
+fn damaged_metadata_gives_typed_errors() {
+    let s = setup();
+    let dir = test_dir("damaged-meta");
+    let cfg = kipf(2, true, Order::Auto);
+    let mut model = trained(&s, &cfg, 1);
+    let good = dir.join("good.safetensors");
+    checkpoint::save(&good, &mut model, &extra("synthetic", 1)).unwrap();
+    let bad = dir.join("bad.safetensors");
+    let x = &s.data.features;
+    let load_bad = || checkpoint::load(&bad);
+    let build_bad = || checkpoint::load(&bad).unwrap().build(&s.adj, x);
 
     // No metadata at all.
     write_parts(&bad, &parts(&good), false);
