@@ -100,7 +100,7 @@ impl Layer<f32> for HiddenInput {
         Spec {
             in_place: true,
             grad: GradMode::InPlace,
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
     fn forward(&mut self, _cx: &mut Cx<'_, f32>, _io: Fwd<'_, f32>) -> sparse_gcn::Result<()> {
@@ -155,7 +155,7 @@ fn stack(layer: Box<dyn Layer<f32>>, arity: usize, in_dim: usize, hidden: bool) 
         ..Wiring::default()
     };
     let opts = cfg.stack_options();
-    Model::from_nodes(cfg, nodes, wiring, opts).unwrap_or_else(|e| panic!("the bench's stack: {e}"))
+    Model::from_nodes(nodes, wiring, opts).unwrap_or_else(|e| panic!("the bench's stack: {e}"))
 }
 
 /// A training-mode pass that stops after the logits.

@@ -256,6 +256,16 @@ pub enum ConfigError {
     /// block out of range).
     #[error("invalid stack: {0}")]
     Stack(String),
+    /// A layer setting ([`crate::nn::attrs::Attrs`]) that is missing or invalid.
+    #[error("layer setting `{key}` = `{value}`: {msg}")]
+    Attr {
+        /// The setting.
+        key: String,
+        /// Its text (empty when missing).
+        value: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// `Result` with the crate's [`Error`].

@@ -241,9 +241,9 @@ fn gcn_cached_aggregate_allocates_nothing_per_epoch() {
 /// `model` with every PairNorm layer replaced by PairNorm of `mode` (scale 1, width kept),
 /// assembled by hand (no checkpointing, no layer representations).
 fn with_pair_norm(model: &Model<f32>, mode: PairNormMode) -> Model<f32> {
-    let cfg = model.config().clone();
     assert_eq!(
-        cfg.checkpoint, 0,
+        model.config().expect("an architecture's model").checkpoint,
+        0,
         "a hand-assembled stack has no checkpointed segments"
     );
     let nodes: Vec<Node<f32>> = model
@@ -269,7 +269,7 @@ fn with_pair_norm(model: &Model<f32>, mode: PairNormMode) -> Model<f32> {
         taps: Vec::new(),
         ..model.wiring()
     };
-    Model::from_nodes(cfg, nodes, wiring, model.options()).unwrap()
+    Model::from_nodes(nodes, wiring, model.options()).unwrap()
 }
 
 /// One deep case: the normalisation, the features, the order of the convolutions, DropEdge
@@ -573,7 +573,7 @@ fn a_plan_for_n_rows_runs_passes_of_fewer_rows_without_allocating() {
                     &mut rand_chacha::ChaCha8Rng::seed_from_u64(3),
                 )
                 .unwrap();
-            m.reserve(600, &big.0);
+            m.reserve(600, &big.0).expect("a plan");
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
             let mut sink = 0.0f32;
             let mut run = |m: &mut Model<f32>, (x, adj): &(Features<f32>, NormAdj<f32>)| {

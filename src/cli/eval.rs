@@ -118,7 +118,7 @@ pub(crate) fn run(a: EvalArgs) -> Result<()> {
         println!(
             "checkpoint {} ({}) on {}: train {:.4}, val {:.4}, test {:.4} ({:.2} ms inference)",
             a.checkpoint.display(),
-            ck.config.arch,
+            ck.model_name(),
             d.name,
             train_acc,
             val_acc,
@@ -128,7 +128,7 @@ pub(crate) fn run(a: EvalArgs) -> Result<()> {
         if a.json {
             let j = json!({
                 "checkpoint": a.checkpoint.display().to_string(),
-                "model": ck.config.arch.name(),
+                "model": ck.config().map_or("stack", |c| c.arch.name()),
                 "dataset": d.name,
                 "n_nodes": p.n_nodes,
                 "nnz": p.adj.nnz(),

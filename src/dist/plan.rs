@@ -539,7 +539,7 @@ pub fn plan(
             };
             let a_bytes = 8 * s.nnz + 8 * (owned + 1);
             let a_t_bytes = if adj.is_symmetric() { 0 } else { a_bytes };
-            let ws = m.workspace_bytes(owned, x) as u64;
+            let ws = m.workspace_bytes(owned, x)? as u64;
             // The extended rows and the send buffer of one column tile.
             let tile = super::tile_width(share, widest);
             let halo_buf = 4 * tile * (owned + 2 * s.halo_rows);

@@ -8,11 +8,13 @@ use ndarray::Zip;
 use rand::Rng;
 
 use super::arch::{Architecture, Builder, Built, ModelConfig, Uses};
+use super::attrs::{Attrs, FromAttrs, Registry};
 use super::dropout::ReluDropout;
 use super::gcn_conv::GcnConv;
 use super::layer::{Bwd, Cx, Fwd, InputDesc, Layer, Spec};
 use super::linear::Linear;
 use super::stack::Src;
+use crate::ConfigError;
 use crate::{Result, Scalar};
 
 /// Y = A + B for two n × d inputs.
@@ -20,6 +22,15 @@ use crate::{Result, Scalar};
 pub struct Add {
     /// Width.
     pub dim: usize,
+}
+
+impl<F: Scalar> FromAttrs<F> for Add {
+    /// `dim`.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        Ok(Add {
+            dim: a.count("dim", 1, usize::MAX)?,
+        })
+    }
 }
 
 impl<F: Scalar> Layer<F> for Add {
@@ -32,7 +43,7 @@ impl<F: Scalar> Layer<F> for Add {
     fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
         Spec {
             in_place: true,
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
     fn forward(&mut self, _cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
@@ -51,6 +62,10 @@ impl<F: Scalar> Layer<F> for Add {
         }
         Ok(())
     }
+    fn attrs(&self) -> Option<Attrs> {
+        Some(Attrs::new().with("dim", self.dim))
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
     }
@@ -72,6 +87,10 @@ impl Architecture for Residual {
             min_layers: 2,
             ..Uses::GCN
         }
+    }
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<Add>("add");
     }
 
     fn n_hidden(&self, n_layers: usize) -> usize {

@@ -16,6 +16,7 @@ use ndarray::Zip;
 use rand::Rng;
 
 use super::arch::{Architecture, Builder, Built, ModelConfig, Uses, MAX_K};
+use super::attrs::{Attrs, FromAttrs, Registry};
 use super::dropout::ReluDropout;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use super::linear::Linear;
@@ -34,6 +35,21 @@ pub struct AppnpPropagate {
     pub dim: usize,
 }
 
+impl<F: Scalar> FromAttrs<F> for AppnpPropagate {
+    /// `k` (at most [`MAX_K`]), `alpha` (in [0, 1]), `dim`.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let alpha = a.finite("alpha")?;
+        if !(0.0..=1.0).contains(&alpha) {
+            return Err(a.invalid("alpha", "must lie in [0, 1]"));
+        }
+        Ok(AppnpPropagate {
+            k: a.count("k", 0, MAX_K)?,
+            alpha,
+            dim: a.count("dim", 1, usize::MAX)?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for AppnpPropagate {
     fn name(&self) -> &'static str {
         "appnp_propagate"
@@ -44,7 +60,7 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
                 // Forward: one n × c ping-pong buffer; backward: two.
                 Req::f(2 * n * self.dim)
             },
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
 
@@ -121,6 +137,15 @@ impl<F: Scalar> Layer<F> for AppnpPropagate {
         Zip::from(&mut dh).and(&bufs[cur]).for_each(|o, &g| *o += g);
         Ok(())
     }
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("k", self.k)
+                .with("alpha", self.alpha)
+                .with("dim", self.dim),
+        )
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
     }
@@ -186,6 +211,10 @@ impl Architecture for AppnpConfig {
             gcn_convs: false,
             ..Uses::GCN
         }
+    }
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<AppnpPropagate>("appnp_propagate");
     }
 
     fn n_hidden(&self, _n_layers: usize) -> usize {

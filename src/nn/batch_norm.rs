@@ -23,10 +23,11 @@
 
 use ndarray::{Array1, Array2};
 
+use super::attrs::{Attrs, FromAttrs};
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use super::param::Param;
 use crate::kernels::rows::{for_each_row, for_each_row2, parts_len};
-use crate::{Error, Result, Scalar};
+use crate::{ConfigError, Error, Result, Scalar};
 
 /// Batch normalisation over the nodes: y = γ ⊙ (x − μ)/√(v + ε) + β per column, with the batch
 /// statistics in training passes and the running statistics in evaluation.
@@ -71,6 +72,26 @@ impl<F: Scalar> BatchNorm<F> {
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for BatchNorm<F> {
+    /// `dim`, `momentum` (in [0, 1]), `eps` (> 0); initial parameters and statistics.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let [d] = a.shape(["dim"])?;
+        let momentum = a.finite("momentum")?;
+        if !(0.0..=1.0).contains(&momentum) {
+            return Err(a.invalid("momentum", "must lie in [0, 1]"));
+        }
+        let eps = a.finite("eps")?;
+        if eps <= 0.0 {
+            return Err(a.invalid("eps", "must be > 0"));
+        }
+        Ok(BatchNorm {
+            momentum,
+            eps,
+            ..BatchNorm::new(d)
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for BatchNorm<F> {
     fn name(&self) -> &'static str {
         "batch_norm"
@@ -88,7 +109,7 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
                 f64: Self::scratch_f64(n, self.dim()),
                 ..Req::default()
             },
-            ..Spec::new(self.dim())
+            ..Spec::new(self.dim()).reading(self.dim())
         }
     }
 
@@ -239,6 +260,15 @@ impl<F: Scalar> Layer<F> for BatchNorm<F> {
     fn visit_stats(&mut self, f: &mut dyn FnMut(&'static str, &mut Array1<F>)) {
         f("running_mean", &mut self.running_mean);
         f("running_var", &mut self.running_var);
+    }
+
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("dim", self.dim())
+                .with("momentum", self.momentum)
+                .with("eps", self.eps),
+        )
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {

@@ -16,10 +16,12 @@
 
 use ndarray::Zip;
 
+use super::attrs::{Attrs, FromAttrs};
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, GradMode, InputDesc, Layer, Req, Spec};
 use crate::kernels::elementwise::{code_bytes, codes_from, fill_dropout_mask_at};
 use crate::kernels::elementwise::{relu_dropout_at, zip_codes};
 use crate::kernels::{dropout_relu_backward_code, relu_inplace};
+use crate::ConfigError;
 use crate::{Result, Scalar};
 
 /// ReLU and/or inverted dropout at rate `p`, in place (see the [module docs](self)).
@@ -61,6 +63,17 @@ fn keep_factor<F: Scalar>(p: f64) -> F {
     F::from_f64_lossy(1.0 / (1.0 - p))
 }
 
+impl<F: Scalar> FromAttrs<F> for ReluDropout {
+    /// `dim`, `relu`, `p` (in [0, 1)); registered as `relu`, `dropout` and `relu_dropout`.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        Ok(ReluDropout {
+            dim: a.count("dim", 1, usize::MAX)?,
+            relu: a.get("relu")?,
+            p: a.rate("p")?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for ReluDropout {
     fn name(&self) -> &'static str {
         match (self.relu, self.p > 0.0) {
@@ -85,7 +98,7 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             } else {
                 0
             }),
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
@@ -141,6 +154,15 @@ impl<F: Scalar> Layer<F> for ReluDropout {
         }
         Ok(())
     }
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("dim", self.dim)
+                .with("relu", self.relu)
+                .with("p", self.p),
+        )
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
     }

@@ -18,6 +18,7 @@ use ndarray::Zip;
 use rand::Rng;
 
 use super::arch::{prev_node, Architecture, Builder, Built, ModelConfig, Uses};
+use super::attrs::{Attrs, FromAttrs, Registry};
 use super::dropout::ReluDropout;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use super::linear::Linear;
@@ -71,6 +72,18 @@ impl<F: Scalar> GcniiConv<F> {
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for GcniiConv<F> {
+    /// `dim`, `alpha`, `beta` (β_l itself, not λ); zero weight.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let [d, _] = a.shape(["dim", "dim"])?;
+        Ok(GcniiConv {
+            weight: Param::zeros(d, d),
+            alpha: a.finite("alpha")?,
+            beta: a.finite("beta")?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for GcniiConv<F> {
     fn name(&self) -> &'static str {
         "gcnii_conv"
@@ -84,7 +97,7 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
         Spec {
             saved: Req::f(n * self.dim()),
             scratch: Req::f(n * self.dim()),
-            ..Spec::new(self.dim())
+            ..Spec::new(self.dim()).reading(self.dim())
         }
     }
 
@@ -140,6 +153,15 @@ impl<F: Scalar> Layer<F> for GcniiConv<F> {
 
     fn visit_params(&mut self, f: &mut dyn FnMut(&'static str, &mut Param<F>)) {
         f("weight", &mut self.weight);
+    }
+
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("dim", self.dim())
+                .with("alpha", self.alpha)
+                .with("beta", self.beta),
+        )
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {
@@ -213,6 +235,10 @@ impl Architecture for GcniiConfig {
             gcn_convs: false,
             ..Uses::GCN
         }
+    }
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<GcniiConv<F>>("gcnii_conv");
     }
 
     fn n_hidden(&self, n_layers: usize) -> usize {

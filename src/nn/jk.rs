@@ -31,12 +31,14 @@ use ndarray::{s, ArrayView2, ArrayViewMut2, Zip};
 use rand::Rng;
 
 use super::arch::{prev_node, Architecture, Builder, Built, ModelConfig};
+use super::attrs::{Attrs, FromAttrs, Registry};
 use super::dropout::ReluDropout;
 use super::gcn_conv::GcnConv;
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Inputs, Layer, Req, Spec};
 use super::linear::Linear;
 use super::param::Param;
 use super::stack::Src;
+use crate::ConfigError;
 use crate::{Result, Scalar};
 
 /// How [`JumpingKnowledge`] combines the layer outputs.
@@ -118,6 +120,25 @@ fn attention_weights<F: Scalar>(
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for JumpingKnowledge<F> {
+    /// `mode` (`cat`, `max`, `att`), `dim`, `n_layers` (its inputs, at most
+    /// [`MAX_LAYERS`](super::arch::MAX_LAYERS)); a zero attention vector.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let mode: JkMode = a.get("mode")?;
+        let dim = if mode == JkMode::Attention {
+            a.shape(["dim"])?[0]
+        } else {
+            a.count("dim", 1, usize::MAX)?
+        };
+        Ok(JumpingKnowledge {
+            mode,
+            att: (mode == JkMode::Attention).then(|| Param::zeros(dim, 1)),
+            dim,
+            n_layers: a.count("n_layers", 1, super::arch::MAX_LAYERS)?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
     fn name(&self) -> &'static str {
         "jumping_knowledge"
@@ -146,7 +167,7 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
                 }
             },
             keeps_input: self.mode == JkMode::Attention,
-            ..Spec::new(self.out_dim())
+            ..Spec::new(self.out_dim()).reading(self.dim)
         }
     }
 
@@ -317,6 +338,15 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
         }
     }
 
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("mode", self.mode)
+                .with("dim", self.dim)
+                .with("n_layers", self.n_layers),
+        )
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(self.clone())
     }
@@ -332,6 +362,10 @@ impl Architecture for JkMode {
     ];
     const SUMMARY: &'static str =
         "jumping knowledge over every layer's output, then a Linear head (Xu et al., ICML 2018)";
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<JumpingKnowledge<F>>("jumping_knowledge");
+    }
 
     fn n_hidden(&self, n_layers: usize) -> usize {
         n_layers

@@ -493,6 +493,11 @@ pub enum GradMode {
 pub struct Spec {
     /// Output width.
     pub out_dim: usize,
+    /// The width every input must have, when the layer has one ([`Spec::reading`]): the stack
+    /// checks it against each input's source before any pass, so a stack whose widths do not
+    /// chain is an error ([`Error::Mismatch`](crate::Error::Mismatch)) rather than a shape
+    /// panic inside the layer. `None`: the layer takes any width.
+    pub in_dim: Option<usize>,
     /// The output is written over the first input (element-wise layers): the stack passes the
     /// input in the output buffer.
     pub in_place: bool,
@@ -520,6 +525,7 @@ impl Spec {
     pub const fn new(out_dim: usize) -> Spec {
         Spec {
             out_dim,
+            in_dim: None,
             in_place: false,
             grad: GradMode::Separate,
             keeps_input: false,
@@ -542,6 +548,15 @@ impl Spec {
                 neighbours: false,
                 drop_edge: false,
             },
+        }
+    }
+
+    /// This spec, for inputs of width `in_dim` each ([`Spec::in_dim`]).
+    #[must_use]
+    pub const fn reading(self, in_dim: usize) -> Spec {
+        Spec {
+            in_dim: Some(in_dim),
+            ..self
         }
     }
 
@@ -594,8 +609,12 @@ pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
     /// (BatchNorm's `running_mean` and `running_var`), in a fixed order.
     fn visit_stats(&mut self, _f: &mut dyn FnMut(&'static str, &mut Array1<F>)) {}
 
-    /// The resolved evaluation order of a graph convolution ([`GcnConv`](super::GcnConv)).
-    fn order(&self) -> Option<super::Order> {
+    /// Every setting its constructor takes, as text ([`Attrs`](super::attrs::Attrs)): what a
+    /// checkpoint of a hand-built stack records to build it again
+    /// ([`FromAttrs`](super::attrs::FromAttrs)). A graph convolution's `order` setting is its
+    /// resolved evaluation order ([`Model::orders`](super::Model::orders)). `None` (the
+    /// default): the layer cannot be saved, and saving a stack with it is an error.
+    fn attrs(&self) -> Option<super::attrs::Attrs> {
         None
     }
 

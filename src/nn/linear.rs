@@ -17,10 +17,11 @@
 
 use rand::Rng;
 
+use super::attrs::{Attrs, FromAttrs};
 use super::layer::{Bwd, Cx, Fwd, InputDesc, Layer, Spec};
 use super::param::Param;
 use crate::kernels::{add_bias, gemm};
-use crate::{Result, Scalar};
+use crate::{ConfigError, Result, Scalar};
 
 /// A dense (fully connected) layer, Y = X·W + 1·bᵀ.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +51,18 @@ impl<F: Scalar> Linear<F> {
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for Linear<F> {
+    /// `in_dim`, `out_dim`, `bias`; zero parameters.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let [i, o] = a.shape(["in_dim", "out_dim"])?;
+        let bias: bool = a.get("bias")?;
+        Ok(Linear {
+            weight: Param::zeros(i, o),
+            bias: bias.then(|| Param::zeros(1, o)),
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for Linear<F> {
     fn name(&self) -> &'static str {
         "linear"
@@ -58,7 +71,7 @@ impl<F: Scalar> Layer<F> for Linear<F> {
     fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
         Spec {
             keeps_input: true,
-            ..Spec::new(self.out_dim())
+            ..Spec::new(self.out_dim()).reading(self.in_dim())
         }
     }
 
@@ -99,6 +112,15 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         if let Some(b) = &mut self.bias {
             f("bias", b);
         }
+    }
+
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("in_dim", self.in_dim())
+                .with("out_dim", self.out_dim())
+                .with("bias", self.bias.is_some()),
+        )
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {

@@ -4,6 +4,8 @@
 //!   buffers the caller owns) and the types a layer call sees.
 //! - One file per layer: [`gcn_conv`], [`gcnii`], [`linear`], [`batch_norm`], [`pair_norm`],
 //!   [`dropout`] (ReLU, dropout, ReLU·dropout), [`add`], [`jk`], [`sgc`], [`appnp`].
+//! - [`attrs`]: a layer's settings as text and the registry that builds a layer from them (what
+//!   a checkpoint of a hand-built stack records and reads).
 //! - [`stack`]: [`Model`], the only forward/backward loop, with activation checkpointing as a
 //!   strategy of it and the buffers it plans once and reuses.
 //! - [`arch`]: [`ModelConfig`] and [`Arch`]; [`ModelConfig::build`] is the one place an
@@ -15,6 +17,7 @@
 pub mod add;
 pub mod appnp;
 pub mod arch;
+pub mod attrs;
 pub mod batch_norm;
 pub mod dropout;
 pub mod gcn_conv;
@@ -36,7 +39,9 @@ pub use layer::{GradMode, InputDesc, Layer, Spec, Value};
 pub use linear::Linear;
 pub use pair_norm::PairNorm;
 pub use param::Param;
-pub use stack::{Checkpointing, MaskStreams, Model, Named, Node, Src, StackOptions, Wiring};
+pub use stack::{
+    Checkpointing, MaskStreams, Model, Named, Node, NodeDesc, Src, StackDesc, StackOptions, Wiring,
+};
 
 /// Training (dropout on, batch statistics) or evaluation (dropout off, running statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,8 +21,10 @@
 
 use ndarray::{ArrayView1, ArrayViewMut1};
 
+use super::attrs::{Attrs, FromAttrs};
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec};
 use crate::kernels::rows::{for_each_row, map_rows_into, parts_len};
+use crate::ConfigError;
 use crate::{Result, Scalar};
 
 /// ε of [`PairNorm`], inside the square roots (PyG's default value; the paper's reference code
@@ -41,6 +43,12 @@ pub enum PairNormMode {
     /// column mean of the input.
     PnScs,
 }
+
+crate::error::names!(PairNormMode, "PairNorm mode", [
+    PairNormMode::Pn => "pn",
+    PairNormMode::PnSi => "pn-si",
+    PairNormMode::PnScs => "pn-scs",
+]);
 
 /// PairNorm: keeps the total pairwise squared distance of the node representations constant,
 /// against over-smoothing. No learnable parameters.
@@ -99,6 +107,21 @@ fn row_backward<F: Scalar>(
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for PairNorm {
+    /// `dim`, `scale` (> 0), `mode` (`pn`, `pn-si`, `pn-scs`).
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let scale = a.finite("scale")?;
+        if scale <= 0.0 {
+            return Err(a.invalid("scale", "must be > 0"));
+        }
+        Ok(PairNorm {
+            dim: a.count("dim", 1, usize::MAX)?,
+            scale,
+            mode: a.get("mode")?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for PairNorm {
     fn name(&self) -> &'static str {
         "pair_norm"
@@ -121,7 +144,7 @@ impl<F: Scalar> Layer<F> for PairNorm {
                     ..Req::default()
                 }
             },
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
 
@@ -257,6 +280,15 @@ impl<F: Scalar> Layer<F> for PairNorm {
             }
         }
         Ok(())
+    }
+
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("dim", self.dim)
+                .with("scale", self.scale)
+                .with("mode", self.mode),
+        )
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {

@@ -15,6 +15,7 @@
 use rand::Rng;
 
 use super::arch::{Architecture, Builder, Built, ModelConfig, Uses, MAX_K};
+use super::attrs::{Attrs, FromAttrs, Registry};
 use super::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Layer, Req, Spec, Value};
 use super::linear::Linear;
 use super::stack::Src;
@@ -30,6 +31,16 @@ pub struct SgcPropagate {
     pub dim: usize,
 }
 
+impl<F: Scalar> FromAttrs<F> for SgcPropagate {
+    /// `k` (at most [`MAX_K`]), `dim`.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        Ok(SgcPropagate {
+            k: a.count("k", 0, MAX_K)?,
+            dim: a.count("dim", 1, usize::MAX)?,
+        })
+    }
+}
+
 impl<F: Scalar> Layer<F> for SgcPropagate {
     fn name(&self) -> &'static str {
         "sgc_propagate"
@@ -42,7 +53,7 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
                 sparse_product: inputs.first().is_some_and(|i| i.sparse),
                 ..Caps::default()
             },
-            ..Spec::new(self.dim)
+            ..Spec::new(self.dim).reading(self.dim)
         }
     }
 
@@ -118,6 +129,10 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         }
         Ok(())
     }
+    fn attrs(&self) -> Option<Attrs> {
+        Some(Attrs::new().with("k", self.k).with("dim", self.dim))
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(*self)
     }
@@ -171,6 +186,10 @@ impl Architecture for SgcConfig {
             dropout: Some("sgc has no dropout (its Linear layer reads Â^K·X, computed once)"),
             gcn_convs: false,
         }
+    }
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<SgcPropagate>("sgc_propagate");
     }
 
     fn n_hidden(&self, _n_layers: usize) -> usize {

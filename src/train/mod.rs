@@ -602,7 +602,8 @@ fn drop_edge_source<'g, F: Scalar>(
 
 /// The epoch loop for a built [`Model`]: trains with `cfg`'s optimiser and stop rule (dropout
 /// from RNG stream 1 of `seed`, DropEdge from stream 2), then evaluates the kept weights. The
-/// data must have passed [`check_data`]; `cfg.model` is not used (the model carries its own).
+/// data must have passed [`check_data`]; `cfg.model` is not used (the model carries its own;
+/// DropEdge at its configuration's rate, none for a hand-built stack).
 ///
 /// # Errors
 /// [`Error::Config`] for an invalid optimiser setting or DropEdge without its graph,
@@ -622,7 +623,7 @@ pub fn train_model<F: Scalar>(
         ..
     } = *data;
     cfg.check_optim()?;
-    let rate = model.config().drop_edge;
+    let rate = model.config().map_or(0.0, |c| c.drop_edge);
     let backend_samples = rate > 0.0 && opts.drop_edge.is_none();
     let drop_edge = drop_edge_source(rate, adj, opts)?;
     let par = cfg.par;

@@ -1,4 +1,6 @@
-//! Each architecture's training recipe, from its paper where the paper gives one:
+//! Each architecture's training recipe, from its paper where the paper gives one (an
+//! architecture not named here trains with the depth study's settings, so adding one needs
+//! nothing here):
 //! [`paper`] for the CLI's `--recipe paper`, [`depth_study`] for the depth study, and
 //! [`default`] (Kipf & Welling's training for every model) for the CLI's `--recipe default`.
 //!
@@ -40,7 +42,6 @@ pub fn depth_study(arch: Arch, n_layers: usize) -> TrainConfig {
         ..Default::default()
     };
     match arch {
-        Arch::Gcn(_) => TrainConfig { model, ..train },
         Arch::Residual(_) => TrainConfig {
             model: ModelConfig {
                 norm: NormKind::Batch,
@@ -70,6 +71,8 @@ pub fn depth_study(arch: Arch, n_layers: usize) -> TrainConfig {
             ..train
         },
         Arch::Sgc(_) | Arch::Appnp(_) => paper(arch, n_layers),
+        // The plain GCN, and an architecture without a recipe of its own: the study's settings.
+        _ => TrainConfig { model, ..train },
     }
 }
 
@@ -104,7 +107,6 @@ pub fn default(arch: Arch, n_layers: usize) -> TrainConfig {
 pub fn paper(arch: Arch, n_layers: usize) -> TrainConfig {
     match arch {
         Arch::Gcn(_) => TrainConfig::default(),
-        Arch::Residual(_) | Arch::Jk(_) | Arch::Gcnii(_) => depth_study(arch, n_layers),
         // (`ModelConfig::deep` gives SGC K = 2 and APPNP K = 10, α = 0.1.)
         Arch::Sgc(_) => recipe(
             ModelConfig {
@@ -120,6 +122,9 @@ pub fn paper(arch: Arch, n_layers: usize) -> TrainConfig {
             (0.01, 5e-3),
             (1000, StopRule::Patience { patience: 100 }),
         ),
+        // The deep models (residual, JK, GCNII), whose recipes are the depth study's, and an
+        // architecture without a published recipe.
+        _ => depth_study(arch, n_layers),
     }
 }
 

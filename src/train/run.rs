@@ -134,31 +134,46 @@ pub fn check_run_fits(
     x: &Features<f32>,
     runs: usize,
 ) -> Result<()> {
-    let cfg = model.config().clone();
-    let params = param_count(&cfg);
-    let workspace = model.workspace_bytes(n, x) as u64;
+    let (params, what) = match model.config() {
+        Some(cfg) => (
+            param_count(cfg),
+            format!(
+                "{} model{} (hidden {}, {} layers)",
+                cfg.arch,
+                if runs > 1 { "s at once" } else { "" },
+                cfg.hidden_dim,
+                cfg.n_layers
+            ),
+        ),
+        None => (
+            model.n_params() as u64,
+            format!(
+                "stack{} of {} nodes",
+                if runs > 1 { "s at once" } else { "" },
+                model.nodes().len()
+            ),
+        ),
+    };
+    let out_dim = model.out_dim();
+    let workspace = model.workspace_bytes(n, x)? as u64;
     // This model's parameters are allocated already: the others, their gradients, moments and
     // copies are not.
     let per_run = params
         .saturating_mul(5 * 4)
         .saturating_add(workspace)
-        .saturating_add(memory::bytes(n, 4 * cfg.out_dim));
+        .saturating_add(memory::bytes(n, 4 * out_dim));
     let needed = per_run
         .saturating_mul(runs.max(1) as u64)
         .saturating_sub(params.saturating_mul(4));
     memory::check(needed, || {
         format!(
-            "training {} {} model{} (hidden {}, {} layers) on {n} nodes × {} features: the \
-             planned workspace ({workspace} bytes a model), the logits and the parameters",
+            "training {} {what} on {n} nodes × {} features: the planned workspace ({workspace} \
+             bytes a model), the logits and the parameters",
             if runs > 1 {
                 runs.to_string()
             } else {
                 "a".into()
             },
-            cfg.arch,
-            if runs > 1 { "s at once" } else { "" },
-            cfg.hidden_dim,
-            cfg.n_layers,
             x.n_cols()
         )
     })

@@ -206,8 +206,8 @@ fn eval_of_a_checkpoint_without_the_reorder_key_keeps_the_given_order() {
     let (trained, mut model) =
         fit_model(&TrainData::of(&adj, &d), &cfg, 0, &FitOptions::default()).unwrap();
     // The model carries its configuration, with the data's widths.
-    assert_eq!(model.config().in_dim, d.features.n_cols());
-    assert_eq!(model.config().out_dim, d.n_classes);
+    assert_eq!(model.config().unwrap().in_dim, d.features.n_cols());
+    assert_eq!(model.config().unwrap().out_dim, d.n_classes);
     let extra = [("seed", "0"), ("row_normalize", "true"), ("norm", "sym")]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -70,9 +70,9 @@ fn snap_bits(m: &mut Model<f32>) -> Vec<Vec<u32>> {
 /// `model` with every PairNorm layer replaced by `pn` (its width kept), assembled by hand
 /// (no checkpointing, no layer representations).
 fn with_pair_norm(model: &Model<f32>, scale: f64, mode: PairNormMode) -> Model<f32> {
-    let cfg = model.config().clone();
     assert_eq!(
-        cfg.checkpoint, 0,
+        model.config().expect("an architecture's model").checkpoint,
+        0,
         "a hand-assembled stack has no checkpointed segments"
     );
     let nodes: Vec<Node<f32>> = model
@@ -94,7 +94,7 @@ fn with_pair_norm(model: &Model<f32>, scale: f64, mode: PairNormMode) -> Model<f
         taps: Vec::new(),
         ..model.wiring()
     };
-    Model::from_nodes(cfg, nodes, wiring, model.options()).unwrap()
+    Model::from_nodes(nodes, wiring, model.options()).unwrap()
 }
 
 /// How the PairNorm layers of a case are set.

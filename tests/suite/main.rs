@@ -31,6 +31,7 @@ mod fingerprints;
 mod golden_small_graphs;
 mod gradcheck_deep;
 mod gradcheck_model;
+mod hand_built;
 mod identity;
 mod io_errors;
 mod io_fuzz;

@@ -3,6 +3,10 @@
 //! across nodes, caller-owned buffers) and checked by its gradient-check harness
 //! (`sparse_gcn::testing`, feature `testing`): see `tests/sage.rs`.
 //!
+//! It saves and loads in a hand-built stack: [`Layer::attrs`] describes its settings and
+//! [`FromAttrs`] builds it from them; a loader knows it through one registration line,
+//! `Registry::builtin().with::<SageConv<f32>>("sage_conv")`.
+//!
 //! [`SageConv`] is GraphSAGE's convolution with Â as the aggregator (Hamilton et al., NeurIPS
 //! 2017, "Inductive Representation Learning on Large Graphs"; the mean aggregator when Â is
 //! row-normalised): Y = X·W_self + (Â·X)·W_neigh + 1·bᵀ.
@@ -15,9 +19,10 @@
 
 use rand::Rng;
 use sparse_gcn::kernels::{add_bias, gemm};
+use sparse_gcn::nn::attrs::{Attrs, FromAttrs};
 use sparse_gcn::nn::layer::{view, view_mut, Bwd, Cx, Fwd, InputDesc, Req, Spec};
 use sparse_gcn::nn::{Layer, Param};
-use sparse_gcn::{Result, Scalar};
+use sparse_gcn::{ConfigError, Result, Scalar};
 
 /// Y = X·W_self + (Â·X)·W_neigh + 1·bᵀ on dense inputs (see the [crate docs](crate)).
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +68,7 @@ impl<F: Scalar> Layer<F> for SageConv<F> {
             // … and S = Â·X (for dW_neigh); G·W_neighᵀ is a temporary.
             saved: Req::f(n * self.in_dim()),
             scratch: Req::f(n * self.in_dim()),
-            ..Spec::new(self.out_dim())
+            ..Spec::new(self.out_dim()).reading(self.in_dim())
         }
     }
 
@@ -131,7 +136,31 @@ impl<F: Scalar> Layer<F> for SageConv<F> {
         f("bias", &mut self.bias);
     }
 
+    fn attrs(&self) -> Option<Attrs> {
+        // What `from_attrs` needs to build it again: a checkpoint stores these, the
+        // parameters as tensors.
+        Some(
+            Attrs::new()
+                .with("in_dim", self.in_dim())
+                .with("out_dim", self.out_dim()),
+        )
+    }
+
     fn clone_box(&self) -> Box<dyn Layer<F>> {
         Box::new(self.clone())
+    }
+}
+
+impl<F: Scalar> FromAttrs<F> for SageConv<F> {
+    /// `in_dim`, `out_dim`; zero parameters (a checkpoint fills them).
+    fn from_attrs(a: &Attrs) -> std::result::Result<Self, ConfigError> {
+        // Sizes it allocates from are read with `shape`, which bounds them by what the file
+        // holds.
+        let [i, o] = a.shape(["in_dim", "out_dim"])?;
+        Ok(SageConv {
+            w_self: Param::zeros(i, o),
+            w_neigh: Param::zeros(i, o),
+            bias: Param::zeros(1, o),
+        })
     }
 }

@@ -1,15 +1,18 @@
 //! `SageConv` checked from outside sparse-gcn with its harness: central-difference gradients of
 //! every parameter and input coordinate (f64) on the harness's small graphs (undirected and
 //! symmetric, directed and row-normalised, with an isolated node and a self-loop), the same
-//! bits for any thread count, and a model assembled by hand from it that trains.
+//! bits for any thread count, and a model assembled by hand from it that trains, saves and loads
+//! (with its one registration line).
 
 use custom_layer::SageConv;
 use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::nn::{Layer, Model, ModelConfig, Node, Src, StackOptions, Wiring};
+use sparse_gcn::nn::attrs::Registry;
+use sparse_gcn::nn::dropout::ReluDropout;
+use sparse_gcn::nn::{Layer, Model, Node, Src, StackOptions, Wiring};
 use sparse_gcn::testing::harness::{bits, random, rng, same_for_any_thread_count};
 use sparse_gcn::testing::{small_adjs, Harness, In};
-use sparse_gcn::train::{train_step, TrainConfig};
-use sparse_gcn::Par;
+use sparse_gcn::train::{checkpoint, train_step, TrainConfig};
+use sparse_gcn::{Error, Par};
 
 #[test]
 fn gradients_match_finite_differences() {
@@ -57,7 +60,7 @@ fn the_same_bits_for_any_thread_count() {
 }
 
 #[test]
-fn a_hand_built_stack_of_it_trains() {
+fn a_hand_built_stack_of_it_trains_saves_and_loads() {
     let d = sparse_gcn::data::synthetic::CitationLike {
         n_nodes: 400,
         ..Default::default()
@@ -76,18 +79,19 @@ fn a_hand_built_stack_of_it_trains() {
             site: 0,
         },
         Node {
-            layer: Box::new(SageConv::<f32>::new(h, c, &mut r)),
+            layer: Box::new(ReluDropout::new(h, 0.5)),
             inputs: vec![Src::Node(0)],
+            group: 0,
+            site: 1,
+        },
+        Node {
+            layer: Box::new(SageConv::<f32>::new(h, c, &mut r)),
+            inputs: vec![Src::Node(1)],
             group: 2,
             site: 0,
         },
     ];
-    let cfg = ModelConfig {
-        in_dim: f,
-        out_dim: c,
-        ..ModelConfig::default()
-    };
-    let mut model = Model::from_nodes(cfg, nodes, Wiring::default(), StackOptions::default())
+    let mut model = Model::from_nodes(nodes, Wiring::default(), StackOptions::default())
         .expect("a valid stack");
     let train = TrainConfig::default();
     let mut opt = train.optimizer::<f32>();
@@ -109,4 +113,22 @@ fn a_hand_built_stack_of_it_trains() {
     }
     assert!(losses.iter().all(|l| l.is_finite()));
     assert!(losses[29] < 0.8 * losses[0], "the loss falls: {losses:?}");
+
+    // Saved, then loaded with the layer registered: the same predictions, bit for bit.
+    let path = std::env::temp_dir().join(format!("sage-{}.safetensors", std::process::id()));
+    checkpoint::save(&path, &mut model, &Default::default()).expect("a save");
+    let ck = checkpoint::load(&path).expect("a load");
+    std::fs::remove_file(&path).expect("remove the file");
+    let unknown = ck
+        .build(&adj, &x)
+        .expect_err("sage_conv is not a layer of sparse-gcn");
+    assert!(
+        matches!(&unknown, Error::Dataset { msg, .. } if msg.contains("sage_conv")),
+        "{unknown}"
+    );
+    let registry = Registry::builtin().with::<SageConv<f32>>("sage_conv");
+    let mut back = ck.build_with(&adj, &x, &registry).expect("a build");
+    let want = model.predict(&adj, &x, Par::Seq).expect("predictions");
+    let got = back.predict(&adj, &x, Par::Seq).expect("predictions");
+    assert_eq!(bits(&got), bits(&want));
 }

@@ -307,7 +307,7 @@ pub fn epoch(
     top_calls.sort_by(|a, b| (b.ms - b.floor_ms).total_cmp(&(a.ms - a.floor_ms)));
     top_calls.truncate(8);
     machine.load_after = super::load_average();
-    let c = model.config();
+    let c = &cfg.train.model;
     Ok(EpochReport {
         machine,
         dataset: name.to_string(),

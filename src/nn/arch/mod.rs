@@ -50,6 +50,7 @@ use rand::Rng;
 pub(crate) use builder::prev_node;
 pub use builder::Builder;
 
+use super::attrs::Registry;
 use super::gcn_conv::Order;
 use super::pair_norm::PairNormMode;
 use super::stack::{Checkpointing, MaskStreams, Model, StackOptions, Wiring};
@@ -147,6 +148,12 @@ pub trait Architecture: Copy + PartialEq + fmt::Debug + Send + Sync + 'static {
 
     /// Its hidden blocks at `n_layers` (the blocks checkpointing can recompute).
     fn n_hidden(&self, n_layers: usize) -> usize;
+
+    /// Registers the layers it brings, under their names ([`Registry::builtin`]: what a
+    /// checkpoint of a hand-built stack can be made of). A layer several architectures use is
+    /// registered by the first that brings it ([`Gcn`](crate::nn::gcn_conv::Gcn) for the
+    /// convolution, Linear, ReLU/dropout and the normalisations).
+    fn register_layers<F: Scalar>(_registry: &mut Registry<F>) {}
 
     /// Its parameters and statistics for `cfg`, from the configuration alone (before anything
     /// is allocated; an upper bound where the model depends on the data). Saturates.
@@ -246,6 +253,11 @@ macro_rules! architectures {
             /// Its parameters and statistics for `cfg` ([`Architecture::param_count`]).
             pub fn param_count(&self, cfg: &ModelConfig) -> u64 {
                 match self { $(Arch::$v(a) => a.param_count(cfg),)* }
+            }
+
+            /// Registers every architecture's layers ([`Architecture::register_layers`]).
+            pub(crate) fn register_layers<F: Scalar>(registry: &mut Registry<F>) {
+                $(<$t as Architecture>::register_layers(registry);)*
             }
 
             /// Pushes its nodes ([`Architecture::build`]).
@@ -547,7 +559,9 @@ impl ModelConfig {
             streams: self.mask_streams,
             blocks: b.blocks,
         };
-        Model::from_nodes(self.clone(), b.nodes, wiring, self.stack_options())
+        let mut model = Model::from_nodes(b.nodes, wiring, self.stack_options())?;
+        model.config = Some(self.clone());
+        Ok(model)
     }
 
     /// Parameter counts of the usual blocks for [`Architecture::param_count`]: `(conv(a, b),

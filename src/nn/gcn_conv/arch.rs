@@ -4,6 +4,7 @@ use rand::Rng;
 
 use super::GcnConv;
 use crate::nn::arch::{prev_node, Architecture, Builder, Built, ModelConfig};
+use crate::nn::attrs::Registry;
 use crate::nn::dropout::ReluDropout;
 use crate::nn::stack::Src;
 use crate::Scalar;
@@ -16,6 +17,16 @@ impl Architecture for Gcn {
     const NAMES: &'static [(&'static str, Self)] = &[("gcn", Gcn)];
     const ALIASES: &'static [(&'static str, Self)] = &[("plain", Gcn)];
     const SUMMARY: &'static str = "a plain GCN stack (Kipf & Welling, ICLR 2017)";
+
+    fn register_layers<F: Scalar>(r: &mut Registry<F>) {
+        r.add::<GcnConv<F>>("gcn_conv");
+        r.add::<crate::nn::linear::Linear<F>>("linear");
+        for name in ["relu", "dropout", "relu_dropout"] {
+            r.add::<ReluDropout>(name);
+        }
+        r.add::<crate::nn::batch_norm::BatchNorm<F>>("batch_norm");
+        r.add::<crate::nn::pair_norm::PairNorm>("pair_norm");
+    }
 
     fn n_hidden(&self, n_layers: usize) -> usize {
         n_layers.saturating_sub(1)

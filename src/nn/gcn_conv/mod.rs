@@ -39,12 +39,13 @@ mod transform_first;
 use rand::Rng;
 
 use self::cache::{Aggregated, Keyed};
+use super::attrs::{Attrs, FromAttrs};
 use super::layer::{view, Bwd, Cx, Fwd, GradIo, GradMode, InputDesc, Layer, Req, Spec, Value};
 use super::param::Param;
 use crate::graph::Caps;
 use crate::input::SparseFeatures;
 use crate::kernels::add_bias;
-use crate::{Result, Scalar};
+use crate::{ConfigError, Result, Scalar};
 
 pub use arch::Gcn;
 pub use cost::{choose_order, order_costs, LayerShape, SPMM_COST};
@@ -212,6 +213,23 @@ impl<F: Scalar> GcnConv<F> {
     }
 }
 
+impl<F: Scalar> FromAttrs<F> for GcnConv<F> {
+    /// `in_dim`, `out_dim`, `bias`, `order` (resolved: not `auto`); zero parameters.
+    fn from_attrs(a: &Attrs) -> Result<Self, ConfigError> {
+        let [i, o] = a.shape(["in_dim", "out_dim"])?;
+        let bias: bool = a.get("bias")?;
+        let order: Order = a.get("order")?;
+        if order == Order::Auto {
+            return Err(a.invalid("order", "a resolved order, not auto"));
+        }
+        Ok(GcnConv::from_params(
+            Param::zeros(i, o),
+            bias.then(|| Param::zeros(1, o)),
+            order,
+        ))
+    }
+}
+
 impl<F: Scalar> Layer<F> for GcnConv<F> {
     fn name(&self) -> &'static str {
         "gcn_conv"
@@ -230,7 +248,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                 at_blocks: order == Order::Lean,
                 ..Caps::default()
             },
-            ..Spec::new(dout)
+            ..Spec::new(dout).reading(din)
         };
         match order {
             Order::AggregateFirst => {
@@ -344,13 +362,19 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         }
     }
 
-    fn order(&self) -> Option<Order> {
-        Some(self.order)
-    }
-
     fn release(&mut self) {
         self.fixed = None;
         self.sparse_s = None;
+    }
+
+    fn attrs(&self) -> Option<Attrs> {
+        Some(
+            Attrs::new()
+                .with("in_dim", self.in_dim())
+                .with("out_dim", self.out_dim())
+                .with("bias", self.bias.is_some())
+                .with("order", self.order),
+        )
     }
 
     fn clone_box(&self) -> Box<dyn Layer<F>> {

@@ -38,8 +38,11 @@
 //! [`MaskStreams::PerLayer`]: the pass draws one key from the caller's stream; each dropout site
 //! draws from its own ChaCha8 stream of that key (the deep models).
 
+mod desc;
 mod exec;
 pub(crate) mod plan;
+
+pub use desc::{NodeDesc, StackDesc};
 
 use exec::Workspace;
 
@@ -166,7 +169,8 @@ pub struct Node<F: Scalar> {
 /// [module docs](self)).
 #[derive(Debug)]
 pub struct Model<F: Scalar> {
-    pub(crate) config: ModelConfig,
+    /// The configuration it was built from (`None`: a hand-built stack).
+    pub(crate) config: Option<ModelConfig>,
     pub(crate) nodes: Vec<Node<F>>,
     /// Dropout on X (the value [`Src::Xd`]).
     pub(crate) input_dropout: f64,
@@ -200,15 +204,15 @@ impl<F: Scalar> Clone for Model<F> {
 
 impl<F: Scalar> Model<F> {
     /// A model from its nodes (the last one gives the logits), wired by `wiring`, planned
-    /// with `opts`. Use [`ModelConfig::build`](super::ModelConfig::build) unless you assemble
-    /// your own stack.
+    /// with `opts`: a stack assembled by hand (it has no [`Model::config`]; it saves and loads
+    /// when every layer describes its settings, [`Model::describe`]). Use
+    /// [`ModelConfig::build`](super::ModelConfig::build) for an architecture.
     ///
     /// # Errors
     /// [`ConfigError::Stack`] when the stack is empty, a node has another number of inputs than
     /// its layer's arity or reads a later node, a tap or a block is out of range, or the input
     /// dropout is not in [0, 1).
     pub fn from_nodes(
-        config: ModelConfig,
         nodes: Vec<Node<F>>,
         wiring: Wiring,
         opts: StackOptions,
@@ -250,7 +254,7 @@ impl<F: Scalar> Model<F> {
             return Err(ConfigError::DropoutOutOfRange(wiring.input_dropout));
         }
         Ok(Model {
-            config,
+            config: None,
             nodes,
             input_dropout: wiring.input_dropout,
             input_site: wiring.input_site,
@@ -279,9 +283,10 @@ impl<F: Scalar> Model<F> {
         }
     }
 
-    /// The configuration the model was built from.
-    pub fn config(&self) -> &ModelConfig {
-        &self.config
+    /// The configuration the model was built from ([`ModelConfig::build`]); `None` for a
+    /// stack assembled by hand ([`Model::from_nodes`]).
+    pub fn config(&self) -> Option<&ModelConfig> {
+        self.config.as_ref()
     }
 
     /// The nodes, in forward order.
@@ -289,9 +294,13 @@ impl<F: Scalar> Model<F> {
         &self.nodes
     }
 
-    /// The resolved order of each graph convolution, in forward order.
+    /// The resolved order of each graph convolution (each layer with an `order` setting,
+    /// [`Layer::attrs`]), in forward order.
     pub fn orders(&self) -> Vec<Order> {
-        self.nodes.iter().filter_map(|n| n.layer.order()).collect()
+        self.nodes
+            .iter()
+            .filter_map(|n| n.layer.attrs()?.get::<Order>("order").ok())
+            .collect()
     }
 
     /// Number of layer representations [`Model::visit_representations`] visits.
@@ -403,14 +412,19 @@ impl<F: Scalar> Model<F> {
     /// (sparse or dense, of `x`'s width): every later pass of at most that many rows on such
     /// features allocates nothing, whatever its Â and features. A pass over more rows plans
     /// again for them.
-    pub fn reserve(&mut self, rows: usize, x: &Features<F>) {
-        let ws = self.workspace(rows, x);
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`](crate::Error::Mismatch) when an input's width is not the one its
+    /// layer reads ([`Spec::in_dim`](super::Spec::in_dim)).
+    pub fn reserve(&mut self, rows: usize, x: &Features<F>) -> Result<()> {
+        let ws = self.workspace(rows, x)?;
         self.ws = Some(ws);
+        Ok(())
     }
 
     /// The workspace for passes of `n` rows on these features: the one planned, if it holds
     /// them, else one planned and allocated for them.
-    fn workspace(&mut self, n: usize, x: &Features<F>) -> Box<Workspace<F>> {
+    fn workspace(&mut self, n: usize, x: &Features<F>) -> Result<Box<Workspace<F>>> {
         if let Some(mut ws) = self.ws.take() {
             let p = &ws.plan;
             if n <= p.cap && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
@@ -422,10 +436,10 @@ impl<F: Scalar> Model<F> {
                         ws.xd_of = Some(x.id());
                     }
                 }
-                return ws;
+                return Ok(ws);
             }
         }
-        let plan = self.plan(n, x);
+        let plan = self.plan(n, x)?;
         // Fresh zeroed memory, not yet touched: advised for huge pages before its first write
         // (the n-row buffers an SpMM gathers rows of; nothing on a small graph).
         let zeros = |len: usize| {
@@ -433,7 +447,7 @@ impl<F: Scalar> Model<F> {
             crate::kernels::raw::huge::advise_slice(&mut v);
             v
         };
-        Box::new(Workspace {
+        Ok(Box::new(Workspace {
             pool: plan.pool_sizes.iter().map(|&s| zeros(s)).collect(),
             taken: Vec::new(),
             saved_f: plan.saved_sizes.iter().map(|r| zeros(r.f)).collect(),
@@ -454,14 +468,17 @@ impl<F: Scalar> Model<F> {
             key: 0,
             const_key: vec![None; self.nodes.len()],
             plan,
-        })
+        }))
     }
 
     /// Bytes of the buffers a pass over `n` rows of features like `x` allocates (the planned
     /// workspace: values, saved tensors, gradients, scratch, the dropped copy of sparse X),
     /// without allocating them; for memory planning.
-    pub fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> usize {
-        let plan = self.plan(n, x);
+    ///
+    /// # Errors
+    /// As [`Model::reserve`].
+    pub fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
+        let plan = self.plan(n, x)?;
         let f = std::mem::size_of::<F>();
         let sum = |v: &[usize]| v.iter().sum::<usize>();
         let saved: usize = plan
@@ -473,11 +490,11 @@ impl<F: Scalar> Model<F> {
             FeaturesRef::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
             _ => 0,
         };
-        f * (sum(&plan.pool_sizes) + plan.scratch.f)
+        Ok(f * (sum(&plan.pool_sizes) + plan.scratch.f)
             + plan.scratch.u8
             + 8 * plan.scratch.f64
             + saved
-            + xd
+            + xd)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -508,7 +525,7 @@ impl<F: Scalar> Model<F> {
                 got: x.n_rows(),
             });
         }
-        let ws = self.workspace(n, x);
+        let ws = self.workspace(n, x)?;
         let checked = adj.caps().check(ws.plan.needs);
         if let Err(e) = checked {
             self.ws = Some(ws);

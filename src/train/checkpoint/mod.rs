@@ -1,7 +1,7 @@
-//! Checkpoints: a trained [`Model<f32>`] of any architecture and its [`ModelConfig`] in one
-//! [safetensors](https://huggingface.co/docs/safetensors) file.
+//! Checkpoints: a trained [`Model<f32>`] of any architecture and its [`ModelConfig`], or a
+//! stack assembled by hand, in one [safetensors](https://huggingface.co/docs/safetensors) file.
 //!
-//! # Format (version 2)
+//! # Format (version 2: an architecture; version 3: a hand-built stack)
 //! A standard safetensors file (little-endian, C order), so PyTorch users can open it:
 //!
 //! ```python
@@ -35,6 +35,14 @@
 //! data naming what differs. Keys are written sorted: identical models and metadata give
 //! identical files byte for byte.
 //!
+//! A stack assembled by hand ([`Model::from_nodes`], no configuration) is saved as version 3:
+//! `model` = `stack`, and instead of the configuration's fields and `orders`, its nodes (each
+//! layer's name and settings, [`Layer::attrs`](crate::nn::Layer::attrs)), wiring and options
+//! under `stack.` (the table in the `stack` submodule's source). [`Checkpoint::build_with`]
+//! builds it again from a [`Registry`] of layers (this crate's, plus a crate's own);
+//! [`Checkpoint::build`] with this crate's. Saving a stack with a layer that does not describe
+//! its settings is an error.
+//!
 //! # Atomicity
 //! [`save`] writes the bytes to `PATH.tmp-<pid>-<n>` in the same directory, syncs it and
 //! renames it over `PATH`; on any error the temporary file is removed and an existing `PATH`
@@ -61,7 +69,7 @@
 //! let extra = BTreeMap::from([("dataset".to_string(), "synthetic".to_string())]);
 //! checkpoint::save(&path, &mut model, &extra).unwrap();
 //! let ck = checkpoint::load(&path).unwrap();
-//! assert_eq!(&ck.config, model.config());
+//! assert_eq!(ck.config(), model.config());
 //! assert_eq!(ck.extra, extra);
 //! let mut back = ck.build(&adj, &d.features).unwrap();
 //! assert_eq!(back.predict(&adj, &d.features, sparse_gcn::Par::Seq).unwrap(),
@@ -71,6 +79,7 @@
 
 mod fields;
 mod file;
+mod stack;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -85,14 +94,18 @@ use safetensors::tensor::{Dtype, SafeTensors};
 use crate::data::content::ContentHash;
 use crate::data::Features;
 use crate::graph::Propagate;
-use crate::nn::{Model, ModelConfig, Order};
+use crate::nn::attrs::Registry;
+use crate::nn::{Model, ModelConfig, Order, StackDesc};
 use crate::{Error, Result};
 
 /// The value of the `format` metadata key.
 pub const FORMAT: &str = "sparse-gcn";
 
-/// The value of the `version` metadata key written by this code (the only one it reads).
+/// The value of the `version` metadata key of an architecture's checkpoint.
 pub const VERSION: u32 = 2;
+
+/// The value of the `version` metadata key of a hand-built stack's checkpoint.
+pub const STACK_VERSION: u32 = 3;
 
 /// The value of the `weight_layout` metadata key: weights are stored in × out.
 pub const WEIGHT_LAYOUT: &str = "in_out";
@@ -109,24 +122,43 @@ pub fn reserved_keys() -> Vec<&'static str> {
     keys
 }
 
-/// Whether `key` is one of [`reserved_keys`].
+/// Whether `key` is one of [`reserved_keys`] or a stack's (under `stack.`).
 pub fn is_reserved(key: &str) -> bool {
-    reserved_keys().contains(&key)
+    key.starts_with(stack::PREFIX) || reserved_keys().contains(&key)
 }
 
 /// How [`save_with`] writes the file's bytes into the temporary file.
 #[doc(hidden)]
 pub type WriteHook<'a> = dyn FnMut(&mut dyn Write, &[u8]) -> io::Result<()> + 'a;
 
-/// A loaded checkpoint: the configuration, the resolved orders, the tensors and the caller's
-/// metadata. [`Checkpoint::build`] makes the model.
+/// What a checkpoint holds: an architecture's configuration, or a hand-built stack.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Saved {
+    /// A model built from a [`ModelConfig`] (format version 2).
+    Arch {
+        /// The configuration it was saved with.
+        config: ModelConfig,
+        /// The resolved order of each graph convolution.
+        orders: Vec<Order>,
+    },
+    /// A stack assembled by hand (format version 3; see [`Model::describe`]).
+    Stack {
+        /// Its nodes, wiring and options.
+        desc: StackDesc,
+        /// The features' width, when a layer declares it.
+        in_dim: Option<usize>,
+        /// The logits' width.
+        out_dim: usize,
+    },
+}
+
+/// A loaded checkpoint: the model it describes, the tensors and the caller's metadata.
+/// [`Checkpoint::build`] makes the model.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
-    /// The configuration it was saved with.
-    pub config: ModelConfig,
-    /// The resolved order of each graph convolution.
-    pub orders: Vec<Order>,
-    /// The caller's extra metadata (every key not in [`reserved_keys`]).
+    /// The model it describes.
+    pub saved: Saved,
+    /// The caller's extra metadata (every key not [`is_reserved`]).
     pub extra: BTreeMap<String, String>,
     /// Every tensor: name → (shape, values).
     tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
@@ -208,17 +240,26 @@ fn to_bytes(
     if let Some(e) = bad {
         return Err(e);
     }
-    let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
     let mut meta: BTreeMap<String, String> = extra.clone();
     for (k, v) in [
         ("format", FORMAT.to_string()),
-        ("version", VERSION.to_string()),
         ("weight_layout", WEIGHT_LAYOUT.to_string()),
-        ("orders", orders.join(",")),
     ] {
         meta.insert(k.to_string(), v);
     }
-    fields::write(model.config(), &mut meta);
+    if let Some(config) = model.config() {
+        let orders: Vec<&str> = model.orders().into_iter().map(Order::name).collect();
+        meta.insert("version".into(), VERSION.to_string());
+        meta.insert("orders".into(), orders.join(","));
+        fields::write(config, &mut meta);
+    } else {
+        let desc = model
+            .describe()
+            .map_err(|e| dataset_err(path, format!("not saved: {e}")))?;
+        meta.insert("version".into(), STACK_VERSION.to_string());
+        meta.insert("model".into(), "stack".into());
+        stack::write(&desc, model.in_dim(), model.out_dim(), &mut meta);
+    }
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(file::serialize(&meta, &tensors))
 }
@@ -242,7 +283,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
             "no __metadata__: not a sparse-gcn checkpoint",
         ));
     };
-    let (config, orders) = parse_meta(path, meta)?;
+    let saved = parse_meta(path, meta)?;
 
     let extra: BTreeMap<String, String> = meta
         .iter()
@@ -275,8 +316,7 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
         tensors.insert(name, (shape, vals));
     }
     Ok(Checkpoint {
-        config,
-        orders,
+        saved,
         extra,
         tensors,
         path: path.to_path_buf(),
@@ -342,6 +382,33 @@ impl Checkpoint {
         self.check_shapes(d.features.n_cols(), d.n_classes)
     }
 
+    /// The configuration, for an architecture's checkpoint.
+    pub fn config(&self) -> Option<&ModelConfig> {
+        match &self.saved {
+            Saved::Arch { config, .. } => Some(config),
+            Saved::Stack { .. } => None,
+        }
+    }
+
+    /// The model in a few words, for messages: the architecture's name, or `stack of N nodes`.
+    pub fn model_name(&self) -> String {
+        match &self.saved {
+            Saved::Arch { config, .. } => config.arch.to_string(),
+            Saved::Stack { desc, .. } => format!("stack of {} nodes", desc.nodes.len()),
+        }
+    }
+
+    /// The features' width the model reads (unknown for a stack whose layers do not declare
+    /// it) and its logits' width.
+    pub fn dims(&self) -> (Option<usize>, usize) {
+        match &self.saved {
+            Saved::Arch { config, .. } => (Some(config.in_dim), config.out_dim),
+            Saved::Stack {
+                in_dim, out_dim, ..
+            } => (*in_dim, *out_dim),
+        }
+    }
+
     /// Checks that data of `in_dim` feature columns and `n_classes` classes fits the model:
     /// [`Error::Mismatch`] naming the checkpoint otherwise (a model evaluated on data with
     /// another class count would report a meaningless accuracy, or index past its logits).
@@ -349,19 +416,20 @@ impl Checkpoint {
     /// # Errors
     /// [`Error::Mismatch`].
     pub fn check_shapes(&self, in_dim: usize, n_classes: usize) -> Result<()> {
-        if in_dim != self.config.in_dim {
+        let (want_in, want_out) = self.dims();
+        if let Some(want) = want_in.filter(|&w| w != in_dim) {
             return Err(mismatch(
                 &self.path,
                 "input width (feature columns) of the model vs the data",
-                self.config.in_dim,
+                want,
                 in_dim,
             ));
         }
-        if n_classes != self.config.out_dim {
+        if n_classes != want_out {
             return Err(mismatch(
                 &self.path,
                 "classes of the model (its output width) vs classes of the data",
-                self.config.out_dim,
+                want_out,
                 n_classes,
             ));
         }
@@ -369,60 +437,131 @@ impl Checkpoint {
     }
 
     /// The model on `adj` and `x` (the data it is to be evaluated on): the saved architecture
-    /// and orders, every parameter and statistic from the file.
+    /// and orders, or the saved stack of this crate's layers ([`Registry::builtin`]), every
+    /// parameter and statistic from the file.
     ///
     /// # Errors
-    /// [`Error::Mismatch`] when the data's input width differs from the model's, or a tensor has
-    /// another shape than the architecture implies; [`Error::Dataset`] for a missing or
-    /// unexpected tensor.
+    /// As [`Checkpoint::build_with`].
     pub fn build(&self, adj: &dyn Propagate<f32>, x: &Features<f32>) -> Result<Model<f32>> {
+        self.build_with(adj, x, &Registry::builtin())
+    }
+
+    /// [`Checkpoint::build`] with a stack's layers made by `registry` (a crate's own layers
+    /// registered with [`Registry::with`]); an architecture's checkpoint does not use it.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when the data's input width differs from the model's, or a tensor
+    /// has another shape than the model implies; [`Error::Dataset`] for a missing or
+    /// unexpected tensor, a layer the registry lacks or invalid settings;
+    /// [`Error::TooLarge`] when the model would not fit in memory.
+    pub fn build_with(
+        &self,
+        adj: &dyn Propagate<f32>,
+        x: &Features<f32>,
+        registry: &Registry<f32>,
+    ) -> Result<Model<f32>> {
+        let mut model = match &self.saved {
+            Saved::Arch { config, orders } => self.arch_model(config, orders, adj, x)?,
+            Saved::Stack { desc, .. } => self.stack_model(desc, registry, adj, x)?,
+        };
+        self.fill(&mut model)?;
+        Ok(model)
+    }
+
+    /// An architecture's model, its parameters not yet filled.
+    fn arch_model(
+        &self,
+        config: &ModelConfig,
+        orders: &[Order],
+        adj: &dyn Propagate<f32>,
+        x: &Features<f32>,
+    ) -> Result<Model<f32>> {
         let path = &self.path;
-        if x.n_cols() != self.config.in_dim {
+        if x.n_cols() != config.in_dim {
             return Err(mismatch(
                 path,
                 "input width (feature columns) of the data vs the model",
-                self.config.in_dim,
+                config.in_dim,
                 x.n_cols(),
             ));
         }
         // The shapes the metadata implies against the values the file holds, before the model
         // is allocated: a file of a few bytes cannot describe a model of gigabytes.
         let stored: u64 = self.tensors.values().map(|(_, v)| v.len() as u64).sum();
-        let implied = super::run::param_count(&self.config);
+        let implied = super::run::param_count(config);
         if implied > stored.saturating_mul(2).saturating_add(1024) {
             return Err(dataset_err(
                 path,
                 format!(
                     "the metadata describes a {} model of about {implied} parameters (in_dim {}, \
                      hidden_dim {}, out_dim {}, n_layers {}), but the file holds {stored} values",
-                    self.config.arch,
-                    self.config.in_dim,
-                    self.config.hidden_dim,
-                    self.config.out_dim,
-                    self.config.n_layers
+                    config.arch, config.in_dim, config.hidden_dim, config.out_dim, config.n_layers
                 ),
             ));
         }
-        super::run::check_params_fit(&self.config, 1)?;
+        super::run::check_params_fit(config, 1)?;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        let mut model = self
-            .config
-            .build(adj, x, Some(&self.orders), &mut rng)
-            .map_err(|e| {
-                dataset_err(
-                    path,
-                    format!("the metadata describes an invalid model: {e}"),
-                )
-            })?;
-        if model.orders().len() != self.orders.len() {
-            let what = "metadata `orders` vs graph convolutions";
-            return Err(mismatch(
+        let model = config.build(adj, x, Some(orders), &mut rng).map_err(|e| {
+            dataset_err(
                 path,
-                what,
-                model.orders().len(),
-                self.orders.len(),
-            ));
+                format!("the metadata describes an invalid model: {e}"),
+            )
+        })?;
+        if model.orders().len() != orders.len() {
+            let what = "metadata `orders` vs graph convolutions";
+            return Err(mismatch(path, what, model.orders().len(), orders.len()));
         }
+        Ok(model)
+    }
+
+    /// A stack's model, its parameters not yet filled: each node's layer made by `registry`
+    /// from its settings, whose sizes may add up to about the values the file holds for it;
+    /// the widths checked on `x`, the workspace on `adj`'s rows against the memory available.
+    fn stack_model(
+        &self,
+        desc: &StackDesc,
+        registry: &Registry<f32>,
+        adj: &dyn Propagate<f32>,
+        x: &Features<f32>,
+    ) -> Result<Model<f32>> {
+        let path = &self.path;
+        let mut desc = desc.clone();
+        for (i, node) in desc.nodes.iter_mut().enumerate() {
+            let prefix = format!("nodes.{i}.");
+            let stored: u64 = self
+                .tensors
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(_, (_, v))| v.len() as u64)
+                .sum();
+            node.attrs = std::mem::take(&mut node.attrs).limit(stored.saturating_mul(2) + 1024);
+        }
+        let mut model = Model::from_desc(&desc, registry)
+            .map_err(|e| dataset_err(path, format!("metadata: {e}")))?;
+        let n = adj.shape().0;
+        let bytes = model.workspace_bytes(n, x).map_err(|e| match e {
+            Error::Mismatch {
+                what,
+                expected,
+                got,
+            } => mismatch(path, what, expected, got),
+            e => e,
+        })?;
+        crate::data::memory::check(bytes as u64, || {
+            format!(
+                "evaluating a stack of {} nodes on {n} nodes × {} features: its planned \
+                 workspace",
+                desc.nodes.len(),
+                x.n_cols()
+            )
+        })?;
+        Ok(model)
+    }
+
+    /// Fills every parameter and statistic of `model` from the file, checking that every
+    /// tensor the model has is present with its shape and that there is no other.
+    fn fill(&self, model: &mut Model<f32>) -> Result<()> {
+        let path = &self.path;
         let mut used = 0usize;
         let mut err: Option<Error> = None;
         let mut fill = |name: &str, shape: &[usize], dst: &mut dyn Iterator<Item = &mut f32>| {
@@ -462,11 +601,11 @@ impl Checkpoint {
                 path,
                 format!(
                     "unexpected tensor `{extra}` for a {} model",
-                    self.config.arch
+                    self.model_name()
                 ),
             ));
         }
-        Ok(model)
+        Ok(())
     }
 }
 
@@ -476,11 +615,11 @@ fn meta_get<'m>(path: &Path, meta: &'m HashMap<String, String>, key: &str) -> Re
         .ok_or_else(|| dataset_err(path, format!("metadata key `{key}` is missing")))
 }
 
-/// The config and the per-convolution orders described by the metadata.
-fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfig, Vec<Order>)> {
+/// What the metadata describes: an architecture's configuration and the orders of its
+/// convolutions (version 2), or a stack (version 3).
+fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<Saved> {
     for (key, want) in [
         ("format", FORMAT.to_string()),
-        ("version", VERSION.to_string()),
         ("weight_layout", WEIGHT_LAYOUT.to_string()),
     ] {
         let got = meta_get(path, meta, key)?;
@@ -490,6 +629,31 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
                 format!("metadata `{key}` = `{got}`, expected `{want}` (the only one read)"),
             ));
         }
+    }
+    let version = meta_get(path, meta, "version")?;
+    if version == STACK_VERSION.to_string() {
+        let model = meta_get(path, meta, "model")?;
+        if model != "stack" {
+            return Err(dataset_err(
+                path,
+                format!("metadata `model` = `{model}` in a version {STACK_VERSION} file, expected `stack`"),
+            ));
+        }
+        let read = stack::read(meta).map_err(|e| dataset_err(path, e))?;
+        return Ok(Saved::Stack {
+            desc: read.desc,
+            in_dim: read.in_dim,
+            out_dim: read.out_dim,
+        });
+    }
+    if version != VERSION.to_string() {
+        return Err(dataset_err(
+            path,
+            format!(
+                "metadata `version` = `{version}`, expected `{VERSION}` (an architecture) or \
+                 `{STACK_VERSION}` (a stack)"
+            ),
+        ));
     }
     let config = fields::read(meta).map_err(|e| dataset_err(path, e))?;
     config
@@ -516,5 +680,5 @@ fn parse_meta(path: &Path, meta: &HashMap<String, String>) -> Result<(ModelConfi
             )),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok((config, orders))
+    Ok(Saved::Arch { config, orders })
 }

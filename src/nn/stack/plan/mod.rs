@@ -29,7 +29,7 @@ use super::{Checkpointing, Model, Src};
 use crate::graph::Caps;
 use crate::input::Features;
 use crate::nn::layer::{InputDesc, Req, Spec};
-use crate::Scalar;
+use crate::{Error, Result, Scalar};
 
 /// The stack as the phases see it: each node's sources and [`Spec`], the rows planned for and
 /// the features' width.
@@ -110,7 +110,10 @@ impl Plan {
 
 impl<F: Scalar> Model<F> {
     /// The plan for passes of at most `cap` rows on features like `x`.
-    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>) -> Plan {
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when an input's width is not the one its layer reads.
+    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>) -> Result<Plan> {
         let has_params: Vec<bool> = self
             .nodes
             .iter_mut()
@@ -132,6 +135,20 @@ impl<F: Scalar> Model<F> {
         let d = nodes::describe(&inputs, &has_params, set, &mut |i, descs| {
             nodes[i].layer.spec(descs, cap)
         });
+        if let Some((i, k, src, want, got)) = nodes::width_mismatch(&inputs, &d.specs, x.n_cols()) {
+            let source = match src {
+                Src::X | Src::Xd => "the features' columns".to_string(),
+                Src::Node(j) => format!("the output width of node {j} ({})", nodes[j].layer.name()),
+            };
+            return Err(Error::Mismatch {
+                what: format!(
+                    "input {k} of node {i} ({}): the width the layer reads vs {source}",
+                    nodes[i].layer.name()
+                ),
+                expected: want,
+                got,
+            });
+        }
         let segments = segments::segments(&self.blocks, self.opts.checkpoint, &d.specs);
         // Under checkpointing, a dense X̃ read after the loss (by a layer that keeps it, or by
         // a recomputed one) is drawn again just before that read, from the same stream
@@ -186,7 +203,7 @@ impl<F: Scalar> Model<F> {
             .specs
             .iter()
             .fold(Caps::default(), |a, s| a.union(s.needs));
-        Plan {
+        Ok(Plan {
             cap,
             x_sparse,
             x_cols: x.n_cols(),
@@ -208,7 +225,7 @@ impl<F: Scalar> Model<F> {
             saved_sizes: saved.sizes,
             scratch,
             specs: d.specs,
-        }
+        })
     }
 }
 

@@ -78,9 +78,52 @@ pub(crate) fn describe(
     d
 }
 
+/// The first input whose source's width differs from the width its layer reads
+/// ([`Spec::in_dim`]): `(node, input, source, the layer's width, the source's)`, with the
+/// features `x_cols` wide. Every later phase assumes the widths chain.
+pub(crate) fn width_mismatch(
+    inputs: &[&[Src]],
+    specs: &[Spec],
+    x_cols: usize,
+) -> Option<(usize, usize, Src, usize, usize)> {
+    inputs.iter().enumerate().find_map(|(i, ins)| {
+        let want = specs[i].in_dim?;
+        ins.iter().enumerate().find_map(|(k, &s)| {
+            let got = match s {
+                Src::X | Src::Xd => x_cols,
+                Src::Node(j) => specs[j].out_dim,
+            };
+            (got != want).then_some((i, k, s, want, got))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn widths_are_checked_against_each_source() {
+        let specs = [
+            Spec::new(4).reading(3),
+            Spec::new(2).reading(4),
+            Spec::new(5),
+        ];
+        let inputs: Vec<&[Src]> = vec![&[Src::X], &[Src::Node(0)], &[Src::Node(1)]];
+        assert_eq!(width_mismatch(&inputs, &specs, 3), None);
+        assert_eq!(
+            width_mismatch(&inputs, &specs, 7),
+            Some((0, 0, Src::X, 3, 7))
+        );
+        // A second input of another width; a layer without a width takes any.
+        let inputs: Vec<&[Src]> = vec![&[Src::Xd], &[Src::Node(0), Src::X], &[Src::Node(0)]];
+        assert_eq!(
+            width_mismatch(&inputs, &specs, 3),
+            Some((1, 1, Src::X, 4, 3))
+        );
+        let inputs: Vec<&[Src]> = vec![&[Src::X], &[Src::Node(0)], &[Src::X]];
+        assert_eq!(width_mismatch(&inputs, &specs, 3), None);
+    }
 
     fn spec_of(constant: bool) -> impl FnMut(usize, &[InputDesc]) -> Spec {
         move |i, _| Spec {

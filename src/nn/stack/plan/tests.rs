@@ -41,7 +41,7 @@ fn gcn_plan_checkpointed(n: usize, order: Order, k: usize) -> Plan {
     let mut m = cfg
         .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
         .unwrap();
-    m.plan(n, &x)
+    m.plan(n, &x).expect("a plan")
 }
 
 /// A 3-layer GCN (transform first, dropout on the input and between layers) needs at any
@@ -155,7 +155,7 @@ fn every_layer_s_requests_grow_with_the_rows() {
                     let mut m = cfg
                         .build(&adj, x, None, &mut ChaCha8Rng::seed_from_u64(0))
                         .unwrap();
-                    let plan = m.plan(300, x);
+                    let plan = m.plan(300, x).expect("a plan");
                     for (i, node) in m.nodes().iter().enumerate() {
                         let descs = &plan.descs[i];
                         let mut prev = node.layer.spec(descs, 1);
