@@ -17,8 +17,8 @@
 
 use super::RowPartition;
 use crate::graph::NormAdj;
-use crate::kernels::exact::Accumulator;
 use crate::nn::Order;
+use crate::scalar::exact::Accumulator;
 use crate::Scalar;
 
 /// Words of one `f32` value's exact partial.

@@ -1,7 +1,7 @@
 //! The sums across nodes of [`Propagate`](super::Propagate)'s default methods: partials over the
 //! chunks of the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), formed in the
 //! working type (a GEMM over the chunk's rows, column sums in row order, f64 row folds),
-//! combined exactly ([`kernels::exact`](crate::kernels::exact)) in this process, exchanged as
+//! combined exactly ([`scalar::exact`](crate::scalar::exact)) in this process, exchanged as
 //! integer words with the other processes (`sum_words`), and rounded once.
 //!
 //! A chunk's partial depends only on its rows, and exact combination neither on the order nor
@@ -17,9 +17,9 @@
 use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use rayon::prelude::*;
 
-use crate::kernels::exact::{add_exactly, Accumulator, ExactSum};
 use crate::kernels::raw::widest;
 use crate::kernels::{gemm, CsrView};
+use crate::scalar::exact::{add_exactly, Accumulator, ExactSum};
 use crate::{Par, Scalar};
 
 /// What [`Sums::t_matmul_rows`](super::Sums::t_matmul_rows) hands its rows to: `(first row,
