@@ -13,7 +13,7 @@
 //! refuses a backend that lacks one with that error.
 //!
 //! The local implementation, [`NormAdj`], is Â held whole in this process; the row-partitioned
-//! one is `dist::mpi::DistAdj`. Every product follows the kernels' conventions
+//! one is `dist::backend::mpi::DistAdj`. Every product follows the kernels' conventions
 //! (`crate::kernels`): β = 0 overwrites `out` without reading it, and results are bit-identical
 //! for any thread count.
 

@@ -7,7 +7,7 @@
 //! A chunk's partial depends only on its rows, and exact combination neither on the order nor
 //! on the grouping of the partials, so a sum is the same bits for any number of threads and of
 //! ranks as long as every rank's rows start on the grid — which is what a row partition
-//! guarantees ([`dist::partition`](crate::dist::partition)). The local run (one rank) is that
+//! guarantees ([`dist::backend::partition`](crate::dist::backend::partition)). The local run (one rank) is that
 //! run with P = 1.
 //!
 //! Working memory ([`ReduceScratch`]: the accumulators of one result, 13 words each for `f32`,
