@@ -4,11 +4,11 @@
 //! combined exactly ([`scalar::exact`](crate::scalar::exact)) in this process, exchanged as
 //! integer words with the other processes (`sum_words`), and rounded once.
 //!
-//! A chunk's partial depends only on its rows, and exact combination neither on the order nor
-//! on the grouping of the partials, so a sum is the same bits for any number of threads and of
-//! ranks as long as every rank's rows start on the grid — which is what a row partition
-//! guarantees ([`dist::backend::partition`](crate::dist::backend::partition)). The local run (one rank) is that
-//! run with P = 1.
+//! A chunk's partial depends only on its rows, and exact combination neither on the order nor on
+//! the grouping of the partials, so a sum is the same bits for any number of threads and of ranks
+//! as long as every rank's rows start on the grid — which is what a row partition guarantees
+//! ([`dist::backend::partition`](crate::dist::backend::partition)). The local run (one rank) is
+//! that run with P = 1.
 //!
 //! Working memory ([`ReduceScratch`]: the accumulators of one result, 13 words each for `f32`,
 //! and one chunk's partial) is the caller's ([`SumScratch`](super::SumScratch)) and reused by

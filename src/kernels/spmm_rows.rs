@@ -200,8 +200,8 @@ pub(super) trait BlockKernel<F: Scalar> {
     }
 }
 
-/// Every row of `out` (rows `lo..`): [`BlockKernel::row`] of width `W` (`X`'s row length `LD`, 0 when
-/// known at run time only) for the contiguous ones, [`strided_row`] on the tile `x` for the
+/// Every row of `out` (rows `lo..`): [`BlockKernel::row`] of width `W` (`X`'s row length `LD`, 0
+/// when known at run time only) for the contiguous ones, [`strided_row`] on the tile `x` for the
 /// others. No closures: everything here is inlined into `raw::spmm_rows`'s builds, so the AVX2
 /// build compiles all of it for AVX2.
 #[inline(always)]

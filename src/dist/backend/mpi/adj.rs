@@ -104,8 +104,9 @@ impl DistAdj {
         })
     }
 
-    /// Keeps this rank's rows of `graph` (the raw graph Â was built from, in the same node
-    /// order), so that DropEdge can sample ([`Propagate::drop_edge_sample`](crate::graph::Propagate::drop_edge_sample)).
+    /// Keeps this rank's rows of `graph` (the raw graph Â was built from, in the same node order),
+    /// so that DropEdge can sample
+    /// ([`Propagate::drop_edge_sample`](crate::graph::Propagate::drop_edge_sample)).
     #[must_use]
     pub fn with_graph(self, graph: &Graph, norm: Norm) -> Self {
         if graph.n_nodes() != self.n_nodes {
