@@ -815,6 +815,43 @@ fn find_cycle(
 }
 
 #[test]
+fn the_architecture_doc_has_the_same_table() {
+    // docs/ARCHITECTURE.md's module table: `| `module` | `below`, `below` | what it holds |`.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = BTreeMap::new();
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let unit = cells[1].trim_matches('`');
+        let below: BTreeSet<&str> = cells[2]
+            .split(',')
+            .map(|c| c.trim().trim_matches('`'))
+            .filter(|c| !c.is_empty() && *c != "—")
+            .collect();
+        rows.insert(unit, below);
+    }
+    for (unit, below) in LAYERS {
+        if matches!(*unit, "cli" | "main" | "testing" | "dist") {
+            continue;
+        }
+        let want: BTreeSet<&str> = below.iter().copied().collect();
+        assert_eq!(
+            rows.get(unit),
+            Some(&want),
+            "docs/ARCHITECTURE.md's row of `{unit}` does not say what LAYERS says it sits on"
+        );
+    }
+    assert!(
+        rows.keys().all(|u| LAYERS.iter().any(|(x, _)| x == u)),
+        "docs/ARCHITECTURE.md has a row LAYERS does not: {:?}",
+        rows.keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn the_parser_sees_what_it_should() {
     // A use tree, a re-export, an inline path, comments, strings and a #[cfg(test)] module.
     let src = r#"
