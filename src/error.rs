@@ -3,8 +3,20 @@
 //! Policy (see `../shared/STYLE.md` §3.1): anything that depends on data or configuration from
 //! outside returns [`Result`]; violated contracts between our own components (a shape mismatch
 //! inside a kernel) panic with every dimension in the message.
+//!
+//! A leaf, like [`scalar`](crate::scalar) and [`id`](crate::id): every module may return these
+//! errors, so this one imports nothing from the crate.
 
 use std::path::PathBuf;
+
+/// An operation an Â backend does not have (see [`graph::Caps`](crate::graph::Caps)); also
+/// [`graph::Unsupported`](crate::graph::Unsupported), beside the trait whose methods return it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this Â backend does not support {op}")]
+pub struct Unsupported {
+    /// The operation (`a_times_blocks`, `drop_edge_sample`, …).
+    pub op: &'static str,
+}
 
 /// Every recoverable error of the crate. Messages name the offending file, line or value.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +115,7 @@ pub enum Error {
     Config(#[from] ConfigError),
     /// An operation of Â the backend does not have (a capability a model or a metric needs).
     #[error("{0}")]
-    Unsupported(#[from] crate::graph::Unsupported),
+    Unsupported(#[from] Unsupported),
     /// The training loss became NaN or infinite.
     #[error("loss became non-finite ({loss}) at epoch {epoch}")]
     NonFiniteLoss {

@@ -7,13 +7,25 @@
 //! layer by a cost model that counts forward and backward work.
 //!
 //! Every architecture (GCN, residual, GCNII, jumping knowledge, SGC, APPNP) runs on one stack,
-//! [`Model`], built from a [`ModelConfig`]; every layer implements [`nn::Layer`] and reaches Â
-//! only through [`Propagate`].
+//! [`Model`], built from a [`ModelConfig`]; every layer implements [`nn::Layer`], reaches Â
+//! only through [`Propagate`] and sums across nodes only through [`graph::Sums`], so the same
+//! layers run on Â held whole ([`NormAdj`]) or row-partitioned across the ranks of an MPI job.
 //!
-//! Modules, left to right (each depends only on those to its left): [`kernels`] → [`graph`] →
-//! [`data`] and [`order`] → [`nn`] → [`optim`] → [`train`], with [`metrics`] and [`diag`]
-//! aside. `docs/ARCHITECTURE.md` has the picture; the derivations the gradient checks test are
-//! in `docs/MATH.md`.
+//! Modules, lowest first; each imports only modules below it (`docs/ARCHITECTURE.md` has the
+//! picture, `tests/layering.rs` checks it):
+//! - the leaves [`error`], [`scalar`] (with the exact accumulators of sums) and [`id`], and
+//!   [`par`], which imports only `error`;
+//! - [`kernels`]: SpMM, GEMM, element-wise kernels, deterministic row loops;
+//! - [`input`]: what a model reads, features and masks;
+//! - [`graph`]: Â, [`Propagate`], [`graph::Sums`] and [`graph::Collective`];
+//! - above `graph`, side by side: [`nn`] → [`optim`]; [`data`] → [`order`] → [`diag`];
+//!   [`metrics`]; and [`dist::backend`], the row-partitioned Â;
+//! - [`train`], above `optim`, `order`, `metrics` and `diag`;
+//! - [`dist::run`], above `train` and `dist::backend`: a rank's data, the communication model and
+//!   the planner.
+//!
+//! The binary (`src/main.rs`, `src/cli/`) may import anything; `testing` (feature `testing`)
+//! sits on `nn`. The derivations the gradient checks test are in `docs/MATH.md`.
 //!
 //! # Quick start
 //! ```

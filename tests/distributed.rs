@@ -15,7 +15,7 @@
 
 use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
-use sparse_gcn::dist::mpi::{DistAdj, Mpi};
+use sparse_gcn::dist::backend::mpi::{DistAdj, Mpi};
 use sparse_gcn::dist::{rank_data, RowPartition};
 use sparse_gcn::graph::{Direction, Graph, Norm, NormAdj, NormRows};
 use sparse_gcn::nn::pair_norm::PairNormMode;

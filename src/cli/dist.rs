@@ -46,9 +46,9 @@ pub(crate) use with_mpi::{fit_seeds, prepare, start, time_all_to_all, Job};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
-    use sparse_gcn::dist::model::HaloTotals;
-    use sparse_gcn::dist::mpi::{DistAdj, Mpi};
-    use sparse_gcn::dist::plan::CommSample;
+    use sparse_gcn::dist::backend::mpi::{DistAdj, Mpi};
+    use sparse_gcn::dist::run::model::HaloTotals;
+    use sparse_gcn::dist::run::plan::CommSample;
     use sparse_gcn::dist::{prepare_rank, RowSource};
     use sparse_gcn::train::{fit_model, FitOptions, TrainData};
 
@@ -209,17 +209,17 @@ mod with_mpi {
     }
 }
 
-/// What [`sparse_gcn::dist::model`] predicts for the runs, where it models the model: Kipf's
+/// What [`sparse_gcn::dist::run::model`] predicts for the runs, where it models the model: Kipf's
 /// GCN without normalisation layers, checkpointing or DropEdge, and no aggregate-first first
 /// layer on sparse features.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn model_bytes(
     s: &Summary,
     cfg: &TrainConfig,
-    halo: &sparse_gcn::dist::model::HaloTotals,
+    halo: &sparse_gcn::dist::run::model::HaloTotals,
     runs: &[RunResult],
 ) -> Option<u64> {
-    use sparse_gcn::dist::model::{gcn_run_bytes, GcnShape};
+    use sparse_gcn::dist::run::model::{gcn_run_bytes, GcnShape};
     use sparse_gcn::nn::{Arch, NormKind, Order};
     let m = &cfg.model;
     if m.arch != Arch::GCN || m.norm != NormKind::None || m.checkpoint > 0 || m.drop_edge > 0.0 {
@@ -264,7 +264,7 @@ mod without_mpi {
     pub(crate) fn time_all_to_all(
         job: &Job,
         _: usize,
-    ) -> Result<Vec<sparse_gcn::dist::plan::CommSample>> {
+    ) -> Result<Vec<sparse_gcn::dist::run::plan::CommSample>> {
         match *job {}
     }
 

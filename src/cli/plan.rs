@@ -1,5 +1,5 @@
 //! `sparse-gcn plan`: what a run across 1, 2, …, 1024 ranks would hold, exchange and need,
-//! from the graph, its partition and the model alone (`sparse_gcn::dist::plan`), and with
+//! from the graph, its partition and the model alone (`sparse_gcn::dist::run::plan`), and with
 //! `--comm` how long its epoch would take; `sparse-gcn commbench`: the all-to-all timings
 //! `--comm` reads.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 use sparse_gcn::diag::roofline::{sgemm, spmm_time_csr};
-use sparse_gcn::dist::plan::{plan, CommSample, TimeModel};
+use sparse_gcn::dist::run::plan::{plan, CommSample, TimeModel};
 use sparse_gcn::kernels::Csr;
 use sparse_gcn::train::run::Prepared;
 use sparse_gcn::{Error, NormAdj, Par, Result};

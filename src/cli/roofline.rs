@@ -6,9 +6,10 @@ use sparse_gcn::data::io::{load as load_any, LoadOptions};
 use sparse_gcn::data::memory;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
-use sparse_gcn::diag::roofline::{self, EpochConfig, RooflineConfig};
+use sparse_gcn::diag::roofline::{self, RooflineConfig};
 use sparse_gcn::nn::{Arch, NormKind};
 use sparse_gcn::order::Reorder;
+use sparse_gcn::train::profile::{self, EpochConfig};
 use sparse_gcn::train::recipe;
 use sparse_gcn::train::run::{Prepare, Prepared};
 use sparse_gcn::{par::thread_pool, Result};
@@ -191,7 +192,7 @@ fn run_epoch(a: &RooflineArgs, data: Dataset, triad: u64) -> Result<()> {
         },
     )?;
     prepared.check_fits(&cfg, 1)?;
-    let report = roofline::epoch(
+    let report = profile::epoch(
         &prepared.train_data(),
         &prepared.adj,
         &name,

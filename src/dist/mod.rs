@@ -1,68 +1,19 @@
 //! Beyond one machine: full-batch training across the ranks of an MPI job, with results that
-//! are the same bits for any number of ranks (`docs/DISTRIBUTED.md`).
+//! are the same bits for any number of ranks (`docs/DISTRIBUTED.md`). Two halves, one on each
+//! side of the layers:
 //!
-//! - [`partition`]: contiguous row ranges of a fixed node order, balanced by non-zeros, cut on
-//!   the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), which does not
-//!   depend on the rank count; each rank's halo and its neighbour ranks.
-//! - [`local`]: a rank's rows of the features, labels and split.
-//! - `mpi` (feature `mpi`): the job and `DistAdj`, the row-partitioned
-//!   [`Propagate`](crate::graph::Propagate) — halo exchange before every product, exact sums
-//!   across ranks — that every layer runs on unchanged.
-//! - [`model`] and [`plan`]: the bytes a run exchanges and the memory a rank needs, from the
-//!   partition and the model alone, for any rank count.
+//! - [`backend`] (graph level, beside `graph`): the row partition on the reduction grid, the
+//!   tiles of a halo exchange, and with the `mpi` feature the job and `DistAdj`, the
+//!   row-partitioned `Propagate`. It imports nothing above `graph`.
+//! - [`run`] (run level, above `train`): a rank's part of the data and its preparation, the
+//!   communication model and the planner (which builds and runs models on a tracing
+//!   backend).
 //!
-//! Everything but `mpi` is computed without MPI, so it can be planned and tested anywhere.
+//! Everything but `backend::mpi` is computed without MPI, so it can be planned and tested
+//! anywhere. The items most callers need are re-exported here.
 
-pub mod local;
-pub mod model;
-#[cfg(feature = "mpi")]
-pub mod mpi;
-pub mod partition;
-pub mod plan;
+pub mod backend;
+pub mod run;
 
-pub use local::{prepare_rank, rank_data, RankData, RankPrepared, RowSource};
-pub use partition::{RankStats, RowPartition};
-
-/// The share of a rank's extended rows that are its own, in 1/1024: `1024·owned / (owned +
-/// halo)` (1024 without a halo). A job tiles with the smallest share over its ranks, so that
-/// every rank cuts the same column tiles.
-pub fn own_share(owned: usize, halo: usize) -> u64 {
-    if halo == 0 {
-        return 1024;
-    }
-    (1024 * owned as u64) / (owned + halo) as u64
-}
-
-/// Columns per tile of a product's halo exchange at width `d` for the smallest own share
-/// ([`own_share`]) over the ranks: as many as keep every rank's extended rows ((owned + halo)
-/// × tile) within the size of its own rows of H (owned × d), at least 8 (the SpMM's narrowest
-/// fast block), a multiple of 8 below d, and d when everything fits.
-pub fn tile_width(share: u64, d: usize) -> usize {
-    if d == 0 {
-        return 0;
-    }
-    let fit = (d as u64 * share / 1024) as usize;
-    if fit >= d {
-        d
-    } else {
-        (fit / 8 * 8).max(8).min(d)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{own_share, tile_width};
-
-    #[test]
-    fn tiles_keep_the_extended_rows_near_the_owned_ones() {
-        let t = |owned, halo, d| tile_width(own_share(owned, halo), d);
-        assert_eq!(t(100, 0, 256), 256);
-        assert_eq!(t(100, 100, 256), 128);
-        // products-like at P = 4: 614 k owned, 1.82 M halo rows.
-        assert_eq!(t(614_021, 1_821_522, 256), 64);
-        assert_eq!(t(10, 1000, 16), 8);
-        assert_eq!(t(5, 5, 4), 4);
-        assert_eq!(t(0, 0, 0), 0);
-        assert_eq!(t(0, 7, 40), 8);
-    }
-}
+pub use backend::{RankStats, RowPartition};
+pub use run::{prepare_rank, rank_data, RankData, RankPrepared, RowSource};

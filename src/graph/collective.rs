@@ -1,7 +1,7 @@
 //! [`Collective`]: every exchange between the processes of a run — the sums across ranks — apart
 //! from the products with Â ([`Propagate`](super::Propagate)).
 //!
-//! One process is [`Local`]: nothing to exchange. A row-partitioned run (`dist::mpi`) adds
+//! One process is [`Local`]: nothing to exchange. A row-partitioned run (`dist::backend::mpi`) adds
 //! integer words across its ranks; a planning trace records the exchanges it would make.
 //! Everything a run sums across nodes goes through [`Sums`](super::Sums), which forms exact
 //! partials over this process's rows and exchanges them here, so a sum is the same bits for any

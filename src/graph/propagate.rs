@@ -13,7 +13,7 @@
 //! refuses a backend that lacks one with that error.
 //!
 //! The local implementation, [`NormAdj`], is Â held whole in this process; the row-partitioned
-//! one is `dist::mpi::DistAdj`. Every product follows the kernels' conventions
+//! one is `dist::backend::mpi::DistAdj`. Every product follows the kernels' conventions
 //! (`crate::kernels`): β = 0 overwrites `out` without reading it, and results are bit-identical
 //! for any thread count.
 
@@ -22,6 +22,7 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use super::collective::{Collective, Local};
 use super::sums::RowSpan;
 use super::NormAdj;
+pub use crate::error::Unsupported;
 use crate::id::DataId;
 use crate::input::SparseFeatures;
 use crate::kernels::{spmm, CsrView};
@@ -33,14 +34,6 @@ pub type NeighbourFn<'f, F> = dyn FnMut(CsrView<'_, F>, ArrayView2<'_, F>, usize
 
 /// What [`Propagate::a_times_blocks`] calls for each block: `(its rows, those rows of Â·X)`.
 pub type BlockFn<'f, F> = dyn FnMut(std::ops::Range<usize>, ArrayView2<'_, F>) + 'f;
-
-/// An operation this backend does not have (see [`Caps`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("this Â backend does not support {op}")]
-pub struct Unsupported {
-    /// The operation (`a_times_blocks`, `drop_edge_sample`, …).
-    pub op: &'static str,
-}
 
 /// The optional operations of a [`Propagate`] backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,14 +1,14 @@
 //! The sums across nodes of [`Propagate`](super::Propagate)'s default methods: partials over the
 //! chunks of the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), formed in the
 //! working type (a GEMM over the chunk's rows, column sums in row order, f64 row folds),
-//! combined exactly ([`kernels::exact`](crate::kernels::exact)) in this process, exchanged as
+//! combined exactly ([`scalar::exact`](crate::scalar::exact)) in this process, exchanged as
 //! integer words with the other processes (`sum_words`), and rounded once.
 //!
-//! A chunk's partial depends only on its rows, and exact combination neither on the order nor
-//! on the grouping of the partials, so a sum is the same bits for any number of threads and of
-//! ranks as long as every rank's rows start on the grid — which is what a row partition
-//! guarantees ([`dist::partition`](crate::dist::partition)). The local run (one rank) is that
-//! run with P = 1.
+//! A chunk's partial depends only on its rows, and exact combination neither on the order nor on
+//! the grouping of the partials, so a sum is the same bits for any number of threads and of ranks
+//! as long as every rank's rows start on the grid — which is what a row partition guarantees
+//! ([`dist::backend::partition`](crate::dist::backend::partition)). The local run (one rank) is
+//! that run with P = 1.
 //!
 //! Working memory ([`ReduceScratch`]: the accumulators of one result, 13 words each for `f32`,
 //! and one chunk's partial) is the caller's ([`SumScratch`](super::SumScratch)) and reused by
@@ -17,9 +17,9 @@
 use ndarray::{s, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use rayon::prelude::*;
 
-use crate::kernels::exact::{add_exactly, Accumulator, ExactSum};
 use crate::kernels::raw::widest;
 use crate::kernels::{gemm, CsrView};
+use crate::scalar::exact::{add_exactly, Accumulator, ExactSum};
 use crate::{Par, Scalar};
 
 /// What [`Sums::t_matmul_rows`](super::Sums::t_matmul_rows) hands its rows to: `(first row,

@@ -15,13 +15,13 @@
 //! [`Par`]: crate::Par
 
 pub mod elementwise;
-pub mod exact;
 pub mod gemm;
 pub mod profile;
 pub(crate) mod raw;
 pub mod reference;
 pub mod rows;
 pub mod spmm;
+mod spmm_rows;
 pub mod transpose;
 
 pub use elementwise::{

@@ -3,9 +3,11 @@
 //! - [`gemm_block`]: matrixmultiply's `sgemm` / `dgemm` on ndarray views (for
 //!   [`kernels::gemm`](super::gemm())), dispatched on [`Scalar::KIND`];
 //! - [`spmm_rows`]: the serial SpMM row kernel of [`kernels::spmm`](super::spmm()) — the AVX2
-//!   build chosen at run time, the unchecked reads of `X` rows in the inner loop, the prefetch
-//!   hint (the safe splitting, dispatch and generic strided path stay in
-//!   [`kernels::spmm`](mod@super::spmm));
+//!   build chosen at run time, the unchecked reads of `X` rows in the inner loop (a column
+//!   block of one row or of four, `BlockKernel`'s two required methods), the prefetch hint
+//!   (the safe splitting is in [`kernels::spmm`](mod@super::spmm); the choice of block widths
+//!   and the generic strided path in `kernels::spmm_rows`, which this file imports and which
+//!   imports nothing back);
 //! - [`widest`]: a closure compiled for the widest vector instructions the CPU has (AVX-512 or
 //!   AVX2, checked at run time), for the element-wise kernels whose bits do not depend on them;
 //! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`),
@@ -22,24 +24,14 @@ use std::mem::size_of;
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::spmm::{prefetch_distance, rows_strided, strided_row, Rows};
+use super::spmm_rows::{
+    each_row, prefetch_distance, rows_strided, BlockKernel, Rows, GROUP, NO_PREFETCH_BYTES,
+};
 use crate::scalar::ScalarKind;
 use crate::Scalar;
 
 /// Cache line size assumed by the prefetch loops.
 const LINE: usize = 64;
-
-/// The SpMM kernels prefetch no rows of an `X` of at most this many bytes: it stays in a core's
-/// L2 (512 KiB or more on the hosts this targets), where a prefetch only costs.
-const NO_PREFETCH_BYTES: usize = 256 << 10;
-
-/// Output rows at most this wide (one cache line) are formed [`GROUP`] at a time, their sums
-/// interleaved: a row this narrow has too few independent additions per non-zero to hide
-/// their latency on its own.
-const NARROW_ROW_BYTES: usize = 64;
-
-/// Rows interleaved on the narrow path.
-const GROUP: usize = 4; // `Fast::block_rows` names its four accumulators
 
 // ---------------------------------------------------------------------------------------------
 // GEMM
@@ -338,67 +330,23 @@ fn rows_kernel_any<F: Scalar>(
     if ld == d {
         // The whole of `X`: its row length is the block width, known at compile time.
         match d {
-            8 => each_row::<F, 8, 8>(&k, rows, x, out, lo),
-            16 => each_row::<F, 16, 16>(&k, rows, x, out, lo),
-            32 => each_row::<F, 32, 32>(&k, rows, x, out, lo),
-            64 => each_row::<F, 64, 64>(&k, rows, x, out, lo),
-            128 => each_row::<F, 128, 128>(&k, rows, x, out, lo),
-            256 => each_row::<F, 256, 256>(&k, rows, x, out, lo),
-            _ => each_row::<F, 0, 0>(&k, rows, x, out, lo),
+            8 => each_row::<F, _, 8, 8>(&k, rows, x, out, lo),
+            16 => each_row::<F, _, 16, 16>(&k, rows, x, out, lo),
+            32 => each_row::<F, _, 32, 32>(&k, rows, x, out, lo),
+            64 => each_row::<F, _, 64, 64>(&k, rows, x, out, lo),
+            128 => each_row::<F, _, 128, 128>(&k, rows, x, out, lo),
+            256 => each_row::<F, _, 256, 256>(&k, rows, x, out, lo),
+            _ => each_row::<F, _, 0, 0>(&k, rows, x, out, lo),
         }
     } else {
         // A column tile: the widths a tile takes, the row length of `X` at run time.
         match d {
-            8 => each_row::<F, 8, 0>(&k, rows, x, out, lo),
-            16 => each_row::<F, 16, 0>(&k, rows, x, out, lo),
-            32 => each_row::<F, 32, 0>(&k, rows, x, out, lo),
-            64 => each_row::<F, 64, 0>(&k, rows, x, out, lo),
-            128 => each_row::<F, 128, 0>(&k, rows, x, out, lo),
-            _ => each_row::<F, 0, 0>(&k, rows, x, out, lo),
-        }
-    }
-}
-
-/// Every row of `out` (rows `lo..`): [`Fast::row`] of width `W` (`X`'s row length `LD`, 0 when
-/// known at run time only) for the contiguous ones, [`strided_row`] on the tile `x` for the
-/// others. No closures: everything here is inlined into [`spmm_rows`]'s builds, so the AVX2
-/// build compiles all of it for AVX2.
-#[inline(always)]
-fn each_row<F: Scalar, const W: usize, const LD: usize>(
-    k: &Fast<'_, F>,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    mut out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    let d = out.ncols();
-    if let Some(s) = out.as_slice_mut() {
-        let mut r0 = 0;
-        if d * size_of::<F>() <= NARROW_ROW_BYTES {
-            // Narrow rows: GROUP rows at a time, their sums interleaved (each row's own order
-            // kept), so that one row's chain of dependent additions does not bound the loop.
-            let mut groups = s.chunks_exact_mut(GROUP * d);
-            for o in &mut groups {
-                let ranges: [(usize, usize); GROUP] =
-                    std::array::from_fn(|g| rows.range(lo + r0 + g));
-                k.rows_narrow::<W, LD>(ranges, o);
-                r0 += GROUP;
-            }
-            for (r, o) in groups.into_remainder().chunks_exact_mut(d).enumerate() {
-                k.row::<W, LD>(rows.range(lo + r0 + r), o);
-            }
-            return;
-        }
-        for (r, o) in s.chunks_exact_mut(d).enumerate() {
-            k.row::<W, LD>(rows.range(lo + r), o);
-        }
-    } else {
-        for (r, mut orow) in out.rows_mut().into_iter().enumerate() {
-            let (p0, p1) = rows.range(lo + r);
-            match orow.as_slice_mut() {
-                Some(o) => k.row::<W, LD>((p0, p1), o),
-                None => strided_row(k.alpha, rows, x, k.beta, orow, p0, p1),
-            }
+            8 => each_row::<F, _, 8, 0>(&k, rows, x, out, lo),
+            16 => each_row::<F, _, 16, 0>(&k, rows, x, out, lo),
+            32 => each_row::<F, _, 32, 0>(&k, rows, x, out, lo),
+            64 => each_row::<F, _, 64, 0>(&k, rows, x, out, lo),
+            128 => each_row::<F, _, 128, 0>(&k, rows, x, out, lo),
+            _ => each_row::<F, _, 0, 0>(&k, rows, x, out, lo),
         }
     }
 }
@@ -425,119 +373,20 @@ struct Fast<'a, F> {
     pf_ahead: usize,
 }
 
-impl<F: Scalar> Fast<'_, F> {
-    /// One output row: column blocks of compile-time width `W = d` cut to the register file
-    /// ([`Fast::blocks`]), or column blocks of any width d for `W = 0`. `LD` is `X`'s row
-    /// length when known at compile time (0: `self.ld`).
+impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
     #[inline(always)]
-    fn row<const W: usize, const LD: usize>(&self, range: (usize, usize), o: &mut [F]) {
-        if W == 0 {
-            self.row_blocked(range, o);
-        } else if size_of::<F>() <= 4 {
-            self.blocks::<W, 64, LD>(range, o);
-        } else {
-            self.blocks::<W, 32, LD>(range, o);
-        }
+    fn alpha(&self) -> F {
+        self.alpha
     }
 
-    /// [`GROUP`] consecutive output rows `o` (each `self.d` ≤ [`NARROW_ROW_BYTES`] wide) over
-    /// the non-zeros `ranges`: as [`Fast::row`] on each, with the rows' sums interleaved.
     #[inline(always)]
-    fn rows_narrow<const W: usize, const LD: usize>(
-        &self,
-        ranges: [(usize, usize); GROUP],
-        o: &mut [F],
-    ) {
-        if W != 0 {
-            self.block_rows::<W, LD>(ranges, 0, o);
-            return;
-        }
-        let d = self.d;
-        let mut c0 = 0;
-        if d - c0 >= 16 {
-            self.block_rows::<16, 0>(ranges, c0, o);
-            c0 += 16;
-        }
-        if d - c0 >= 8 {
-            self.block_rows::<8, 0>(ranges, c0, o);
-            c0 += 8;
-        }
-        match d - c0 {
-            0 => {}
-            1 => self.block_rows::<1, 0>(ranges, c0, o),
-            2 => self.block_rows::<2, 0>(ranges, c0, o),
-            3 => self.block_rows::<3, 0>(ranges, c0, o),
-            4 => self.block_rows::<4, 0>(ranges, c0, o),
-            5 => self.block_rows::<5, 0>(ranges, c0, o),
-            6 => self.block_rows::<6, 0>(ranges, c0, o),
-            _ => self.block_rows::<7, 0>(ranges, c0, o),
-        }
+    fn beta(&self) -> F {
+        self.beta
     }
 
-    /// A row of compile-time width `W` in blocks of `B` columns (`W <= B`, or `W` = 2, 4 or 8
-    /// times `B`).
     #[inline(always)]
-    fn blocks<const W: usize, const B: usize, const LD: usize>(
-        &self,
-        range: (usize, usize),
-        o: &mut [F],
-    ) {
-        // Separate calls with constant offsets (not a loop): LLVM then keeps every block's
-        // accumulators in registers.
-        if W <= B {
-            self.block::<W, LD>(range, 0, o);
-        } else {
-            self.block::<B, LD>(range, 0, o);
-            self.block::<B, LD>(range, B, o);
-            if W > 2 * B {
-                self.block::<B, LD>(range, 2 * B, o);
-                self.block::<B, LD>(range, 3 * B, o);
-            }
-            if W > 4 * B {
-                self.block::<B, LD>(range, 4 * B, o);
-                self.block::<B, LD>(range, 5 * B, o);
-                self.block::<B, LD>(range, 6 * B, o);
-                self.block::<B, LD>(range, 7 * B, o);
-            }
-            assert!(W <= 8 * B);
-        }
-    }
-
-    /// A row of any width d: column blocks of 64 (32 for f64), then at most one each of 32,
-    /// 16 and 8, then one block of the remaining 1–7 columns; every block has a compile-time
-    /// width.
-    #[inline(always)]
-    fn row_blocked(&self, range: (usize, usize), o: &mut [F]) {
-        let d = self.d;
-        let mut c0 = 0;
-        if size_of::<F>() <= 4 {
-            while d - c0 >= 64 {
-                self.block::<64, 0>(range, c0, o);
-                c0 += 64;
-            }
-        }
-        while d - c0 >= 32 {
-            self.block::<32, 0>(range, c0, o);
-            c0 += 32;
-        }
-        if d - c0 >= 16 {
-            self.block::<16, 0>(range, c0, o);
-            c0 += 16;
-        }
-        if d - c0 >= 8 {
-            self.block::<8, 0>(range, c0, o);
-            c0 += 8;
-        }
-        match d - c0 {
-            0 => {}
-            1 => self.block::<1, 0>(range, c0, o),
-            2 => self.block::<2, 0>(range, c0, o),
-            3 => self.block::<3, 0>(range, c0, o),
-            4 => self.block::<4, 0>(range, c0, o),
-            5 => self.block::<5, 0>(range, c0, o),
-            6 => self.block::<6, 0>(range, c0, o),
-            _ => self.block::<7, 0>(range, c0, o),
-        }
+    fn width(&self) -> usize {
+        self.d
     }
 
     /// Columns `c0..c0 + C` of the output row `o` (columns `c_base + c0..` of `X`) over the
@@ -651,7 +500,9 @@ impl<F: Scalar> Fast<'_, F> {
         }
         o[3 * d + c0..3 * d + c0 + C].copy_from_slice(&a3);
     }
+}
 
+impl<F: Scalar> Fast<'_, F> {
     /// Non-zero `p` of the task into the accumulator `a` of columns `col..col + C` of `X`
     /// (`X`'s rows `ld` long), the prefetch of the look-ahead with the first block of a row
     /// (`c0 = 0`), as in [`Fast::block`].

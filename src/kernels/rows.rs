@@ -2,7 +2,7 @@
 //! whose size depends on the width only (never on the thread count), so results are
 //! bit-identical for any number of threads, [`Par::Seq`] included; and the per-chunk partial
 //! sums over rows on the reduction grid ([`grid_rows`], [`chunk_sums`]), which
-//! [`Propagate`](crate::graph::Propagate) combines exactly into sums across nodes.
+//! [`Sums`](crate::graph::Sums) combines exactly into sums across nodes.
 
 use std::ops::Range;
 

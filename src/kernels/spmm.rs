@@ -29,34 +29,23 @@
 //! `o ← 0` (β = 0), `o ← out` (β = 1) or `o ← out·β`; then `o ← o + (α·a_ij)·x_jc` for the
 //! non-zeros `j` of the row in stored order (a separate multiply and add, never fused).
 //!
-//! This file holds the safe part: the checks, the split into tasks and the generic strided
-//! path. The serial fast-path row kernel (the AVX2 build chosen at run time, the unchecked
-//! reads of `X` rows after a per-task index check, the prefetch hint) is in `kernels::raw`,
-//! the crate's only `unsafe` code.
+//! This file holds the checks and the split into tasks; `kernels::spmm_rows` the row level
+//! (the CSR rows as the kernels read them, the prefetch distance, the generic strided path, the
+//! choice of column-block widths). The serial fast-path row kernel (the AVX2 build chosen at
+//! run time, the unchecked reads of `X` rows after a per-task index check, the prefetch hint)
+//! is in `kernels::raw`, the crate's only `unsafe` code.
 
-use std::mem::size_of;
+use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 
-use ndarray::{ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis};
-
+pub(crate) use super::spmm_rows::prefetch_distance;
+use super::spmm_rows::Rows;
+pub use super::spmm_rows::{PREFETCH_BYTES, PREFETCH_BYTES_WIDE, WIDE_ROW_BYTES};
 use super::{raw, shape_panic, CsrView};
 use crate::{Par, Scalar};
 
 /// A task is split further while it has more than this many multiply-adds (≈ (nnz + rows)·d).
 /// Splitting depends on the data only, never on the thread count.
 pub const SPMM_TASK_WORK: usize = 1 << 16;
-
-/// How far ahead the fast path prefetches, in bytes of gathered `X` rows: the row of the
-/// non-zero `max(1, PREFETCH_BYTES / (d·size_of::<F>()))` positions ahead in the CSR arrays
-/// (rows under [`WIDE_ROW_BYTES`]).
-pub const PREFETCH_BYTES: usize = 4096;
-
-/// Rows of at least this many bytes are prefetched [`PREFETCH_BYTES_WIDE`] ahead instead:
-/// at d = 256 (f32) 16 rows ahead ran about 10 % faster than 4 on arxiv-like in the community
-/// order (2026-12-05, alternating builds), while at d ≤ 128 a longer distance was no better.
-pub const WIDE_ROW_BYTES: usize = 1024;
-
-/// The prefetch distance of rows of at least [`WIDE_ROW_BYTES`].
-pub const PREFETCH_BYTES_WIDE: usize = 16384;
 
 /// out ← α·A·X + β·out, sparse A (CSR, `u32` indices) times dense X.
 ///
@@ -181,23 +170,6 @@ fn tiled<F: Scalar>(
     }
 }
 
-/// The CSR arrays of `A` as the row kernels read them: row `i`'s non-zeros are
-/// `ip[i] - off..ip[i + 1] - off` in `idx` and `val`.
-pub(super) struct Rows<'a, F> {
-    pub(super) ip: &'a [usize],
-    pub(super) off: usize,
-    pub(super) idx: &'a [u32],
-    pub(super) val: &'a [F],
-}
-
-impl<F> Rows<'_, F> {
-    /// The range of row `i`'s non-zeros in `idx` and `val`.
-    #[inline(always)]
-    pub(super) fn range(&self, i: usize) -> (usize, usize) {
-        (self.ip[i] - self.off, self.ip[i + 1] - self.off)
-    }
-}
-
 /// Work of rows `lo..hi` in units of d: non-zeros plus one per row (the write of the row).
 #[inline]
 fn work(ip: &[usize], lo: usize, hi: usize) -> usize {
@@ -249,62 +221,6 @@ impl CollectMid for std::ops::Range<usize> {
             }
         }
         a - self.start
-    }
-}
-
-/// Non-zeros to look ahead for a gathered row of `d` elements of `F`.
-#[inline]
-pub(crate) fn prefetch_distance<F>(d: usize) -> usize {
-    let row = (d * size_of::<F>()).max(1);
-    let ahead = if row >= WIDE_ROW_BYTES {
-        PREFETCH_BYTES_WIDE
-    } else {
-        PREFETCH_BYTES
-    };
-    (ahead / row).max(1)
-}
-
-/// The generic path for any strides of `x` and `out`, in the same summation order.
-pub(super) fn rows_strided<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    beta: F,
-    mut out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
-    for (r, orow) in out.axis_iter_mut(Axis(0)).enumerate() {
-        let (p0, p1) = rows.range(lo + r);
-        strided_row(alpha, rows, x, beta, orow, p0, p1);
-    }
-}
-
-/// One row of the generic path: `orow ← β·orow`, then `orow += (α·a_ij)·x_j` for the
-/// non-zeros `p0..p1`.
-pub(super) fn strided_row<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    beta: F,
-    mut orow: ArrayViewMut1<'_, F>,
-    p0: usize,
-    p1: usize,
-) {
-    if beta == F::zero() {
-        orow.fill(F::zero());
-    } else if beta != F::one() {
-        orow.map_inplace(|o| *o *= beta);
-    }
-    for (&j, &v) in rows.idx[p0..p1].iter().zip(&rows.val[p0..p1]) {
-        let w = alpha * v;
-        orow.zip_mut_with(&x.row(j as usize), |o, &xv| *o += w * xv);
-    }
-}
-
-impl<F: Scalar> Copy for Rows<'_, F> {}
-impl<F: Scalar> Clone for Rows<'_, F> {
-    fn clone(&self) -> Self {
-        *self
     }
 }
 

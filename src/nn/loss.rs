@@ -4,7 +4,7 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 use crate::graph::Sums;
 use crate::input::Mask;
-use crate::kernels::exact::Accumulator;
+use crate::scalar::exact::Accumulator;
 use crate::Scalar;
 
 /// L = (1/|M|) Σ_{i∈M} [logsumexp(z_i) − z_{i,y_i}], averaged over the mask's nodes only, and

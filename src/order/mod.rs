@@ -30,7 +30,7 @@
 //! in the caller's order with [`unpermute_rows`] and [`unpermute_slice`].
 //!
 //! # Layout
-//! The simple orders are in `classic.rs`, the label-propagation communities in `community.rs`,
+//! The simple orders are in `classic.rs`, the label-propagation communities in `community/`,
 //! the cache model and the locality statistics in `cache.rs`; [`Permutation`] and its
 //! application to a graph live in [`crate::graph::permutation`].
 

@@ -8,6 +8,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::cache::*;
+use super::community::coarsen::*;
+use super::community::sweep::*;
 use super::community::*;
 use super::*;
 use crate::data::synthetic::{CitationLike, FeatureKind};

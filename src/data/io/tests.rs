@@ -1,7 +1,9 @@
 //! Unit tests of the shared text readers, label and feature parsing, and random splits.
 
-use super::*;
+use std::fs::File;
 use std::io::Write;
+
+use super::*;
 
 /// A scratch file holding `content`, removed on drop.
 pub(super) struct Tmp(pub(super) PathBuf);

@@ -72,6 +72,14 @@ impl Timing {
     }
 }
 
+/// The median of `v` (NaN for an empty list), as [`Timing`] takes it.
+pub(super) fn median(v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    Timing::of(v).median_s
+}
+
 /// GB/s (10⁹ bytes per second).
 pub(super) fn gbs(bytes: f64, s: f64) -> f64 {
     bytes / s.max(f64::MIN_POSITIVE) / 1e9

@@ -58,9 +58,12 @@
 //! reordered and class orders built and compared, their locality and cache model, then every
 //! measurement at every width) and the report it returns ([`RooflineReport`]); the timed
 //! measurements themselves are in `measure`, the machine description and the big buffers in
-//! `machine`, the text table in `table`.
+//! `machine`, the text table in `table`. [`floor`] prices a kernel profile (the calls recorded
+//! by [`kernels::profile`] during a run) at these bounds: the
+//! training epoch it prices for `roofline --epoch` is run by `train::profile`, above this
+//! module, which measures kernels only.
 
-pub mod epoch;
+pub mod floor;
 mod machine;
 mod measure;
 mod table;
@@ -71,7 +74,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub use self::epoch::{epoch, EpochConfig, EpochReport};
+pub use self::floor::{
+    price, CallReport, FloorConfig, Floors, GemmRate, PhaseReport, Profiled, SpmmFloor,
+};
 pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
 use self::measure::gbs;
 pub use self::measure::{

@@ -3,14 +3,25 @@
 //! the orders' locality, then one row per width d with the gather bound, the SpMMs in each order
 //! as milliseconds, GB/s and fractions of the bounds, the speedup and the in-cache floor).
 
+use std::fmt::Write as _;
+
 use super::{RooflineReport, SpmmReport};
 
 impl RooflineReport {
     /// A human-readable table of the report.
     pub fn table(&self) -> String {
-        use std::fmt::Write as _;
-        let m = &self.machine;
         let mut s = String::new();
+        self.write_rates(&mut s);
+        self.write_orders(&mut s);
+        self.write_widths(&mut s);
+        self.write_tiles(&mut s);
+        s.push_str(LEGEND);
+        s
+    }
+
+    /// The machine, the dataset, huge pages, and the triad and sgemm rates.
+    fn write_rates(&self, s: &mut String) {
+        let m = &self.machine;
         let _ = writeln!(
             s,
             "machine   {} ({} logical CPUs, {} threads), THP {}, load {} -> {}",
@@ -52,6 +63,10 @@ impl RooflineReport {
                 g.timing.median_s * 1e3
             );
         }
+    }
+
+    /// The cache model's misses and the orders' locality.
+    fn write_orders(&self, s: &mut String) {
         let (lr, lo) = (&self.locality_random, &self.locality_reordered);
         if let Some(lc) = &self.locality_class {
             let _ = writeln!(
@@ -103,6 +118,10 @@ impl RooflineReport {
             100.0 * lr.near_fraction,
             100.0 * lo.near_fraction
         );
+    }
+
+    /// One row per width d: the gather bound, the SpMM in each order, the in-cache floor.
+    fn write_widths(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "{:>5} | {:>22} | {:>7} | {:>32} | {:>32} | {:>7} | {:>11}{}",
@@ -151,6 +170,10 @@ impl RooflineReport {
                 class
             );
         }
+    }
+
+    /// The column tiles, where they were measured.
+    fn write_tiles(&self, s: &mut String) {
         for r in &self.dims {
             if let (Some(rt), Some(ot)) = (&r.random_tiled, &r.reordered_tiled) {
                 let _ = writeln!(
@@ -167,8 +190,6 @@ impl RooflineReport {
                 );
             }
         }
-        s.push_str(LEGEND);
-        s
     }
 }
 

@@ -1,7 +1,8 @@
 //! The communication model of a row-partitioned run: the bytes every rank hands MPI, from the
 //! partition's halos and the model's shapes alone, without running anything.
 //!
-//! The bytes, as `dist::mpi::DistAdj` (feature `mpi`) counts them (nothing in a 1-rank job):
+//! The bytes, as `dist::backend::mpi::DistAdj` (feature `mpi`) counts them (nothing in a 1-rank
+//! job):
 //! - **a product** Â·H at width w: every halo row is sent once by its owner, so
 //!   `4·w·Σ_r halo_r` bytes over all ranks (Âᵀ·G: its own halos, the same for a symmetric Â);
 //! - **a sum across nodes** of `len` values: each rank's exact partials, [`WORDS_F32`] `i64`
@@ -15,10 +16,10 @@
 //! backward products, the weight and bias gradients) and one validation pass; then the final
 //! evaluation (validation and test).
 
-use super::RowPartition;
+use crate::dist::backend::RowPartition;
 use crate::graph::NormAdj;
-use crate::kernels::exact::Accumulator;
 use crate::nn::Order;
+use crate::scalar::exact::Accumulator;
 use crate::Scalar;
 
 /// Words of one `f32` value's exact partial.

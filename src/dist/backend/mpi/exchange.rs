@@ -9,7 +9,7 @@ use mpi::traits::*;
 use mpi::Count;
 
 use super::world;
-use crate::dist::RowPartition;
+use crate::dist::backend::RowPartition;
 use crate::kernels::{Csr, CsrView};
 use crate::{Error, Result};
 

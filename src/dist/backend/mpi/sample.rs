@@ -2,7 +2,16 @@
 //! (and Â′ᵀ) with the keyed rule of one process, and [`DistSample`] runs the products on them
 //! over the base's halo.
 
-use super::*;
+use ndarray::{ArrayView2, ArrayViewMut2};
+
+use super::exchange::slot;
+use super::DistAdj;
+use crate::graph::dropedge::{keep_threshold, keeps};
+use crate::graph::propagate::{blocks, BlockFn, NeighbourFn};
+use crate::graph::{Caps, Collective, Norm, Propagate, RowSpan, Unsupported};
+use crate::input::SparseFeatures;
+use crate::kernels::{Csr, CsrView};
+use crate::Par;
 
 impl DistAdj {
     /// [`Propagate::drop_edge_sample`] of a `DistAdj`.

@@ -1,5 +1,8 @@
 //! [`Scalar`]: the floating-point types the engine runs in (f32 for training, f64 for the
-//! gradient checks), and which GEMM routine each uses ([`ScalarKind`]).
+//! gradient checks), which GEMM routine each uses ([`ScalarKind`]), and the exact accumulator
+//! of sums of each ([`exact`]). A leaf: it imports nothing from the crate.
+
+pub mod exact;
 
 use std::fmt::{Debug, Display};
 use std::iter::Sum;
@@ -42,10 +45,9 @@ pub trait Scalar:
     /// (matrixmultiply's `sgemm` or `dgemm`). It must name the type itself: `kernels::gemm`
     /// checks it and panics otherwise.
     const KIND: ScalarKind;
-    /// The exact accumulator of sums of this type's values
-    /// ([`kernels::exact`](crate::kernels::exact)): the 10-digit format for `f32`, the 68-digit
-    /// one for `f64`.
-    type Exact: crate::kernels::exact::Accumulator;
+    /// The exact accumulator of sums of this type's values ([`exact`]): the 10-digit format
+    /// for `f32`, the 68-digit one for `f64`.
+    type Exact: exact::Accumulator;
     /// Adds this value exactly into `acc` (for `f32`, straight from its bits).
     fn add_to(self, acc: &mut Self::Exact);
 }
@@ -70,5 +72,5 @@ macro_rules! impl_scalar {
         }
     };
 }
-impl_scalar!(f32, F32, crate::kernels::exact::ExactSum32, add_f32);
-impl_scalar!(f64, F64, crate::kernels::exact::ExactSum, add);
+impl_scalar!(f32, F32, exact::ExactSum32, add_f32);
+impl_scalar!(f64, F64, exact::ExactSum, add);

@@ -1,341 +1,14 @@
-//! Element-wise kernels: bias, column sums, ReLU and its mask, dropout masks.
+//! Dropout masks: inverted-dropout factors drawn from a keyed, counter-based stream
+//! ([`MASK_STREAM`]), so that any part of a mask can be drawn by any thread or process with the
+//! same bits, and ReLU with dropout fused into one pass that keeps the codes
+//! ([`relu_dropout_at`]).
 
-use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Zip};
+use ndarray::ArrayViewMut2;
 use rayon::prelude::*;
 
-use super::profile::{span, Phase, Work};
+use super::codes::{code_bytes, pack4, CODES_PER_BYTE};
+use crate::kernels::profile::{span, Phase, Work};
 use crate::{Par, Scalar};
-
-/// out ← out + 1·bᵀ (adds `b` to every row).
-///
-/// # Panics
-/// If `out.ncols() != b.len()`.
-#[track_caller]
-pub fn add_bias<F: Scalar>(out: ArrayViewMut2<'_, F>, b: ArrayView1<'_, F>, par: Par) {
-    assert_eq!(
-        out.ncols(),
-        b.len(),
-        "add_bias: out {:?}, b {}",
-        out.dim(),
-        b.len()
-    );
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: 2 * out.len() * std::mem::size_of::<F>(),
-    });
-    super::rows::for_each_row(out, par, |_, mut row| row += &b);
-}
-
-/// out ← Gᵀ·1 + β·out (column sums, in row order: deterministic).
-///
-/// # Panics
-/// If `out.len() != g.ncols()`.
-#[track_caller]
-pub fn col_sum<F: Scalar>(g: ArrayView2<'_, F>, beta: F, mut out: ArrayViewMut1<'_, F>) {
-    assert_eq!(
-        out.len(),
-        g.ncols(),
-        "col_sum: g {:?}, out {}",
-        g.dim(),
-        out.len()
-    );
-    let _span = span(Phase::Reduce, || Work::Stream {
-        bytes: g.len() * std::mem::size_of::<F>(),
-    });
-    if beta == F::zero() {
-        out.fill(F::zero());
-    } else {
-        out.map_inplace(|o| *o *= beta);
-    }
-    for row in g.axis_iter(Axis(0)) {
-        out += &row;
-    }
-}
-
-/// z ← max(z, 0). NaN becomes 0, like every other non-positive value.
-pub fn relu_inplace<F: Scalar>(z: ArrayViewMut2<'_, F>, par: Par) {
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: 2 * z.len() * std::mem::size_of::<F>(),
-    });
-    // Branch-free: a select, not a data-dependent jump (the signs of activations are close to
-    // random, so a branch mispredicts half the time). `NaN > 0` is false, so NaN maps to 0.
-    super::rows::for_each_row(z, par, |_, mut row| {
-        row.map_inplace(|v| *v = [F::zero(), *v][usize::from(*v > F::zero())]);
-    });
-}
-
-/// dz ← dz ⊙ 𝟙(a > 0), with `a` the ReLU output (ReLU'(0) = 0).
-///
-/// # Panics
-/// If the shapes differ.
-#[track_caller]
-pub fn relu_backward_inplace<F: Scalar>(mut dz: ArrayViewMut2<'_, F>, a: ArrayView2<'_, F>) {
-    assert_eq!(
-        dz.dim(),
-        a.dim(),
-        "relu_backward: dz {:?}, a {:?}",
-        dz.dim(),
-        a.dim()
-    );
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: 3 * dz.len() * std::mem::size_of::<F>(),
-    });
-    // Branch-free select, as in `relu_inplace` (NaN in `a` counts as not positive).
-    Zip::from(&mut dz)
-        .and(&a)
-        .for_each(|g, &v| *g = [F::zero(), *g][usize::from(v > F::zero())]);
-}
-
-/// The epilogue of a hidden layer without dropout, one pass over `z`: z ← max(z + 1·bᵀ, 0)
-/// (bias optional). Bit-identical to [`add_bias`] then [`relu_inplace`].
-///
-/// # Panics
-/// If `b` does not match `z`'s width.
-#[track_caller]
-pub fn bias_relu<F: Scalar>(mut z: ArrayViewMut2<'_, F>, b: Option<ArrayView1<'_, F>>) {
-    assert!(
-        b.is_none_or(|b| b.len() == z.ncols()),
-        "bias_relu: z {:?}, b {:?}",
-        z.dim(),
-        b.map(|b| b.len())
-    );
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: 2 * z.len() * std::mem::size_of::<F>(),
-    });
-    let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
-    match b {
-        Some(b) => {
-            for mut zr in z.axis_iter_mut(Axis(0)) {
-                Zip::from(&mut zr)
-                    .and(&b)
-                    .for_each(|v, &bk| *v = relu(*v + bk));
-            }
-        }
-        None => z.map_inplace(|v| *v = relu(*v)),
-    }
-}
-
-/// The code [`bias_relu_dropout_fold`] keeps per element: the ReLU output was not positive.
-pub const RELU_OFF: u8 = 0;
-/// The code of a positive ReLU output that dropout kept (factor `keep`).
-pub const DROP_KEPT: u8 = 1;
-/// The code of a positive ReLU output that dropout dropped (factor 0).
-pub const DROP_ZERO: u8 = 2;
-
-/// Codes per byte: the element-wise kernels keep 2-bit codes ([`RELU_OFF`], [`DROP_KEPT`],
-/// [`DROP_ZERO`]; ReLU alone or dropout alone use 0 and 1), element k of an array (row-major)
-/// in bits 2·(k mod 4) and 2·(k mod 4) + 1 of byte k / 4. A quarter of a byte an element: for
-/// products-like 3 × 256, 0.94 GB less than a byte each.
-pub const CODES_PER_BYTE: usize = 4;
-
-/// Bytes of the codes of `len` elements.
-pub const fn code_bytes(len: usize) -> usize {
-    len.div_ceil(CODES_PER_BYTE)
-}
-
-/// The code of element `k`.
-///
-/// # Panics
-/// If `codes` has no byte for element `k`.
-#[inline]
-pub fn code_at(codes: &[u8], k: usize) -> u8 {
-    (codes[k / CODES_PER_BYTE] >> (2 * (k % CODES_PER_BYTE))) & 3
-}
-
-/// Four codes, one a byte of `w` (little-endian, each < 4), packed into one byte.
-#[inline(always)]
-fn pack4(w: u32) -> u8 {
-    let x = w & 0x0303_0303;
-    (x | x >> 6 | x >> 12 | x >> 18) as u8
-}
-
-/// The four codes of a byte, one a byte of the result (little-endian): [`pack4`]'s inverse.
-#[inline(always)]
-fn unpack4(byte: u8) -> u32 {
-    let w = u32::from(byte);
-    (w | w << 6 | w << 12 | w << 18) & 0x0303_0303
-}
-
-/// Packs the codes `code(k)` of elements `k` in `0..len` into `out` (whole bytes written, the
-/// unused bits of a last partial byte 0).
-#[inline]
-fn pack_codes(out: &mut [u8], len: usize, mut code: impl FnMut(usize) -> u8) {
-    for (b, byte) in out[..code_bytes(len)].iter_mut().enumerate() {
-        let first = b * CODES_PER_BYTE;
-        let mut v = 0u8;
-        for j in 0..(len - first).min(CODES_PER_BYTE) {
-            v |= (code(first + j) & 3) << (2 * j);
-        }
-        *byte = v;
-    }
-}
-
-/// `codes` ← f(a) for each element of `a` (row-major), packed ([`CODES_PER_BYTE`]), in
-/// [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel under [`Par::Rayon`].
-///
-/// # Panics
-/// If `codes` is shorter than [`code_bytes`]`(a.len())`.
-#[track_caller]
-pub fn codes_from<A: Sync>(
-    codes: &mut [u8],
-    a: ArrayView2<'_, A>,
-    par: Par,
-    f: impl Fn(&A) -> u8 + Sync,
-) {
-    let len = a.len();
-    assert!(
-        codes.len() >= code_bytes(len),
-        "codes_from: {} code bytes for {len} elements",
-        codes.len()
-    );
-    const CB: usize = super::rows::CHUNK_ELEMS / CODES_PER_BYTE;
-    let codes = &mut codes[..code_bytes(len)];
-    match (a.as_slice(), par) {
-        (Some(sa), Par::Rayon) => codes
-            .par_chunks_mut(CB)
-            .zip(sa.par_chunks(super::rows::CHUNK_ELEMS))
-            .for_each(|(cc, ca)| pack_codes(cc, ca.len(), |k| f(&ca[k]))),
-        (Some(sa), Par::Seq) => pack_codes(codes, len, |k| f(&sa[k])),
-        _ => {
-            let mut it = a.iter();
-            pack_codes(codes, len, |_| {
-                f(it.next().unwrap_or_else(|| unreachable!("len elements")))
-            });
-        }
-    }
-}
-
-/// f(g, code) for each element of `g` (row-major) and its code in `codes` (packed,
-/// [`CODES_PER_BYTE`]), in [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel
-/// under [`Par::Rayon`] (each element on its own: the result does not depend on the chunks).
-///
-/// # Panics
-/// If `codes` is shorter than [`code_bytes`]`(g.len())`.
-#[track_caller]
-pub fn zip_codes<A: Send>(
-    mut g: ArrayViewMut2<'_, A>,
-    codes: &[u8],
-    par: Par,
-    f: impl Fn(&mut A, u8) + Sync,
-) {
-    let len = g.len();
-    assert!(
-        codes.len() >= code_bytes(len),
-        "zip_codes: {} code bytes for {len} elements",
-        codes.len()
-    );
-    const CB: usize = super::rows::CHUNK_ELEMS / CODES_PER_BYTE;
-    // Codes unpacked a block at a time into one byte each, then the element loop as over
-    // byte codes (the form the compiler vectorises).
-    const BLOCK: usize = 1024;
-    let unpack = |gs: &mut [A], cs: &[u8]| {
-        let mut buf = [0u8; BLOCK];
-        for (gb, cb) in gs.chunks_mut(BLOCK).zip(cs.chunks(BLOCK / CODES_PER_BYTE)) {
-            for (b4, &byte) in buf.chunks_exact_mut(CODES_PER_BYTE).zip(cb) {
-                b4.copy_from_slice(&unpack4(byte).to_le_bytes());
-            }
-            gb.iter_mut().zip(&buf).for_each(|(x, &c)| f(x, c));
-        }
-    };
-    // Compiled for the widest vectors the CPU has (the same bits on any).
-    let unpack = |gs: &mut [A], cs: &[u8]| {
-        super::raw::widest(
-            #[inline(always)]
-            || unpack(gs, cs),
-        )
-    };
-    match (g.as_slice_mut(), par) {
-        (Some(sg), Par::Rayon) => sg
-            .par_chunks_mut(super::rows::CHUNK_ELEMS)
-            .zip(codes.par_chunks(CB))
-            .for_each(|(cg, cc)| unpack(cg, cc)),
-        (Some(sg), Par::Seq) => unpack(sg, codes),
-        _ => g
-            .iter_mut()
-            .enumerate()
-            .for_each(|(k, x)| f(x, code_at(codes, k))),
-    }
-}
-
-/// The epilogue of a hidden layer with dropout, in place, keeping a 2-bit code per element
-/// ([`CODES_PER_BYTE`]) instead of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and
-/// the code of each element (row-major) [`RELU_OFF`] where ReLU(h + b) ≤ 0, else [`DROP_KEPT`]
-/// or [`DROP_ZERO`] as the mask keeps or drops the element. `mask` holds inverted-dropout
-/// factors (0 or `keep`, as [`dropout_mask`] draws them). The new `h` is bit for bit
-/// [`add_bias`], [`relu_inplace`] and the product with the mask run one after the other, and
-/// [`dropout_relu_backward_code`] with the codes gives bit for bit `𝟙(a > 0) ⊙ (dh ⊙ mask)` for
-/// the ReLU output `a`.
-///
-/// # Panics
-/// If `b` or `mask` do not match `h`'s shape, or `codes` is shorter than
-/// [`code_bytes`]`(h.len())`.
-#[track_caller]
-pub fn bias_relu_dropout_fold<F: Scalar>(
-    mut h: ArrayViewMut2<'_, F>,
-    b: Option<ArrayView1<'_, F>>,
-    mask: ArrayView2<'_, F>,
-    codes: &mut [u8],
-) {
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: h.len() * (3 * std::mem::size_of::<F>()) + code_bytes(h.len()),
-    });
-    let dim = h.dim();
-    assert!(
-        b.is_none_or(|b| b.len() == dim.1)
-            && mask.dim() == dim
-            && codes.len() >= code_bytes(h.len()),
-        "bias_relu_dropout_fold: h {dim:?}, b {:?}, mask {:?}, {} code bytes",
-        b.map(|b| b.len()),
-        mask.dim(),
-        codes.len()
-    );
-    let relu = |v: F| [F::zero(), v][usize::from(v > F::zero())];
-    let codes = &mut codes[..code_bytes(h.len())];
-    codes.fill(0);
-    for (i, (mut hr, mr)) in h
-        .axis_iter_mut(Axis(0))
-        .zip(mask.axis_iter(Axis(0)))
-        .enumerate()
-    {
-        Zip::indexed(&mut hr).and(&mr).for_each(|j, v, &m| {
-            let t = relu(match b {
-                Some(b) => *v + b[j],
-                None => *v,
-            });
-            *v = t * m;
-            // Branch-free: 0 when t ≤ 0, else 1 (kept) or 2 (dropped).
-            let on = u8::from(t > F::zero());
-            let k = i * dim.1 + j;
-            codes[k / CODES_PER_BYTE] |=
-                (on * (1 + u8::from(m == F::zero()))) << (2 * (k % CODES_PER_BYTE));
-        });
-    }
-}
-
-/// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where the code (packed,
-/// [`CODES_PER_BYTE`]) is [`DROP_KEPT`], dz·0 where it is [`DROP_ZERO`] and +0 where it is
-/// [`RELU_OFF`] — exactly what `[a > 0] ? dz·m : +0` computes from the mask m (0 or `keep`) and
-/// the ReLU output a.
-///
-/// # Panics
-/// If `codes` is shorter than [`code_bytes`]`(dz.len())`.
-#[track_caller]
-pub fn dropout_relu_backward_code<F: Scalar>(
-    dz: ArrayViewMut2<'_, F>,
-    codes: &[u8],
-    keep: F,
-    par: Par,
-) {
-    let _span = span(Phase::Elementwise, || Work::Stream {
-        bytes: dz.len() * (2 * std::mem::size_of::<F>()) + code_bytes(dz.len()),
-    });
-    zip_codes(dz, codes, par, |g, c| {
-        // +0 where ReLU is off, g·keep where kept, g·0 where dropped (and for the unused
-        // code 3): selects, not a table, so that the loop vectorises.
-        let m = if c == DROP_KEPT { keep } else { F::zero() };
-        let v = *g * m;
-        *g = if c == RELU_OFF { F::zero() } else { v };
-    });
-}
 
 /// Fills `mask` with inverted-dropout factors: 0 with probability `p`, `1/(1-p)` otherwise,
 /// drawing one `u64` from `rng` (the mask's key); the same as [`fill_dropout_mask`] under
@@ -438,7 +111,7 @@ pub const MASK_CHUNK: usize = 1 << 15;
 const _: () =
     assert!(MASK_CHUNK.is_multiple_of(MASK_WORDS) && MASK_WORDS.is_multiple_of(CODES_PER_BYTE));
 const _: () = assert!(MASK_WORDS.is_multiple_of(2));
-const _: () = assert!(super::rows::CHUNK_ELEMS.is_multiple_of(CODES_PER_BYTE));
+const _: () = assert!(crate::kernels::rows::CHUNK_ELEMS.is_multiple_of(CODES_PER_BYTE));
 
 /// Elements `before .. before + mask.len()` of the dropout mask of a sequence of `total`
 /// elements drawn from `rng` by [`fill_dropout_mask`]: what one process of a row-partitioned
@@ -473,7 +146,7 @@ pub fn fill_dropout_mask_at<F: Scalar, R: rand::Rng + ?Sized>(
     let key = rng.next_u64();
     // Task c holds elements before + c·MASK_CHUNK.., whichever thread draws it.
     let task = |(c, chunk): (usize, &mut [F])| {
-        super::raw::widest(
+        crate::kernels::raw::widest(
             #[inline(always)]
             || {
                 let mut buf = [0u32; MASK_WORDS + 2];
@@ -493,37 +166,11 @@ pub fn fill_dropout_mask_at<F: Scalar, R: rand::Rng + ?Sized>(
     }
 }
 
-/// `f(a_k, b_k)` for every element of two arrays of one shape (of two element types: the row
-/// loop [`for_each_row2`](super::rows::for_each_row2) takes one), in
-/// [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel under [`Par::Rayon`]
-/// when both are contiguous (element by element otherwise). Every element is computed on its
-/// own, so the result does not depend on the chunks.
-///
-/// # Panics
-/// If the shapes differ.
-#[track_caller]
-pub fn zip_elems<A: Send + Sync, B: Sync>(
-    mut a: ArrayViewMut2<'_, A>,
-    b: ArrayView2<'_, B>,
-    par: Par,
-    f: impl Fn(&mut A, &B) + Sync,
-) {
-    assert_eq!(a.dim(), b.dim(), "zip_elems: shapes differ");
-    match (a.as_slice_mut(), b.as_slice(), par) {
-        (Some(sa), Some(sb), Par::Rayon) => sa
-            .par_chunks_mut(super::rows::CHUNK_ELEMS)
-            .zip(sb.par_chunks(super::rows::CHUNK_ELEMS))
-            .for_each(|(ca, cb)| ca.iter_mut().zip(cb).for_each(|(x, y)| f(x, y))),
-        (Some(sa), Some(sb), Par::Seq) => sa.iter_mut().zip(sb).for_each(|(x, y)| f(x, y)),
-        _ => Zip::from(&mut a).and(&b).for_each(f),
-    }
-}
-
-/// [`fill_dropout_mask_at`] and [`bias_relu_dropout_fold`] (no bias) in one pass, without the
-/// mask: h ← ReLU(h) ⊙ mask and the packed codes as there, element k of `h` (row-major) taking
-/// element `before + k` of the mask of `total` elements drawn from `rng` (one `u64` of it).
-/// Bit for bit the two kernels run one after the other, for any `par`; the mask's n × d
-/// factors are never written (4 bytes an element less to write and read).
+/// [`fill_dropout_mask_at`] and [`bias_relu_dropout_fold`](super::bias_relu_dropout_fold) (no bias)
+/// in one pass, without the mask: h ← ReLU(h) ⊙ mask and the packed codes as there, element k of
+/// `h` (row-major) taking element `before + k` of the mask of `total` elements drawn from `rng`
+/// (one `u64` of it). Bit for bit the two kernels run one after the other, for any `par`; the
+/// mask's n × d factors are never written (4 bytes an element less to write and read).
 ///
 /// # Panics
 /// If `p` is not in `[0, 1)`, `codes` is shorter than [`code_bytes`]`(h.len())` or
@@ -561,7 +208,7 @@ pub fn relu_dropout_at<F: Scalar, R: rand::Rng + ?Sized>(
         Some(hs) => {
             // Task c holds elements before + c·MASK_CHUNK.., whichever thread draws it.
             let task = |(c, (hc, cc)): (usize, (&mut [F], &mut [u8]))| {
-                super::raw::widest(
+                crate::kernels::raw::widest(
                     #[inline(always)]
                     || {
                         let mut buf = [0u32; MASK_WORDS + 2];
@@ -636,27 +283,15 @@ mod tests {
 
     use super::dropout_mask;
 
-    /// `pack4` and `unpack4` are inverse: every byte, and every four codes < 4.
-    #[test]
-    fn pack4_and_unpack4_are_inverse() {
-        use super::{code_at, pack4, unpack4};
-        for b in 0..=255u8 {
-            let w = unpack4(b);
-            assert_eq!(pack4(w), b);
-            for j in 0..4 {
-                assert_eq!(w.to_le_bytes()[j], code_at(&[b], j), "byte {b} code {j}");
-            }
-        }
-    }
-
     /// The fused ReLU·dropout gives the bits, the codes and the stream position of the mask
     /// drawn first and folded after, for any part of a longer mask, layout and `par`.
     #[test]
     fn relu_dropout_at_is_the_mask_then_the_fold() {
         use ndarray::{s, Array2};
 
-        use super::{bias_relu_dropout_fold, code_at, code_bytes, fill_dropout_mask_at};
-        use super::{relu_dropout_at, DROP_KEPT, DROP_ZERO, RELU_OFF};
+        use super::{fill_dropout_mask_at, relu_dropout_at};
+        use crate::kernels::elementwise::{bias_relu_dropout_fold, code_at, code_bytes};
+        use crate::kernels::elementwise::{DROP_KEPT, DROP_ZERO, RELU_OFF};
         use crate::Par;
         let (n, d) = (301, 257); // more than two MASK_CHUNKs, odd sizes
         let h0 = Array2::from_shape_fn((n, d), |(i, c)| ((i * 7 + c * 13) % 29) as f32 - 14.5);
@@ -852,27 +487,6 @@ mod tests {
         assert!(k.factor(u32::MAX - 1) > 1e9 && k.factor(u32::MAX) > 1e9);
         let none = super::Keep::<f64>::new(0.0);
         assert_eq!(none.factor(0), 1.0);
-    }
-
-    /// `col_sum`: out ← Gᵀ·1 + β·out in row order; β = 0 overwrites (NaN in `out` does not
-    /// leak), any other β scales what `out` held.
-    #[test]
-    fn col_sum_scales_or_overwrites_out() {
-        use super::col_sum;
-        use ndarray::{arr1, arr2};
-        let g = arr2(&[[1.0f64, -2.0, 0.5], [3.0, 4.0, -0.25]]);
-        let mut out = arr1(&[f64::NAN, f64::INFINITY, 7.0]);
-        col_sum(g.view(), 0.0, out.view_mut());
-        assert_eq!(out, arr1(&[4.0, 2.0, 0.25]));
-        let mut out = arr1(&[2.0, -4.0, 8.0]);
-        col_sum(g.view(), 0.5, out.view_mut());
-        assert_eq!(out, arr1(&[5.0, 0.0, 4.25]));
-        let mut out = arr1(&[2.0, -4.0, 8.0]);
-        col_sum(g.view(), 1.0, out.view_mut());
-        assert_eq!(out, arr1(&[6.0, -2.0, 8.25]));
-        let mut out = arr1(&[2.0, -4.0, 8.0]);
-        col_sum(g.view(), -3.0, out.view_mut());
-        assert_eq!(out, arr1(&[-2.0, 14.0, -23.75]));
     }
 
     #[test]

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use ndarray::s;
 
-use super::RowPartition;
 use crate::data::dataset::check_trainable;
 use crate::data::features::sparse_enough;
 use crate::data::io::OgbFeatures;
 use crate::data::synthetic::CitationLike;
 use crate::data::{Dataset, Features, FeaturesRef, Mask, Skeleton, SparseFeatures, Split};
+use crate::dist::backend::RowPartition;
 use crate::graph::Collective;
 use crate::graph::{adj_indptr, NormRows};
 use crate::kernels::Csr;

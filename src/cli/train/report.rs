@@ -1,0 +1,175 @@
+//! What `train` prints: the JSON report, the stop rule in words, the history CSV.
+
+use serde_json::json;
+
+use sparse_gcn::train::run::Summary;
+use sparse_gcn::train::{mean_std, RunResult, StopRule, TrainConfig};
+
+use super::TrainArgs;
+
+/// The timings and parallelism of a run, for its JSON report.
+pub(super) struct Times {
+    pub(super) threads: usize,
+    pub(super) concurrent: usize,
+    pub(super) load_s: f64,
+    pub(super) reorder_s: f64,
+    pub(super) train_s: f64,
+    pub(super) step_median: f64,
+    pub(super) epoch_median: f64,
+}
+
+/// The JSON object of `train --json` (the last line of stdout), with `extra`'s keys (a run
+/// across ranks) added.
+pub(super) fn json_report(
+    a: &TrainArgs,
+    cfg: &TrainConfig,
+    d: &Summary,
+    runs: &[RunResult],
+    t: &Times,
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
+) -> serde_json::Value {
+    let orders: Vec<&str> = runs
+        .first()
+        .map(|r| r.orders.iter().map(|o| o.name()).collect())
+        .unwrap_or_default();
+    let tests: Vec<f64> = runs.iter().map(|r| r.test_acc).collect();
+    let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
+    let (tm, ts) = mean_std(&tests);
+    let (vm, vs) = mean_std(&vals);
+    let m = &cfg.model;
+    let setting = |key: &str| {
+        m.arch
+            .settings()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    };
+    let mut j = json!({
+        "dataset": d.name,
+        "model": m.arch.name(),
+        "n_nodes": d.n_nodes,
+        "n_edges": d.n_edges,
+        "nnz": d.nnz,
+        "in_dim": d.in_dim,
+        "n_classes": d.n_classes,
+        // Null where the model has no such part (sgc's layers and hidden width, …).
+        "layers": m.arch.uses().layers.is_none().then_some(m.n_layers),
+        "hidden": m.arch.uses().hidden.is_none().then_some(m.hidden_dim),
+        "k": setting("k").map(|k| k as usize),
+        "alpha": setting("alpha"),
+        "lambda": setting("lambda"),
+        "norm_layer": m.arch.uses().gcn_convs.then(|| m.norm.name()),
+        "drop_edge": m.drop_edge,
+        "checkpoint_every": m.checkpoint,
+        "seeds": runs.len(),
+        "threads": t.threads,
+        "concurrent_runs": t.concurrent,
+        "orders": orders,
+        "test_acc_mean": tm,
+        "test_acc_std": ts,
+        "val_acc_mean": vm,
+        "val_acc_std": vs,
+        "test_accs": tests,
+        "test_losses": runs.iter().map(|r| r.test_loss).collect::<Vec<_>>(),
+        "epochs_run": runs.iter().map(|r| r.history.len()).collect::<Vec<_>>(),
+        "stop": stop_json(cfg.stop),
+        "stopped_early": runs.iter().map(|r| r.history.len() < cfg.epochs).collect::<Vec<_>>(),
+        "kept_epoch": runs.iter().map(|r| r.best_epoch + 1).collect::<Vec<_>>(),
+        "max_epochs": cfg.epochs,
+        "epoch_ms_median": t.step_median,
+        "epoch_with_eval_ms_median": t.epoch_median,
+        "warmup_epochs": a.warmup(),
+        "row_norm": d.row_normalized,
+        "load_s": t.load_s,
+        "reorder": a.reorder.to_string(),
+        "reorder_applied": d.prepare.reorder.to_string(),
+        "reorder_s": t.reorder_s,
+        "train_total_s": t.train_s,
+        "peak_rss_bytes": crate::cli::peak_rss_bytes(),
+    });
+    if let (Some(e), Some(obj)) = (extra, j.as_object_mut()) {
+        obj.extend(e);
+    }
+    j
+}
+
+/// `1 seed`, `2 seeds`.
+pub(crate) fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// A median time in ms, or why there is none (every epoch fell in the warm-up).
+pub(super) fn ms_text(ms: f64, epochs: usize, warmup: usize) -> String {
+    if ms.is_finite() {
+        format!("{ms:.3} ms")
+    } else {
+        format!(
+            "not timed (no epoch after the warm-up: {} run, --warmup {warmup})",
+            plural(epochs, "epoch")
+        )
+    }
+}
+
+/// The stop rule as JSON: `{"rule": "kipf", "window": 10}`, as the flags spell it.
+pub(super) fn stop_json(rule: StopRule) -> serde_json::Value {
+    match rule {
+        StopRule::Never => json!({ "rule": "never" }),
+        StopRule::Kipf { window } => json!({ "rule": "kipf", "window": window }),
+        StopRule::Patience { patience } => json!({ "rule": "patience", "patience": patience }),
+    }
+}
+
+/// Which rule ended a run, after which epoch (1-based), and whose weights it kept.
+pub(crate) fn stop_text(rule: StopRule, max_epochs: usize, r: &RunResult) -> String {
+    let ran = r.history.len();
+    let kept = r.best_epoch + 1;
+    let early = ran < max_epochs;
+    match rule {
+        StopRule::Never => format!(
+            "ran all {} (--stop never), kept the last",
+            plural(ran, "epoch")
+        ),
+        StopRule::Kipf { window } if early => format!(
+            "stopped by --stop kipf (window {window}) after epoch {ran} of {max_epochs}, kept \
+             that epoch's weights"
+        ),
+        StopRule::Kipf { window } => format!(
+            "ran all {} (--stop kipf, window {window}, did not fire), kept the last",
+            plural(ran, "epoch")
+        ),
+        StopRule::Patience { patience } if early => format!(
+            "stopped by --stop patience ({patience}) after epoch {ran} of {max_epochs}, kept \
+             epoch {kept} (lowest validation loss)"
+        ),
+        StopRule::Patience { patience } => format!(
+            "reached the epoch cap {max_epochs} (--stop patience {patience} not exhausted; \
+             raise --epochs), kept epoch {kept} (lowest validation loss)"
+        ),
+    }
+}
+
+/// The per-epoch history of every run as CSV, epochs 1-based.
+pub(super) fn history_csv(runs: &[RunResult]) -> String {
+    let mut s =
+        String::from("seed,epoch,train_loss,train_acc,val_loss,val_acc,train_ms,epoch_ms\n");
+    for r in runs {
+        for e in &r.history {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{:.4},{:.4}\n",
+                r.seed,
+                e.epoch + 1,
+                e.train_loss,
+                e.train_acc,
+                e.val_loss,
+                e.val_acc,
+                e.train_ms,
+                e.epoch_ms
+            ));
+        }
+    }
+    s
+}
