@@ -190,7 +190,7 @@ pub enum Error {
 }
 
 /// `bytes` in binary units for messages: `812 B`, `3.4 MiB`, `10.8 GiB`.
-pub fn human_bytes(bytes: u64) -> String {
+pub(crate) fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = bytes as f64;
     let mut u = 0;
@@ -306,7 +306,7 @@ impl Error {
 ///
 /// # Errors
 /// [`ConfigError::UnknownName`] when `s` is none of the names.
-pub fn parse_name<T: Copy>(
+pub(crate) fn parse_name<T: Copy>(
     what: &'static str,
     s: &str,
     choices: &[(&'static str, T)],

@@ -113,29 +113,29 @@ pub(crate) const MAX_EPOCHS: usize = 1_000_000;
 /// Most worker threads.
 pub(crate) const MAX_THREADS: usize = 1024;
 
-/// `--layers`: graph convolutions, at most [`MAX_LAYERS`](sparse_gcn::train::run::MAX_LAYERS).
+/// `--layers`: graph convolutions, at most [`MAX_LAYERS`](sparse_gcn::nn::arch::MAX_LAYERS).
 pub(crate) fn layers(s: &str) -> Result<usize, String> {
     count_to(
         s,
-        sparse_gcn::train::run::MAX_LAYERS,
+        sparse_gcn::nn::arch::MAX_LAYERS,
         "the deepest published GCN studies use 64 to 128",
     )
 }
 
-/// `--hidden`: at most [`MAX_HIDDEN`](sparse_gcn::train::run::MAX_HIDDEN).
+/// `--hidden`: at most [`MAX_HIDDEN`](sparse_gcn::nn::arch::MAX_HIDDEN).
 pub(crate) fn hidden(s: &str) -> Result<usize, String> {
     count_to(
         s,
-        sparse_gcn::train::run::MAX_HIDDEN,
+        sparse_gcn::nn::arch::MAX_HIDDEN,
         "the widest hidden layer accepted",
     )
 }
 
-/// `--k`: propagation steps, at most [`MAX_K`](sparse_gcn::train::run::MAX_K).
+/// `--k`: propagation steps, at most [`MAX_K`](sparse_gcn::nn::arch::MAX_K).
 pub(crate) fn steps(s: &str) -> Result<usize, String> {
     count_to(
         s,
-        sparse_gcn::train::run::MAX_K,
+        sparse_gcn::nn::arch::MAX_K,
         "SGC uses 2 and APPNP 10 steps; each step is one SpMM",
     )
 }
@@ -165,9 +165,9 @@ pub(crate) fn threads(s: &str) -> Result<usize, String> {
     zero_to(s, MAX_THREADS, "0 is one per CPU")
 }
 
-/// `--checkpoint-every`: 0 (off) to [`MAX_LAYERS`](sparse_gcn::train::run::MAX_LAYERS).
+/// `--checkpoint-every`: 0 (off) to [`MAX_LAYERS`](sparse_gcn::nn::arch::MAX_LAYERS).
 pub(crate) fn every(s: &str) -> Result<usize, String> {
-    zero_to(s, sparse_gcn::train::run::MAX_LAYERS, "0 is off")
+    zero_to(s, sparse_gcn::nn::arch::MAX_LAYERS, "0 is off")
 }
 
 /// What is at `path`, when it is not a regular file (symbolic links followed).

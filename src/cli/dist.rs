@@ -42,7 +42,7 @@ pub(crate) fn launched() -> bool {
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) use with_mpi::{fit_seeds, prepare, start, time_all_to_all, Job};
+pub(crate) use with_mpi::{content_hash, fit_seeds, prepare, start, time_all_to_all, Job};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
@@ -52,6 +52,7 @@ mod with_mpi {
     use sparse_gcn::dist::{prepare_rank, RowSource};
     use sparse_gcn::train::{fit_model, FitOptions, TrainData};
 
+    use sparse_gcn::data::content::ContentHash;
     use sparse_gcn::data::io::{load_ogb_skeleton, OgbOptions};
     use sparse_gcn::data::Features;
 
@@ -144,6 +145,29 @@ mod with_mpi {
             }
         };
         prepare_rank(skeleton, source, p, job.size(), job.rank(), job)
+    }
+
+    /// What `train --save` records of the data (as one process records it): rank 0 loads the
+    /// whole dataset once, hashes it and drops it before the ranks prepare their parts; the
+    /// other ranks get `None`. The ranks agree first, so that a rank 0 that cannot load it
+    /// leaves no other rank waiting.
+    ///
+    /// # Errors
+    /// As loading the data; [`sparse_gcn::Error::Distributed`] on the other ranks then.
+    pub(crate) fn content_hash(job: &Job, data: &DataArgs) -> Result<Option<ContentHash>> {
+        let hash = if job.rank() == 0 {
+            data.load().map(|d| Some(ContentHash::of(&d)))
+        } else {
+            Ok(None)
+        };
+        if !job.all(hash.is_ok()) {
+            return Err(hash.err().unwrap_or_else(|| {
+                sparse_gcn::Error::Distributed(
+                    "rank 0 could not load the data to record its content hash".into(),
+                )
+            }));
+        }
+        hash
     }
 
     /// Trains every seed across the job's ranks, one seed after another (every rank makes the
@@ -246,7 +270,7 @@ fn model_bytes(
 }
 
 #[cfg(not(feature = "mpi"))]
-pub(crate) use without_mpi::{fit_seeds, prepare, start, time_all_to_all, Job};
+pub(crate) use without_mpi::{content_hash, fit_seeds, prepare, start, time_all_to_all, Job};
 
 #[cfg(not(feature = "mpi"))]
 mod without_mpi {
@@ -265,6 +289,14 @@ mod without_mpi {
         job: &Job,
         _: usize,
     ) -> Result<Vec<sparse_gcn::dist::run::plan::CommSample>> {
+        match *job {}
+    }
+
+    /// Unreachable: there is no job to load for.
+    pub(crate) fn content_hash(
+        job: &Job,
+        _: &crate::cli::DataArgs,
+    ) -> Result<Option<sparse_gcn::data::content::ContentHash>> {
         match *job {}
     }
 

@@ -68,7 +68,7 @@ pub const KEYS: [&str; 4] = [
 ];
 
 /// The hash of `x`'s values (dense and sparse storage alike).
-pub fn features_hash(x: &Features<f32>) -> u64 {
+pub(crate) fn features_hash(x: &Features<f32>) -> u64 {
     let mut h = Hasher::new(2);
     h.word(x.n_rows() as u64);
     h.word(x.n_cols() as u64);

@@ -30,7 +30,7 @@ impl Dataset {
     ///
     /// # Errors
     /// The first inconsistency [`Dataset::validate`] finds.
-    pub fn try_new(
+    pub(crate) fn try_new(
         name: String,
         graph: Graph,
         features: Features<f32>,
@@ -146,7 +146,7 @@ pub struct Skeleton {
 
 impl Skeleton {
     /// The dataset with `features` (one row per node, not checked).
-    pub fn with_features(self, features: Features<f32>) -> Dataset {
+    pub(crate) fn with_features(self, features: Features<f32>) -> Dataset {
         Dataset {
             name: self.name,
             graph: self.graph,

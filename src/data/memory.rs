@@ -19,7 +19,7 @@
 use crate::{Error, Result};
 
 /// The environment variable holding a memory budget in bytes (see the [module docs](self)).
-pub const BUDGET_VAR: &str = "SPARSE_GCN_MAX_MEMORY";
+pub(crate) const BUDGET_VAR: &str = "SPARSE_GCN_MAX_MEMORY";
 
 /// The memory available now, and where the figure comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

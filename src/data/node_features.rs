@@ -15,7 +15,7 @@ use crate::kernels::Csr;
 use crate::{ConfigError, Result};
 
 /// Widest one-hot degree: degrees of [`MAX_DEGREE`] and more share the last column.
-pub const MAX_DEGREE: usize = 63;
+pub(crate) const MAX_DEGREE: usize = 63;
 
 /// Features built from the graph alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

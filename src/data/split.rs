@@ -53,7 +53,7 @@ impl Split {
     ///
     /// # Errors
     /// [`Error::Dataset`] naming the overlap.
-    pub fn check_disjoint(&self) -> Result<()> {
+    pub(crate) fn check_disjoint(&self) -> Result<()> {
         let n = self.train.n_nodes();
         let mut seen = vec![0u8; n];
         for (k, m) in [&self.train, &self.valid, &self.test]

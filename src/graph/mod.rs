@@ -5,7 +5,7 @@
 
 pub mod collective;
 pub mod dropedge;
-pub mod normalize;
+pub(crate) mod normalize;
 pub mod permutation;
 pub mod propagate;
 pub(crate) mod reduce;
@@ -15,7 +15,7 @@ pub use collective::{Collective, Local};
 pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};
 pub use permutation::Permutation;
 pub use propagate::{Caps, Propagate, Unsupported};
-pub use reduce::RowSink;
+
 pub use sums::{RowSpan, SumScratch, Sums};
 
 use crate::{Error, Result};
@@ -190,7 +190,7 @@ impl Graph {
         self.indptr[i + 1] - self.indptr[i]
     }
     /// Number of neighbours of `i` other than `i` itself (the degree without a self-loop).
-    pub fn degree_excluding_self(&self, i: usize) -> usize {
+    pub(crate) fn degree_excluding_self(&self, i: usize) -> usize {
         let nb = self.neighbors(i);
         nb.len() - usize::from(nb.binary_search(&(i as u32)).is_ok())
     }

@@ -45,7 +45,7 @@ impl<F: Scalar> Clone for NormAdj<F> {
     }
 }
 
-/// What [`NormAdj::assign_filtered`] reuses from one call to the next besides Â's and Âᵀ's
+/// What `NormAdj::assign_filtered` reuses from one call to the next besides Â's and Âᵀ's
 /// storage: D̃^-1/2, the fill cursors of the transpose (whose storage also stands in for Â's
 /// row pointer while Â is rebuilt), and Âᵀ's storage while Â is symmetric. Owned by whoever
 /// rewrites an Â repeatedly (DropEdge's samples in the trainer), never by Â itself.
@@ -69,7 +69,7 @@ impl<F> Default for AdjScratch<F> {
 impl<F: Scalar> NormAdj<F> {
     /// Normalises `graph`'s adjacency.
     ///
-    /// It is [`NormAdj::assign_filtered`] keeping every edge, into an [`NormAdj::empty`].
+    /// It is `NormAdj::assign_filtered` keeping every edge, into an [`NormAdj::empty`].
     ///
     /// # Complexity
     /// O(n + nnz) time; memory for Â (and Âᵀ when not symmetric), plus O(n) scratch while it
@@ -92,7 +92,7 @@ impl<F: Scalar> NormAdj<F> {
         adj
     }
 
-    /// An empty (0 × 0) Â, to be filled by [`NormAdj::assign_filtered`] (e.g. through
+    /// An empty (0 × 0) Â, to be filled by `NormAdj::assign_filtered` (e.g. through
     /// [`crate::graph::dropedge::DropEdge::sample_into`]).
     pub fn empty(norm: Norm) -> Self {
         NormAdj {
@@ -104,7 +104,7 @@ impl<F: Scalar> NormAdj<F> {
     }
 
     /// The identity of Â's contents ([`DataId`]): fresh for every new Â and every rewrite
-    /// ([`NormAdj::assign_filtered`]), kept by a clone.
+    /// (`NormAdj::assign_filtered`), kept by a clone.
     pub fn id(&self) -> DataId {
         self.id
     }
@@ -122,7 +122,7 @@ impl<F: Scalar> NormAdj<F> {
     /// buffers have held n nodes and nnz(graph) + n entries, e.g. when `self` is
     /// `NormAdj::new(graph, ..)` or has already held a sample of `graph`, and `spare` has been
     /// used for an earlier call on `graph`.
-    pub fn assign_filtered(
+    pub(crate) fn assign_filtered(
         &mut self,
         graph: &Graph,
         norm: Norm,
@@ -388,7 +388,7 @@ impl<F: Scalar> NormRows<F> {
         self.n_nodes
     }
     /// Stored entries of the whole Â.
-    pub fn nnz_total(&self) -> usize {
+    pub(crate) fn nnz_total(&self) -> usize {
         self.nnz_total
     }
     /// Â's rows (`range.len()` × n, global column ids).

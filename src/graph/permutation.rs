@@ -74,7 +74,7 @@ impl Permutation {
     /// The permutation moving old node `i` to row `old_to_new[i]`.
     ///
     /// # Errors
-    /// As [`Permutation::try_from_new_to_old`].
+    /// As `Permutation::try_from_new_to_old`.
     pub fn try_from_old_to_new(old_to_new: Vec<u32>) -> Result<Self> {
         let new_to_old = invert_checked(&old_to_new)?;
         Ok(Permutation {

@@ -30,10 +30,10 @@ use crate::{Par, Scalar};
 
 /// What [`Propagate::with_neighbours`] calls: this process's rows of Â over `ext`, `ext`,
 /// and the row of `ext` holding own row 0.
-pub type NeighbourFn<'f, F> = dyn FnMut(CsrView<'_, F>, ArrayView2<'_, F>, usize) + 'f;
+pub(crate) type NeighbourFn<'f, F> = dyn FnMut(CsrView<'_, F>, ArrayView2<'_, F>, usize) + 'f;
 
 /// What [`Propagate::a_times_blocks`] calls for each block: `(its rows, those rows of Â·X)`.
-pub type BlockFn<'f, F> = dyn FnMut(std::ops::Range<usize>, ArrayView2<'_, F>) + 'f;
+pub(crate) type BlockFn<'f, F> = dyn FnMut(std::ops::Range<usize>, ArrayView2<'_, F>) + 'f;
 
 /// The optional operations of a [`Propagate`] backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,7 +72,7 @@ impl Caps {
     }
 
     /// The union.
-    pub fn union(self, o: Caps) -> Caps {
+    pub(crate) fn union(self, o: Caps) -> Caps {
         Caps {
             a_blocks: self.a_blocks || o.a_blocks,
             at_blocks: self.at_blocks || o.at_blocks,

@@ -24,7 +24,7 @@ use crate::{Par, Scalar};
 
 /// What [`Sums::t_matmul_rows`](super::Sums::t_matmul_rows) hands its rows to: `(first row,
 /// rows of H, the same rows of G)`, the first row on the reduction grid.
-pub type RowSink<'s, F> = dyn FnMut(usize, ArrayView2<'_, F>, ArrayView2<'_, F>) + 's;
+pub(crate) type RowSink<'s, F> = dyn FnMut(usize, ArrayView2<'_, F>, ArrayView2<'_, F>) + 's;
 
 /// How partial sums' words are added across processes (`None`: one process, nothing to add).
 pub(crate) type SumWords<'a> = &'a dyn Fn(&mut [i64]);

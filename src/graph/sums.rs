@@ -40,11 +40,6 @@ impl RowSpan {
             total: n,
         }
     }
-
-    /// Whether this process holds every row.
-    pub fn is_whole(&self) -> bool {
-        self.start == 0 && self.len == self.total
-    }
 }
 
 /// The working memory of [`Sums`] (see the [module docs](self)): empty until the first sum,
@@ -112,7 +107,7 @@ impl<'a, F: Scalar> Sums<'a, F> {
     }
 
     /// [`Collective::global_span`].
-    pub fn global_span(&self, local: usize) -> (usize, usize) {
+    pub(crate) fn global_span(&self, local: usize) -> (usize, usize) {
         self.collective.global_span(local)
     }
 
@@ -167,7 +162,7 @@ impl<'a, F: Scalar> Sums<'a, F> {
     ///
     /// # Panics
     /// If a block starts off the grid or its shapes disagree with `out` (a × c).
-    pub fn t_matmul_rows(
+    pub(crate) fn t_matmul_rows(
         &self,
         alpha: F,
         beta: F,
@@ -194,7 +189,7 @@ impl<'a, F: Scalar> Sums<'a, F> {
     ///
     /// # Shapes
     /// `x_t`: a × n, `g`: n × c, `out`: a × c.
-    pub fn t_matmul_sparse(
+    pub(crate) fn t_matmul_sparse(
         &self,
         x_t: CsrView<'_, F>,
         g: ArrayView2<'_, F>,
@@ -234,8 +229,8 @@ impl<'a, F: Scalar> Sums<'a, F> {
 
     /// `total` ← Σ over every row i < [`Sums::n_rows`] of what `f(i, acc)` adds into `acc`
     /// (`total.len()` values), in f64: rows folded in order per grid chunk
-    /// ([`kernels::rows::chunk_sums`]; `parts`, at least
-    /// [`parts_len`](kernels::rows::parts_len)`(n_rows, total.len())` long, holds the chunks'
+    /// (`kernels::rows::chunk_sums`; `parts`, at least
+    /// `parts_len``(n_rows, total.len())` long, holds the chunks'
     /// partials), the chunks combined exactly and rounded once (statistics of BatchNorm and
     /// PairNorm, the smoothing metrics).
     pub fn sum_rows(
@@ -255,7 +250,13 @@ impl<'a, F: Scalar> Sums<'a, F> {
 
     /// `out` ← the column means of `x` over every node, in f64 (a sum through
     /// [`Sums::sum_rows`] divided by [`Sums::n_nodes`]); `parts` as there.
-    pub fn col_means(&self, x: ArrayView2<'_, F>, parts: &mut [f64], out: &mut [f64], par: Par) {
+    pub(crate) fn col_means(
+        &self,
+        x: ArrayView2<'_, F>,
+        parts: &mut [f64],
+        out: &mut [f64],
+        par: Par,
+    ) {
         self.sum_rows(
             parts,
             out,
@@ -271,13 +272,13 @@ impl<'a, F: Scalar> Sums<'a, F> {
     }
 
     /// Sums counts across processes, in place (mask sizes, correct predictions).
-    pub fn sum_counts(&self, counts: &mut [u64]) {
+    pub(crate) fn sum_counts(&self, counts: &mut [u64]) {
         self.with_words(|words| reduce::counts(counts, &mut self.lock(), words));
     }
 
     /// The exact sum of a partial `acc` (this process's terms) over every process, rounded
     /// once (the loss).
-    pub fn sum_exact(&self, acc: &F::Exact) -> f64 {
+    pub(crate) fn sum_exact(&self, acc: &F::Exact) -> f64 {
         self.with_words(|words| reduce::across(acc, &mut self.lock(), words))
     }
 }

@@ -37,23 +37,23 @@ impl<F: Scalar> SparseFeatures<F> {
         self.x.view()
     }
     /// Xᵀ.
-    pub fn x_t(&self) -> CsrView<'_, F> {
+    pub(crate) fn x_t(&self) -> CsrView<'_, F> {
         self.x_t.view()
     }
     /// The stored values of X, to rewrite in place (the pattern stays); call
-    /// [`SparseFeatures::sync_transpose`] afterwards.
+    /// `SparseFeatures::sync_transpose` afterwards.
     pub fn values_mut(&mut self) -> &mut [F] {
         self.x.data_mut()
     }
 
     /// X's mutable view (pattern fixed), for a numeric product written into it; call
     /// [`SparseFeatures::sync_transpose`] afterwards.
-    pub fn x_mut(&mut self) -> sprs::CsMatViewMutI<'_, F, u32, usize> {
+    pub(crate) fn x_mut(&mut self) -> sprs::CsMatViewMutI<'_, F, u32, usize> {
         self.x.view_mut()
     }
 
     /// Copies X's values into Xᵀ's storage (after [`SparseFeatures::values_mut`]).
-    pub fn sync_transpose(&mut self) {
+    pub(crate) fn sync_transpose(&mut self) {
         let dst = self.x_t.data_mut();
         for (&v, &p) in self.x.data().iter().zip(&self.t_pos) {
             dst[p] = v;
@@ -123,7 +123,7 @@ pub enum FeaturesRef<'a, F> {
 
 /// Whether `nnz` non-zeros among `values` values are at most `max_density` of them (at least
 /// one value counted): the rule of [`Features::into_sparse_if`], for a matrix held in parts.
-pub fn sparse_enough(nnz: usize, values: usize, max_density: f64) -> bool {
+pub(crate) fn sparse_enough(nnz: usize, values: usize, max_density: f64) -> bool {
     (nnz as f64) <= max_density * values.max(1) as f64
 }
 
@@ -166,23 +166,10 @@ impl<F> Features<F> {
     }
 
     /// The sparse matrix, if stored sparse.
-    pub fn as_sparse(&self) -> Option<&SparseFeatures<F>> {
+    pub(crate) fn as_sparse(&self) -> Option<&SparseFeatures<F>> {
         match &self.repr {
             Repr::Sparse(s) => Some(s),
             Repr::Dense(_) => None,
-        }
-    }
-
-    /// Changes the dense matrix in place with `f` (the features get a fresh id); sparse
-    /// features are left as they are and `f` is not called. Returns whether it was called.
-    pub fn update_dense(&mut self, f: impl FnOnce(&mut Array2<F>)) -> bool {
-        match &mut self.repr {
-            Repr::Dense(x) => {
-                f(x);
-                self.id = DataId::fresh();
-                true
-            }
-            Repr::Sparse(_) => false,
         }
     }
 }
@@ -222,7 +209,7 @@ impl<F: Scalar> Features<F> {
     ///
     /// # Complexity
     /// O(rows + their entries).
-    pub fn select_rows(&self, rows: &[u32]) -> Features<F> {
+    pub(crate) fn select_rows(&self, rows: &[u32]) -> Features<F> {
         match &self.repr {
             Repr::Dense(x) => Features::dense(crate::kernels::rows::gather_rows(x.view(), rows)),
             Repr::Sparse(s) => {
@@ -254,7 +241,7 @@ impl<F: Scalar> Features<F> {
     ///
     /// # Errors
     /// [`Error::NonFiniteValue`] naming the first non-finite entry.
-    pub fn check_finite(&self, what: &str) -> Result<()> {
+    pub(crate) fn check_finite(&self, what: &str) -> Result<()> {
         let bad = |row: usize, col: usize, v: F| Error::NonFiniteValue {
             what: what.to_string(),
             row,
@@ -322,7 +309,7 @@ impl<F: Scalar> Features<F> {
     }
 
     /// Converts dense features with at most `max_density` non-zeros (a fraction of
-    /// [`sparse_enough`]'s values) to sparse (and leaves
+    /// `sparse_enough`'s values) to sparse (and leaves
     /// everything else as it is). Bag-of-words inputs are about 1 % dense.
     pub fn into_sparse_if(self, max_density: f64) -> Self {
         let (nnz, values) = (self.count_nonzeros(), self.n_rows() * self.n_cols());
@@ -334,7 +321,7 @@ impl<F: Scalar> Features<F> {
     }
 
     /// Values ≠ 0 (stored entries ≠ 0 when sparse).
-    pub fn count_nonzeros(&self) -> usize {
+    pub(crate) fn count_nonzeros(&self) -> usize {
         match &self.repr {
             Repr::Dense(x) => x.iter().filter(|v| **v != F::zero()).count(),
             Repr::Sparse(s) => s.x.data().iter().filter(|v| **v != F::zero()).count(),
@@ -342,7 +329,7 @@ impl<F: Scalar> Features<F> {
     }
 
     /// The features stored sparse (their non-zeros; sparse ones as they are).
-    pub fn into_sparse(self) -> Self {
+    pub(crate) fn into_sparse(self) -> Self {
         match &self.repr {
             Repr::Dense(x) => {
                 let (n, f) = x.dim();

@@ -26,7 +26,7 @@ impl Mask {
         Ok(Mask { indices, n_nodes })
     }
     /// A mask from a boolean vector of length `n_nodes`.
-    pub fn from_bool(mask: &[bool]) -> Self {
+    pub(crate) fn from_bool(mask: &[bool]) -> Self {
         let indices = (0..mask.len())
             .filter(|&i| mask[i])
             .map(|i| i as u32)

@@ -5,5 +5,6 @@
 pub mod features;
 pub mod mask;
 
-pub use features::{sparse_enough, Features, FeaturesRef, SparseFeatures};
+pub use features::{Features, FeaturesRef, SparseFeatures};
+
 pub use mask::Mask;

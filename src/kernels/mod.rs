@@ -29,7 +29,8 @@ pub use elementwise::{
     fill_dropout_mask, relu_backward_inplace, relu_inplace, DROP_KEPT, DROP_ZERO, RELU_OFF,
 };
 pub use gemm::gemm;
-pub use spmm::{spmm, spmm_tiled, tile_width};
+pub use spmm::spmm;
+pub(crate) use spmm::{spmm_tiled, tile_width};
 
 /// CSR matrix with `u32` column indices and `usize` row pointers: the storage of Â and of sparse
 /// feature matrices. Half the index traffic of `usize` indices in the memory-bound SpMM.

@@ -1,7 +1,7 @@
 //! Deterministic row loops: element-wise work over the rows of an n × d array, split into chunks
 //! whose size depends on the width only (never on the thread count), so results are
 //! bit-identical for any number of threads, [`Par::Seq`] included; and the per-chunk partial
-//! sums over rows on the reduction grid ([`grid_rows`], [`chunk_sums`]), which
+//! sums over rows on the reduction grid ([`grid_rows`], `chunk_sums`), which
 //! [`Sums`](crate::graph::Sums) combines exactly into sums across nodes.
 
 use std::ops::Range;
@@ -12,10 +12,10 @@ use rayon::prelude::*;
 use crate::{Par, Scalar};
 
 /// Elements per task of the chunked loops (rows per chunk = this / d).
-pub const CHUNK_ELEMS: usize = 1 << 14;
+pub(crate) const CHUNK_ELEMS: usize = 1 << 14;
 
 /// Rows per chunk for width `d`: depends on the width only, never on the thread count.
-pub fn chunk_rows(d: usize) -> usize {
+pub(crate) fn chunk_rows(d: usize) -> usize {
     (CHUNK_ELEMS / d.max(1)).max(1)
 }
 
@@ -34,13 +34,13 @@ pub fn grid_rows(n: usize) -> usize {
 /// max(8, ⌈n/1024⌉). (Below 4,096 rows the grid grows with the rows and a range of rows spans
 /// at most 8 chunks; above, the grid is 1,024 rows.) Growing with n, so that buffers sized for
 /// n rows hold the chunks of every pass over fewer.
-pub fn chunk_bound(n: usize) -> usize {
+pub(crate) fn chunk_bound(n: usize) -> usize {
     n.div_ceil(1024).max(8)
 }
 
 /// Length of the `parts` buffer of [`chunk_sums`] for at most n rows of a graph of at least as
 /// many nodes and sums of `len` values: [`chunk_bound`]`(n)·len` (it grows with n).
-pub fn parts_len(n: usize, len: usize) -> usize {
+pub(crate) fn parts_len(n: usize, len: usize) -> usize {
     chunk_bound(n) * len
 }
 
@@ -53,7 +53,7 @@ pub fn parts_len(n: usize, len: usize) -> usize {
 /// # Panics
 /// If `parts` is shorter than `n.div_ceil(grid) · len`, or `grid` is 0.
 #[track_caller]
-pub fn chunk_sums(
+pub(crate) fn chunk_sums(
     n: usize,
     grid: usize,
     parts: &mut [f64],
@@ -83,7 +83,7 @@ pub fn chunk_sums(
 
 /// Calls `f(i, out_i)` for every row i of `out`, over row chunks (in parallel under
 /// [`Par::Rayon`]); allocates nothing when `out` is in standard layout.
-pub fn for_each_row<F: Scalar>(
+pub(crate) fn for_each_row<F: Scalar>(
     mut out: ArrayViewMut2<'_, F>,
     par: Par,
     f: impl Fn(usize, ArrayViewMut1<'_, F>) + Sync,
@@ -109,7 +109,7 @@ pub fn for_each_row<F: Scalar>(
 
 /// Calls `f(i, a_i, b_i)` for every row i of two arrays of the same shape, over row chunks;
 /// allocates nothing when both are in standard layout.
-pub fn for_each_row2<F: Scalar>(
+pub(crate) fn for_each_row2<F: Scalar>(
     mut a: ArrayViewMut2<'_, F>,
     mut b: ArrayViewMut2<'_, F>,
     par: Par,
@@ -157,7 +157,12 @@ pub fn for_each_row2<F: Scalar>(
 
 /// `out[i]` ← `f(i)` for every row i < `out.len()`, each entry computed independently, over
 /// chunks of [`chunk_rows`]`(d)` entries.
-pub fn map_rows_into(d: usize, out: &mut [f64], par: Par, f: impl Fn(usize) -> f64 + Sync + Send) {
+pub(crate) fn map_rows_into(
+    d: usize,
+    out: &mut [f64],
+    par: Par,
+    f: impl Fn(usize) -> f64 + Sync + Send,
+) {
     match par {
         Par::Seq => out.iter_mut().enumerate().for_each(|(i, o)| *o = f(i)),
         Par::Rayon => out

@@ -14,7 +14,7 @@
 //! - reads `X` without bounds checks in the inner loop: the column indices are checked once
 //!   per task, before the loop;
 //! - prefetches (`_mm_prefetch` on x86-64, nothing elsewhere) the whole `X` row of the
-//!   non-zero [`PREFETCH_BYTES`] of gathered data ahead, so several gathers are in flight at
+//!   non-zero `PREFETCH_BYTES` of gathered data ahead, so several gathers are in flight at
 //!   once; only the first column block of a row prefetches;
 //! - is compiled twice, for baseline x86-64 (SSE2) and for AVX2, and picks the AVX2 build at
 //!   run time when the CPU has it. No FMA: a fused multiply-add rounds once instead of twice
@@ -39,7 +39,6 @@ use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 
 pub(crate) use super::spmm_rows::prefetch_distance;
 use super::spmm_rows::Rows;
-pub use super::spmm_rows::{PREFETCH_BYTES, PREFETCH_BYTES_WIDE, WIDE_ROW_BYTES};
 use super::{raw, shape_panic, CsrView};
 use crate::{Par, Scalar};
 
@@ -100,7 +99,7 @@ pub fn spmm<F: Scalar>(
 /// # Panics
 /// If the shapes do not agree.
 #[track_caller]
-pub fn spmm_tiled<F: Scalar>(
+pub(crate) fn spmm_tiled<F: Scalar>(
     alpha: F,
     a: CsrView<'_, F>,
     x: ArrayView2<'_, F>,
@@ -133,7 +132,7 @@ pub fn spmm_tiled<F: Scalar>(
 /// for a last-level cache of `cache_bytes`: `d` when all of `X` takes at most half the cache,
 /// otherwise the widest of 64, 32, 16 and 8 columns (below `d`) whose tile does, and 8 when
 /// even that one does not fit (the column tiles alone cannot bring such a graph into cache).
-pub fn tile_width(k: usize, d: usize, elem_bytes: usize, cache_bytes: usize) -> usize {
+pub(crate) fn tile_width(k: usize, d: usize, elem_bytes: usize, cache_bytes: usize) -> usize {
     let budget = cache_bytes / 2;
     let bytes = |t: usize| k.saturating_mul(t).saturating_mul(elem_bytes);
     if d <= 8 || bytes(d) <= budget {

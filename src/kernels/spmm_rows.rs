@@ -18,15 +18,15 @@ use crate::Scalar;
 /// How far ahead the fast path prefetches, in bytes of gathered `X` rows: the row of the
 /// non-zero `max(1, PREFETCH_BYTES / (d·size_of::<F>()))` positions ahead in the CSR arrays
 /// (rows under [`WIDE_ROW_BYTES`]).
-pub const PREFETCH_BYTES: usize = 4096;
+pub(crate) const PREFETCH_BYTES: usize = 4096;
 
 /// Rows of at least this many bytes are prefetched [`PREFETCH_BYTES_WIDE`] ahead instead:
 /// at d = 256 (f32) 16 rows ahead ran about 10 % faster than 4 on arxiv-like in the community
 /// order (2026-12-05, alternating builds), while at d ≤ 128 a longer distance was no better.
-pub const WIDE_ROW_BYTES: usize = 1024;
+pub(crate) const WIDE_ROW_BYTES: usize = 1024;
 
 /// The prefetch distance of rows of at least [`WIDE_ROW_BYTES`].
-pub const PREFETCH_BYTES_WIDE: usize = 16384;
+pub(crate) const PREFETCH_BYTES_WIDE: usize = 16384;
 
 /// The SpMM kernels prefetch no rows of an `X` of at most this many bytes: it stays in a core's
 /// L2 (512 KiB or more on the hosts this targets), where a prefetch only costs.

@@ -8,8 +8,8 @@
 //! (ties, i.e. repeated entries of one row, in stored order), each with its value copied.
 //! The tests check it against sprs's `transpose_view().to_csr()` and a dense transpose.
 //!
-//! [`transpose_into`] allocates nothing once its buffers are big enough (the kernels'
-//! convention); [`transpose`], [`transpose_with_pos`] and [`transpose_pattern`] are
+//! `transpose_into` allocates nothing once its buffers are big enough (the kernels'
+//! convention); [`transpose`], `transpose_with_pos` and `transpose_pattern` are
 //! conveniences that return fresh buffers.
 //!
 //! [`NormAdj`]: crate::graph::NormAdj
@@ -153,11 +153,11 @@ fn scatter(
     }
 }
 
-/// [`transpose_into`] into fresh buffers: the transpose of an `m × n_cols` CSR, with values
+/// `transpose_into` into fresh buffers: the transpose of an `m × n_cols` CSR, with values
 /// (`data = Some`) or as a pattern (`None`: `data` of the result empty).
 ///
 /// # Panics
-/// As [`transpose_into`].
+/// As `transpose_into`.
 #[track_caller]
 pub fn transpose<T: Copy>(
     n_cols: usize,
@@ -183,7 +183,7 @@ pub fn transpose<T: Copy>(
 /// # Panics
 /// As [`transpose_into`].
 #[track_caller]
-pub fn transpose_with_pos<T: Copy>(
+pub(crate) fn transpose_with_pos<T: Copy>(
     n_cols: usize,
     indptr: &[usize],
     indices: &[u32],
@@ -202,12 +202,13 @@ pub fn transpose_with_pos<T: Copy>(
     (out, pos)
 }
 
+#[cfg(test)]
 /// The transpose of an `m × n_cols` CSR pattern (no values): row pointers and indices.
 ///
 /// # Panics
 /// As [`transpose_into`].
 #[track_caller]
-pub fn transpose_pattern(
+pub(crate) fn transpose_pattern(
     n_cols: usize,
     indptr: &[usize],
     indices: &[u32],

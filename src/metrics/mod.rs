@@ -34,7 +34,7 @@ pub fn accuracy<F: Scalar>(logits: ArrayView2<'_, F>, labels: &[u32], mask: &Mas
 /// [`accuracy`] over every process of a row-partitioned run: `logits`, `labels` and `mask` are
 /// this process's rows, and the counts are summed across processes (through `across`). Locally
 /// it is [`accuracy`].
-pub fn accuracy_across<F: Scalar>(
+pub(crate) fn accuracy_across<F: Scalar>(
     logits: ArrayView2<'_, F>,
     labels: &[u32],
     mask: &Mask,

@@ -163,7 +163,7 @@ pub struct AppnpConfig {
 
 impl AppnpConfig {
     /// The paper's K 10 and α 0.1.
-    pub const PAPER: AppnpConfig = AppnpConfig { k: 10, alpha: 0.1 };
+    pub(crate) const PAPER: AppnpConfig = AppnpConfig { k: 10, alpha: 0.1 };
 }
 
 impl Default for AppnpConfig {

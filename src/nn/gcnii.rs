@@ -182,7 +182,7 @@ pub struct GcniiConfig {
 
 impl GcniiConfig {
     /// The paper's α 0.1 and λ 0.5.
-    pub const PAPER: GcniiConfig = GcniiConfig {
+    pub(crate) const PAPER: GcniiConfig = GcniiConfig {
         alpha: 0.1,
         lambda: 0.5,
     };

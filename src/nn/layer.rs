@@ -95,7 +95,7 @@ impl<'a, F: Scalar> Value<'a, F> {
     }
 
     /// out ← selfᵀ·G + out, summed over every node through `sums` (a weight gradient).
-    pub fn t_times_acc(
+    pub(crate) fn t_times_acc(
         &self,
         sums: &Sums<'_, F>,
         g: ArrayView2<'_, F>,
@@ -193,7 +193,7 @@ impl<'a, F> Bufs<'a, F> {
     /// # Panics
     /// If fewer are left.
     #[track_caller]
-    pub fn take_u8(&mut self, len: usize) -> &'a mut [u8] {
+    pub(crate) fn take_u8(&mut self, len: usize) -> &'a mut [u8] {
         let (a, b) = std::mem::take(&mut self.u8).split_at_mut(len);
         self.u8 = b;
         a
@@ -203,7 +203,7 @@ impl<'a, F> Bufs<'a, F> {
     /// # Panics
     /// If fewer are left.
     #[track_caller]
-    pub fn take_f64(&mut self, len: usize) -> &'a mut [f64] {
+    pub(crate) fn take_f64(&mut self, len: usize) -> &'a mut [f64] {
         let (a, b) = std::mem::take(&mut self.f64).split_at_mut(len);
         self.f64 = b;
         a
@@ -237,7 +237,7 @@ impl<'a, F> Saved<'a, F> {
     /// # Panics
     /// If fewer are left.
     #[track_caller]
-    pub fn take_u8(&mut self, len: usize) -> &'a [u8] {
+    pub(crate) fn take_u8(&mut self, len: usize) -> &'a [u8] {
         let (a, b) = self.u8.split_at(len);
         self.u8 = b;
         a
@@ -247,7 +247,7 @@ impl<'a, F> Saved<'a, F> {
     /// # Panics
     /// If fewer are left.
     #[track_caller]
-    pub fn take_f64(&mut self, len: usize) -> &'a [f64] {
+    pub(crate) fn take_f64(&mut self, len: usize) -> &'a [f64] {
         let (a, b) = self.f64.split_at(len);
         self.f64 = b;
         a
@@ -561,12 +561,12 @@ impl Spec {
     }
 
     /// Whether backward leaves ∂L/∂in in ∂L/∂out's buffer (or over the input).
-    pub fn grad_in_place(&self) -> bool {
+    pub(crate) fn grad_in_place(&self) -> bool {
         self.grad != GradMode::Separate
     }
 
     /// The temporaries of a backward call, with ∂L/∂in over the input or not.
-    pub fn scratch_of(&self, over_input: bool) -> Req {
+    pub(crate) fn scratch_of(&self, over_input: bool) -> Req {
         match self.grad {
             GradMode::OverInput { scratch } if over_input => scratch,
             _ => self.scratch,

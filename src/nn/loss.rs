@@ -64,7 +64,7 @@ pub fn softmax_cross_entropy_into<F: Scalar>(
 /// # Panics
 /// As [`softmax_cross_entropy_into`], the mask being empty over every process.
 #[track_caller]
-pub fn softmax_cross_entropy_across<F: Scalar>(
+pub(crate) fn softmax_cross_entropy_across<F: Scalar>(
     logits: ArrayView2<'_, F>,
     labels: &[u32],
     mask: &Mask,
@@ -88,13 +88,13 @@ pub fn softmax_cross_entropy_across<F: Scalar>(
     masked_ce(logits, labels, mask, grad, Some(across))
 }
 
-/// [`softmax_cross_entropy_across`] with the gradient written over the logits: `z` holds the
+/// `softmax_cross_entropy_across` with the gradient written over the logits: `z` holds the
 /// logits on entry and ∂L/∂logits on exit (zero outside the mask's rows). The loss and the
-/// gradient are the same bits as [`softmax_cross_entropy_across`]'s; one n × classes buffer
+/// gradient are the same bits as `softmax_cross_entropy_across`'s; one n × classes buffer
 /// instead of two.
 ///
 /// # Panics
-/// As [`softmax_cross_entropy_across`].
+/// As `softmax_cross_entropy_across`.
 #[track_caller]
 pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
     z: ArrayViewMut2<'_, F>,

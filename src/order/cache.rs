@@ -113,6 +113,7 @@ pub(crate) fn cache_miss_model_sampled(
     m.miss_rate()
 }
 
+#[cfg(test)]
 /// [`cache_miss_model`] of `permute_graph(graph, perm)`, without building that graph: each
 /// row is relabelled and sorted in one reused buffer.
 ///
@@ -122,7 +123,11 @@ pub(crate) fn cache_miss_model_sampled(
 /// # Complexity
 /// O((nnz + n)·[`CACHE_MODEL_WAYS`] + Σ deg·log deg) time, O(cache_rows + max degree) memory.
 #[track_caller]
-pub fn cache_miss_model_permuted(graph: &Graph, perm: &Permutation, cache_rows: usize) -> f64 {
+pub(crate) fn cache_miss_model_permuted(
+    graph: &Graph,
+    perm: &Permutation,
+    cache_rows: usize,
+) -> f64 {
     cache_miss_model_sampled(graph, Some(perm), cache_rows, 1)
 }
 

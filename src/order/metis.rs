@@ -14,7 +14,11 @@ use super::{Adj, Permutation};
 use crate::graph::Graph;
 use crate::{Error, Result};
 
-/// Parts of [`metis_order`] for `n` nodes: the largest power of two at or below n/1024,
+/// Held by every call into METIS: its random state is global, so calls from two threads at
+/// once would not give the partition of either alone.
+static METIS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Parts of `metis_order` for `n` nodes: the largest power of two at or below n/1024,
 /// within 2..=1024.
 pub fn metis_parts(n: usize) -> usize {
     let target = (n / 1024).clamp(2, 1024);
@@ -33,7 +37,7 @@ pub fn metis_parts(n: usize) -> usize {
 /// # Complexity
 /// METIS's recursive bisection, about O(nnz · log parts) time; O(n + nnz) memory for its
 /// 32-bit copy of the graph.
-pub fn metis_order(graph: &Graph) -> Result<Permutation> {
+pub(crate) fn metis_order(graph: &Graph) -> Result<Permutation> {
     let n = graph.n_nodes();
     if n < 4 {
         return Ok(Permutation::identity(n));
@@ -64,12 +68,19 @@ pub fn metis_order(graph: &Graph) -> Result<Permutation> {
     let parts = metis_parts(n);
     let mut part = vec![0i32; n];
     let metis_err = |e: metis::Error| Error::Partition(format!("METIS: {e}"));
-    metis::Graph::new(1, parts as i32, &xadj, &adjncy)
-        .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
-        .set_vwgt(&vwgt)
-        .set_option(metis::option::Seed(1))
-        .part_recursive(&mut part)
-        .map_err(metis_err)?;
+    {
+        // METIS keeps its random state in globals (GKlib's): two calls at once, from two
+        // threads, would draw from one stream and each get another partition than alone.
+        let _one_at_a_time = METIS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        metis::Graph::new(1, parts as i32, &xadj, &adjncy)
+            .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
+            .set_vwgt(&vwgt)
+            .set_option(metis::option::Seed(1))
+            .part_recursive(&mut part)
+            .map_err(metis_err)?;
+    }
     // Nodes by part, each part's in their given order (a counting sort).
     let mut start = vec![0usize; parts + 1];
     for &p in &part {

@@ -16,8 +16,8 @@
 //! | `degree` | by descending degree (ties by id): hubs first, packed together | O(n) |
 //! | `bfs` | breadth-first from the highest-degree node of each component | O(n + nnz) |
 //! | `rcm` | reverse Cuthill–McKee from a pseudo-peripheral node of each component | O(n + nnz·log) |
-//! | `community` | nested label-propagation communities laid out contiguously ([`community_order`]) | O(levels·iterations·nnz) |
-//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise ([`auto_order`]) | that of `community` plus two [`cache_miss_model`]s on one cache set in [`AUTO_MODEL_SAMPLE`] |
+//! | `community` | nested label-propagation communities laid out contiguously (`community_order`) | O(levels·iterations·nnz) |
+//! | `auto` | `community` if it makes the SpMM's gathers miss a modelled cache clearly less often than the given order, the given order otherwise (`auto_order`) | that of `community` plus two `cache_miss_model`s on one cache set in `AUTO_MODEL_SAMPLE` |
 //! | `metis` | the parts of a METIS recursive bisection, contiguous, parts balancing Ã's non-zeros (`metis::metis_order`; feature `metis`) | METIS's, about O(nnz·log parts) |
 //!
 //! Every order reads the graph structure only (the functions take no labels or features) and
@@ -54,9 +54,7 @@ mod tests;
 pub use crate::graph::permutation::{
     permute_graph, permute_rows, permute_slice, unpermute_rows, unpermute_slice, Permutation,
 };
-pub use cache::{
-    cache_miss_model, cache_miss_model_permuted, locality, Locality, CACHE_MODEL_WAYS,
-};
+pub use cache::{cache_miss_model, locality, Locality, CACHE_MODEL_WAYS};
 use classic::{bfs_order, by_degree, rcm_order};
 pub use community::{community_order, label_propagation, CommunityConfig, DEFAULT_MAX_COMMUNITY};
 
@@ -77,9 +75,9 @@ pub enum Reorder {
     Rcm,
     /// Breadth-first search.
     Bfs,
-    /// Label-propagation communities, contiguous ([`CommunityConfig::default`]).
+    /// Label-propagation communities, contiguous (`CommunityConfig::default`).
     Community,
-    /// [`Reorder::Community`] where it pays, [`Reorder::None`] elsewhere ([`auto_order`]).
+    /// [`Reorder::Community`] where it pays, [`Reorder::None`] elsewhere (`auto_order`).
     Auto,
     /// The parts of a METIS recursive bisection, contiguous (`metis::metis_order`; needs the
     /// `metis` feature, on by default).
@@ -179,14 +177,14 @@ pub fn order(graph: &Graph, how: Reorder) -> Result<Permutation> {
 }
 
 /// Rows of X in the cache [`auto_order`] models: 32 MiB (a server L3) of rows of 128 f32.
-pub const AUTO_CACHE_ROWS: usize = (32 << 20) / (128 * 4);
+pub(crate) const AUTO_CACHE_ROWS: usize = (32 << 20) / (128 * 4);
 
 /// The relative drop in modelled misses for which [`auto_order`] takes the community order.
-pub const AUTO_MIN_GAIN: f64 = 0.1;
+pub(crate) const AUTO_MIN_GAIN: f64 = 0.1;
 
 /// [`auto_order`] models one cache set in this many (an unbiased sample of the gathers,
 /// exact for the sets it keeps): the two models cost an eighth of the whole ones.
-pub const AUTO_MODEL_SAMPLE: usize = 8;
+pub(crate) const AUTO_MODEL_SAMPLE: usize = 8;
 
 /// [`Reorder::Auto`]: the community order if it pays, else the identity; also says which.
 ///
@@ -200,7 +198,7 @@ pub const AUTO_MODEL_SAMPLE: usize = 8;
 /// # Complexity
 /// O(1) for small graphs; otherwise that of [`community_order`] plus two sampled cache
 /// models, O(nnz + n + (nnz + n)·[`CACHE_MODEL_WAYS`] / [`AUTO_MODEL_SAMPLE`]).
-pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
+pub(crate) fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
     let (p, r, _) = auto_order_with_graph(graph);
     (p, r)
 }
@@ -208,7 +206,7 @@ pub fn auto_order(graph: &Graph) -> (Permutation, Reorder) {
 /// [`auto_order`], also returning `permute_graph(graph, &perm)` when it takes the community
 /// order: the model of the community order runs on that graph (rows in order, no relabelling
 /// or sorting per row), and [`apply_with_graph`] reuses it instead of permuting again.
-pub fn auto_order_with_graph(graph: &Graph) -> (Permutation, Reorder, Option<Graph>) {
+pub(crate) fn auto_order_with_graph(graph: &Graph) -> (Permutation, Reorder, Option<Graph>) {
     let n = graph.n_nodes();
     if n <= AUTO_CACHE_ROWS {
         return (Permutation::identity(n), Reorder::None, None);
@@ -316,7 +314,10 @@ impl<'a> Adj<'a> {
 /// # Complexity
 /// O(n + nnz) (dense: O(n·in_dim)).
 #[track_caller]
-pub fn permute_features<F: Scalar>(features: &Features<F>, perm: &Permutation) -> Features<F> {
+pub(crate) fn permute_features<F: Scalar>(
+    features: &Features<F>,
+    perm: &Permutation,
+) -> Features<F> {
     len_check("permute_features", features.n_rows(), perm.len());
     features.select_rows(perm.new_to_old())
 }
@@ -336,7 +337,11 @@ fn permute_mask(mask: &Mask, perm: &Permutation) -> Mask {
 ///
 /// # Errors
 /// [`Error::Mismatch`] if `perm.len()` or `graph`'s node count is not the dataset's.
-pub fn apply_with_graph(dataset: &Dataset, perm: &Permutation, graph: Graph) -> Result<Dataset> {
+pub(crate) fn apply_with_graph(
+    dataset: &Dataset,
+    perm: &Permutation,
+    graph: Graph,
+) -> Result<Dataset> {
     check_len(dataset.graph.n_nodes(), perm)?;
     if graph.n_nodes() != dataset.graph.n_nodes() || graph.n_edges() != dataset.graph.n_edges() {
         return Err(Error::Mismatch {
@@ -382,7 +387,7 @@ pub fn apply(dataset: &Dataset, perm: &Permutation) -> Result<Dataset> {
 ///
 /// # Errors
 /// [`Error::Mismatch`] if `perm.len()` is not the node count.
-pub fn apply_skeleton(skeleton: &Skeleton, perm: &Permutation) -> Result<Skeleton> {
+pub(crate) fn apply_skeleton(skeleton: &Skeleton, perm: &Permutation) -> Result<Skeleton> {
     check_len(skeleton.graph.n_nodes(), perm)?;
     Ok(Skeleton {
         name: skeleton.name.clone(),

@@ -140,6 +140,31 @@ fn orders_take_no_labels() {
     let _: fn(&Graph, &CommunityConfig) -> Vec<u32> = label_propagation;
 }
 
+/// METIS's random state is global: calls from several threads at once must still each give
+/// the partition of a call alone (they race without the lock in `metis_order`).
+#[cfg(feature = "metis")]
+#[test]
+fn metis_from_several_threads_at_once_gives_the_partition_of_one_call() {
+    let g = random_graph(300, 900, Direction::Undirected, 1200);
+    let alone = order(&g, Reorder::Metis).unwrap();
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..25)
+                        .map(|_| order(&g, Reorder::Metis).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for r in runs {
+            for p in r.join().unwrap() {
+                assert_eq!(p, alone);
+            }
+        }
+    });
+}
+
 #[test]
 fn every_order_is_a_deterministic_permutation() {
     for dir in [Direction::Undirected, Direction::Directed] {

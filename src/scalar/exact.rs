@@ -5,14 +5,14 @@
 //!
 //! `Exact<N, LOW>` holds an integer multiple of 2^−LOW in `N` signed 64-bit digits of 32 bits
 //! each (bit 0 of digit 0 is 2^−LOW), the upper half of each digit taking carries, which are
-//! propagated every [`NORMALIZE_EVERY`] additions and when the sum is read or exchanged. Two
+//! propagated every `NORMALIZE_EVERY` additions and when the sum is read or exchanged. Two
 //! formats:
 //! - [`ExactSum`] = `Exact<68, 1074>`: every finite `f64` (multiples of 2⁻¹⁰⁷⁴ below 2¹⁰²⁴:
 //!   2098 bits of magnitude, 78 of headroom);
 //! - [`ExactSum32`] = `Exact<10, 149>`: every finite `f32` (multiples of 2⁻¹⁴⁹ below 2¹²⁸: 277
 //!   bits of magnitude, 43 of headroom), eight times smaller, for sums of `f32` partials.
 //!
-//! [`ExactSum32::add_f32`] first adds into an `f64` part of the sum, while every such addition
+//! `ExactSum32::add_f32` first adds into an `f64` part of the sum, while every such addition
 //! is exact (Knuth's TwoSum shows no rounding error), and moves that part into the digits the
 //! first time one would round: the sum is always the digits plus that part, exactly, so every
 //! read gives the same bits; sums of `f32` partials of similar magnitudes never touch the
@@ -29,11 +29,11 @@
 //! together, give NaN; one infinite sign gives that infinity.
 
 /// Digits of [`ExactSum`].
-pub const DIGITS: usize = 68;
+pub(crate) const DIGITS: usize = 68;
 
 /// Additions between carry propagations (each adds less than 2³² to a digit's upper half, so a
 /// digit stays far inside `i64` between them).
-pub const NORMALIZE_EVERY: u32 = 1 << 20;
+pub(crate) const NORMALIZE_EVERY: u32 = 1 << 20;
 
 /// An exact sum of every `f64` (see the [module docs](self)).
 pub type ExactSum = Exact<DIGITS, 1074>;
@@ -112,7 +112,7 @@ impl ExactSum32 {
     /// bits (an `f32` needs two digits and no range checks in this format). Either way the sum
     /// is the same exact number, so every read gives the same bits.
     #[inline]
-    pub fn add_f32(&mut self, v: f32) {
+    pub(crate) fn add_f32(&mut self, v: f32) {
         // NaN and the infinities are never exact, and so take the digits' path.
         if let (s, true) = add_exactly(self.fast, f64::from(v)) {
             self.fast = s;
@@ -233,15 +233,16 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
         }
     }
 
+    #[cfg(test)]
     /// Adds every value of `vs`.
-    pub fn add_all(&mut self, vs: impl IntoIterator<Item = f64>) {
+    pub(crate) fn add_all(&mut self, vs: impl IntoIterator<Item = f64>) {
         for v in vs {
             self.add(v);
         }
     }
 
     /// Adds another sum exactly (a partial formed elsewhere: a chunk, a rank).
-    pub fn merge(&mut self, other: &Self) {
+    pub(crate) fn merge(&mut self, other: &Self) {
         self.fold_fast();
         self.normalize();
         let mut o = other.clone();
@@ -275,7 +276,7 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
         self.pending = 0;
     }
 
-    /// The digits, for exchanging a partial sum (with [`Exact::from_digits`]).
+    /// The digits, for exchanging a partial sum (with `Exact::from_digits`).
     pub fn digits(&self) -> [i64; N] {
         let mut c = self.clone();
         c.fold_fast();
@@ -283,8 +284,9 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
         c.digits
     }
 
+    #[cfg(test)]
     /// A sum from the [digits](Exact::digits) of another (a partial received from a rank).
-    pub fn from_digits(digits: [i64; N]) -> Self {
+    pub(crate) fn from_digits(digits: [i64; N]) -> Self {
         Exact {
             digits,
             ..Exact::default()
@@ -298,7 +300,7 @@ impl<const N: usize, const LOW: usize> Exact<N, LOW> {
     }
 
     /// [`Exact::value`], normalising `self` in place instead of a copy (the sum is unchanged).
-    pub fn take_value(&mut self) -> f64 {
+    pub(crate) fn take_value(&mut self) -> f64 {
         if self.nan || (self.pos_inf && self.neg_inf) {
             return f64::NAN;
         }
@@ -447,8 +449,9 @@ impl<const N: usize, const LOW: usize> Accumulator for Exact<N, LOW> {
     }
 }
 
+#[cfg(test)]
 /// The exact sum of `vs`, rounded once.
-pub fn exact_sum(vs: impl IntoIterator<Item = f64>) -> f64 {
+pub(crate) fn exact_sum(vs: impl IntoIterator<Item = f64>) -> f64 {
     let mut s = ExactSum::new();
     s.add_all(vs);
     s.value()

@@ -25,24 +25,16 @@ use crate::nn::{Model, ModelConfig};
 use crate::order::{self, Reorder};
 use crate::{ConfigError, Result};
 
-/// Most graph convolutions of a model (`n_layers`) the CLI and checkpoints accept: the deepest
-/// published GCN studies (GCNII, DropEdge) go to 64–128 layers; planning and training time grow
-/// with the depth.
-pub const MAX_LAYERS: usize = 1024;
-/// Widest hidden layer (`hidden_dim`) the CLI and checkpoints accept.
-pub const MAX_HIDDEN: usize = 1 << 16;
-/// Most propagation steps (`k`, SGC's and APPNP's) the CLI and checkpoints accept: SGC uses 2,
-/// APPNP 10; each step is one SpMM of every pass.
-pub const MAX_K: usize = 1024;
+use crate::nn::arch::{MAX_HIDDEN, MAX_LAYERS};
 
-/// Checks `cfg` against [`MAX_LAYERS`], [`MAX_HIDDEN`], [`MAX_K`], and its input and output
-/// widths against the loaders' limits ([`MAX_FEATURE_COLS`](crate::data::io::MAX_FEATURE_COLS),
-/// [`MAX_CLASSES`](crate::data::io::MAX_CLASSES)), so that a size from outside (a flag, a
+/// Checks `cfg` against [`MAX_LAYERS`] and [`MAX_HIDDEN`] (an architecture's own limits, such
+/// as SGC's K, through its `check`), and its input and output widths against the loaders'
+/// limits (`MAX_FEATURE_COLS`, `MAX_CLASSES` of `data::io`), so that a size from outside (a flag, a
 /// checkpoint's metadata) can neither overflow nor hang the planner.
 ///
 /// # Errors
 /// [`ConfigError::OutOfRange`] naming the field and its limit.
-pub fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
+pub(crate) fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
     cfg.arch.check()?;
     let limits: [(&'static str, usize, usize, &'static str); 4] = [
         (
@@ -95,7 +87,7 @@ pub fn param_count(cfg: &ModelConfig) -> u64 {
 ///
 /// # Errors
 /// [`crate::Error::TooLarge`] naming the model's sizes; [`crate::Error::Config`] past the
-/// limits of [`check_limits`].
+/// limits of `check_limits`.
 pub fn check_params_fit(cfg: &ModelConfig, runs: usize) -> Result<()> {
     check_limits(cfg)?;
     let params = param_count(cfg);
@@ -124,7 +116,7 @@ pub fn check_params_fit(cfg: &ModelConfig, runs: usize) -> Result<()> {
 /// Refuses, before training, `runs` models trained at once on `n` rows of `x` when their
 /// planned workspaces (and the parameters of [`check_params_fit`]) would not fit in the memory
 /// available. `model` is one of them, built (its parameters allocated): its plan gives the
-/// workspace ([`Model::workspace_bytes`]), without allocating it.
+/// workspace (`Model::workspace_bytes`), without allocating it.
 ///
 /// # Errors
 /// [`crate::Error::TooLarge`].
@@ -247,7 +239,10 @@ fn check_prepare_fits(data: &Dataset) -> Result<()> {
 ///
 /// # Errors
 /// As [`order::order`].
-pub fn choose_order(graph: &Graph, reorder: Reorder) -> Result<(Option<Permutation>, Reorder)> {
+pub(crate) fn choose_order(
+    graph: &Graph,
+    reorder: Reorder,
+) -> Result<(Option<Permutation>, Reorder)> {
     let (perm, applied) = match reorder {
         Reorder::Auto => order::auto_order(graph),
         r => (order::order(graph, r)?, r),
@@ -259,7 +254,7 @@ pub fn choose_order(graph: &Graph, reorder: Reorder) -> Result<(Option<Permutati
 /// `--row-norm auto`, `--norm sym`, the raw graph freed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepare {
-    /// Relabel the nodes once for memory locality (see [`order::auto_order`]).
+    /// Relabel the nodes once for memory locality (see `order::auto_order`).
     pub reorder: Reorder,
     /// Row-normalise the features.
     pub row_norm: RowNorm,

@@ -531,7 +531,12 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             }
             Ready::One(Box::new(Prepared::new(data, &prepare)?))
         }
-        Some(job) => Ready::Rank(Box::new(dist::prepare(job, &a.data, &prepare)?), job),
+        Some(job) => {
+            if a.save.is_some() {
+                content = dist::content_hash(job, &a.data)?;
+            }
+            Ready::Rank(Box::new(dist::prepare(job, &a.data, &prepare)?), job)
+        }
     };
     let d = match &ready {
         Ready::One(p) => p.summary(),

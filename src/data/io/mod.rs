@@ -57,9 +57,9 @@ const MAX_VALUES: usize = 1 << 40;
 const MAX_TRUSTED_RESERVE: usize = 1 << 26;
 /// Most feature columns accepted (the transpose of sparse features allocates one word per
 /// column, the first layer's weight `in_dim × hidden` values).
-pub const MAX_FEATURE_COLS: usize = 1 << 24;
+pub(crate) const MAX_FEATURE_COLS: usize = 1 << 24;
 /// Most classes accepted when the class count is inferred from the labels (largest label + 1).
-pub const MAX_CLASSES: usize = 1 << 20;
+pub(crate) const MAX_CLASSES: usize = 1 << 20;
 
 /// The feature density below which [`LoadOptions::default`] (and so the CLI) stores features
 /// sparse: bag-of-words features (Cora's 1.3 %) go sparse, embeddings stay dense.

@@ -477,7 +477,7 @@ impl CitationLike {
 
     /// The number of unique undirected edges the generator produces: `n_edges`, or
     /// round(`n_nodes`·`avg_degree`/2) capped at n(n−1)/2.
-    pub fn target_edges(&self) -> usize {
+    pub(crate) fn target_edges(&self) -> usize {
         match self.n_edges {
             Some(e) => e,
             None => ((self.n_nodes as f64 * self.avg_degree / 2.0).round() as usize)

@@ -6,14 +6,14 @@
 //!   (m × k)·(k × n) product of random values; a product whose inner dimension is its longest,
 //!   a weight gradient Hᵀ·G over every node, is priced at the rate of the same flops with that
 //!   dimension as the rows, which is how such a product splits across threads);
-//! - an SpMM's time at the in-cache floor of Â at its width ([`in_cache_pattern`]: the same
+//! - an SpMM's time at the in-cache floor of Â at its width (`in_cache_pattern`: the same
 //!   row lengths and values with every gather hitting L1/L2), scaled by its non-zeros plus rows
 //!   over Â's (also the weight gradient of sparse features, Xᵀ·G, a sparse product of the same
 //!   kind);
 //! - an element-wise pass's bytes (read plus written, counted by each kernel) at the triad
 //!   rate measured here;
 //!
-//! and the run's floor is their sum. Per phase [`price`] gives the calls, the measured time
+//! and the run's floor is their sum. Per phase `price` gives the calls, the measured time
 //! (median over the profiled runs of the phase's sum), the floor and their ratio; `other` is
 //! the run's time outside every recorded call (the layers' own loops, the exact sums'
 //! bookkeeping, allocation), whose floor is 0.
@@ -29,7 +29,7 @@ use crate::{Par, Result};
 
 /// One profiled run: its wall-clock time and the kernel calls it recorded.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Profiled {
+pub(crate) struct Profiled {
     /// Seconds of the whole run (recorded calls and the rest).
     pub seconds: f64,
     /// Its kernel calls, in order.
@@ -38,7 +38,7 @@ pub struct Profiled {
 
 /// How [`price`] measures the rates.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FloorConfig {
+pub(crate) struct FloorConfig {
     /// Elements of each triad array (f32).
     pub triad_len: usize,
     /// Advise huge pages on the triad and SpMM floor buffers.
@@ -102,7 +102,7 @@ pub struct SpmmFloor {
 
 /// A kernel profile priced ([`price`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Floors {
+pub(crate) struct Floors {
     /// The floor of the first profiled run, seconds.
     pub floor_s: f64,
     /// Per phase, then `other`.
@@ -187,7 +187,7 @@ impl Rates {
 ///
 /// # Panics
 /// If `runs` is empty.
-pub fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -> Result<Floors> {
+pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -> Result<Floors> {
     assert!(!runs.is_empty(), "price: no profiled run");
     let first = &runs[0].records;
     let rates = Rates::measure(first, a, cfg)?;

@@ -76,10 +76,10 @@ pub(super) fn parse_cache_size(s: &str) -> Option<u64> {
 }
 
 /// The cache size [`run`](super::run)'s cache model assumes when the OS does not report an L3.
-pub const DEFAULT_L3_BYTES: u64 = 32 << 20;
+pub(crate) const DEFAULT_L3_BYTES: u64 = 32 << 20;
 
 /// The first three fields of `/proc/loadavg` (or `"unknown"`).
-pub fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
@@ -87,7 +87,7 @@ pub fn load_average() -> String {
 
 /// This process's anonymous memory backed by huge pages (`AnonHugePages` of
 /// `/proc/self/smaps_rollup`), in KiB; `None` where the file is missing.
-pub fn anon_huge_pages_kib() -> Option<u64> {
+pub(crate) fn anon_huge_pages_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
     let line = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
@@ -122,7 +122,7 @@ impl BigBuffer {
         self.0.as_slice()
     }
     /// The elements, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
         self.0.as_mut_slice()
     }
     /// A `rows × cols` row-major view.

@@ -19,9 +19,6 @@ use crate::kernels::NewTrusted;
 use crate::kernels::{gemm, spmm_tiled, Csr, CsrView};
 use crate::{ConfigError, Par, Result};
 
-/// How far ahead the prefetching gather looks, in bytes of gathered rows (as `kernels::spmm`).
-pub const PREFETCH_BYTES: usize = crate::kernels::spmm::PREFETCH_BYTES;
-
 /// Output rows per parallel task of the gather benchmark.
 pub(super) const GATHER_TASK_ROWS: usize = 512;
 /// Elements per parallel task of the triad.
@@ -117,7 +114,7 @@ pub struct TriadReport {
 ///
 /// # Errors
 /// If the arrays cannot be allocated ([`BigBuffer::zeroed`]).
-pub fn stream_triad(
+pub(crate) fn stream_triad(
     len: usize,
     warmup: usize,
     reps: usize,
@@ -199,7 +196,7 @@ pub struct GatherReport {
 ///
 /// # Errors
 /// [`ConfigError::ZeroDim`] if `n_rows`, `d` or `group` is 0; allocation errors.
-pub fn random_gather(
+pub(crate) fn random_gather(
     n_rows: usize,
     d: usize,
     gathers: usize,
@@ -235,7 +232,7 @@ pub fn random_gather(
 ///
 /// # Errors
 /// [`ConfigError::ZeroDim`] if `d` is 0 or `adj` is empty; allocation errors.
-pub fn pattern_gather(
+pub(crate) fn pattern_gather(
     adj: &NormAdj<f32>,
     d: usize,
     warmup: usize,
@@ -522,7 +519,7 @@ pub fn spmm_times_interleaved(
 /// every row moved to column k. Every row then gathers the first rows of X, which stay in
 /// L1/L2, so the SpMM does all of its work and writes all of its output without a cache
 /// miss on X: the floor no node order can go below.
-pub fn in_cache_pattern(a: CsrView<'_, f32>) -> Csr<f32> {
+pub(crate) fn in_cache_pattern(a: CsrView<'_, f32>) -> Csr<f32> {
     let ip = a.indptr();
     let ip = ip.raw_storage();
     let off = ip[0];

@@ -1,15 +1,15 @@
 //! `roofline`: this machine's memory bounds next to the SpMM it limits, measured in one run.
 //!
 //! Four measurements, each a median over `reps` timed runs after `warmup` untimed ones:
-//! - **Stream triad** ([`stream_triad`]): `a ← b + s·c` on three f32 arrays much larger than
+//! - **Stream triad** (`stream_triad`): `a ← b + s·c` on three f32 arrays much larger than
 //!   the L3 cache, STREAM byte counting (3 × array bytes per pass, no write-allocate).
-//! - **Random row gather** ([`random_gather`]): the memory access pattern of SpMM without its
+//! - **Random row gather** (`random_gather`): the memory access pattern of SpMM without its
 //!   sparse-matrix bookkeeping: an n × d f32 matrix with the same n as the graph (so the same
 //!   working set as X), a stream of nnz uniformly random row indices read in order, each group
 //!   of ⌊nnz/n⌉ gathered rows summed into one output row. Bytes = gathered rows · d · 4. It
-//!   runs with and without a software prefetch of the row [`PREFETCH_BYTES`] ahead (16 KiB for
+//!   runs with and without a software prefetch of the row `PREFETCH_BYTES` ahead (16 KiB for
 //!   rows of 1 KiB or more, as the SpMM does) and the faster of the two is the **gather bound**: the best random row gather
-//!   rate measured on this machine for rows of d floats. For reference, [`pattern_gather`]
+//!   rate measured on this machine for rows of d floats. For reference, `pattern_gather`
 //!   runs the same loop on the random-order Â's own index stream: a power-law graph's hub
 //!   rows are gathered often and stay cached, so SpMM can run *above* the uniform bound.
 //! - **sgemm** ([`sgemm`]): `kernels::gemm` (matrixmultiply) on an n × k by k × m product.
@@ -21,11 +21,11 @@
 //!   bound at the same d and of the triad rate.
 //!
 //! - **Column tiles**: where X is larger than half the cache, the same two SpMMs in column tiles
-//!   of [`kernels::tile_width`] columns ([`kernels::spmm_tiled`]: one tile of every row of X
+//!   of `kernels::tile_width` columns (`kernels::spmm_tiled`: one tile of every row of X
 //!   fits, at the price of one pass over Â per tile). Whether that pays depends on how much of
 //!   the last-level cache the process really gets (on a shared host, often less than the OS
 //!   reports).
-//! - **In-cache SpMM** ([`in_cache_pattern`]): the random-order Â with the k-th non-zero of each
+//! - **In-cache SpMM** (`in_cache_pattern`): the random-order Â with the k-th non-zero of each
 //!   row moved to column k, so that every gather reads one of the first rows of X, which stay
 //!   in L1/L2: the same row lengths, values, arithmetic and output stream without a cache miss
 //!   on X. It is the floor under any node order; random-order time minus this floor is what
@@ -37,7 +37,7 @@
 //! ratios are this run's.
 //!
 //! Two more columns explain the SpMM times without timing noise:
-//! - **Cache model** ([`order::cache_miss_model`]): per order and width d, the fraction of
+//! - **Cache model** (`order::cache_miss_model`): per order and width d, the fraction of
 //!   the SpMM's row gathers that miss an LRU cache of the last-level cache's size
 //!   ([`Machine::l3_bytes`], 32 MiB when the OS does not say) in rows of d floats. It is the
 //!   same on every machine, so it compares orders exactly where timings are noisy.
@@ -74,14 +74,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-pub use self::floor::{
-    price, CallReport, FloorConfig, Floors, GemmRate, PhaseReport, Profiled, SpmmFloor,
-};
-pub use self::machine::{anon_huge_pages_kib, load_average, BigBuffer, Machine, DEFAULT_L3_BYTES};
+pub(crate) use self::floor::{price, FloorConfig, Profiled};
+pub use self::floor::{CallReport, GemmRate, PhaseReport, SpmmFloor};
+pub(crate) use self::machine::{load_average, DEFAULT_L3_BYTES};
+pub use self::machine::{BigBuffer, Machine};
 use self::measure::gbs;
+pub(crate) use self::measure::{in_cache_pattern, pattern_gather, random_gather, stream_triad};
 pub use self::measure::{
-    in_cache_pattern, pattern_gather, random_gather, sgemm, spmm_time_csr, spmm_times_interleaved,
-    stream_triad, GatherReport, GemmReport, SpmmRun, Timing, TriadReport, PREFETCH_BYTES,
+    sgemm, spmm_time_csr, spmm_times_interleaved, GatherReport, GemmReport, SpmmRun, Timing,
+    TriadReport,
 };
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
@@ -207,9 +208,9 @@ impl SpmmReport {
 pub struct DimReport {
     /// Feature width.
     pub d: usize,
-    /// The gather bound: uniformly random rows ([`random_gather`]).
+    /// The gather bound: uniformly random rows (`random_gather`).
     pub gather: GatherReport,
-    /// The gather with the random-order Â's own index stream ([`pattern_gather`]), for
+    /// The gather with the random-order Â's own index stream (`pattern_gather`), for
     /// reference: above the bound when hub rows are reused from the caches.
     pub gather_pattern: GatherReport,
     /// SpMM in a random node order.
@@ -218,7 +219,7 @@ pub struct DimReport {
     pub reordered: SpmmReport,
     /// Random-order median time over reordered median time.
     pub speedup: f64,
-    /// SpMM of [`in_cache_pattern`]: the floor without cache misses on X.
+    /// SpMM of `in_cache_pattern`: the floor without cache misses on X.
     pub in_cache: SpmmReport,
     /// SpMM in the class order (diagnostic; only with [`RooflineConfig::class_reference`]).
     pub class_order: Option<SpmmReport>,
@@ -226,7 +227,7 @@ pub struct DimReport {
     pub class_speedup: Option<f64>,
     /// The cache model at this width.
     pub miss_model: MissModel,
-    /// The column tile [`kernels::tile_width`] picks for this width and the cache size
+    /// The column tile `kernels::tile_width` picks for this width and the cache size
     /// ([`RooflineReport::cache_bytes`]); `d` when X fits as it is.
     pub tile: usize,
     /// SpMM in the random order in column tiles of `tile` (when `tile < d`).
@@ -235,7 +236,7 @@ pub struct DimReport {
     pub reordered_tiled: Option<SpmmReport>,
 }
 
-/// [`order::cache_miss_model`] of each order, for a cache of [`RooflineReport::cache_bytes`]
+/// `order::cache_miss_model` of each order, for a cache of [`RooflineReport::cache_bytes`]
 /// holding `cache_rows` rows of d f32.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MissModel {
@@ -281,7 +282,7 @@ pub struct RooflineReport {
     /// Locality of the class order, if measured.
     pub locality_class: Option<Locality>,
     /// Bytes of the cache the miss model assumes ([`Machine::l3_bytes`] or
-    /// [`DEFAULT_L3_BYTES`]).
+    /// `DEFAULT_L3_BYTES`).
     pub cache_bytes: u64,
     /// Stream triad.
     pub triad: TriadReport,

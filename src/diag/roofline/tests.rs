@@ -5,7 +5,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::machine::parse_cache_size;
+use super::machine::{parse_cache_size, BigBuffer};
 use super::measure::{fill_values, gather_pass, time_reps, GATHER_TASK_ROWS};
 use super::*;
 use crate::data::synthetic::CitationLike;

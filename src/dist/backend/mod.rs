@@ -4,7 +4,7 @@
 //! - [`partition`]: contiguous row ranges of a fixed node order, balanced by non-zeros, cut on
 //!   the reduction grid ([`grid_rows`](crate::kernels::rows::grid_rows)), which does not
 //!   depend on the rank count; each rank's halo and its neighbour ranks.
-//! - [`own_share`] and [`tile_width`]: the column tiles of a halo exchange.
+//! - `own_share` and `tile_width`: the column tiles of a halo exchange.
 //! - `mpi` (feature `mpi`): the job ([`Collective`](crate::graph::Collective) across
 //!   processes) and `DistAdj`, the row-partitioned [`Propagate`](crate::graph::Propagate) —
 //!   halo exchange before every product, exact sums across ranks — that every layer runs on
@@ -19,7 +19,7 @@ pub use partition::{RankStats, RowPartition};
 /// The share of a rank's extended rows that are its own, in 1/1024: `1024·owned / (owned +
 /// halo)` (1024 without a halo). A job tiles with the smallest share over its ranks, so that
 /// every rank cuts the same column tiles.
-pub fn own_share(owned: usize, halo: usize) -> u64 {
+pub(crate) fn own_share(owned: usize, halo: usize) -> u64 {
     if halo == 0 {
         return 1024;
     }
@@ -30,7 +30,7 @@ pub fn own_share(owned: usize, halo: usize) -> u64 {
 /// ([`own_share`]) over the ranks: as many as keep every rank's extended rows ((owned + halo)
 /// × tile) within the size of its own rows of H (owned × d), at least 8 (the SpMM's narrowest
 /// fast block), a multiple of 8 below d, and d when everything fits.
-pub fn tile_width(share: u64, d: usize) -> usize {
+pub(crate) fn tile_width(share: u64, d: usize) -> usize {
     if d == 0 {
         return 0;
     }

@@ -5,7 +5,7 @@
 //! job):
 //! - **a product** Â·H at width w: every halo row is sent once by its owner, so
 //!   `4·w·Σ_r halo_r` bytes over all ranks (Âᵀ·G: its own halos, the same for a symmetric Â);
-//! - **a sum across nodes** of `len` values: each rank's exact partials, [`WORDS_F32`] `i64`
+//! - **a sum across nodes** of `len` values: each rank's exact partials, `WORDS_F32` `i64`
 //!   words per value, all-reduced: `8·WORDS_F32·len·P`; counts are 1 word per value;
 //! - **a dropout mask**: each rank's element count, all-gathered: `8·P`.
 //!
@@ -23,7 +23,7 @@ use crate::scalar::exact::Accumulator;
 use crate::Scalar;
 
 /// Words of one `f32` value's exact partial.
-pub const WORDS_F32: u64 = <<f32 as Scalar>::Exact as Accumulator>::WORDS as u64;
+pub(crate) const WORDS_F32: u64 = <<f32 as Scalar>::Exact as Accumulator>::WORDS as u64;
 
 /// Rows every exchange carries, summed over the ranks of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub struct GcnShape {
 
 impl GcnShape {
     /// The width convolution `l` exchanges.
-    pub fn exchanged_width(&self, l: usize) -> u64 {
+    pub(crate) fn exchanged_width(&self, l: usize) -> u64 {
         match self.orders[l] {
             Order::AggregateFirst => self.dims[l] as u64,
             _ => self.dims[l + 1] as u64,

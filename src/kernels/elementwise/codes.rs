@@ -18,7 +18,7 @@ pub const DROP_ZERO: u8 = 2;
 /// [`DROP_ZERO`]; ReLU alone or dropout alone use 0 and 1), element k of an array (row-major)
 /// in bits 2·(k mod 4) and 2·(k mod 4) + 1 of byte k / 4. A quarter of a byte an element: for
 /// products-like 3 × 256, 0.94 GB less than a byte each.
-pub const CODES_PER_BYTE: usize = 4;
+pub(crate) const CODES_PER_BYTE: usize = 4;
 
 /// Bytes of the codes of `len` elements.
 pub const fn code_bytes(len: usize) -> usize {
@@ -69,7 +69,7 @@ fn pack_codes(out: &mut [u8], len: usize, mut code: impl FnMut(usize) -> u8) {
 /// # Panics
 /// If `codes` is shorter than [`code_bytes`]`(a.len())`.
 #[track_caller]
-pub fn codes_from<A: Sync>(
+pub(crate) fn codes_from<A: Sync>(
     codes: &mut [u8],
     a: ArrayView2<'_, A>,
     par: Par,
@@ -106,7 +106,7 @@ pub fn codes_from<A: Sync>(
 /// # Panics
 /// If `codes` is shorter than [`code_bytes`]`(g.len())`.
 #[track_caller]
-pub fn zip_codes<A: Send>(
+pub(crate) fn zip_codes<A: Send>(
     mut g: ArrayViewMut2<'_, A>,
     codes: &[u8],
     par: Par,

@@ -27,7 +27,7 @@ pub fn dropout_mask<F: Scalar, R: rand::Rng + ?Sized>(rng: &mut R, p: f64, mask:
     fill_dropout_mask_at(rng, p, mask, 0, len, Par::Seq);
 }
 
-/// [`dropout_mask`], drawn in [`MASK_CHUNK`]-element tasks in parallel under [`Par::Rayon`]
+/// [`dropout_mask`], drawn in `MASK_CHUNK`-element tasks in parallel under [`Par::Rayon`]
 /// (the same bits for any `par`). Allocates nothing.
 ///
 /// # Panics
@@ -107,7 +107,7 @@ const MASK_WORDS: usize = 256;
 
 /// Mask elements per parallel task of [`fill_dropout_mask`] and [`relu_dropout_at`] (a
 /// multiple of [`CODES_PER_BYTE`], so a task never splits a byte of codes).
-pub const MASK_CHUNK: usize = 1 << 15;
+pub(crate) const MASK_CHUNK: usize = 1 << 15;
 const _: () =
     assert!(MASK_CHUNK.is_multiple_of(MASK_WORDS) && MASK_WORDS.is_multiple_of(CODES_PER_BYTE));
 const _: () = assert!(MASK_WORDS.is_multiple_of(2));

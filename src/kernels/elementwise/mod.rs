@@ -1,9 +1,8 @@
 //! Element-wise kernels: bias, column sums, ReLU and its mask, the fused epilogue of a hidden
-//! layer with dropout and its backward, and a parallel loop over two arrays. The 2-bit codes
+//! layer with dropout and its backward. The 2-bit codes
 //! they keep are in `codes`, the dropout masks in `dropout` (both re-exported here).
 
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, Axis, Zip};
-use rayon::prelude::*;
 
 use super::profile::{span, Phase, Work};
 use crate::{Par, Scalar};
@@ -11,11 +10,10 @@ use crate::{Par, Scalar};
 mod codes;
 mod dropout;
 
-pub use codes::{
-    code_at, code_bytes, codes_from, zip_codes, CODES_PER_BYTE, DROP_KEPT, DROP_ZERO, RELU_OFF,
-};
+pub use codes::{code_at, code_bytes, DROP_KEPT, DROP_ZERO, RELU_OFF};
+pub(crate) use codes::{codes_from, zip_codes, CODES_PER_BYTE};
 pub use dropout::{
-    dropout_mask, fill_dropout_mask, fill_dropout_mask_at, relu_dropout_at, MASK_CHUNK, MASK_STREAM,
+    dropout_mask, fill_dropout_mask, fill_dropout_mask_at, relu_dropout_at, MASK_STREAM,
 };
 
 /// out ← out + 1·bᵀ (adds `b` to every row).
@@ -127,7 +125,7 @@ pub fn bias_relu<F: Scalar>(mut z: ArrayViewMut2<'_, F>, b: Option<ArrayView1<'_
 }
 
 /// The epilogue of a hidden layer with dropout, in place, keeping a 2-bit code per element
-/// ([`CODES_PER_BYTE`]) instead of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and
+/// (`CODES_PER_BYTE`) instead of the activation and the mask: h ← ReLU(h + 1·bᵀ) ⊙ mask, and
 /// the code of each element (row-major) [`RELU_OFF`] where ReLU(h + b) ≤ 0, else [`DROP_KEPT`]
 /// or [`DROP_ZERO`] as the mask keeps or drops the element. `mask` holds inverted-dropout
 /// factors (0 or `keep`, as [`dropout_mask`] draws them). The new `h` is bit for bit
@@ -182,7 +180,7 @@ pub fn bias_relu_dropout_fold<F: Scalar>(
 }
 
 /// The backward of [`bias_relu_dropout_fold`]: dz ← dz·keep where the code (packed,
-/// [`CODES_PER_BYTE`]) is [`DROP_KEPT`], dz·0 where it is [`DROP_ZERO`] and +0 where it is
+/// `CODES_PER_BYTE`) is [`DROP_KEPT`], dz·0 where it is [`DROP_ZERO`] and +0 where it is
 /// [`RELU_OFF`] — exactly what `[a > 0] ? dz·m : +0` computes from the mask m (0 or `keep`) and
 /// the ReLU output a.
 ///
@@ -205,32 +203,6 @@ pub fn dropout_relu_backward_code<F: Scalar>(
         let v = *g * m;
         *g = if c == RELU_OFF { F::zero() } else { v };
     });
-}
-
-/// `f(a_k, b_k)` for every element of two arrays of one shape (of two element types: the row
-/// loop [`for_each_row2`](super::rows::for_each_row2) takes one), in
-/// [`CHUNK_ELEMS`](super::rows::CHUNK_ELEMS)-element chunks in parallel under [`Par::Rayon`]
-/// when both are contiguous (element by element otherwise). Every element is computed on its
-/// own, so the result does not depend on the chunks.
-///
-/// # Panics
-/// If the shapes differ.
-#[track_caller]
-pub fn zip_elems<A: Send + Sync, B: Sync>(
-    mut a: ArrayViewMut2<'_, A>,
-    b: ArrayView2<'_, B>,
-    par: Par,
-    f: impl Fn(&mut A, &B) + Sync,
-) {
-    assert_eq!(a.dim(), b.dim(), "zip_elems: shapes differ");
-    match (a.as_slice_mut(), b.as_slice(), par) {
-        (Some(sa), Some(sb), Par::Rayon) => sa
-            .par_chunks_mut(super::rows::CHUNK_ELEMS)
-            .zip(sb.par_chunks(super::rows::CHUNK_ELEMS))
-            .for_each(|(ca, cb)| ca.iter_mut().zip(cb).for_each(|(x, y)| f(x, y))),
-        (Some(sa), Some(sb), Par::Seq) => sa.iter_mut().zip(sb).for_each(|(x, y)| f(x, y)),
-        _ => Zip::from(&mut a).and(&b).for_each(f),
-    }
 }
 
 #[cfg(test)]

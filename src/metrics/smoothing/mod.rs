@@ -5,7 +5,7 @@
 //!
 //! | Metric | Definition | Smooth (collapsed) H gives |
 //! |---|---|---|
-//! | [`dirichlet_energy`] | tr(Hᵀ(I − Â)H)/n | 0 |
+//! | `dirichlet_energy` | tr(Hᵀ(I − Â)H)/n | 0 |
 //! | [`mad_neighbors`] | MAD of Chen et al. over the edges | 0 |
 //! | [`mad_global`] | 1 − mean cosine over all ordered pairs i ≠ j | 0 |
 //! | [`mean_cosine`] | mean cos(h_i, h_j) over all ordered pairs i ≠ j | 1 |
@@ -24,7 +24,7 @@
 //! and the rank's sample ([`Propagate::gather_rows`]); [`mad_global`], [`mean_cosine`] and
 //! [`numerical_rank`] of a matrix alone have `_of` twins that sum across the ranks.
 //!
-//! This file holds the graph and global metrics and [`layer_metrics`] / [`per_layer`], which
+//! This file holds the graph and global metrics and [`layer_metrics`] / `per_layer`, which
 //! gather them per layer; [`numerical_rank`] and its Jacobi eigenvalue solver are in `rank`, the
 //! tests (brute-force O(n²) oracles against every metric) in `tests`.
 
@@ -38,7 +38,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-pub use self::rank::{numerical_rank, numerical_rank_of};
+pub use self::rank::numerical_rank;
+pub(crate) use self::rank::numerical_rank_of;
 use crate::graph::{Propagate, SumScratch, Unsupported};
 use crate::kernels::rows::{grid_rows, parts_len};
 use crate::kernels::shape_panic;
@@ -55,7 +56,7 @@ const MAD_ZERO_ULPS: f64 = 256.0;
 /// Oversmoothing metrics of one layer's representations (see [`layer_metrics`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LayerMetrics {
-    /// [`dirichlet_energy`]: tr(Hᵀ(I − Â)H)/n.
+    /// `dirichlet_energy`: tr(Hᵀ(I − Â)H)/n.
     pub dirichlet: f64,
     /// [`mad_global`]: mean cosine distance over all ordered pairs i ≠ j.
     pub mad_global: f64,
@@ -262,9 +263,10 @@ pub fn mad_global<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
     1.0 - mean_cosine(h, par)
 }
 
+#[cfg(test)]
 /// [`mad_global`] of a node-indexed H held in parts (this process's rows of every node's H),
 /// over every node: `1 − mean_cosine_of`.
-pub fn mad_global_of<F: Scalar, P: Propagate<F> + ?Sized>(
+pub(crate) fn mad_global_of<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
     par: Par,
@@ -307,7 +309,7 @@ pub fn mean_cosine<F: Scalar>(h: ArrayView2<'_, F>, par: Par) -> f64 {
 }
 
 /// [`mean_cosine`] of a node-indexed H held in parts (this process's rows), over every node.
-pub fn mean_cosine_of<F: Scalar, P: Propagate<F> + ?Sized>(
+pub(crate) fn mean_cosine_of<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
     par: Par,
@@ -417,6 +419,7 @@ pub fn layer_metrics<F: Scalar, P: Propagate<F> + ?Sized>(
     })
 }
 
+#[cfg(test)]
 /// [`layer_metrics`] of every layer, in order. Layers run in parallel under rayon (one after
 /// another when Â spans processes: their exchanges must come in the same order on every rank);
 /// each layer's rank sample uses the same seed, and the results equal those of calling
@@ -431,7 +434,7 @@ pub fn layer_metrics<F: Scalar, P: Propagate<F> + ?Sized>(
 /// # Complexity
 /// The sum of the layers' [`layer_metrics`] costs.
 #[track_caller]
-pub fn per_layer<F: Scalar, P: Propagate<F> + ?Sized>(
+pub(crate) fn per_layer<F: Scalar, P: Propagate<F> + ?Sized>(
     adj: &P,
     hs: &[ArrayView2<'_, F>],
     rank_sample: Option<(usize, u64)>,

@@ -68,7 +68,7 @@ pub fn numerical_rank<F: Scalar, R: Rng + ?Sized>(
 ///
 /// # Panics
 /// If `h.nrows()` is not Â's row count.
-pub fn numerical_rank_of<F: Scalar, P: Propagate<F> + ?Sized, R: Rng + ?Sized>(
+pub(crate) fn numerical_rank_of<F: Scalar, P: Propagate<F> + ?Sized, R: Rng + ?Sized>(
     adj: &P,
     h: ArrayView2<'_, F>,
     sample: usize,

@@ -149,12 +149,12 @@ impl<'a, F: Scalar> Builder<'a, F> {
     }
 
     /// Marks the start of a hidden block (the next node pushed is its first).
-    pub fn begin_block(&mut self) {
+    pub(crate) fn begin_block(&mut self) {
         self.block_start = self.nodes.len();
     }
 
     /// Marks the end of hidden block `l`.
-    pub fn end_block(&mut self, l: usize) {
+    pub(crate) fn end_block(&mut self, l: usize) {
         debug_assert_eq!(self.blocks.len(), l);
         self.blocks.push(self.block_start..self.nodes.len());
     }

@@ -5,11 +5,11 @@ use super::Order;
 
 /// Relative cost of one SpMM multiply-add against one GEMM multiply-add on the target machine
 /// (~2 GFLOP/s against ~60 GFLOP/s, `../shared/LIMITS.md`).
-pub const SPMM_COST: f64 = 30.0;
+pub(crate) const SPMM_COST: f64 = 30.0;
 
 /// What [`choose_order`] needs to know about a layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LayerShape {
+pub(crate) struct LayerShape {
     /// Nodes.
     pub n_nodes: usize,
     /// Stored entries of Â.
@@ -30,7 +30,7 @@ pub struct LayerShape {
 
 /// Estimated per-epoch cost (forward + backward) of each order, in GEMM multiply-add units:
 /// `(aggregate_first, transform_first)`. See `docs/MATH.md`, "Cost model".
-pub fn order_costs(s: &LayerShape) -> (f64, f64) {
+pub(crate) fn order_costs(s: &LayerShape) -> (f64, f64) {
     let (n, m, a, c) = (
         s.n_nodes as f64,
         s.nnz_adj as f64,
@@ -57,7 +57,7 @@ pub fn order_costs(s: &LayerShape) -> (f64, f64) {
 
 /// Resolves [`Order::Auto`] by [`order_costs`] (ties go to TransformFirst); a fixed order is
 /// returned as it is.
-pub fn choose_order(order: Order, s: &LayerShape) -> Order {
+pub(crate) fn choose_order(order: Order, s: &LayerShape) -> Order {
     match order {
         Order::Auto => {
             let (agg, tr) = order_costs(s);

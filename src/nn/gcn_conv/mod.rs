@@ -9,7 +9,7 @@
 //! - **TransformFirst**, Â(HW) (`transform_first.rs`): keeps H; backward P = ÂᵀG, dW = HᵀP,
 //!   dH = PWᵀ.
 //! - **Lean** (`lean.rs`): forward (ÂH)W and backward as TransformFirst's, both in blocks of
-//!   [`LEAN_BLOCK`] rows: keeps H and holds no n-row temporary (no S, T = HW or P whole), and
+//!   `LEAN_BLOCK` rows: keeps H and holds no n-row temporary (no S, T = HW or P whole), and
 //!   leaves dH over H when the stack grants it ([`GradMode::OverInput`]). The least memory (the
 //!   input, the output or its gradient, and one block), for an SpMM at width in_dim in forward
 //!   and out_dim in backward. On sparse features it is TransformFirst.
@@ -48,7 +48,7 @@ use crate::kernels::add_bias;
 use crate::{ConfigError, Result, Scalar};
 
 pub use arch::Gcn;
-pub use cost::{choose_order, order_costs, LayerShape, SPMM_COST};
+pub(crate) use cost::{choose_order, LayerShape};
 
 /// The evaluation order of Â·H·W.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,7 +60,7 @@ pub enum Order {
     /// (ÂH)W in forward, Âᵀ·G first in backward, in row blocks: no n-row temporaries (see
     /// the [module docs](self)). A layer on a sparse input runs TransformFirst instead.
     Lean,
-    /// Chosen per layer by [`choose_order`], counting forward and backward work.
+    /// Chosen per layer by `choose_order`, counting forward and backward work.
     #[default]
     Auto,
 }
@@ -74,7 +74,7 @@ crate::error::names!(Order, "order", [
 
 /// Rows per block of [`Order::Lean`] (a multiple of 1024, so every block starts on the
 /// reduction grid of [`Sums::t_matmul_rows`](crate::graph::Sums::t_matmul_rows)).
-pub const LEAN_BLOCK: usize = 8192;
+pub(crate) const LEAN_BLOCK: usize = 8192;
 
 /// The largest dense Â·X, in bytes, that AggregateFirst keeps across evaluations when training
 /// does not read it (with input dropout): 256 MiB. Above it (products-like: 0.98 GB) each
@@ -128,7 +128,7 @@ impl<F: Scalar> PartialEq for GcnConv<F> {
 
 impl<F: Scalar> GcnConv<F> {
     /// A layer with Glorot weights from `rng`, zero bias, and a resolved `order`
-    /// (`Auto` is treated as TransformFirst; resolve it with [`choose_order`] first).
+    /// (`Auto` is treated as TransformFirst; resolve it with `choose_order` first).
     pub fn new<R: Rng + ?Sized>(
         in_dim: usize,
         out_dim: usize,
@@ -143,7 +143,7 @@ impl<F: Scalar> GcnConv<F> {
 
     /// A layer from given parameters (e.g. a checkpoint's); `Auto` is treated as
     /// TransformFirst.
-    pub fn from_params(weight: Param<F>, bias: Option<Param<F>>, order: Order) -> Self {
+    pub(crate) fn from_params(weight: Param<F>, bias: Option<Param<F>>, order: Order) -> Self {
         let order = if order == Order::Auto {
             Order::TransformFirst
         } else {
@@ -161,16 +161,18 @@ impl<F: Scalar> GcnConv<F> {
         }
     }
 
+    #[cfg(test)]
     /// Sets the largest dense Â·X (in elements) kept across evaluations when training does
     /// not read it (default [`EVAL_CACHE_LIMIT_BYTES`]); results are the same either way.
-    pub fn set_eval_cache_limit(&mut self, elements: usize) {
+    pub(crate) fn set_eval_cache_limit(&mut self, elements: usize) {
         self.eval_cache_limit = elements;
     }
 
+    #[cfg(test)]
     /// Sets the rows per block of the lean order (default [`LEAN_BLOCK`]); it must be a
     /// multiple of the reduction grid ([`Sums::grid_rows`](crate::graph::Sums::grid_rows)) of
     /// the graphs the layer runs on. Results are the same bits for any such block.
-    pub fn set_lean_block(&mut self, rows: usize) {
+    pub(crate) fn set_lean_block(&mut self, rows: usize) {
         self.lean_block = rows.max(1);
     }
 
@@ -186,7 +188,7 @@ impl<F: Scalar> GcnConv<F> {
 
     /// The order this layer runs in on `input`: [`Order::Lean`] on sparse features is
     /// TransformFirst.
-    pub fn order_on(&self, input: InputDesc) -> Order {
+    pub(crate) fn order_on(&self, input: InputDesc) -> Order {
         match self.order {
             Order::Lean if input.sparse => Order::TransformFirst,
             Order::Auto => Order::TransformFirst,

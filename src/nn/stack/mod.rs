@@ -333,7 +333,7 @@ impl<F: Scalar> Model<F> {
     }
 
     /// Number of trainable scalars.
-    pub fn n_params(&mut self) -> usize {
+    pub(crate) fn n_params(&mut self) -> usize {
         let mut n = 0;
         self.visit_params(&mut |_, p| n += p.len());
         n
@@ -477,7 +477,7 @@ impl<F: Scalar> Model<F> {
     ///
     /// # Errors
     /// As [`Model::reserve`].
-    pub fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
+    pub(crate) fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
         let plan = self.plan(n, x)?;
         let f = std::mem::size_of::<F>();
         let sum = |v: &[usize]| v.iter().sum::<usize>();

@@ -28,7 +28,7 @@
 //! order of each graph convolution, comma-separated), plus the caller's extra keys (e.g.
 //! `dataset`, `seed`, `row_normalize`, `norm`, `reorder`): anything evaluation needs to rebuild
 //! the inputs the model was trained on. They must not reuse the keys above
-//! ([`reserved_keys`]). `sparse-gcn train --save` also records the content hashes of the data
+//! (`reserved_keys`). `sparse-gcn train --save` also records the content hashes of the data
 //! as loaded (`data_hash_graph`, `data_hash_features`, `data_hash_labels`, `data_hash_split`;
 //! [`ContentHash::record`]) and every option its preparation depends on (the source, the
 //! feature recipe and its seed, the split options): [`Checkpoint::check_data`] refuses other
@@ -99,23 +99,23 @@ use crate::nn::{Model, ModelConfig, Order, StackDesc};
 use crate::{Error, Result};
 
 /// The value of the `format` metadata key.
-pub const FORMAT: &str = "sparse-gcn";
+pub(crate) const FORMAT: &str = "sparse-gcn";
 
 /// The value of the `version` metadata key of an architecture's checkpoint.
-pub const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 2;
 
 /// The value of the `version` metadata key of a hand-built stack's checkpoint.
-pub const STACK_VERSION: u32 = 3;
+pub(crate) const STACK_VERSION: u32 = 3;
 
 /// The value of the `weight_layout` metadata key: weights are stored in × out.
-pub const WEIGHT_LAYOUT: &str = "in_out";
+pub(crate) const WEIGHT_LAYOUT: &str = "in_out";
 
 /// The metadata keys of the format itself (the configuration's are [`reserved_keys`]).
 const FORMAT_KEYS: [&str; 4] = ["format", "version", "weight_layout", "orders"];
 
 /// Metadata keys written by [`save`] (the format's, every field of a [`ModelConfig`], every
 /// architecture's settings); the caller's extra keys must avoid them.
-pub fn reserved_keys() -> Vec<&'static str> {
+pub(crate) fn reserved_keys() -> Vec<&'static str> {
     let mut keys: Vec<&'static str> = FORMAT_KEYS.to_vec();
     keys.extend(fields::FIELDS.iter().map(|f| f.key));
     keys.extend(fields::setting_keys());
@@ -123,13 +123,13 @@ pub fn reserved_keys() -> Vec<&'static str> {
 }
 
 /// Whether `key` is one of [`reserved_keys`] or a stack's (under `stack.`).
-pub fn is_reserved(key: &str) -> bool {
+pub(crate) fn is_reserved(key: &str) -> bool {
     key.starts_with(stack::PREFIX) || reserved_keys().contains(&key)
 }
 
 /// How [`save_with`] writes the file's bytes into the temporary file.
 #[doc(hidden)]
-pub type WriteHook<'a> = dyn FnMut(&mut dyn Write, &[u8]) -> io::Result<()> + 'a;
+pub(crate) type WriteHook<'a> = dyn FnMut(&mut dyn Write, &[u8]) -> io::Result<()> + 'a;
 
 /// What a checkpoint holds: an architecture's configuration, or a hand-built stack.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,7 +158,7 @@ pub enum Saved {
 pub struct Checkpoint {
     /// The model it describes.
     pub saved: Saved,
-    /// The caller's extra metadata (every key not [`is_reserved`]).
+    /// The caller's extra metadata (every key not `is_reserved`).
     pub extra: BTreeMap<String, String>,
     /// Every tensor: name → (shape, values).
     tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
@@ -334,7 +334,7 @@ impl Checkpoint {
     /// ([`ContentHash`], which `sparse-gcn train --save` records): [`Error::DataMismatch`]
     /// naming the parts that differ (graph, features, labels, split) and the data the
     /// metadata says the model was trained on. Then, recorded or not, the shapes
-    /// ([`Checkpoint::check_shapes`]).
+    /// (`Checkpoint::check_shapes`).
     ///
     /// # Errors
     /// [`Error::DataMismatch`]; [`Error::Dataset`] for a malformed recorded hash;
@@ -415,7 +415,7 @@ impl Checkpoint {
     ///
     /// # Errors
     /// [`Error::Mismatch`].
-    pub fn check_shapes(&self, in_dim: usize, n_classes: usize) -> Result<()> {
+    pub(crate) fn check_shapes(&self, in_dim: usize, n_classes: usize) -> Result<()> {
         let (want_in, want_out) = self.dims();
         if let Some(want) = want_in.filter(|&w| w != in_dim) {
             return Err(mismatch(
