@@ -18,9 +18,10 @@
 //! - [`kernels`]: SpMM, GEMM, element-wise kernels, deterministic row loops;
 //! - [`input`]: what a model reads, features and masks;
 //! - [`graph`]: Â, [`Propagate`], [`graph::Sums`] and [`graph::Collective`];
-//! - above `graph`, side by side: [`nn`] → [`optim`]; [`data`] → [`order`] → [`diag`];
-//!   [`metrics`]; and [`dist::backend`], the row-partitioned Â;
-//! - [`train`], above `optim`, `order`, `metrics` and `diag`;
+//! - above `graph`, side by side: [`nn`] → [`optim`]; [`data`] → [`order`] → [`sample`] (the
+//!   mini-batch samplers) and [`diag`]; [`metrics`]; and [`dist::backend`], the
+//!   row-partitioned Â;
+//! - [`train`], above `optim`, `sample`, `metrics` and `diag`;
 //! - [`dist::run`], above `train` and `dist::backend`: a rank's data, the communication model and
 //!   the planner.
 //!
@@ -67,6 +68,7 @@ pub mod nn;
 pub mod optim;
 pub mod order;
 pub mod par;
+pub mod sample;
 pub mod scalar;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 ///                              permutations, the row partition on the reduction grid
 /// data                         datasets of graphs and inputs: loaders, generator, writer
 /// order                        node orderings of a graph, applied to a dataset
+/// sample                       mini-batch samplers and a batch's subgraph, Â and rows
 /// dist::backend                the graph-level MPI backend: DistAdj, halo exchange, samples
 /// metrics                      aside: accuracy and smoothing sums over a graph's nodes
 /// diag                         aside: the kernels against this machine's bounds
@@ -54,12 +55,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("graph", &["input"]),
     ("data", &["graph"]),
     ("order", &["data"]),
+    ("sample", &["order"]),
     ("dist::backend", &["graph"]),
     ("metrics", &["graph"]),
     ("diag", &["order"]),
     ("nn", &["graph"]),
     ("optim", &["nn"]),
-    ("train", &["optim", "order", "metrics", "diag"]),
+    ("train", &["optim", "sample", "metrics", "diag"]),
     ("dist::run", &["train", "dist::backend"]),
     // `dist` itself (src/dist/mod.rs) declares its two halves and re-exports from them.
     ("dist", &["dist::run"]),

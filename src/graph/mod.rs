@@ -5,6 +5,7 @@
 
 pub mod collective;
 pub mod dropedge;
+mod induced;
 pub(crate) mod normalize;
 pub mod permutation;
 pub mod propagate;

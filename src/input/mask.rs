@@ -3,7 +3,7 @@
 use crate::{Error, Result};
 
 /// A set of nodes, kept as sorted unique indices (with a boolean view on demand).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Mask {
     indices: Vec<u32>,
     n_nodes: usize,

@@ -42,44 +42,21 @@ pub(crate) fn metis_order(graph: &Graph) -> Result<Permutation> {
     if n < 4 {
         return Ok(Permutation::identity(n));
     }
-    let adj = Adj::new(graph);
-    let too_big = |what: &str, got: usize| Error::Mismatch {
-        what: format!("METIS's 32-bit indices: {what}"),
-        expected: i32::MAX as usize,
-        got,
-    };
-    let idx32 = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what, v));
-    let mut xadj: Vec<i32> = Vec::with_capacity(n + 1);
-    xadj.push(0);
-    let mut adjncy: Vec<i32> = Vec::with_capacity(adj.ip[n]);
-    let mut row: Vec<u32> = Vec::new();
-    let tilde = crate::graph::adj_indptr(graph);
-    let mut vwgt: Vec<i32> = Vec::with_capacity(n);
-    for i in 0..n {
-        row.clear();
-        row.extend(adj.row(i).iter().copied().filter(|&j| j as usize != i));
-        row.sort_unstable();
-        row.dedup();
-        adjncy.extend(row.iter().map(|&j| j as i32));
-        xadj.push(idx32(adjncy.len(), "stored entries")?);
-        // Ã's row length: the neighbours and the self-loop (the input's or the added one).
-        vwgt.push(idx32(tilde[i + 1] - tilde[i], "a row's length")?);
-    }
+    let input = MetisInput::of(graph)?;
     let parts = metis_parts(n);
     let mut part = vec![0i32; n];
-    let metis_err = |e: metis::Error| Error::Partition(format!("METIS: {e}"));
     {
         // METIS keeps its random state in globals (GKlib's): two calls at once, from two
         // threads, would draw from one stream and each get another partition than alone.
         let _one_at_a_time = METIS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        metis::Graph::new(1, parts as i32, &xadj, &adjncy)
+        metis::Graph::new(1, parts as i32, &input.xadj, &input.adjncy)
             .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
-            .set_vwgt(&vwgt)
+            .set_vwgt(&input.vwgt)
             .set_option(metis::option::Seed(1))
             .part_recursive(&mut part)
-            .map_err(metis_err)?;
+            .map_err(|e| Error::Partition(format!("METIS: {e}")))?;
     }
     // Nodes by part, each part's in their given order (a counting sort).
     let mut start = vec![0usize; parts + 1];
@@ -96,4 +73,79 @@ pub(crate) fn metis_order(graph: &Graph) -> Result<Permutation> {
         *at += 1;
     }
     Ok(Permutation::from_new_to_old_trusted(new_to_old))
+}
+
+/// METIS's 32-bit copy of a graph: undirected (A + Aᵀ), without self-loops or repeated
+/// entries, as METIS requires; node weights the rows' lengths in Ã = A + I.
+struct MetisInput {
+    xadj: Vec<i32>,
+    adjncy: Vec<i32>,
+    vwgt: Vec<i32>,
+}
+
+impl MetisInput {
+    /// # Errors
+    /// [`Error::Mismatch`] for a graph whose stored entries exceed METIS's 32-bit indices.
+    fn of(graph: &Graph) -> Result<Self> {
+        let n = graph.n_nodes();
+        let adj = Adj::new(graph);
+        let too_big = |what: &str, got: usize| Error::Mismatch {
+            what: format!("METIS's 32-bit indices: {what}"),
+            expected: i32::MAX as usize,
+            got,
+        };
+        let idx32 = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what, v));
+        let mut xadj: Vec<i32> = Vec::with_capacity(n + 1);
+        xadj.push(0);
+        let mut adjncy: Vec<i32> = Vec::with_capacity(adj.ip[n]);
+        let mut row: Vec<u32> = Vec::new();
+        let tilde = crate::graph::adj_indptr(graph);
+        let mut vwgt: Vec<i32> = Vec::with_capacity(n);
+        for i in 0..n {
+            row.clear();
+            row.extend(adj.row(i).iter().copied().filter(|&j| j as usize != i));
+            row.sort_unstable();
+            row.dedup();
+            adjncy.extend(row.iter().map(|&j| j as i32));
+            xadj.push(idx32(adjncy.len(), "stored entries")?);
+            // Ã's row length: the neighbours and the self-loop (the input's or the added one).
+            vwgt.push(idx32(tilde[i + 1] - tilde[i], "a row's length")?);
+        }
+        Ok(MetisInput { xadj, adjncy, vwgt })
+    }
+}
+
+/// Cluster-GCN's clusters: `parts` parts of a METIS k-way partition of `graph` (a fixed seed,
+/// so the same graph always gives the same parts), balancing the parts' node counts as
+/// Cluster-GCN and PyG's `ClusterData` do; the part of each node. A directed graph is
+/// partitioned as undirected.
+///
+/// # Errors
+/// [`Error::Partition`] for `parts` of 0 or more than the nodes, or when METIS fails (out of
+/// memory); [`Error::Mismatch`] beyond METIS's 32-bit indices.
+pub(crate) fn metis_clusters(graph: &Graph, parts: usize) -> Result<Vec<u32>> {
+    let n = graph.n_nodes();
+    if parts == 0 || parts > n {
+        return Err(Error::Partition(format!(
+            "{parts} parts of a graph of {n} nodes (at least 1, at most the nodes)"
+        )));
+    }
+    if parts == 1 {
+        return Ok(vec![0; n]);
+    }
+    let input = MetisInput::of(graph)?;
+    let nparts = i32::try_from(parts)
+        .map_err(|_| Error::Partition(format!("{parts} parts: more than METIS counts")))?;
+    let mut part = vec![0i32; n];
+    {
+        let _one_at_a_time = METIS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        metis::Graph::new(1, nparts, &input.xadj, &input.adjncy)
+            .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
+            .set_option(metis::option::Seed(1))
+            .part_kway(&mut part)
+            .map_err(|e| Error::Partition(format!("METIS: {e}")))?;
+    }
+    Ok(part.into_iter().map(|p| p as u32).collect())
 }

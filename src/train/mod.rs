@@ -5,24 +5,26 @@ pub mod checkpoint;
 pub mod profile;
 pub mod recipe;
 pub mod run;
+mod steps;
 
 use std::time::Instant;
 
 use ndarray::ArrayViewMut2;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::data::{Features, Mask, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Graph, Norm, NormAdj, Propagate, Sums};
+use crate::graph::{Graph, Norm, Propagate, Sums};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::{softmax_cross_entropy_across, softmax_cross_entropy_in_place_across};
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
+use crate::sample::NodeSampler;
 use crate::{ConfigError, Error, Par, Result, Scalar};
 
 /// When to stop before `epochs`.
@@ -389,6 +391,30 @@ pub struct FitOptions<'g> {
     pub metrics_every: usize,
     /// Rows sampled for the numerical rank in those records (`None`: no rank).
     pub rank_sample: Option<usize>,
+    /// Mini-batch training: each epoch takes one optimiser step per batch of the sampler
+    /// instead of one pass over the whole graph; validation and test stay full-graph.
+    pub batches: Option<Batches<'g>>,
+}
+
+/// Where mini-batches come from ([`FitOptions::batches`]).
+#[derive(Clone, Copy)]
+pub struct Batches<'g> {
+    /// The sampler of each batch's nodes.
+    pub sampler: &'g dyn NodeSampler,
+    /// The whole graph (each batch's Â is its subgraph's, renormalised by `norm`).
+    pub graph: &'g Graph,
+    /// The normalisation of each batch's Â.
+    pub norm: Norm,
+}
+
+impl std::fmt::Debug for Batches<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batches")
+            .field("batches", &self.sampler.batches())
+            .field("max_nodes", &self.sampler.max_nodes())
+            .field("norm", &self.norm)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Oversmoothing metrics of one layer at one epoch.
@@ -624,18 +650,13 @@ pub fn train_model<F: Scalar>(
         ..
     } = *data;
     cfg.check_optim()?;
-    let rate = model.config().map_or(0.0, |c| c.drop_edge);
-    let backend_samples = rate > 0.0 && opts.drop_edge.is_none();
-    let drop_edge = drop_edge_source(rate, adj, opts)?;
     let par = cfg.par;
     let mut drop_rng = rng_stream(seed, 1);
-    let mut edge_rng = rng_stream(seed, 2);
     // Buffers and caches of an earlier run may hold other data.
     model.release();
     let mut opt = cfg.optimizer();
-    // DropEdge: one Â′ rewritten every epoch (no allocation after the first).
-    let mut sampled = drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm));
-    let mut sample_scratch = crate::graph::AdjScratch::default();
+    // DropEdge (one Â′ rewritten every epoch, no allocation after the first) or batches.
+    let mut steps = steps::Steps::new(model, data, opts, seed)?;
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
@@ -662,31 +683,8 @@ pub fn train_model<F: Scalar>(
     };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        if let (Some((d, src)), Some(s)) = (&drop_edge, sampled.as_mut()) {
-            d.sample_into(src.graph, src.norm, &mut edge_rng, s, &mut sample_scratch);
-        }
-        // The backend's sample draws its key as `sample_into` does: one u64 of stream 2.
-        let backend_sample = if backend_samples {
-            let key = edge_rng.next_u64();
-            Some(adj.drop_edge_sample(rate, key)?)
-        } else {
-            None
-        };
-        let step_adj: &dyn Propagate<F> = match (&backend_sample, sampled.as_ref()) {
-            (Some(b), _) => b.as_ref(),
-            (None, Some(s)) => s,
-            (None, None) => adj,
-        };
-        let (train_loss, train_acc) = train_step(
-            model,
-            opt.as_mut(),
-            step_adj,
-            x,
-            labels,
-            &split.train,
-            &mut drop_rng,
-            par,
-        )?;
+        let (train_loss, train_acc) =
+            steps.epoch(model, opt.as_mut(), data, epoch, &mut drop_rng, par)?;
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
                 epoch,

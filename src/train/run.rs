@@ -434,6 +434,7 @@ impl Prepared {
             drop_edge,
             metrics_every,
             rank_sample,
+            batches: None,
         }
     }
 

@@ -43,6 +43,7 @@ fn run(
         }),
         metrics_every,
         rank_sample: Some(64),
+        ..FitOptions::default()
     };
     fit_model(&TrainData::of(adj, d), cfg, 3, &opts).map(|(r, _)| r)
 }

@@ -38,6 +38,7 @@ mod io_fuzz;
 mod kernels_prop;
 #[cfg(feature = "cli")]
 mod library_load;
+mod minibatch;
 mod ogb_loader;
 mod optim;
 mod planetoid_accuracy;

@@ -271,6 +271,14 @@ impl<F: Scalar> Model<F> {
         self.opts
     }
 
+    /// Sets the stack's options; the next pass plans again for them (a plan depends on them).
+    pub fn set_options(&mut self, opts: StackOptions) {
+        if opts != self.opts {
+            self.opts = opts;
+            self.ws = None;
+        }
+    }
+
     /// How the nodes are wired besides their inputs (for a stack assembled from this one's
     /// nodes).
     pub fn wiring(&self) -> Wiring {

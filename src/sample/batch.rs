@@ -1,0 +1,229 @@
+//! A batch: the subgraph its nodes induce, its Â renormalised on it, its rows of X, labels
+//! and training nodes, rewritten in place from one batch to the next.
+
+use super::NodeSampler;
+use crate::graph::{AdjScratch, Graph, Norm, NormAdj};
+use crate::input::{Features, Mask};
+use crate::{Error, Result, Scalar};
+
+/// What batches are cut from: the whole graph, its features, labels and training nodes, and
+/// the normalisation of each batch's Â.
+#[derive(Debug)]
+pub struct BatchSource<'a, F: Scalar> {
+    graph: &'a Graph,
+    norm: Norm,
+    x: &'a Features<F>,
+    labels: &'a [u32],
+    in_train: Vec<bool>,
+}
+
+impl<'a, F: Scalar> BatchSource<'a, F> {
+    /// The source of batches of `graph` with features `x`, `labels` and training nodes
+    /// `train`; each batch's Â normalised by `norm`.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when the feature rows, labels or the mask's node count are not the
+    /// graph's node count.
+    pub fn new(
+        graph: &'a Graph,
+        norm: Norm,
+        x: &'a Features<F>,
+        labels: &'a [u32],
+        train: &Mask,
+    ) -> Result<Self> {
+        let n = graph.n_nodes();
+        for (what, got) in [
+            ("batch source: feature rows vs nodes", x.n_rows()),
+            ("batch source: labels vs nodes", labels.len()),
+            (
+                "batch source: training mask nodes vs nodes",
+                train.n_nodes(),
+            ),
+        ] {
+            if got != n {
+                return Err(Error::Mismatch {
+                    what: what.into(),
+                    expected: n,
+                    got,
+                });
+            }
+        }
+        let mut in_train = vec![false; n];
+        for &i in train.indices() {
+            in_train[i as usize] = true;
+        }
+        Ok(BatchSource {
+            graph,
+            norm,
+            x,
+            labels,
+            in_train,
+        })
+    }
+
+    /// The whole graph.
+    pub fn graph(&self) -> &Graph {
+        self.graph
+    }
+}
+
+/// One batch (see the [module docs](super)), refilled by [`Batch::fill`].
+#[derive(Debug)]
+pub struct Batch<F: Scalar> {
+    nodes: Vec<u32>,
+    pos: Vec<u32>,
+    graph: Graph,
+    adj: NormAdj<F>,
+    spare: AdjScratch<F>,
+    x: Features<F>,
+    labels: Vec<u32>,
+    train: Mask,
+}
+
+impl<F: Scalar> Batch<F> {
+    /// An empty batch, to be filled.
+    pub fn new(norm: Norm) -> Self {
+        Batch {
+            nodes: Vec::new(),
+            pos: Vec::new(),
+            graph: Graph::empty(false),
+            adj: NormAdj::empty(norm),
+            spare: AdjScratch::default(),
+            x: Features::dense(ndarray::Array2::zeros((0, 0))),
+            labels: Vec::new(),
+            train: Mask::default(),
+        }
+    }
+
+    /// Makes this batch `index` of `epoch` for `seed` of `sampler` on `src`: its nodes, the
+    /// subgraph they induce ([`Graph::induced_into`]), its Â normalised on the batch (bit for
+    /// bit `NormAdj::new` of that subgraph, with a fresh id), its rows of X, labels, and its
+    /// training nodes (in the batch's numbering).
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when the sampler gives a node beyond the graph.
+    pub fn fill(
+        &mut self,
+        src: &BatchSource<'_, F>,
+        sampler: &dyn NodeSampler,
+        seed: u64,
+        epoch: usize,
+        index: usize,
+    ) -> Result<()> {
+        let n = src.graph.n_nodes();
+        sampler.nodes_into(seed, epoch, index, &mut self.nodes);
+        if let Some(&bad) = self.nodes.iter().find(|&&v| v as usize >= n) {
+            return Err(Error::Mismatch {
+                what: format!("a sampled node ({bad}) vs the graph's nodes"),
+                expected: n,
+                got: bad as usize + 1,
+            });
+        }
+        self.pos.resize(n, u32::MAX);
+        src.graph
+            .induced_into(&self.nodes, &mut self.pos, &mut self.graph);
+        self.adj
+            .assign_filtered(&self.graph, src.norm, |_, _| true, &mut self.spare);
+        self.x = src.x.select_rows(&self.nodes);
+        self.labels.clear();
+        self.labels
+            .extend(self.nodes.iter().map(|&v| src.labels[v as usize]));
+        let train: Vec<u32> = (0..self.nodes.len() as u32)
+            .filter(|&k| src.in_train[self.nodes[k as usize] as usize])
+            .collect();
+        self.train = Mask::try_from_indices(train, self.nodes.len())?;
+        Ok(())
+    }
+
+    /// The batch's nodes (ids in the whole graph), ascending: node k of the batch is
+    /// `nodes()[k]`.
+    pub fn nodes(&self) -> &[u32] {
+        &self.nodes
+    }
+    /// The subgraph the nodes induce.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+    /// Its Â, normalised on the batch.
+    pub fn adj(&self) -> &NormAdj<F> {
+        &self.adj
+    }
+    /// Its rows of X.
+    pub fn x(&self) -> &Features<F> {
+        &self.x
+    }
+    /// Its labels.
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+    /// Its training nodes, in the batch's numbering.
+    pub fn train(&self) -> &Mask {
+        &self.train
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ClusterSampler, Clusters};
+    use super::*;
+    use crate::data::synthetic::Preset;
+
+    #[test]
+    fn a_batch_is_its_induced_subgraph_normalised_on_its_own() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let s = ClusterSampler::new(&d.graph, 40, 5, Clusters::Community).unwrap();
+        let src = BatchSource::new(
+            &d.graph,
+            Norm::Symmetric,
+            &d.features,
+            &d.labels,
+            &d.split.train,
+        )
+        .unwrap();
+        let mut b = Batch::<f32>::new(Norm::Symmetric);
+        let mut pos = vec![u32::MAX; d.graph.n_nodes()];
+        for index in [0, 3, 7] {
+            let id_before = b.adj().id();
+            b.fill(&src, &s, 11, 2, index).unwrap();
+            assert_ne!(b.adj().id(), id_before);
+            let mut g = Graph::empty(false);
+            d.graph.induced_into(b.nodes(), &mut pos, &mut g);
+            let fresh = NormAdj::<f32>::new(&g, Norm::Symmetric);
+            assert_eq!(
+                b.adj().a().indptr().raw_storage(),
+                fresh.a().indptr().raw_storage()
+            );
+            assert_eq!(b.adj().a().indices(), fresh.a().indices());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(b.adj().a().data()), bits(fresh.a().data()));
+            assert_eq!(
+                b.x().to_dense(),
+                d.features.select_rows(b.nodes()).to_dense()
+            );
+            for (k, &v) in b.nodes().iter().enumerate() {
+                assert_eq!(b.labels()[k], d.labels[v as usize]);
+                let in_train = d.split.train.indices().binary_search(&v).is_ok();
+                assert_eq!(
+                    b.train().indices().binary_search(&(k as u32)).is_ok(),
+                    in_train
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_that_do_not_match_the_graph_are_typed_errors() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let short = &d.labels[1..];
+        assert!(matches!(
+            BatchSource::new(
+                &d.graph,
+                Norm::Symmetric,
+                &d.features,
+                short,
+                &d.split.train
+            ),
+            Err(Error::Mismatch { .. })
+        ));
+    }
+}

@@ -1,0 +1,227 @@
+//! Cluster-GCN's sampler: the graph cut once into parts, q random parts a batch.
+
+use rand::seq::SliceRandom;
+
+use super::{epoch_rng, NodeSampler};
+use crate::graph::Graph;
+use crate::order::{community_order, CommunityConfig};
+use crate::{Error, Result};
+
+/// How [`ClusterSampler::new`] cuts the graph into parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clusters {
+    /// METIS k-way (feature `metis`), balancing the parts' node counts: Cluster-GCN's choice.
+    #[default]
+    Metis,
+    /// The community order ([`community_order`]) cut into P ranges of equal node counts: no
+    /// METIS, O(nnz) memory beside the graph.
+    Community,
+}
+
+/// Cluster-GCN's sampler (see the [module docs](super)): P parts, each epoch in an order
+/// drawn from the seed and the epoch, q parts a batch (the last batch of an epoch takes what
+/// is left).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSampler {
+    /// Part k's nodes are `members[ptr[k]..ptr[k + 1]]`, ascending.
+    ptr: Vec<usize>,
+    members: Vec<u32>,
+    per_batch: usize,
+    max_nodes: usize,
+}
+
+impl ClusterSampler {
+    /// Cuts `graph` into `parts` parts by `how`, `per_batch` parts a batch.
+    ///
+    /// # Errors
+    /// [`Error::Partition`] for `parts` of 0 or above the node count, `per_batch` of 0 or
+    /// above `parts`, METIS's failure, or [`Clusters::Metis`] in a build without it.
+    pub fn new(graph: &Graph, parts: usize, per_batch: usize, how: Clusters) -> Result<Self> {
+        let n = graph.n_nodes();
+        if parts == 0 || parts > n {
+            return Err(Error::Partition(format!(
+                "{parts} parts of a graph of {n} nodes (at least 1, at most the nodes)"
+            )));
+        }
+        let part_of = match how {
+            #[cfg(feature = "metis")]
+            Clusters::Metis => crate::order::metis::metis_clusters(graph, parts)?,
+            #[cfg(not(feature = "metis"))]
+            Clusters::Metis => {
+                return Err(Error::Partition(
+                    "this build has no METIS (feature `metis`): use the community clusters".into(),
+                ))
+            }
+            Clusters::Community => {
+                let perm = community_order(graph, &CommunityConfig::default());
+                let mut part_of = vec![0u32; n];
+                for (new, &old) in perm.new_to_old().iter().enumerate() {
+                    // Range k holds the positions [k·n/P, (k+1)·n/P).
+                    part_of[old as usize] = ((new * parts) / n) as u32;
+                }
+                part_of
+            }
+        };
+        Self::from_parts(&part_of, parts, per_batch)
+    }
+
+    /// A sampler of the parts `part_of` gives (node i in part `part_of[i]`, below `parts`),
+    /// `per_batch` parts a batch.
+    ///
+    /// # Errors
+    /// [`Error::Partition`] for a part id ≥ `parts`, or `per_batch` of 0 or above `parts`.
+    pub fn from_parts(part_of: &[u32], parts: usize, per_batch: usize) -> Result<Self> {
+        if per_batch == 0 || per_batch > parts {
+            return Err(Error::Partition(format!(
+                "{per_batch} parts a batch of {parts} parts (at least 1, at most the parts)"
+            )));
+        }
+        if let Some((i, &p)) = part_of
+            .iter()
+            .enumerate()
+            .find(|(_, &p)| p as usize >= parts)
+        {
+            return Err(Error::Partition(format!(
+                "node {i} is in part {p} of {parts} parts"
+            )));
+        }
+        let mut ptr = vec![0usize; parts + 1];
+        for &p in part_of {
+            ptr[p as usize + 1] += 1;
+        }
+        for k in 0..parts {
+            ptr[k + 1] += ptr[k];
+        }
+        let mut at = ptr.clone();
+        let mut members = vec![0u32; part_of.len()];
+        for (i, &p) in part_of.iter().enumerate() {
+            members[at[p as usize]] = i as u32;
+            at[p as usize] += 1;
+        }
+        let mut sizes: Vec<usize> = ptr.windows(2).map(|w| w[1] - w[0]).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let max_nodes = sizes[..per_batch].iter().sum();
+        Ok(ClusterSampler {
+            ptr,
+            members,
+            per_batch,
+            max_nodes,
+        })
+    }
+
+    /// Number of parts.
+    pub fn parts(&self) -> usize {
+        self.ptr.len() - 1
+    }
+
+    /// Parts a batch.
+    pub fn per_batch(&self) -> usize {
+        self.per_batch
+    }
+
+    /// The nodes of part `k`, ascending.
+    ///
+    /// # Panics
+    /// If `k >= self.parts()`.
+    pub fn part(&self, k: usize) -> &[u32] {
+        &self.members[self.ptr[k]..self.ptr[k + 1]]
+    }
+}
+
+impl NodeSampler for ClusterSampler {
+    fn batches(&self) -> usize {
+        self.parts().div_ceil(self.per_batch)
+    }
+
+    fn max_nodes(&self) -> usize {
+        self.max_nodes
+    }
+
+    fn nodes_into(&self, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
+        assert!(
+            index < self.batches(),
+            "batch {index} of {}",
+            self.batches()
+        );
+        let mut order: Vec<u32> = (0..self.parts() as u32).collect();
+        order.shuffle(&mut epoch_rng(seed, epoch));
+        let end = ((index + 1) * self.per_batch).min(order.len());
+        nodes.clear();
+        for &k in &order[index * self.per_batch..end] {
+            nodes.extend_from_slice(self.part(k as usize));
+        }
+        nodes.sort_unstable();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Direction;
+
+    fn ring(n: usize) -> Graph {
+        let e: Vec<(u32, u32)> = (0..n as u32).map(|i| (i, (i + 1) % n as u32)).collect();
+        Graph::try_from_edges(n, &e, Direction::Undirected).unwrap()
+    }
+
+    #[test]
+    fn every_epoch_covers_every_node_once_in_its_batches() {
+        for how in [Clusters::Community, Clusters::Metis] {
+            let s = ClusterSampler::new(&ring(103), 10, 3, how).unwrap();
+            assert_eq!(s.batches(), 4);
+            for epoch in 0..3 {
+                let mut seen = vec![0u32; 103];
+                let mut nodes = Vec::new();
+                for b in 0..s.batches() {
+                    s.nodes_into(7, epoch, b, &mut nodes);
+                    assert!(nodes.windows(2).all(|w| w[0] < w[1]));
+                    assert!(nodes.len() <= s.max_nodes());
+                    for &v in &nodes {
+                        seen[v as usize] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "{how:?} epoch {epoch}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_depends_on_seed_epoch_and_index_alone() {
+        let s = ClusterSampler::new(&ring(200), 20, 4, Clusters::Community).unwrap();
+        let get = |seed, epoch, b| {
+            let mut v = Vec::new();
+            s.nodes_into(seed, epoch, b, &mut v);
+            v
+        };
+        // The same batch whatever was drawn before it.
+        let later = get(3, 2, 4);
+        let _ = get(3, 0, 0);
+        assert_eq!(get(3, 2, 4), later);
+        // Other epochs and seeds shuffle the parts otherwise.
+        assert_ne!(get(3, 1, 0), get(3, 2, 0));
+        assert_ne!(get(4, 2, 0), get(3, 2, 0));
+    }
+
+    #[test]
+    fn the_community_parts_are_contiguous_ranges_of_the_order_of_balanced_size() {
+        let s = ClusterSampler::new(&ring(100), 7, 1, Clusters::Community).unwrap();
+        let sizes: Vec<usize> = (0..7).map(|k| s.part(k).len()).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 100);
+        assert!(sizes.iter().all(|&z| z == 14 || z == 15), "{sizes:?}");
+        assert_eq!(s.max_nodes(), 15);
+    }
+
+    #[test]
+    fn bad_part_counts_are_typed_errors() {
+        let g = ring(10);
+        for (parts, q) in [(0, 1), (11, 1), (5, 0), (5, 6)] {
+            assert!(matches!(
+                ClusterSampler::new(&g, parts, q, Clusters::Community),
+                Err(Error::Partition(_))
+            ));
+        }
+        assert!(ClusterSampler::from_parts(&[0, 1, 2], 2, 1).is_err());
+        let one = ClusterSampler::new(&g, 1, 1, Clusters::Metis).unwrap();
+        assert_eq!(one.part(0).len(), 10);
+    }
+}

@@ -1,0 +1,171 @@
+//! An epoch's training steps: one pass over the whole graph (on a DropEdge sample of it when
+//! the model asks for one), or one step per mini-batch of a sampler.
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::{rng_stream, train_step, Batches, DropEdgeSource, FitOptions, TrainData};
+use crate::graph::dropedge::DropEdge;
+use crate::graph::{AdjScratch, NormAdj, Propagate};
+use crate::nn::Model;
+use crate::optim::Optimizer;
+use crate::sample::{Batch, BatchSource};
+use crate::{ConfigError, Error, Par, Result, Scalar};
+
+/// How a run's epochs train (see the [module docs](self)).
+pub(super) enum Steps<'a, F: Scalar> {
+    /// The whole graph, with DropEdge drawn here or by the backend.
+    Full(Box<Full<'a, F>>),
+    /// One step per batch.
+    Batches {
+        batches: Batches<'a>,
+        src: BatchSource<'a, F>,
+        batch: Box<Batch<F>>,
+        seed: u64,
+    },
+}
+
+/// [`Steps::Full`].
+pub(super) struct Full<'a, F: Scalar> {
+    drop_edge: Option<(DropEdge, DropEdgeSource<'a>)>,
+    /// The sample drawn here.
+    sampled: Option<NormAdj<F>>,
+    scratch: AdjScratch<F>,
+    /// The backend's rate, when the backend draws the samples.
+    backend_rate: Option<f64>,
+    /// DropEdge's stream (2 of the seed).
+    edge_rng: ChaCha8Rng,
+}
+
+impl<'a, F: Scalar> Steps<'a, F> {
+    /// The steps of a run of `model` on `data` with `opts` and `seed`; a model trained on
+    /// batches is set to expect a varying Â and planned for the whole graph.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for DropEdge without its graph, or with batches; [`Error::Mismatch`]
+    /// for a DropEdge or batch graph of other nodes than the data's.
+    pub(super) fn new(
+        model: &mut Model<F>,
+        data: &TrainData<'a, F>,
+        opts: &FitOptions<'a>,
+        seed: u64,
+    ) -> Result<Self> {
+        let rate = model.config().map_or(0.0, |c| c.drop_edge);
+        let edge_rng = rng_stream(seed, 2);
+        let Some(b) = opts.batches else {
+            let drop_edge = super::drop_edge_source(rate, data.adj, opts)?;
+            return Ok(Steps::Full(Box::new(Full {
+                sampled: drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm)),
+                drop_edge,
+                scratch: AdjScratch::default(),
+                backend_rate: (rate > 0.0 && opts.drop_edge.is_none()).then_some(rate),
+                edge_rng,
+            })));
+        };
+        if rate > 0.0 {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                name: "drop_edge",
+                value: rate,
+                rule: "0 with mini-batches (a batch is already a subgraph)",
+            }));
+        }
+        let total = data.adj.rows().total;
+        if b.graph.n_nodes() != total || data.adj.shape().0 != total {
+            return Err(Error::Mismatch {
+                what: "batch graph nodes vs nodes (mini-batches need the whole graph in one \
+                       process)"
+                    .into(),
+                expected: total,
+                got: b.graph.n_nodes(),
+            });
+        }
+        let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
+        let mut options = model.options();
+        options.varying_graph = true;
+        model.set_options(options);
+        // One plan for the whole graph (evaluation) serves every batch.
+        model.reserve(total, data.x)?;
+        Ok(Steps::Batches {
+            batches: b,
+            src,
+            batch: Box::new(Batch::new(b.norm)),
+            seed,
+        })
+    }
+
+    /// The training steps of `epoch`: returns the training loss and accuracy (over the
+    /// batches, weighted by their training nodes).
+    ///
+    /// # Errors
+    /// As [`train_step`]; [`Error::NonFiniteLoss`] when a batch's loss is not finite.
+    pub(super) fn epoch(
+        &mut self,
+        model: &mut Model<F>,
+        opt: &mut dyn Optimizer<F>,
+        data: &TrainData<'_, F>,
+        epoch: usize,
+        drop_rng: &mut ChaCha8Rng,
+        par: Par,
+    ) -> Result<(f64, f64)> {
+        match self {
+            Steps::Full(full) => {
+                let Full {
+                    drop_edge,
+                    sampled,
+                    scratch,
+                    backend_rate,
+                    edge_rng,
+                } = &mut **full;
+                if let (Some((d, src)), Some(s)) = (drop_edge.as_ref(), sampled.as_mut()) {
+                    d.sample_into(src.graph, src.norm, edge_rng, s, scratch);
+                }
+                // The backend's sample draws its key as `sample_into` does: one u64 of
+                // stream 2.
+                let backend_sample = match backend_rate {
+                    Some(rate) => Some(data.adj.drop_edge_sample(*rate, edge_rng.next_u64())?),
+                    None => None,
+                };
+                let step_adj: &dyn Propagate<F> = match (&backend_sample, sampled.as_ref()) {
+                    (Some(b), _) => b.as_ref(),
+                    (None, Some(s)) => s,
+                    (None, None) => data.adj,
+                };
+                let x = data.x;
+                let train = &data.split.train;
+                train_step(model, opt, step_adj, x, data.labels, train, drop_rng, par)
+            }
+            Steps::Batches {
+                batches,
+                src,
+                batch,
+                seed,
+            } => {
+                let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
+                for index in 0..batches.sampler.batches() {
+                    batch.fill(src, batches.sampler, *seed, epoch, index)?;
+                    let w = batch.train().len() as f64;
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let (l, a) = train_step(
+                        model,
+                        opt,
+                        batch.adj(),
+                        batch.x(),
+                        batch.labels(),
+                        batch.train(),
+                        drop_rng,
+                        par,
+                    )?;
+                    if !l.is_finite() {
+                        return Err(Error::NonFiniteLoss { epoch, loss: l });
+                    }
+                    loss += l * w;
+                    acc += a * w;
+                    weight += w;
+                }
+                Ok((loss / weight, acc / weight))
+            }
+        }
+    }
+}
