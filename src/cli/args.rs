@@ -140,6 +140,11 @@ pub(crate) fn steps(s: &str) -> Result<usize, String> {
     )
 }
 
+/// `--parts`, `--parts-per-batch`: at most 2²⁴ (and at most the nodes, checked with the data).
+pub(crate) fn parts(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 24, "parts of a graph")
+}
+
 /// `--seeds`: at most [`MAX_SEEDS`].
 pub(crate) fn seeds(s: &str) -> Result<usize, String> {
     count_to(s, MAX_SEEDS, "seeds of one run")

@@ -18,6 +18,73 @@ mod cluster;
 pub use batch::{Batch, BatchSource};
 pub use cluster::{ClusterSampler, Clusters};
 
+use crate::graph::Graph;
+use crate::{ConfigError, Result};
+
+/// Full-batch or mini-batch training, and the sampler's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchConfig {
+    /// One training pass over the whole graph an epoch.
+    #[default]
+    Full,
+    /// Cluster-GCN ([`ClusterSampler`]): `parts` parts cut by `clusters`, `per_batch` a batch.
+    Cluster {
+        /// Parts of the graph (P).
+        parts: usize,
+        /// Parts a batch (q).
+        per_batch: usize,
+        /// How the graph is cut.
+        clusters: Clusters,
+    },
+}
+
+impl BatchConfig {
+    /// Checks the settings (those that need the graph, such as parts ≤ nodes, are checked by
+    /// [`BatchConfig::sampler`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the setting.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if let BatchConfig::Cluster {
+            parts, per_batch, ..
+        } = *self
+        {
+            if parts == 0 {
+                return Err(ConfigError::OutOfRange {
+                    name: "parts",
+                    value: 0.0,
+                    rule: "at least 1",
+                });
+            }
+            if per_batch == 0 || per_batch > parts {
+                return Err(ConfigError::OutOfRange {
+                    name: "parts_per_batch",
+                    value: per_batch as f64,
+                    rule: "at least 1, at most the parts",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The sampler of `graph`'s batches (`None` for full batch).
+    ///
+    /// # Errors
+    /// As [`ClusterSampler::new`].
+    pub fn sampler(&self, graph: &Graph) -> Result<Option<Box<dyn NodeSampler>>> {
+        Ok(match *self {
+            BatchConfig::Full => None,
+            BatchConfig::Cluster {
+                parts,
+                per_batch,
+                clusters,
+            } => Some(Box::new(ClusterSampler::new(
+                graph, parts, per_batch, clusters,
+            )?)),
+        })
+    }
+}
+
 /// A sampler of node sets: batch `index` of `epoch` is a pure function of the seed, the epoch
 /// and the index.
 pub trait NodeSampler: Send + Sync {

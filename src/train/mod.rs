@@ -7,6 +7,8 @@ pub mod recipe;
 pub mod run;
 mod steps;
 
+pub use steps::Batches;
+
 use std::time::Instant;
 
 use ndarray::ArrayViewMut2;
@@ -24,7 +26,7 @@ use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::{softmax_cross_entropy_across, softmax_cross_entropy_in_place_across};
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
-use crate::sample::NodeSampler;
+use crate::sample::BatchConfig;
 use crate::{ConfigError, Error, Par, Result, Scalar};
 
 /// When to stop before `epochs`.
@@ -163,6 +165,9 @@ pub struct TrainConfig {
     pub warmup: usize,
     /// Parallelism of the kernels.
     pub par: Par,
+    /// Full-batch or mini-batch training (the batches' sampler is built once per run set,
+    /// from the prepared graph: see [`run::Prepared::fit_seeds`]).
+    pub batch: BatchConfig,
 }
 
 impl Default for TrainConfig {
@@ -176,6 +181,7 @@ impl Default for TrainConfig {
             optimizer: OptimizerKind::Adam,
             warmup: 5,
             par: Par::Rayon,
+            batch: BatchConfig::Full,
         }
     }
 }
@@ -219,7 +225,7 @@ impl TrainConfig {
         if let StopRule::Patience { patience: 0 } | StopRule::Kipf { window: 0 } = self.stop {
             return Err(ConfigError::PatienceZero);
         }
-        Ok(())
+        self.batch.check()
     }
 
     /// Checks every rule (the model's too).
@@ -394,27 +400,6 @@ pub struct FitOptions<'g> {
     /// Mini-batch training: each epoch takes one optimiser step per batch of the sampler
     /// instead of one pass over the whole graph; validation and test stay full-graph.
     pub batches: Option<Batches<'g>>,
-}
-
-/// Where mini-batches come from ([`FitOptions::batches`]).
-#[derive(Clone, Copy)]
-pub struct Batches<'g> {
-    /// The sampler of each batch's nodes.
-    pub sampler: &'g dyn NodeSampler,
-    /// The whole graph (each batch's Â is its subgraph's, renormalised by `norm`).
-    pub graph: &'g Graph,
-    /// The normalisation of each batch's Â.
-    pub norm: Norm,
-}
-
-impl std::fmt::Debug for Batches<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batches")
-            .field("batches", &self.sampler.batches())
-            .field("max_nodes", &self.sampler.max_nodes())
-            .field("norm", &self.norm)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Oversmoothing metrics of one layer at one epoch.

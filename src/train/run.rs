@@ -16,13 +16,14 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{
-    build_model, fit_model, fit_seeds, DropEdgeSource, FitOptions, RunResult, TrainConfig,
+    build_model, fit_model, fit_seeds, Batches, DropEdgeSource, FitOptions, RunResult, TrainConfig,
     TrainData,
 };
 use crate::data::{memory, Dataset, Features};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
 use crate::nn::{Model, ModelConfig};
 use crate::order::{self, Reorder};
+use crate::sample::{BatchConfig, NodeSampler};
 use crate::{ConfigError, Result};
 
 use crate::nn::arch::{MAX_HIDDEN, MAX_LAYERS};
@@ -373,7 +374,9 @@ impl Prepared {
     ) -> Result<Vec<RunResult>> {
         let runs = rayon::current_num_threads().min(seeds.len());
         self.check_fits(cfg, runs)?;
-        let opts = self.options(cfg, metrics_every, rank_sample);
+        let sampler = self.sampler(cfg)?;
+        let mut opts = self.options(cfg, metrics_every, rank_sample);
+        opts.batches = self.batches(sampler.as_deref());
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
     }
 
@@ -409,8 +412,39 @@ impl Prepared {
         rank_sample: Option<usize>,
     ) -> Result<(RunResult, Model<f32>)> {
         self.check_fits(cfg, 1)?;
-        let opts = self.options(cfg, metrics_every, rank_sample);
+        let sampler = self.sampler(cfg)?;
+        let mut opts = self.options(cfg, metrics_every, rank_sample);
+        opts.batches = self.batches(sampler.as_deref());
         fit_model(&self.train_data(), cfg, seed, &opts)
+    }
+
+    /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full
+    /// batch).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] when the graph was not kept ([`Prepare::keep_graph`]); as
+    /// [`crate::sample::BatchConfig::sampler`].
+    pub fn sampler(&self, cfg: &TrainConfig) -> Result<Option<Box<dyn NodeSampler>>> {
+        if cfg.batch == BatchConfig::Full {
+            return Ok(None);
+        }
+        if self.data.graph.n_nodes() != self.n_nodes {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "batch",
+                value: 1.0,
+                rule: "full batch unless the graph is kept (Prepare::keep_graph)",
+            }));
+        }
+        cfg.batch.sampler(&self.data.graph)
+    }
+
+    /// The batches of `sampler` on the prepared graph.
+    fn batches<'a>(&'a self, sampler: Option<&'a dyn NodeSampler>) -> Option<Batches<'a>> {
+        sampler.map(|sampler| Batches {
+            sampler,
+            graph: &self.data.graph,
+            norm: self.prepare.norm,
+        })
     }
 
     /// What training reads: Â, the features, the labels and the split.

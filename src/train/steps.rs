@@ -4,13 +4,34 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{rng_stream, train_step, Batches, DropEdgeSource, FitOptions, TrainData};
+use super::{rng_stream, train_step, DropEdgeSource, FitOptions, TrainData};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{AdjScratch, NormAdj, Propagate};
+use crate::graph::{AdjScratch, Graph, Norm, NormAdj, Propagate};
 use crate::nn::Model;
 use crate::optim::Optimizer;
-use crate::sample::{Batch, BatchSource};
+use crate::sample::{Batch, BatchSource, NodeSampler};
 use crate::{ConfigError, Error, Par, Result, Scalar};
+
+/// Where mini-batches come from ([`FitOptions::batches`](super::FitOptions::batches)).
+#[derive(Clone, Copy)]
+pub struct Batches<'g> {
+    /// The sampler of each batch's nodes.
+    pub sampler: &'g dyn NodeSampler,
+    /// The whole graph (each batch's Â is its subgraph's, renormalised by `norm`).
+    pub graph: &'g Graph,
+    /// The normalisation of each batch's Â.
+    pub norm: Norm,
+}
+
+impl std::fmt::Debug for Batches<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batches")
+            .field("batches", &self.sampler.batches())
+            .field("max_nodes", &self.sampler.max_nodes())
+            .field("norm", &self.norm)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a run's epochs train (see the [module docs](self)).
 pub(super) enum Steps<'a, F: Scalar> {

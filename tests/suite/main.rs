@@ -12,6 +12,8 @@ mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_batch;
+#[cfg(feature = "cli")]
 mod cli_flags;
 #[cfg(feature = "cli")]
 mod cli_fuzz;

@@ -12,6 +12,7 @@ use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
+use sparse_gcn::sample::{BatchConfig, Clusters};
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
     checkpoint, mean_std, median, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
@@ -58,6 +59,22 @@ pub(crate) enum StopArg {
 pub(crate) enum OptArg {
     Adam,
     Sgd,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BatchArg {
+    /// One training pass over the whole graph an epoch
+    Full,
+    /// Cluster-GCN: --parts-per-batch of the graph's --parts parts a batch
+    Cluster,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ClustersArg {
+    /// METIS k-way, balancing the parts' node counts (Cluster-GCN's)
+    Metis,
+    /// The community order cut into ranges of equal node counts
+    Community,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -147,6 +164,21 @@ pub(crate) struct TrainArgs {
     /// in backward (0: off; at most 1024).
     #[arg(long, value_parser = args::every)]
     checkpoint_every: Option<usize>,
+    /// Training batches: full (one pass over the whole graph an epoch) or cluster
+    /// (Cluster-GCN: the graph cut once into --parts parts, each epoch --parts-per-batch random
+    /// parts a batch with every edge among them, each batch's Â renormalised on it, one
+    /// optimiser step a batch; validation and test on the whole graph).
+    #[arg(long, value_enum, default_value_t = BatchArg::Full)]
+    batch: BatchArg,
+    /// Parts of --batch cluster, at most the nodes [default: 500].
+    #[arg(long, value_parser = args::parts)]
+    parts: Option<usize>,
+    /// Parts a batch of --batch cluster, at most --parts [default: 10].
+    #[arg(long, value_parser = args::parts)]
+    parts_per_batch: Option<usize>,
+    /// How --batch cluster cuts the graph [default: metis].
+    #[arg(long, value_enum)]
+    clusters: Option<ClustersArg>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
     #[arg(long, value_parser = args::unit, allow_hyphen_values = true)]
     alpha: Option<f64>,
@@ -213,7 +245,7 @@ impl TrainArgs {
                 NormArg::Sym => Norm::Symmetric,
                 NormArg::Row => Norm::Row,
             },
-            keep_graph: cfg.model.drop_edge > 0.0,
+            keep_graph: cfg.model.drop_edge > 0.0 || cfg.batch != BatchConfig::Full,
         }
     }
 
@@ -322,7 +354,55 @@ impl TrainArgs {
             OptArg::Sgd => OptimizerKind::Sgd,
         };
         cfg.warmup = self.warmup();
+        cfg.batch = match self.batch {
+            BatchArg::Full => BatchConfig::Full,
+            BatchArg::Cluster => BatchConfig::Cluster {
+                parts: self.parts.unwrap_or(500),
+                per_batch: self.parts_per_batch.unwrap_or(10),
+                clusters: match self.clusters.unwrap_or(ClustersArg::Metis) {
+                    ClustersArg::Metis => Clusters::Metis,
+                    ClustersArg::Community => Clusters::Community,
+                },
+            },
+        };
         cfg
+    }
+
+    /// A usage error for a batch flag that does not apply, or batches with what they cannot
+    /// run with.
+    fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+        if self.batch == BatchArg::Full {
+            for (flag, given) in [
+                ("--parts", self.parts.is_some()),
+                ("--parts-per-batch", self.parts_per_batch.is_some()),
+                ("--clusters", self.clusters.is_some()),
+            ] {
+                if given {
+                    return Err(format!("{flag}: only --batch cluster has parts"));
+                }
+            }
+            return Ok(());
+        }
+        if cfg.model.drop_edge > 0.0 {
+            return Err(
+                "--drop-edge: not with --batch cluster (a batch is already a subgraph)".into(),
+            );
+        }
+        #[cfg(feature = "mpi")]
+        if dist::launched() {
+            return Err("--batch: not under mpirun yet (mini-batches need Â held whole)".into());
+        }
+        if let BatchConfig::Cluster {
+            parts, per_batch, ..
+        } = cfg.batch
+        {
+            if per_batch > parts {
+                return Err(format!(
+                    "--parts-per-batch {per_batch}: more than the {parts} parts (--parts)"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -334,6 +414,7 @@ impl TrainArgs {
         let m = &cfg.model;
         self.data.check_applicable()?;
         self.check_model_flags(&cfg)?;
+        self.check_batch_flags(&cfg)?;
         if m.arch == Arch::RESIDUAL && m.n_layers < 2 {
             return Err(format!(
                 "--layers {}: --model residual needs at least 2 layers",
@@ -487,6 +568,10 @@ impl TrainArgs {
             ("--weight-decay-scope", self.weight_decay_scope.is_some()),
             ("--optimizer", self.optimizer.is_some()),
             ("--warmup", self.warmup.is_some()),
+            ("--batch", self.batch != BatchArg::Full),
+            ("--parts", self.parts.is_some()),
+            ("--parts-per-batch", self.parts_per_batch.is_some()),
+            ("--clusters", self.clusters.is_some()),
         ];
         match given.iter().find(|(_, g)| *g) {
             Some((flag, _)) => Err(format!(

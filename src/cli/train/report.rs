@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use sparse_gcn::sample::{BatchConfig, Clusters};
 use sparse_gcn::train::run::Summary;
 use sparse_gcn::train::{mean_std, RunResult, StopRule, TrainConfig};
 
@@ -61,6 +62,7 @@ pub(super) fn json_report(
         "norm_layer": m.arch.uses().gcn_convs.then(|| m.norm.name()),
         "drop_edge": m.drop_edge,
         "checkpoint_every": m.checkpoint,
+        "batch": batch_json(cfg.batch),
         "seeds": runs.len(),
         "threads": t.threads,
         "concurrent_runs": t.concurrent,
@@ -111,6 +113,28 @@ pub(super) fn ms_text(ms: f64, epochs: usize, warmup: usize) -> String {
             "not timed (no epoch after the warm-up: {} run, --warmup {warmup})",
             plural(epochs, "epoch")
         )
+    }
+}
+
+/// The batches as JSON: `{"kind": "full"}`, or Cluster-GCN's parts, parts a batch, batches an
+/// epoch and how the graph was cut.
+pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
+    match b {
+        BatchConfig::Full => json!({ "kind": "full" }),
+        BatchConfig::Cluster {
+            parts,
+            per_batch,
+            clusters,
+        } => json!({
+            "kind": "cluster",
+            "parts": parts,
+            "parts_per_batch": per_batch,
+            "batches_per_epoch": parts.div_ceil(per_batch),
+            "clusters": match clusters {
+                Clusters::Metis => "metis",
+                Clusters::Community => "community",
+            },
+        }),
     }
 }
 

@@ -1,0 +1,83 @@
+//! `train --batch cluster` from the command line: the batch flags refused where they do not
+//! apply (exit 2, naming the flag), a part count the graph cannot take a typed error (exit 1),
+//! and the history of a batch-trained run the same to the last digit at 1 and 2 threads.
+
+use super::cli_limits::{expect, run, scratch};
+
+#[test]
+fn batch_flags_that_do_not_apply_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--parts", "20"], "--parts"),
+        (&["--parts-per-batch", "2"], "--parts-per-batch"),
+        (&["--clusters", "community"], "--clusters"),
+        (&["--batch", "cluster", "--drop-edge", "0.2"], "--drop-edge"),
+        (
+            &[
+                "--batch",
+                "cluster",
+                "--parts",
+                "4",
+                "--parts-per-batch",
+                "5",
+            ],
+            "--parts-per-batch",
+        ),
+        (&["--batch", "cluster", "--parts", "0"], "--parts"),
+    ];
+    for (args, flag) in cases {
+        let mut a = vec!["train", "--epochs", "1"];
+        a.extend(*args);
+        expect(&run(&a), 2, &[flag]);
+    }
+    expect(
+        &run(&["plan", "--batch", "cluster", "--ranks", "1,2"]),
+        2,
+        &["--batch"],
+    );
+}
+
+#[test]
+fn more_parts_than_nodes_is_a_typed_error() {
+    let r = run(&[
+        "train", "--epochs", "1", "--batch", "cluster", "--parts", "5000",
+    ]);
+    expect(&r, 1, &["5000 parts", "2708 nodes"]);
+}
+
+#[test]
+fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
+    let dir = scratch("cluster-history");
+    let mut histories = Vec::new();
+    for threads in ["1", "2"] {
+        let h = dir.join(format!("h{threads}.csv"));
+        let r = run(&[
+            "train",
+            "--batch",
+            "cluster",
+            "--parts",
+            "30",
+            "--parts-per-batch",
+            "6",
+            "--clusters",
+            "community",
+            "--epochs",
+            "15",
+            "--stop",
+            "never",
+            "--threads",
+            threads,
+            "--history",
+            h.to_str().unwrap(),
+        ]);
+        expect(&r, 0, &["test"]);
+        let text = std::fs::read_to_string(&h).unwrap();
+        // Every column but the wall-clock times.
+        let rows: Vec<String> = text
+            .lines()
+            .map(|l| l.split(',').take(6).collect::<Vec<_>>().join(","))
+            .collect();
+        assert_eq!(rows.len(), 16);
+        histories.push(rows);
+    }
+    assert_eq!(histories[0], histories[1]);
+}
