@@ -251,8 +251,11 @@ pub struct EpochRecord {
     pub val_loss: f64,
     /// Validation accuracy.
     pub val_acc: f64,
-    /// Wall time of forward + backward + optimiser step, ms.
+    /// Wall time of forward + backward + optimiser step, ms (with mini-batches: every batch's,
+    /// and building them).
     pub train_ms: f64,
+    /// Of `train_ms`, the time spent building the epoch's batches, ms (0 for full batch).
+    pub sample_ms: f64,
     /// Wall time of the whole epoch including the evaluation pass, ms.
     pub epoch_ms: f64,
 }
@@ -668,7 +671,7 @@ pub fn train_model<F: Scalar>(
     };
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
-        let (train_loss, train_acc) =
+        let (train_loss, train_acc, sample_ms) =
             steps.epoch(model, opt.as_mut(), data, epoch, &mut drop_rng, par)?;
         if !train_loss.is_finite() {
             return Err(Error::NonFiniteLoss {
@@ -692,6 +695,7 @@ pub fn train_model<F: Scalar>(
             val_loss,
             val_acc,
             train_ms,
+            sample_ms,
             epoch_ms,
         });
         if opts.metrics_every > 0 && epoch % opts.metrics_every == 0 {

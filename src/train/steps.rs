@@ -115,7 +115,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
     }
 
     /// The training steps of `epoch`: returns the training loss and accuracy (over the
-    /// batches, weighted by their training nodes).
+    /// batches, weighted by their training nodes) and the ms spent building batches.
     ///
     /// # Errors
     /// As [`train_step`]; [`Error::NonFiniteLoss`] when a batch's loss is not finite.
@@ -127,7 +127,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         epoch: usize,
         drop_rng: &mut ChaCha8Rng,
         par: Par,
-    ) -> Result<(f64, f64)> {
+    ) -> Result<(f64, f64, f64)> {
         match self {
             Steps::Full(full) => {
                 let Full {
@@ -153,7 +153,9 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 };
                 let x = data.x;
                 let train = &data.split.train;
-                train_step(model, opt, step_adj, x, data.labels, train, drop_rng, par)
+                let (loss, acc) =
+                    train_step(model, opt, step_adj, x, data.labels, train, drop_rng, par)?;
+                Ok((loss, acc, 0.0))
             }
             Steps::Batches {
                 batches,
@@ -162,8 +164,11 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 seed,
             } => {
                 let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
+                let mut sampling = std::time::Duration::ZERO;
                 for index in 0..batches.sampler.batches() {
+                    let t = std::time::Instant::now();
                     batch.fill(src, batches.sampler, *seed, epoch, index)?;
+                    sampling += t.elapsed();
                     let w = batch.train().len() as f64;
                     if w == 0.0 {
                         continue;
@@ -185,7 +190,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     acc += a * w;
                     weight += w;
                 }
-                Ok((loss / weight, acc / weight))
+                Ok((loss / weight, acc / weight, sampling.as_secs_f64() * 1e3))
             }
         }
     }

@@ -37,6 +37,38 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
 }
 
 #[test]
+fn the_json_reports_the_batches_and_their_sampling_time() {
+    let r = run(&[
+        "train",
+        "--epochs",
+        "8",
+        "--warmup",
+        "2",
+        "--batch",
+        "cluster",
+        "--parts",
+        "20",
+        "--parts-per-batch",
+        "4",
+        "--json",
+    ]);
+    expect(
+        &r,
+        0,
+        &[
+            r#""batch":{"batches_per_epoch":5,"clusters":"metis","kind":"cluster","parts":20,"parts_per_batch":4}"#,
+            r#""sample_ms_median":"#,
+        ],
+    );
+    let full = run(&["train", "--epochs", "8", "--warmup", "2", "--json"]);
+    expect(
+        &full,
+        0,
+        &[r#""batch":{"kind":"full"}"#, r#""sample_ms_median":0.0"#],
+    );
+}
+
+#[test]
 fn more_parts_than_nodes_is_a_typed_error() {
     let r = run(&[
         "train", "--epochs", "1", "--batch", "cluster", "--parts", "5000",

@@ -120,6 +120,12 @@ fn cluster_batches_learn_and_replay_in_pools_of_one_and_two_threads() {
     // Six steps an epoch on subgraphs: it learns (chance is 1/7), and not by training on the
     // whole graph in disguise (other numbers than full batch).
     assert!(one.test_acc > 0.5, "test accuracy {}", one.test_acc);
+    // Building the batches is timed apart (within the train step); full batch builds none.
+    assert!(one
+        .history
+        .iter()
+        .all(|e| e.sample_ms > 0.0 && e.sample_ms <= e.train_ms));
+    assert!(full.history.iter().all(|e| e.sample_ms == 0.0));
     assert_ne!(bits(&one), bits(&full));
     println!(
         "cluster batches: test {:.3}, full batch {:.3}",

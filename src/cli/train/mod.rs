@@ -15,7 +15,7 @@ use sparse_gcn::order::Reorder;
 use sparse_gcn::sample::{BatchConfig, Clusters};
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
-    checkpoint, mean_std, median, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
+    checkpoint, mean_std, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
 };
 use sparse_gcn::{par::thread_pool, Result};
 
@@ -23,7 +23,7 @@ use super::{args, dist, progress_bar, say, DataArgs};
 
 mod report;
 
-use report::{history_csv, json_report, ms_text, Times};
+use report::{history_csv, json_report, medians, ms_text, Times};
 pub(crate) use report::{plural, stop_text};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -711,15 +711,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
     let (tm, ts) = mean_std(&tests);
     let (vm, _) = mean_std(&vals);
-    let step_ms: Vec<f64> = runs
-        .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.train_ms))
-        .collect();
-    let epoch_ms: Vec<f64> = runs
-        .iter()
-        .flat_map(|r| r.history.iter().skip(a.warmup()).map(|e| e.epoch_ms))
-        .collect();
-    let step_median = median(step_ms);
+    let [step_median, sample_median, epoch_median] = medians(&runs, a.warmup());
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
     let concurrent = if job.is_some() {
         1
@@ -747,7 +739,8 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             reorder_s,
             train_s,
             step_median,
-            epoch_median: median(epoch_ms),
+            sample_median,
+            epoch_median,
         };
         let extra = dist_report.as_ref().map(|r| r.json());
         say!("{}", json_report(&a, &cfg, &d, &runs, &times, extra));

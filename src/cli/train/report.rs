@@ -4,7 +4,7 @@ use serde_json::json;
 
 use sparse_gcn::sample::{BatchConfig, Clusters};
 use sparse_gcn::train::run::Summary;
-use sparse_gcn::train::{mean_std, RunResult, StopRule, TrainConfig};
+use sparse_gcn::train::{mean_std, median, EpochRecord, RunResult, StopRule, TrainConfig};
 
 use super::TrainArgs;
 
@@ -16,6 +16,8 @@ pub(super) struct Times {
     pub(super) reorder_s: f64,
     pub(super) train_s: f64,
     pub(super) step_median: f64,
+    /// Of `step_median`'s epochs, the median time building batches (0 for full batch).
+    pub(super) sample_median: f64,
     pub(super) epoch_median: f64,
 }
 
@@ -89,10 +91,27 @@ pub(super) fn json_report(
         "train_total_s": t.train_s,
         "peak_rss_bytes": crate::cli::peak_rss_bytes(),
     });
-    if let (Some(e), Some(obj)) = (extra, j.as_object_mut()) {
-        obj.extend(e);
+    if let Some(obj) = j.as_object_mut() {
+        // Apart from the macro above, whose nesting is at its limit.
+        obj.insert("sample_ms_median".into(), t.sample_median.into());
+        if let Some(e) = extra {
+            obj.extend(e);
+        }
     }
     j
+}
+
+/// The medians over every run's epochs after `warmup` of the train step, the batch building
+/// and the whole epoch, in ms.
+pub(super) fn medians(runs: &[RunResult], warmup: usize) -> [f64; 3] {
+    let of = |f: fn(&EpochRecord) -> f64| {
+        median(
+            runs.iter()
+                .flat_map(|r| r.history.iter().skip(warmup).map(f))
+                .collect(),
+        )
+    };
+    [of(|e| e.train_ms), of(|e| e.sample_ms), of(|e| e.epoch_ms)]
 }
 
 /// `1 seed`, `2 seeds`.
