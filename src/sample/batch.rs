@@ -101,7 +101,8 @@ impl<F: Scalar> Batch<F> {
     /// training nodes (in the batch's numbering).
     ///
     /// # Errors
-    /// [`Error::Mismatch`] when the sampler gives a node beyond the graph.
+    /// [`Error::Mismatch`] when the sampler gives a node beyond the graph; [`Error::Partition`]
+    /// when its nodes are not distinct and ascending.
     pub fn fill(
         &mut self,
         src: &BatchSource<'_, F>,
@@ -118,6 +119,14 @@ impl<F: Scalar> Batch<F> {
                 expected: n,
                 got: bad as usize + 1,
             });
+        }
+        // The sampler's contract: distinct ids, ascending (a crate's own sampler may break it).
+        if let Some(w) = self.nodes.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(Error::Partition(format!(
+                "the sampler gave nodes out of order or repeated ({} then {}) in batch {index} \
+                 of epoch {epoch}: a batch's nodes must be distinct and ascending",
+                w[0], w[1]
+            )));
         }
         self.pos.resize(n, u32::MAX);
         src.graph
@@ -209,6 +218,49 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A sampler that breaks the contract (a crate's own).
+    struct Bad(Vec<u32>);
+
+    impl NodeSampler for Bad {
+        fn batches(&self) -> usize {
+            1
+        }
+        fn max_nodes(&self) -> usize {
+            self.0.len()
+        }
+        fn nodes_into(&self, _: u64, _: usize, _: usize, nodes: &mut Vec<u32>) {
+            nodes.clone_from(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_sampler_giving_bad_nodes_is_a_typed_error() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let src = BatchSource::new(
+            &d.graph,
+            Norm::Symmetric,
+            &d.features,
+            &d.labels,
+            &d.split.train,
+        )
+        .unwrap();
+        let mut b = Batch::<f32>::new(Norm::Symmetric);
+        for (nodes, repeated) in [
+            (vec![3, 3], true),
+            (vec![5, 2], true),
+            (vec![1, 99_999], false),
+        ] {
+            let e = b.fill(&src, &Bad(nodes), 0, 0, 0).unwrap_err();
+            if repeated {
+                assert!(matches!(e, Error::Partition(_)), "{e}");
+            } else {
+                assert!(matches!(e, Error::Mismatch { .. }), "{e}");
+            }
+        }
+        b.fill(&src, &Bad(vec![2, 5, 9]), 0, 0, 0).unwrap();
+        assert_eq!(b.nodes(), &[2, 5, 9]);
     }
 
     #[test]
