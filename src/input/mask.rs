@@ -25,6 +25,10 @@ impl Mask {
         indices.dedup();
         Ok(Mask { indices, n_nodes })
     }
+    /// The indices, taken (for a mask rebuilt in the same storage).
+    pub(crate) fn into_indices(self) -> Vec<u32> {
+        self.indices
+    }
     /// A mask from a boolean vector of length `n_nodes`.
     pub(crate) fn from_bool(mask: &[bool]) -> Self {
         let indices = (0..mask.len())

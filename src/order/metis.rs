@@ -44,20 +44,7 @@ pub(crate) fn metis_order(graph: &Graph) -> Result<Permutation> {
     }
     let input = MetisInput::of(graph)?;
     let parts = metis_parts(n);
-    let mut part = vec![0i32; n];
-    {
-        // METIS keeps its random state in globals (GKlib's): two calls at once, from two
-        // threads, would draw from one stream and each get another partition than alone.
-        let _one_at_a_time = METIS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        metis::Graph::new(1, parts as i32, &input.xadj, &input.adjncy)
-            .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
-            .set_vwgt(&input.vwgt)
-            .set_option(metis::option::Seed(1))
-            .part_recursive(&mut part)
-            .map_err(|e| Error::Partition(format!("METIS: {e}")))?;
-    }
+    let part = input.partition(parts as i32, Method::Recursive)?;
     // Nodes by part, each part's in their given order (a counting sort).
     let mut start = vec![0usize; parts + 1];
     for &p in &part {
@@ -113,6 +100,38 @@ impl MetisInput {
         }
         Ok(MetisInput { xadj, adjncy, vwgt })
     }
+
+    /// The part of each node: `parts` parts with seed 1, by `how` (recursive bisection with the
+    /// node weights, or k-way with unit weights). Calls into METIS take turns: its random
+    /// state is global (GKlib's), so two calls at once, from two threads, would draw from one
+    /// stream and each get another partition than alone.
+    ///
+    /// # Errors
+    /// [`Error::Partition`] when METIS refuses the input or fails (out of memory).
+    fn partition(&self, parts: i32, how: Method) -> Result<Vec<i32>> {
+        let mut part = vec![0i32; self.vwgt.len()];
+        let _one_at_a_time = METIS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let g = metis::Graph::new(1, parts, &self.xadj, &self.adjncy)
+            .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
+            .set_option(metis::option::Seed(1));
+        match how {
+            Method::Recursive => g.set_vwgt(&self.vwgt).part_recursive(&mut part),
+            Method::KWay => g.part_kway(&mut part),
+        }
+        .map_err(|e| Error::Partition(format!("METIS: {e}")))?;
+        Ok(part)
+    }
+}
+
+/// How [`MetisInput::partition`] cuts.
+#[derive(Clone, Copy)]
+enum Method {
+    /// Recursive bisection, node weights Ã's row lengths (the METIS order).
+    Recursive,
+    /// k-way, unit node weights (Cluster-GCN's clusters).
+    KWay,
 }
 
 /// Cluster-GCN's clusters: `parts` parts of a METIS k-way partition of `graph` (a fixed seed,
@@ -133,19 +152,8 @@ pub(crate) fn metis_clusters(graph: &Graph, parts: usize) -> Result<Vec<u32>> {
     if parts == 1 {
         return Ok(vec![0; n]);
     }
-    let input = MetisInput::of(graph)?;
     let nparts = i32::try_from(parts)
         .map_err(|_| Error::Partition(format!("{parts} parts: more than METIS counts")))?;
-    let mut part = vec![0i32; n];
-    {
-        let _one_at_a_time = METIS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        metis::Graph::new(1, nparts, &input.xadj, &input.adjncy)
-            .map_err(|e| Error::Partition(format!("METIS's input: {e}")))?
-            .set_option(metis::option::Seed(1))
-            .part_kway(&mut part)
-            .map_err(|e| Error::Partition(format!("METIS: {e}")))?;
-    }
+    let part = MetisInput::of(graph)?.partition(nparts, Method::KWay)?;
     Ok(part.into_iter().map(|p| p as u32).collect())
 }

@@ -137,9 +137,12 @@ impl<F: Scalar> Batch<F> {
         self.labels.clear();
         self.labels
             .extend(self.nodes.iter().map(|&v| src.labels[v as usize]));
-        let train: Vec<u32> = (0..self.nodes.len() as u32)
-            .filter(|&k| src.in_train[self.nodes[k as usize] as usize])
-            .collect();
+        // The mask rebuilt in the last batch's storage (ascending already: no reordering).
+        let mut train = std::mem::take(&mut self.train).into_indices();
+        train.clear();
+        train.extend(
+            (0..self.nodes.len() as u32).filter(|&k| src.in_train[self.nodes[k as usize] as usize]),
+        );
         self.train = Mask::try_from_indices(train, self.nodes.len())?;
         Ok(())
     }

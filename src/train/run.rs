@@ -26,10 +26,9 @@ use crate::order::{self, Reorder};
 use crate::sample::{BatchConfig, NodeSampler};
 use crate::{ConfigError, Result};
 
-use crate::nn::arch::{MAX_HIDDEN, MAX_LAYERS};
-
-/// Checks `cfg` against [`MAX_LAYERS`] and [`MAX_HIDDEN`] (an architecture's own limits, such
-/// as SGC's K, through its `check`), and its input and output widths against the loaders'
+/// Checks `cfg`'s sizes (`ModelConfig::check_sizes`: layers, hidden width, checkpointing; an
+/// architecture's own limits, such as SGC's K, through its `check`), and its input and output
+/// widths against the loaders'
 /// limits (`MAX_FEATURE_COLS`, `MAX_CLASSES` of `data::io`), so that a size from outside (a flag, a
 /// checkpoint's metadata) can neither overflow nor hang the planner.
 ///
@@ -37,19 +36,8 @@ use crate::nn::arch::{MAX_HIDDEN, MAX_LAYERS};
 /// [`ConfigError::OutOfRange`] naming the field and its limit.
 pub(crate) fn check_limits(cfg: &ModelConfig) -> Result<(), ConfigError> {
     cfg.arch.check()?;
-    let limits: [(&'static str, usize, usize, &'static str); 4] = [
-        (
-            "n_layers",
-            cfg.n_layers,
-            MAX_LAYERS,
-            "at most 1024 (MAX_LAYERS)",
-        ),
-        (
-            "hidden_dim",
-            cfg.hidden_dim,
-            MAX_HIDDEN,
-            "at most 65536 (MAX_HIDDEN)",
-        ),
+    cfg.check_sizes()?;
+    let limits: [(&'static str, usize, usize, &'static str); 2] = [
         (
             "in_dim",
             cfg.in_dim,

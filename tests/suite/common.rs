@@ -262,3 +262,20 @@ fn assert_close_fails_on_nan_and_large_diff() {
     assert!(std::panic::catch_unwind(|| assert_close(far.view(), a.view(), 0.05, 0.0)).is_err());
     assert_close(far.view(), a.view(), 0.0, 0.051);
 }
+
+/// Every number of a training run, as bits: per epoch (train loss, train accuracy, validation
+/// loss, validation accuracy), then (best epoch, validation accuracy, test loss, test accuracy).
+pub fn run_bits(r: &sparse_gcn::train::RunResult) -> Vec<[u64; 4]> {
+    let mut out: Vec<[u64; 4]> = r
+        .history
+        .iter()
+        .map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
+        .collect();
+    out.push([
+        r.best_epoch as u64,
+        r.val_acc.to_bits(),
+        r.test_loss.to_bits(),
+        r.test_acc.to_bits(),
+    ]);
+    out
+}

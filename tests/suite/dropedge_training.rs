@@ -25,10 +25,12 @@ use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::{softmax_cross_entropy_in_place_across, softmax_cross_entropy_loss};
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::train::{
-    build_model, rng_stream, train_model, DropEdgeSource, FitOptions, RunResult, StopRule,
-    TrainConfig, TrainData,
+    build_model, rng_stream, train_model, DropEdgeSource, FitOptions, StopRule, TrainConfig,
+    TrainData,
 };
 use sparse_gcn::{Par, Scalar};
+
+use super::common::run_bits as bits;
 
 const P: f64 = 0.3;
 const EPOCHS: usize = 6;
@@ -50,23 +52,6 @@ fn features(d: &Dataset, sparse: bool) -> Features<f32> {
     let x = if sparse { x.into_sparse_if(1.0) } else { x };
     assert_eq!(x.is_sparse(), sparse);
     x
-}
-
-/// Every number of a run, as bits: per epoch (train loss, train accuracy, validation loss,
-/// validation accuracy), then (best epoch, validation accuracy, test loss, test accuracy).
-fn bits(r: &RunResult) -> Vec<[u64; 4]> {
-    let mut out: Vec<[u64; 4]> = r
-        .history
-        .iter()
-        .map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
-        .collect();
-    out.push([
-        r.best_epoch as u64,
-        r.val_acc.to_bits(),
-        r.test_loss.to_bits(),
-        r.test_acc.to_bits(),
-    ]);
-    out
 }
 
 /// The reference loop (for `StopRule::Never`): a kept subgraph normalised from scratch, fresh

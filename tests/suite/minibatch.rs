@@ -13,6 +13,8 @@ use sparse_gcn::train::{
 };
 use sparse_gcn::Par;
 
+use super::common::run_bits as bits;
+
 fn data(n_nodes: usize) -> (Dataset, NormAdj<f32>) {
     let mut d = CitationLike {
         n_nodes,
@@ -23,22 +25,6 @@ fn data(n_nodes: usize) -> (Dataset, NormAdj<f32>) {
     d.features.row_normalize();
     let adj = NormAdj::new(&d.graph, Norm::Symmetric);
     (d, adj)
-}
-
-/// Every number of a run, as bits.
-fn bits(r: &RunResult) -> Vec<[u64; 4]> {
-    let mut out: Vec<[u64; 4]> = r
-        .history
-        .iter()
-        .map(|e| [e.train_loss, e.train_acc, e.val_loss, e.val_acc].map(f64::to_bits))
-        .collect();
-    out.push([
-        r.best_epoch as u64,
-        r.val_acc.to_bits(),
-        r.test_loss.to_bits(),
-        r.test_acc.to_bits(),
-    ]);
-    out
 }
 
 fn run(

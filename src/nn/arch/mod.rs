@@ -439,6 +439,22 @@ impl ModelConfig {
                 return Err(ConfigError::ZeroDim(name));
             }
         }
+        self.check_sizes()?;
+        for p in [self.dropout, self.input_dropout, self.drop_edge] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(ConfigError::DropoutOutOfRange(p));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the sizes a file or a flag could make too large to plan: `n_layers` and
+    /// `checkpoint` against [`MAX_LAYERS`], `hidden_dim` against [`MAX_HIDDEN`] (part of
+    /// [`ModelConfig::check`]; checkpoints check them before anything else).
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the field and its limit.
+    pub(crate) fn check_sizes(&self) -> Result<(), ConfigError> {
         for (name, v, max, rule) in [
             (
                 "n_layers",
@@ -465,11 +481,6 @@ impl ModelConfig {
                     value: v as f64,
                     rule,
                 });
-            }
-        }
-        for p in [self.dropout, self.input_dropout, self.drop_edge] {
-            if !(0.0..1.0).contains(&p) {
-                return Err(ConfigError::DropoutOutOfRange(p));
             }
         }
         Ok(())
