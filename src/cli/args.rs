@@ -145,6 +145,31 @@ pub(crate) fn parts(s: &str) -> Result<usize, String> {
     count_to(s, 1 << 24, "parts of a graph")
 }
 
+/// `--batch-size`: at most 2²⁶ nodes, edges or walk roots a batch.
+pub(crate) fn batch_size(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 26, "nodes, edges or walk roots a batch")
+}
+
+/// `--walk-length`: at most 10,000 steps.
+pub(crate) fn walk_length(s: &str) -> Result<usize, String> {
+    count_to(s, 10_000, "steps of a random walk")
+}
+
+/// `--batches-per-epoch`: at most 2²⁴.
+pub(crate) fn batches(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 24, "batches an epoch")
+}
+
+/// `--saint-coverage`: 0 (no normalisation) to 10,000.
+pub(crate) fn coverage(s: &str) -> Result<f64, String> {
+    let v = non_negative(s)?;
+    if v <= 1e4 {
+        Ok(v)
+    } else {
+        Err("must be at most 10000 (node counts pre-sampled, in multiples of the nodes)".into())
+    }
+}
+
 /// `--seeds`: at most [`MAX_SEEDS`].
 pub(crate) fn seeds(s: &str) -> Result<usize, String> {
     count_to(s, MAX_SEEDS, "seeds of one run")

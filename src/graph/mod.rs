@@ -13,6 +13,7 @@ pub(crate) mod reduce;
 pub mod sums;
 
 pub use collective::{Collective, Local};
+pub(crate) use normalize::tilde_row;
 pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};
 pub use permutation::Permutation;
 pub use propagate::{Caps, Propagate, Unsupported};

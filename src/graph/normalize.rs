@@ -181,8 +181,50 @@ impl<F: Scalar> NormAdj<F> {
             }
         }
         let a = Csr::new_trusted_pub((n, n), indptr, indices, data);
-        let (mut fill, _, _) = std::mem::replace(&mut self.a, a).into_raw_storage();
+        let (fill, _, _) = std::mem::replace(&mut self.a, a).into_raw_storage();
         let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
+        self.norm = norm;
+        self.store_transpose(symmetric, cap, fill, spare);
+    }
+
+    /// Rewrites Â's values in storage order, entry (i, j) getting `value(i, j, e)` where `e`
+    /// counts the entries from 0; the entries stay, Âᵀ is stored (the new values need not be
+    /// symmetric) and Â gets a fresh id. What GraphSAINT's batches do to the structure
+    /// `NormAdj::assign_filtered` lays out (`crate::sample`).
+    ///
+    /// # Complexity
+    /// O(n + nnz) time; no allocation once Âᵀ's buffers have held as many entries.
+    pub(crate) fn rewrite_values(
+        &mut self,
+        mut value: impl FnMut(usize, u32, usize) -> F,
+        spare: &mut AdjScratch<F>,
+    ) {
+        self.id = DataId::fresh();
+        let cap = self.a.nnz();
+        let mut e = 0;
+        for (i, mut row) in self.a.outer_iterator_mut().enumerate() {
+            for (j, v) in row.iter_mut() {
+                // Column ids fit in u32 (the index type).
+                *v = value(i, j as u32, e);
+                e += 1;
+            }
+        }
+        debug_assert_eq!(e, cap);
+        let fill = std::mem::take(&mut spare.fill);
+        self.store_transpose(false, cap, fill, spare);
+    }
+
+    /// Stores Âᵀ (in the storage of the last one, or the one kept aside) unless `symmetric`,
+    /// when that storage is kept aside in `spare`; `fill` is the transpose's cursors' buffer
+    /// (given back to `spare`).
+    fn store_transpose(
+        &mut self,
+        symmetric: bool,
+        cap: usize,
+        mut fill: Vec<usize>,
+        spare: &mut AdjScratch<F>,
+    ) {
+        let n = self.a.rows();
         // Âᵀ's storage: the stored transpose, or the one kept aside.
         let old_t = self.a_t.take().or_else(|| spare.a_t.take());
         if symmetric {
@@ -221,7 +263,6 @@ impl<F: Scalar> NormAdj<F> {
             self.a_t = Some(Csr::new_trusted_pub((n, n), t_indptr, t_indices, t_data));
         }
         spare.fill = fill;
-        self.norm = norm;
     }
 
     /// Â.
@@ -260,7 +301,7 @@ impl<F: Scalar> NormAdj<F> {
 /// Row `u` of Ã′ = A + I (the input's self-loop kept, a missing one added) as [`NormAdj`] lays
 /// it out, from the graph's sorted row `row`: the neighbours below u, the self-loop, the
 /// neighbours above u.
-fn tilde_row(row: &[u32], u: u32) -> impl Iterator<Item = u32> + '_ {
+pub(crate) fn tilde_row(row: &[u32], u: u32) -> impl Iterator<Item = u32> + '_ {
     let pos = row.partition_point(|&j| j < u);
     row[..pos]
         .iter()

@@ -107,7 +107,36 @@ pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
             bytes: (2 * z.len() + mask.len() * z.ncols()) * std::mem::size_of::<F>(),
         }
     });
-    masked_ce_in_place(z, labels, mask, Some(across))
+    masked_ce_in_place(z, labels, mask, None, Some(across))
+}
+
+/// [`softmax_cross_entropy_in_place_across`] with a weight per row instead of 1/|M|:
+/// L = Σ_{i∈M} w_i [logsumexp(z_i) − z_{i,y_i}] (summed exactly, rounded once) and
+/// dL/dz_i = w_i (softmax(z_i) − e_{y_i}) on the mask's rows, zero elsewhere. GraphSAINT's loss
+/// normalisation (`docs/MATH.md` §22). With every w_i = 1/|M| it is the unweighted loss up to
+/// the rounding of the products.
+///
+/// # Panics
+/// As [`softmax_cross_entropy_in_place_across`], and if `weights` has not a weight per row.
+#[track_caller]
+pub fn softmax_cross_entropy_weighted_in_place_across<F: Scalar>(
+    z: ArrayViewMut2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    weights: &[F],
+    across: &Sums<'_, F>,
+) -> F {
+    assert_eq!(
+        weights.len(),
+        z.nrows(),
+        "softmax_cross_entropy: weights vs rows"
+    );
+    let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
+        crate::kernels::profile::Work::Stream {
+            bytes: (2 * z.len() + mask.len() * (z.ncols() + 1)) * std::mem::size_of::<F>(),
+        }
+    });
+    masked_ce_in_place(z, labels, mask, Some(weights), Some(across))
 }
 
 /// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.
@@ -218,7 +247,7 @@ fn masked_ce<F: Scalar>(
     use rayon::prelude::*;
     if let Some(mut g) = grad {
         g.assign(&logits);
-        return masked_ce_in_place(g, labels, mask, across);
+        return masked_ce_in_place(g, labels, mask, None, across);
     }
     let (n, c) = logits.dim();
     let inv_m = mask_count(mask, n, labels, across);
@@ -245,18 +274,25 @@ fn masked_ce<F: Scalar>(
 
 /// The loss, with the gradient written over the logits `z` (zero outside the mask's rows), in
 /// tasks of [`loss_rows`] rows (in parallel when `z` is contiguous), each task's terms summed
-/// into its own exact partial.
+/// into its own exact partial. With `weights`, row i's term and gradient are scaled by
+/// `weights[i]` (the term before it is summed) instead of the sum by 1/|M|.
 #[track_caller]
 fn masked_ce_in_place<F: Scalar>(
     mut z: ArrayViewMut2<'_, F>,
     labels: &[u32],
     mask: &Mask,
+    weights: Option<&[F]>,
     across: Option<&Sums<'_, F>>,
 ) -> F {
     use rayon::prelude::*;
     let c = z.ncols();
     let inv_m = mask_count(mask, z.nrows(), labels, across);
     let idx = mask.indices();
+    // Row i's scale of the gradient and of the term, and the scale of the sum.
+    let (scale, total_scale) = match weights {
+        Some(w) => (Some(w), F::one()),
+        None => (None, inv_m),
+    };
     // Rows lo.. of chunk `zc`: each mask row's term, then its gradient over it; other rows 0.
     let rows = |lo: usize, mut zc: ArrayViewMut2<'_, F>| -> F::Exact {
         let mut acc = F::Exact::default();
@@ -268,7 +304,11 @@ fn masked_ce_in_place<F: Scalar>(
                 continue;
             }
             next += 1;
-            acc.add(ce_row_in_place(row.view_mut(), labels, i, inv_m).to_f64_lossless());
+            let term = match scale {
+                Some(w) => ce_row_in_place(row.view_mut(), labels, i, w[i]) * w[i],
+                None => ce_row_in_place(row.view_mut(), labels, i, inv_m),
+            };
+            acc.add(term.to_f64_lossless());
         }
         acc
     };
@@ -292,7 +332,7 @@ fn masked_ce_in_place<F: Scalar>(
             .map(|(k, v)| rows(k * step, v))
             .fold(F::Exact::default(), merge),
     };
-    finish_loss(total, inv_m, across)
+    finish_loss(total, total_scale, across)
 }
 
 #[cfg(test)]
@@ -344,5 +384,57 @@ mod tests {
         );
         assert_eq!(loss.to_bits(), loss3.to_bits());
         assert_eq!(wide.slice(ndarray::s![.., ..c]), got);
+    }
+
+    #[test]
+    fn the_weighted_loss_scales_each_rows_term_and_gradient_by_its_weight() {
+        let n = 40;
+        let c = 5;
+        let scratch = crate::graph::SumScratch::default();
+        let sums = scratch.sums(&crate::graph::Local, crate::graph::RowSpan::whole(n));
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let z = Array2::from_shape_fn((n, c), |_| rng.random::<f64>() * 6.0 - 3.0);
+        let labels: Vec<u32> = (0..n).map(|i| (i * 3 % c) as u32).collect();
+        let mask = Mask::from_bool(&(0..n).map(|i| i % 4 != 1).collect::<Vec<_>>());
+        let weights: Vec<f64> = (0..n).map(|i| 0.01 * (1 + i % 7) as f64).collect();
+        let mut g = z.clone();
+        let loss = softmax_cross_entropy_weighted_in_place_across(
+            g.view_mut(),
+            &labels,
+            &mask,
+            &weights,
+            &sums,
+        );
+        let mut want = 0.0;
+        for i in 0..n {
+            let row = z.row(i);
+            if !mask.indices().contains(&(i as u32)) {
+                assert!(g.row(i).iter().all(|&v| v == 0.0));
+                continue;
+            }
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = row.iter().map(|&v| (v - max).exp()).sum();
+            let y = labels[i] as usize;
+            want += weights[i] * (max + sum.ln() - row[y]);
+            for j in 0..c {
+                let p = (row[j] - max).exp() / sum - if j == y { 1.0 } else { 0.0 };
+                assert!((g[[i, j]] - weights[i] * p).abs() < 1e-15, "row {i}");
+            }
+        }
+        assert!((loss - want).abs() < 1e-13, "{loss} vs {want}");
+        // Weights of 1/|M| are the mean.
+        let m = mask.len() as f64;
+        let mut g2 = z.clone();
+        let mean = softmax_cross_entropy_weighted_in_place_across(
+            g2.view_mut(),
+            &labels,
+            &mask,
+            &vec![1.0 / m; n],
+            &sums,
+        );
+        let mut g3 = z.clone();
+        let plain = softmax_cross_entropy_in_place_across(g3.view_mut(), &labels, &mask, &sums);
+        assert!((mean - plain).abs() < 1e-14);
+        assert!(g2.iter().zip(&g3).all(|(a, b)| (a - b).abs() < 1e-16));
     }
 }

@@ -2,7 +2,7 @@
 //! and training nodes, rewritten in place from one batch to the next.
 
 use super::NodeSampler;
-use crate::graph::{AdjScratch, Graph, Norm, NormAdj};
+use crate::graph::{tilde_row, AdjScratch, Graph, Norm, NormAdj};
 use crate::input::{Features, Mask};
 use crate::{Error, Result, Scalar};
 
@@ -15,6 +15,7 @@ pub struct BatchSource<'a, F: Scalar> {
     x: &'a Features<F>,
     labels: &'a [u32],
     in_train: Vec<bool>,
+    n_train: usize,
 }
 
 impl<'a, F: Scalar> BatchSource<'a, F> {
@@ -58,6 +59,7 @@ impl<'a, F: Scalar> BatchSource<'a, F> {
             x,
             labels,
             in_train,
+            n_train: train.len(),
         })
     }
 
@@ -78,6 +80,11 @@ pub struct Batch<F: Scalar> {
     x: Features<F>,
     labels: Vec<u32>,
     train: Mask,
+    /// GraphSAINT's loss weight of each row (when `weighted`).
+    weights: Vec<F>,
+    weighted: bool,
+    /// GraphSAINT: each entry of the batch's Â's entry of the whole graph's Ã.
+    entry_of: Vec<usize>,
 }
 
 impl<F: Scalar> Batch<F> {
@@ -92,6 +99,9 @@ impl<F: Scalar> Batch<F> {
             x: Features::dense(ndarray::Array2::zeros((0, 0))),
             labels: Vec::new(),
             train: Mask::default(),
+            weights: Vec::new(),
+            weighted: false,
+            entry_of: Vec::new(),
         }
     }
 
@@ -112,7 +122,8 @@ impl<F: Scalar> Batch<F> {
         index: usize,
     ) -> Result<()> {
         let n = src.graph.n_nodes();
-        sampler.nodes_into(seed, epoch, index, &mut self.nodes);
+        sampler.check_graph(src.graph)?;
+        sampler.nodes_into(src.graph, seed, epoch, index, &mut self.nodes);
         if let Some(&bad) = self.nodes.iter().find(|&&v| v as usize >= n) {
             return Err(Error::Mismatch {
                 what: format!("a sampled node ({bad}) vs the graph's nodes"),
@@ -144,7 +155,59 @@ impl<F: Scalar> Batch<F> {
             (0..self.nodes.len() as u32).filter(|&k| src.in_train[self.nodes[k as usize] as usize]),
         );
         self.train = Mask::try_from_indices(train, self.nodes.len())?;
+        self.weights.clear();
+        self.entry_of.clear();
+        self.weighted = sampler.saint().is_some();
+        if let Some(counts) = sampler.saint() {
+            self.saint(src, counts);
+        }
         Ok(())
+    }
+
+    /// GraphSAINT's normalisation (`docs/MATH.md` §22): Â's entry (v, u) becomes the whole
+    /// graph's Â_vu · C_v / C_vu, and training row v's loss weight N_s / (C_v · |train|)
+    /// (counts of 0 taken as 1).
+    fn saint(&mut self, src: &BatchSource<'_, F>, counts: &super::SaintCounts) {
+        let g = src.graph;
+        let ptr = &counts.ptr;
+        // The whole graph's entry of each of the batch's entries: the batch's row k is the
+        // whole row of node k filtered (same order), so one merge per row finds them.
+        let a = self.adj.a();
+        for (k, row) in a.outer_iterator().enumerate() {
+            let v = self.nodes[k];
+            let mut full = (ptr[v as usize]..).zip(tilde_row(g.neighbors(v as usize), v));
+            for (j, _) in row.iter() {
+                let want = self.nodes[j];
+                let e = full
+                    .find(|&(_, u)| u == want)
+                    .map_or(usize::MAX, |(e, _)| e);
+                self.entry_of.push(e);
+            }
+        }
+        let d = |v: u32| (ptr[v as usize + 1] - ptr[v as usize]) as f64;
+        let count = |c: u32| f64::from(c.max(1));
+        let (nodes, entry_of) = (&self.nodes, &self.entry_of);
+        let norm = src.norm;
+        self.adj.rewrite_values(
+            |i, j, e| {
+                let (v, u) = (nodes[i], nodes[j as usize]);
+                let base = match norm {
+                    Norm::Symmetric => {
+                        F::from_f64_lossy(1.0 / d(v).sqrt()) * F::from_f64_lossy(1.0 / d(u).sqrt())
+                    }
+                    Norm::Row => F::from_f64_lossy(1.0 / d(v)),
+                };
+                let c_e = counts.entry.get(entry_of[e]).copied().unwrap_or(0);
+                base * F::from_f64_lossy(count(counts.node[v as usize]) / count(c_e))
+            },
+            &mut self.spare,
+        );
+        let scale = counts.subgraphs as f64 / src.n_train.max(1) as f64;
+        self.weights.resize(self.nodes.len(), F::zero());
+        for &k in self.train.indices() {
+            let v = self.nodes[k as usize];
+            self.weights[k as usize] = F::from_f64_lossy(scale / count(counts.node[v as usize]));
+        }
     }
 
     /// The batch's nodes (ids in the whole graph), ascending: node k of the batch is
@@ -171,6 +234,11 @@ impl<F: Scalar> Batch<F> {
     /// Its training nodes, in the batch's numbering.
     pub fn train(&self) -> &Mask {
         &self.train
+    }
+    /// The loss weight of each row (GraphSAINT's loss normalisation; `None` for samplers
+    /// without it, whose loss is the mean over the batch's training nodes).
+    pub fn loss_weights(&self) -> Option<&[F]> {
+        self.weighted.then_some(&self.weights[..])
     }
 }
 
@@ -233,8 +301,11 @@ mod tests {
         fn max_nodes(&self) -> usize {
             self.0.len()
         }
-        fn nodes_into(&self, _: u64, _: usize, _: usize, nodes: &mut Vec<u32>) {
+        fn nodes_into(&self, _: &Graph, _: u64, _: usize, _: usize, nodes: &mut Vec<u32>) {
             nodes.clone_from(&self.0);
+        }
+        fn check_graph(&self, _: &Graph) -> Result<()> {
+            Ok(())
         }
     }
 

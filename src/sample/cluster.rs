@@ -137,7 +137,18 @@ impl NodeSampler for ClusterSampler {
         self.max_nodes
     }
 
-    fn nodes_into(&self, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
+    fn check_graph(&self, graph: &Graph) -> Result<()> {
+        if graph.n_nodes() != self.members.len() {
+            return Err(Error::Mismatch {
+                what: "Cluster-GCN sampler: the graph's nodes vs its parts' nodes".into(),
+                expected: self.members.len(),
+                got: graph.n_nodes(),
+            });
+        }
+        Ok(())
+    }
+
+    fn nodes_into(&self, _: &Graph, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
         assert!(
             index < self.batches(),
             "batch {index} of {}",
@@ -167,13 +178,14 @@ mod tests {
     #[test]
     fn every_epoch_covers_every_node_once_in_its_batches() {
         for how in [Clusters::Community, Clusters::Metis] {
-            let s = ClusterSampler::new(&ring(103), 10, 3, how).unwrap();
+            let g = ring(103);
+            let s = ClusterSampler::new(&g, 10, 3, how).unwrap();
             assert_eq!(s.batches(), 4);
             for epoch in 0..3 {
                 let mut seen = vec![0u32; 103];
                 let mut nodes = Vec::new();
                 for b in 0..s.batches() {
-                    s.nodes_into(7, epoch, b, &mut nodes);
+                    s.nodes_into(&g, 7, epoch, b, &mut nodes);
                     assert!(nodes.windows(2).all(|w| w[0] < w[1]));
                     assert!(nodes.len() <= s.max_nodes());
                     for &v in &nodes {
@@ -187,10 +199,11 @@ mod tests {
 
     #[test]
     fn a_batch_depends_on_seed_epoch_and_index_alone() {
-        let s = ClusterSampler::new(&ring(200), 20, 4, Clusters::Community).unwrap();
+        let g = ring(200);
+        let s = ClusterSampler::new(&g, 20, 4, Clusters::Community).unwrap();
         let get = |seed, epoch, b| {
             let mut v = Vec::new();
-            s.nodes_into(seed, epoch, b, &mut v);
+            s.nodes_into(&g, seed, epoch, b, &mut v);
             v
         };
         // The same batch whatever was drawn before it.

@@ -8,21 +8,26 @@
 //!   parts (METIS k-way, or the community order's clusters); each epoch shuffles the parts
 //!   (from the seed and the epoch alone) and each batch takes q of them with every edge among
 //!   them.
+//! - [`SaintSampler`]: GraphSAINT (Zeng et al., ICLR 2020). Each batch draws nodes, edges or
+//!   random walks at random and takes the subgraph they induce; its Â and loss carry the
+//!   paper's normalisation, estimated from subgraphs pre-sampled once (`docs/MATH.md` §22).
 //!
 //! The training loop over batches is [`crate::train::train_model`] with
 //! [`crate::train::FitOptions::batches`].
 
 mod batch;
 mod cluster;
+mod saint;
 
 pub use batch::{Batch, BatchSource};
 pub use cluster::{ClusterSampler, Clusters};
+pub use saint::{SaintCounts, SaintKind, SaintSampler};
 
 use crate::graph::Graph;
 use crate::{ConfigError, Result};
 
 /// Full-batch or mini-batch training, and the sampler's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum BatchConfig {
     /// One training pass over the whole graph an epoch.
     #[default]
@@ -36,7 +41,25 @@ pub enum BatchConfig {
         /// How the graph is cut.
         clusters: Clusters,
     },
+    /// GraphSAINT ([`SaintSampler`]).
+    Saint {
+        /// What a batch draws.
+        kind: SaintKind,
+        /// Nodes, edges or walk roots a batch.
+        batch_size: usize,
+        /// Batches an epoch (`None`: about the node count drawn an epoch).
+        batches: Option<usize>,
+        /// Pre-sampled nodes for the normalisation, in multiples of the node count (0: no
+        /// normalisation, each batch renormalised on itself).
+        coverage: f64,
+    },
 }
+
+/// [`BatchConfig::Saint`]'s default coverage. PyG's example pre-samples 100 times the node
+/// count; on arxiv-like 3 × 256 that left the random-walk estimates of the aggregation
+/// normalisation noisy enough to cost 7 points of accuracy after 20 epochs (the node sampler's
+/// diverged), 400 did not (README, "Mini-batches").
+pub const SAINT_COVERAGE: f64 = 400.0;
 
 impl BatchConfig {
     /// Checks the settings (those that need the graph, such as parts ≤ nodes, are checked by
@@ -45,6 +68,33 @@ impl BatchConfig {
     /// # Errors
     /// [`ConfigError::OutOfRange`] naming the setting.
     pub fn check(&self) -> Result<(), ConfigError> {
+        if let BatchConfig::Saint {
+            kind,
+            batch_size,
+            batches,
+            coverage,
+        } = *self
+        {
+            let out = |name, value: f64, rule| Err(ConfigError::OutOfRange { name, value, rule });
+            if batch_size == 0 || batch_size > u32::MAX as usize {
+                return out("batch_size", batch_size as f64, "at least 1, below 2^32");
+            }
+            if batches == Some(0) {
+                return out("batches_per_epoch", 0.0, "at least 1");
+            }
+            if !(coverage.is_finite() && (0.0..=1e4).contains(&coverage)) {
+                return out("saint_coverage", coverage, "0 (none) to 10000");
+            }
+            if let SaintKind::RandomWalk { walk_length } = kind {
+                if walk_length == 0 || walk_length > 10_000 {
+                    return out(
+                        "walk_length",
+                        walk_length as f64,
+                        "at least 1, at most 10000",
+                    );
+                }
+            }
+        }
         if let BatchConfig::Cluster {
             parts, per_batch, ..
         } = *self
@@ -67,11 +117,12 @@ impl BatchConfig {
         Ok(())
     }
 
-    /// The sampler of `graph`'s batches (`None` for full batch).
+    /// The sampler of `graph`'s batches (`None` for full batch); GraphSAINT's normalisation
+    /// pre-sampled with `seed`.
     ///
     /// # Errors
-    /// As [`ClusterSampler::new`].
-    pub fn sampler(&self, graph: &Graph) -> Result<Option<Box<dyn NodeSampler>>> {
+    /// As [`ClusterSampler::new`] and [`SaintSampler::new`].
+    pub fn sampler(&self, graph: &Graph, seed: u64) -> Result<Option<Box<dyn NodeSampler>>> {
         Ok(match *self {
             BatchConfig::Full => None,
             BatchConfig::Cluster {
@@ -80,6 +131,14 @@ impl BatchConfig {
                 clusters,
             } => Some(Box::new(ClusterSampler::new(
                 graph, parts, per_batch, clusters,
+            )?)),
+            BatchConfig::Saint {
+                kind,
+                batch_size,
+                batches,
+                coverage,
+            } => Some(Box::new(SaintSampler::new(
+                graph, kind, batch_size, batches, coverage, seed,
             )?)),
         })
     }
@@ -92,12 +151,32 @@ pub trait NodeSampler: Send + Sync {
     fn batches(&self) -> usize;
     /// The most nodes a batch can have (what a model plans its buffers for).
     fn max_nodes(&self) -> usize;
-    /// Writes the nodes of batch `index` of `epoch` for `seed` into `nodes` (cleared first):
-    /// distinct node ids, ascending.
+    /// Writes the nodes of batch `index` of `epoch` for `seed` of `graph` (the one the
+    /// sampler was built for) into `nodes` (cleared first): distinct node ids, ascending.
     ///
     /// # Panics
-    /// If `index >= self.batches()`.
-    fn nodes_into(&self, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>);
+    /// If `index >= self.batches()`, or `graph` is not the sampler's
+    /// ([`NodeSampler::check_graph`] says).
+    fn nodes_into(
+        &self,
+        graph: &Graph,
+        seed: u64,
+        epoch: usize,
+        index: usize,
+        nodes: &mut Vec<u32>,
+    );
+
+    /// Whether `graph` is the one this sampler was built for (its node count, and what else
+    /// the sampler can check cheaply).
+    ///
+    /// # Errors
+    /// [`crate::Error::Mismatch`] naming the difference.
+    fn check_graph(&self, graph: &Graph) -> Result<()>;
+
+    /// GraphSAINT's counts, when the batches take its normalisation ([`SaintSampler`]).
+    fn saint(&self) -> Option<&SaintCounts> {
+        None
+    }
 }
 
 /// The RNG stream of an epoch's sampling for `seed`: apart from the streams of training

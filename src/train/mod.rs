@@ -23,7 +23,10 @@ use crate::graph::dropedge::DropEdge;
 use crate::graph::{Graph, Norm, Propagate, Sums};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
-use crate::nn::loss::{softmax_cross_entropy_across, softmax_cross_entropy_in_place_across};
+use crate::nn::loss::{
+    softmax_cross_entropy_across, softmax_cross_entropy_in_place_across,
+    softmax_cross_entropy_weighted_in_place_across,
+};
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::sample::BatchConfig;
@@ -356,12 +359,33 @@ pub fn train_step<F: Scalar>(
     rng: &mut ChaCha8Rng,
     par: Par,
 ) -> Result<(f64, f64)> {
+    train_step_weighted(model, opt, adj, x, labels, train, None, rng, par)
+}
+
+/// [`train_step`] with the loss weighted per row (`weights[i]` instead of 1/|M| for row i:
+/// GraphSAINT's loss normalisation) when `weights` is given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_step_weighted<F: Scalar>(
+    model: &mut Model<F>,
+    opt: &mut dyn Optimizer<F>,
+    adj: &dyn Propagate<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    train: &Mask,
+    weights: Option<&[F]>,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) -> Result<(f64, f64)> {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
     let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
         // The accuracy first: the gradient is written over the logits.
         let acc = accuracy_across(z.view(), labels, train, &sums);
-        let loss = softmax_cross_entropy_in_place_across(z, labels, train, &sums).to_f64_lossless();
+        let loss = match weights {
+            Some(w) => softmax_cross_entropy_weighted_in_place_across(z, labels, train, w, &sums),
+            None => softmax_cross_entropy_in_place_across(z, labels, train, &sums),
+        }
+        .to_f64_lossless();
         out = (loss, acc);
         loss.is_finite()
     };

@@ -407,7 +407,7 @@ impl Prepared {
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full
-    /// batch).
+    /// batch); GraphSAINT's normalisation pre-sampled with seed 0.
     ///
     /// # Errors
     /// [`crate::Error::Config`] when the graph was not kept ([`Prepare::keep_graph`]); as
@@ -423,7 +423,10 @@ impl Prepared {
                 rule: "full batch unless the graph is kept (Prepare::keep_graph)",
             }));
         }
-        cfg.batch.sampler(&self.data.graph)
+        // GraphSAINT's normalisation is pre-sampled with seed 0 whatever the runs' seeds: like
+        // the parts, a property of the graph and the sampler, so a run does not depend on the
+        // other seeds it is trained with.
+        cfg.batch.sampler(&self.data.graph, 0)
     }
 
     /// The batches of `sampler` on the prepared graph.

@@ -4,7 +4,7 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{rng_stream, train_step, DropEdgeSource, FitOptions, TrainData};
+use super::{rng_stream, train_step, train_step_weighted, DropEdgeSource, FitOptions, TrainData};
 use crate::graph::dropedge::DropEdge;
 use crate::graph::{AdjScratch, Graph, Norm, NormAdj, Propagate};
 use crate::nn::Model;
@@ -173,13 +173,14 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     if w == 0.0 {
                         continue;
                     }
-                    let (l, a) = train_step(
+                    let (l, a) = train_step_weighted(
                         model,
                         opt,
                         batch.adj(),
                         batch.x(),
                         batch.labels(),
                         batch.train(),
+                        batch.loss_weights(),
                         drop_rng,
                         par,
                     )?;

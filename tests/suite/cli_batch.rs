@@ -23,6 +23,42 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
             "--parts-per-batch",
         ),
         (&["--batch", "cluster", "--parts", "0"], "--parts"),
+        (&["--batch-size", "100"], "--batch-size"),
+        (
+            &["--batch", "cluster", "--batch-size", "100"],
+            "--batch-size",
+        ),
+        (
+            &["--batch", "saint-node", "--walk-length", "3"],
+            "--walk-length",
+        ),
+        (&["--batch", "saint-rw", "--parts", "3"], "--parts"),
+        (&["--saint-coverage", "10"], "--saint-coverage"),
+        (&["--batches-per-epoch", "10"], "--batches-per-epoch"),
+        (
+            &["--batch", "saint-rw", "--saint-coverage", "-1"],
+            "--saint-coverage",
+        ),
+        (
+            &["--batch", "saint-rw", "--saint-coverage", "1e5"],
+            "--saint-coverage",
+        ),
+        (
+            &["--batch", "saint-rw", "--walk-length", "0"],
+            "--walk-length",
+        ),
+        (
+            &["--batch", "saint-edge", "--batch-size", "0"],
+            "--batch-size",
+        ),
+        (
+            &["--batch", "saint-edge", "--batches-per-epoch", "0"],
+            "--batches-per-epoch",
+        ),
+        (
+            &["--batch", "saint-rw", "--drop-edge", "0.1"],
+            "--drop-edge",
+        ),
     ];
     for (args, flag) in cases {
         let mut a = vec!["train", "--epochs", "1"];
@@ -76,22 +112,15 @@ fn more_parts_than_nodes_is_a_typed_error() {
     expect(&r, 1, &["5000 parts", "2708 nodes"]);
 }
 
-#[test]
-fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
-    let dir = scratch("cluster-history");
+/// The history of a run with `batch` flags, at 1 and 2 threads: the same but for the times.
+fn replays(name: &str, batch: &[&str]) {
+    let dir = scratch(name);
     let mut histories = Vec::new();
     for threads in ["1", "2"] {
         let h = dir.join(format!("h{threads}.csv"));
-        let r = run(&[
-            "train",
-            "--batch",
-            "cluster",
-            "--parts",
-            "30",
-            "--parts-per-batch",
-            "6",
-            "--clusters",
-            "community",
+        let mut args = vec!["train"];
+        args.extend(batch);
+        args.extend([
             "--epochs",
             "15",
             "--stop",
@@ -101,6 +130,7 @@ fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
             "--history",
             h.to_str().unwrap(),
         ]);
+        let r = run(&args);
         expect(&r, 0, &["test"]);
         let text = std::fs::read_to_string(&h).unwrap();
         // Every column but the wall-clock times.
@@ -111,5 +141,85 @@ fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
         assert_eq!(rows.len(), 16);
         histories.push(rows);
     }
-    assert_eq!(histories[0], histories[1]);
+    assert_eq!(histories[0], histories[1], "{name}");
+}
+
+#[test]
+fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
+    replays(
+        "cluster-history",
+        &[
+            "--batch",
+            "cluster",
+            "--parts",
+            "30",
+            "--parts-per-batch",
+            "6",
+            "--clusters",
+            "community",
+        ],
+    );
+}
+
+#[test]
+fn every_graphsaint_run_replays_its_history_at_one_and_two_threads() {
+    for (name, batch) in [
+        (
+            "saint-node-history",
+            &["--batch", "saint-node", "--batch-size", "400"][..],
+        ),
+        (
+            "saint-edge-history",
+            &["--batch", "saint-edge", "--batch-size", "200"][..],
+        ),
+        (
+            "saint-rw-history",
+            &[
+                "--batch",
+                "saint-rw",
+                "--batch-size",
+                "150",
+                "--walk-length",
+                "3",
+            ][..],
+        ),
+        (
+            "saint-rw-plain-history",
+            &[
+                "--batch",
+                "saint-rw",
+                "--batch-size",
+                "150",
+                "--saint-coverage",
+                "0",
+            ][..],
+        ),
+    ] {
+        replays(name, batch);
+    }
+}
+
+#[test]
+fn the_json_reports_graphsaint_batches() {
+    let r = run(&[
+        "train",
+        "--epochs",
+        "3",
+        "--batch",
+        "saint-rw",
+        "--batch-size",
+        "100",
+        "--batches-per-epoch",
+        "7",
+        "--saint-coverage",
+        "5",
+        "--json",
+    ]);
+    expect(
+        &r,
+        0,
+        &[
+            r#""batch":{"batch_size":100,"batches_per_epoch":7,"kind":"saint-rw","saint_coverage":5.0,"walk_length":2}"#,
+        ],
+    );
 }

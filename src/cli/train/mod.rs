@@ -12,7 +12,7 @@ use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
-use sparse_gcn::sample::{BatchConfig, Clusters};
+use sparse_gcn::sample::BatchConfig;
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
     checkpoint, mean_std, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
@@ -21,7 +21,10 @@ use sparse_gcn::{par::thread_pool, Result};
 
 use super::{args, dist, progress_bar, say, DataArgs};
 
+mod batch;
 mod report;
+
+pub(crate) use batch::{BatchArg, ClustersArg};
 
 use report::{history_csv, json_report, medians, ms_text, Times};
 pub(crate) use report::{plural, stop_text};
@@ -59,22 +62,6 @@ pub(crate) enum StopArg {
 pub(crate) enum OptArg {
     Adam,
     Sgd,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum BatchArg {
-    /// One training pass over the whole graph an epoch
-    Full,
-    /// Cluster-GCN: --parts-per-batch of the graph's --parts parts a batch
-    Cluster,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum ClustersArg {
-    /// METIS k-way, balancing the parts' node counts (Cluster-GCN's)
-    Metis,
-    /// The community order cut into ranges of equal node counts
-    Community,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -179,6 +166,21 @@ pub(crate) struct TrainArgs {
     /// How --batch cluster cuts the graph [default: metis].
     #[arg(long, value_enum)]
     clusters: Option<ClustersArg>,
+    /// GraphSAINT's nodes (saint-node) [default: 8000], edges (saint-edge) [default: 4000] or
+    /// walk roots (saint-rw) [default: 3000] drawn a batch.
+    #[arg(long, value_parser = args::batch_size)]
+    batch_size: Option<usize>,
+    /// Steps of each walk of --batch saint-rw [default: 2].
+    #[arg(long, value_parser = args::walk_length)]
+    walk_length: Option<usize>,
+    /// GraphSAINT's batches an epoch [default: as many as draw about the node count].
+    #[arg(long, value_parser = args::batches)]
+    batches_per_epoch: Option<usize>,
+    /// GraphSAINT's normalisation: subgraphs pre-sampled (seed 0) until they hold this many
+    /// times the node count; 0: none (each batch's Â renormalised on it, the loss its mean,
+    /// as DGL's SAINTSampler trains) [default: 400].
+    #[arg(long, value_parser = args::coverage)]
+    saint_coverage: Option<f64>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
     #[arg(long, value_parser = args::unit, allow_hyphen_values = true)]
     alpha: Option<f64>,
@@ -354,55 +356,8 @@ impl TrainArgs {
             OptArg::Sgd => OptimizerKind::Sgd,
         };
         cfg.warmup = self.warmup();
-        cfg.batch = match self.batch {
-            BatchArg::Full => BatchConfig::Full,
-            BatchArg::Cluster => BatchConfig::Cluster {
-                parts: self.parts.unwrap_or(500),
-                per_batch: self.parts_per_batch.unwrap_or(10),
-                clusters: match self.clusters.unwrap_or(ClustersArg::Metis) {
-                    ClustersArg::Metis => Clusters::Metis,
-                    ClustersArg::Community => Clusters::Community,
-                },
-            },
-        };
+        cfg.batch = self.batch_config();
         cfg
-    }
-
-    /// A usage error for a batch flag that does not apply, or batches with what they cannot
-    /// run with.
-    fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
-        if self.batch == BatchArg::Full {
-            for (flag, given) in [
-                ("--parts", self.parts.is_some()),
-                ("--parts-per-batch", self.parts_per_batch.is_some()),
-                ("--clusters", self.clusters.is_some()),
-            ] {
-                if given {
-                    return Err(format!("{flag}: only --batch cluster has parts"));
-                }
-            }
-            return Ok(());
-        }
-        if cfg.model.drop_edge > 0.0 {
-            return Err(
-                "--drop-edge: not with --batch cluster (a batch is already a subgraph)".into(),
-            );
-        }
-        #[cfg(feature = "mpi")]
-        if dist::launched() {
-            return Err("--batch: not under mpirun yet (mini-batches need Â held whole)".into());
-        }
-        if let BatchConfig::Cluster {
-            parts, per_batch, ..
-        } = cfg.batch
-        {
-            if per_batch > parts {
-                return Err(format!(
-                    "--parts-per-batch {per_batch}: more than the {parts} parts (--parts)"
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -572,6 +527,10 @@ impl TrainArgs {
             ("--parts", self.parts.is_some()),
             ("--parts-per-batch", self.parts_per_batch.is_some()),
             ("--clusters", self.clusters.is_some()),
+            ("--batch-size", self.batch_size.is_some()),
+            ("--walk-length", self.walk_length.is_some()),
+            ("--batches-per-epoch", self.batches_per_epoch.is_some()),
+            ("--saint-coverage", self.saint_coverage.is_some()),
         ];
         match given.iter().find(|(_, g)| *g) {
             Some((flag, _)) => Err(format!(

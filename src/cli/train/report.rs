@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use sparse_gcn::sample::{BatchConfig, Clusters};
+use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind};
 use sparse_gcn::train::run::Summary;
 use sparse_gcn::train::{mean_std, median, EpochRecord, RunResult, StopRule, TrainConfig};
 
@@ -154,6 +154,29 @@ pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
                 Clusters::Community => "community",
             },
         }),
+        BatchConfig::Saint {
+            kind,
+            batch_size,
+            batches,
+            coverage,
+        } => {
+            let mut v = json!({
+                "kind": match kind {
+                    SaintKind::Node => "saint-node",
+                    SaintKind::Edge => "saint-edge",
+                    SaintKind::RandomWalk { .. } => "saint-rw",
+                },
+                "batch_size": batch_size,
+                "saint_coverage": coverage,
+            });
+            if let SaintKind::RandomWalk { walk_length } = kind {
+                v["walk_length"] = json!(walk_length);
+            }
+            if let Some(b) = batches {
+                v["batches_per_epoch"] = json!(b);
+            }
+            v
+        }
     }
 }
 

@@ -1,0 +1,145 @@
+//! The training flags of mini-batches: which batches, the sampler's settings, and the usage
+//! errors of flags that do not apply.
+
+#[cfg(feature = "mpi")]
+use super::dist;
+use clap::ValueEnum;
+use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, SAINT_COVERAGE};
+use sparse_gcn::train::TrainConfig;
+
+use super::TrainArgs;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BatchArg {
+    /// One training pass over the whole graph an epoch
+    Full,
+    /// Cluster-GCN: --parts-per-batch of the graph's --parts parts a batch
+    Cluster,
+    /// GraphSAINT: --batch-size nodes drawn a batch (by degree), the subgraph they induce
+    SaintNode,
+    /// GraphSAINT: --batch-size edges drawn a batch, the subgraph their ends induce
+    SaintEdge,
+    /// GraphSAINT: --batch-size random-walk roots of --walk-length steps a batch
+    SaintRw,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ClustersArg {
+    /// METIS k-way, balancing the parts' node counts (Cluster-GCN's)
+    Metis,
+    /// The community order cut into ranges of equal node counts
+    Community,
+}
+
+impl TrainArgs {
+    /// The batches the flags ask for.
+    pub(super) fn batch_config(&self) -> BatchConfig {
+        match self.batch {
+            BatchArg::Full => BatchConfig::Full,
+            BatchArg::Cluster => BatchConfig::Cluster {
+                parts: self.parts.unwrap_or(500),
+                per_batch: self.parts_per_batch.unwrap_or(10),
+                clusters: match self.clusters.unwrap_or(ClustersArg::Metis) {
+                    ClustersArg::Metis => Clusters::Metis,
+                    ClustersArg::Community => Clusters::Community,
+                },
+            },
+            BatchArg::SaintNode | BatchArg::SaintEdge | BatchArg::SaintRw => {
+                let (kind, size) = match self.batch {
+                    BatchArg::SaintNode => (SaintKind::Node, 8000),
+                    BatchArg::SaintEdge => (SaintKind::Edge, 4000),
+                    _ => (
+                        SaintKind::RandomWalk {
+                            walk_length: self.walk_length.unwrap_or(2),
+                        },
+                        3000,
+                    ),
+                };
+                BatchConfig::Saint {
+                    kind,
+                    batch_size: self.batch_size.unwrap_or(size),
+                    batches: self.batches_per_epoch,
+                    coverage: self.saint_coverage.unwrap_or(SAINT_COVERAGE),
+                }
+            }
+        }
+    }
+
+    /// A usage error for a batch flag that does not apply, or batches with what they cannot
+    /// run with.
+    pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+        let saint = matches!(cfg.batch, BatchConfig::Saint { .. });
+        for (flag, given, applies, what) in [
+            (
+                "--parts",
+                self.parts.is_some(),
+                self.batch == BatchArg::Cluster,
+                "only --batch cluster has parts",
+            ),
+            (
+                "--parts-per-batch",
+                self.parts_per_batch.is_some(),
+                self.batch == BatchArg::Cluster,
+                "only --batch cluster has parts",
+            ),
+            (
+                "--clusters",
+                self.clusters.is_some(),
+                self.batch == BatchArg::Cluster,
+                "only --batch cluster has parts",
+            ),
+            (
+                "--batch-size",
+                self.batch_size.is_some(),
+                saint,
+                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
+            ),
+            (
+                "--batches-per-epoch",
+                self.batches_per_epoch.is_some(),
+                saint,
+                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
+            ),
+            (
+                "--saint-coverage",
+                self.saint_coverage.is_some(),
+                saint,
+                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
+            ),
+            (
+                "--walk-length",
+                self.walk_length.is_some(),
+                self.batch == BatchArg::SaintRw,
+                "only --batch saint-rw walks",
+            ),
+        ] {
+            if given && !applies {
+                return Err(format!("{flag}: {what}"));
+            }
+        }
+        if self.batch == BatchArg::Full {
+            return Ok(());
+        }
+        if cfg.model.drop_edge > 0.0 {
+            return Err(
+                "--drop-edge: not with mini-batches (--batch; a batch is already a subgraph)"
+                    .into(),
+            );
+        }
+        #[cfg(feature = "mpi")]
+        if dist::launched() {
+            return Err("--batch: not under mpirun yet (mini-batches need Â held whole)".into());
+        }
+        if let BatchConfig::Cluster {
+            parts, per_batch, ..
+        } = cfg.batch
+        {
+            if per_batch > parts {
+                return Err(format!(
+                    "--parts-per-batch {per_batch}: more than the {parts} parts (--parts)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
