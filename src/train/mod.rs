@@ -7,26 +7,21 @@ pub mod recipe;
 pub mod run;
 mod steps;
 
-pub use steps::Batches;
+pub use steps::{train_step, BatchStats, Batches};
 
 use std::time::Instant;
-
-use ndarray::ArrayViewMut2;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::data::{Features, Mask, Split};
+use crate::data::{Features, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Graph, Norm, Propagate, Sums};
+use crate::graph::{Graph, Norm, Propagate};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
-use crate::nn::loss::{
-    softmax_cross_entropy_across, softmax_cross_entropy_in_place_across,
-    softmax_cross_entropy_weighted_in_place_across,
-};
+use crate::nn::loss::softmax_cross_entropy_across;
 use crate::nn::{Model, ModelConfig, Order};
 use crate::optim::{Adam, Optimizer, Sgd};
 use crate::sample::BatchConfig;
@@ -285,6 +280,9 @@ pub struct RunResult {
     /// (the last record of each layer is that of the evaluated weights).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layer_metrics: Vec<LayerRecord>,
+    /// The sizes of the batches, when trained on mini-batches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<BatchStats>,
 }
 
 impl RunResult {
@@ -337,70 +335,6 @@ pub fn rng_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
-/// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`: the
-/// model's Â or any other of the same rows, e.g. a DropEdge sample), masked cross-entropy over
-/// `train`, backward, and an update of every parameter. Returns the training loss (before the
-/// update, weight decay not included) and accuracy of that pass.
-///
-/// # Errors
-/// As [`Model::train_pass`].
-///
-/// # Panics
-/// If `train` is empty or the labels do not match the model (check them first, as [`fit`]
-/// does).
-#[allow(clippy::too_many_arguments)]
-pub fn train_step<F: Scalar>(
-    model: &mut Model<F>,
-    opt: &mut dyn Optimizer<F>,
-    adj: &dyn Propagate<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    train: &Mask,
-    rng: &mut ChaCha8Rng,
-    par: Par,
-) -> Result<(f64, f64)> {
-    train_step_weighted(model, opt, adj, x, labels, train, None, rng, par)
-}
-
-/// [`train_step`] with the loss weighted per row (`weights[i]` instead of 1/|M| for row i:
-/// GraphSAINT's loss normalisation) when `weights` is given.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn train_step_weighted<F: Scalar>(
-    model: &mut Model<F>,
-    opt: &mut dyn Optimizer<F>,
-    adj: &dyn Propagate<F>,
-    x: &Features<F>,
-    labels: &[u32],
-    train: &Mask,
-    weights: Option<&[F]>,
-    rng: &mut ChaCha8Rng,
-    par: Par,
-) -> Result<(f64, f64)> {
-    model.zero_grad();
-    let mut out = (f64::NAN, 0.0);
-    let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
-        // The accuracy first: the gradient is written over the logits.
-        let acc = accuracy_across(z.view(), labels, train, &sums);
-        let loss = match weights {
-            Some(w) => softmax_cross_entropy_weighted_in_place_across(z, labels, train, w, &sums),
-            None => softmax_cross_entropy_in_place_across(z, labels, train, &sums),
-        }
-        .to_f64_lossless();
-        out = (loss, acc);
-        loss.is_finite()
-    };
-    model.train_pass(adj, x, rng, par, &mut loss)?;
-    if out.0.is_finite() {
-        let mut index = 0;
-        model.visit_params(&mut |group, p| {
-            opt.update(index, group, p);
-            index += 1;
-        });
-        opt.finish_step();
-    }
-    Ok(out)
-}
-
 /// Where DropEdge draws each epoch's training graph from (the rate is the model's
 /// [`ModelConfig::drop_edge`]).
 #[derive(Debug, Clone, Copy)]
@@ -427,6 +361,19 @@ pub struct FitOptions<'g> {
     /// Mini-batch training: each epoch takes one optimiser step per batch of the sampler
     /// instead of one pass over the whole graph; validation and test stay full-graph.
     pub batches: Option<Batches<'g>>,
+    /// Called after each epoch with the run's seed and the epoch's record (progress).
+    pub on_epoch: Option<EpochHook<'g>>,
+}
+
+/// A function called after each epoch ([`FitOptions::on_epoch`]) with the seed and the
+/// epoch's record.
+#[derive(Clone, Copy)]
+pub struct EpochHook<'g>(pub &'g (dyn Fn(u64, &EpochRecord) + Sync));
+
+impl std::fmt::Debug for EpochHook<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EpochHook")
+    }
 }
 
 /// Oversmoothing metrics of one layer at one epoch.
@@ -722,6 +669,9 @@ pub fn train_model<F: Scalar>(
             sample_ms,
             epoch_ms,
         });
+        if let (Some(hook), Some(r)) = (opts.on_epoch, history.last()) {
+            (hook.0)(seed, r);
+        }
         if opts.metrics_every > 0 && epoch % opts.metrics_every == 0 {
             record(model, epoch, &mut layer_records)?;
         }
@@ -764,6 +714,7 @@ pub fn train_model<F: Scalar>(
         test_loss,
         orders: model.orders(),
         layer_metrics: layer_records,
+        batches: steps.stats(),
     })
 }
 

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{
-    build_model, fit_model, fit_seeds, Batches, DropEdgeSource, FitOptions, RunResult, TrainConfig,
-    TrainData,
+    build_model, fit_model, fit_seeds, Batches, DropEdgeSource, EpochHook, FitOptions, RunResult,
+    TrainConfig, TrainData,
 };
 use crate::data::{memory, Dataset, Features};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
@@ -360,11 +360,29 @@ impl Prepared {
         rank_sample: Option<usize>,
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
+        self.fit_seeds_watched(cfg, seeds, metrics_every, rank_sample, None, on_done)
+    }
+
+    /// [`Prepared::fit_seeds`], calling `on_epoch` (when given) after every epoch of every
+    /// run with its seed and record.
+    ///
+    /// # Errors
+    /// As [`Prepared::fit_seeds`].
+    pub fn fit_seeds_watched(
+        &self,
+        cfg: &TrainConfig,
+        seeds: &[u64],
+        metrics_every: usize,
+        rank_sample: Option<usize>,
+        on_epoch: Option<EpochHook<'_>>,
+        on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<Vec<RunResult>> {
         let runs = rayon::current_num_threads().min(seeds.len());
         self.check_fits(cfg, runs)?;
         let sampler = self.sampler(cfg)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample);
         opts.batches = self.batches(sampler.as_deref());
+        opts.on_epoch = on_epoch;
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
     }
 
@@ -460,6 +478,7 @@ impl Prepared {
             metrics_every,
             rank_sample,
             batches: None,
+            on_epoch: None,
         }
     }
 

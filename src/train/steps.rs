@@ -4,9 +4,18 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{rng_stream, train_step, train_step_weighted, DropEdgeSource, FitOptions, TrainData};
+use ndarray::ArrayViewMut2;
+use serde::Serialize;
+
+use super::{rng_stream, DropEdgeSource, FitOptions, TrainData};
+use crate::data::{Features, Mask};
 use crate::graph::dropedge::DropEdge;
+use crate::graph::Sums;
 use crate::graph::{AdjScratch, Graph, Norm, NormAdj, Propagate};
+use crate::metrics::accuracy_across;
+use crate::nn::loss::{
+    softmax_cross_entropy_in_place_across, softmax_cross_entropy_weighted_in_place_across,
+};
 use crate::nn::Model;
 use crate::optim::Optimizer;
 use crate::sample::{Batch, BatchSource, NodeSampler};
@@ -33,6 +42,43 @@ impl std::fmt::Debug for Batches<'_> {
     }
 }
 
+/// The sizes of a run's batches: how many, and their nodes and edges (each undirected edge
+/// counted once, as [`Graph::n_edges`] counts them; self-loops of the input included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BatchStats {
+    /// Batches an epoch.
+    pub batches_per_epoch: usize,
+    /// Batches built over the run.
+    pub built: u64,
+    /// Nodes of every batch built, summed.
+    pub nodes_sum: u64,
+    /// The most nodes a batch had.
+    pub nodes_max: usize,
+    /// Edges of every batch built, summed.
+    pub edges_sum: u64,
+    /// The most edges a batch had.
+    pub edges_max: usize,
+}
+
+impl BatchStats {
+    /// Mean nodes a batch.
+    pub fn nodes_mean(&self) -> f64 {
+        self.nodes_sum as f64 / self.built.max(1) as f64
+    }
+    /// Mean edges a batch.
+    pub fn edges_mean(&self) -> f64 {
+        self.edges_sum as f64 / self.built.max(1) as f64
+    }
+    /// Counts one more batch of `nodes` nodes and `edges` edges.
+    fn add(&mut self, nodes: usize, edges: usize) {
+        self.built += 1;
+        self.nodes_sum += nodes as u64;
+        self.edges_sum += edges as u64;
+        self.nodes_max = self.nodes_max.max(nodes);
+        self.edges_max = self.edges_max.max(edges);
+    }
+}
+
 /// How a run's epochs train (see the [module docs](self)).
 pub(super) enum Steps<'a, F: Scalar> {
     /// The whole graph, with DropEdge drawn here or by the backend.
@@ -43,6 +89,7 @@ pub(super) enum Steps<'a, F: Scalar> {
         src: BatchSource<'a, F>,
         batch: Box<Batch<F>>,
         seed: u64,
+        stats: BatchStats,
     },
 }
 
@@ -59,6 +106,14 @@ pub(super) struct Full<'a, F: Scalar> {
 }
 
 impl<'a, F: Scalar> Steps<'a, F> {
+    /// The sizes of the batches built so far (`None` for full batch).
+    pub(super) fn stats(&self) -> Option<BatchStats> {
+        match self {
+            Steps::Full(_) => None,
+            Steps::Batches { stats, .. } => Some(*stats),
+        }
+    }
+
     /// The steps of a run of `model` on `data` with `opts` and `seed`; a model trained on
     /// batches is set to expect a varying Â and planned for the whole graph.
     ///
@@ -111,6 +166,10 @@ impl<'a, F: Scalar> Steps<'a, F> {
             src,
             batch: Box::new(Batch::new(b.norm)),
             seed,
+            stats: BatchStats {
+                batches_per_epoch: b.sampler.batches(),
+                ..BatchStats::default()
+            },
         })
     }
 
@@ -162,6 +221,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 src,
                 batch,
                 seed,
+                stats,
             } => {
                 let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
                 let mut sampling = std::time::Duration::ZERO;
@@ -169,6 +229,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     let t = std::time::Instant::now();
                     batch.fill(src, batches.sampler, *seed, epoch, index)?;
                     sampling += t.elapsed();
+                    stats.add(batch.nodes().len(), batch.graph().n_edges());
                     let w = batch.train().len() as f64;
                     if w == 0.0 {
                         continue;
@@ -195,4 +256,68 @@ impl<'a, F: Scalar> Steps<'a, F> {
             }
         }
     }
+}
+
+/// One optimisation step: a training pass of `model` (dropout masks from `rng`, on `adj`: the
+/// model's Â or any other of the same rows, e.g. a DropEdge sample), masked cross-entropy over
+/// `train`, backward, and an update of every parameter. Returns the training loss (before the
+/// update, weight decay not included) and accuracy of that pass.
+///
+/// # Errors
+/// As [`Model::train_pass`].
+///
+/// # Panics
+/// If `train` is empty or the labels do not match the model (check them first, as [`fit`]
+/// does).
+#[allow(clippy::too_many_arguments)]
+pub fn train_step<F: Scalar>(
+    model: &mut Model<F>,
+    opt: &mut dyn Optimizer<F>,
+    adj: &dyn Propagate<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    train: &Mask,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) -> Result<(f64, f64)> {
+    train_step_weighted(model, opt, adj, x, labels, train, None, rng, par)
+}
+
+/// [`train_step`] with the loss weighted per row (`weights[i]` instead of 1/|M| for row i:
+/// GraphSAINT's loss normalisation) when `weights` is given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_step_weighted<F: Scalar>(
+    model: &mut Model<F>,
+    opt: &mut dyn Optimizer<F>,
+    adj: &dyn Propagate<F>,
+    x: &Features<F>,
+    labels: &[u32],
+    train: &Mask,
+    weights: Option<&[F]>,
+    rng: &mut ChaCha8Rng,
+    par: Par,
+) -> Result<(f64, f64)> {
+    model.zero_grad();
+    let mut out = (f64::NAN, 0.0);
+    let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
+        // The accuracy first: the gradient is written over the logits.
+        let acc = accuracy_across(z.view(), labels, train, &sums);
+        let loss = match weights {
+            Some(w) => softmax_cross_entropy_weighted_in_place_across(z, labels, train, w, &sums),
+            None => softmax_cross_entropy_in_place_across(z, labels, train, &sums),
+        }
+        .to_f64_lossless();
+        out = (loss, acc);
+        loss.is_finite()
+    };
+    model.train_pass(adj, x, rng, par, &mut loss)?;
+    if out.0.is_finite() {
+        let mut index = 0;
+        model.visit_params(&mut |group, p| {
+            opt.update(index, group, p);
+            index += 1;
+        });
+        opt.finish_step();
+    }
+    Ok(out)
 }

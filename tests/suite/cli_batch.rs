@@ -94,13 +94,28 @@ fn the_json_reports_the_batches_and_their_sampling_time() {
         &[
             r#""batch":{"batches_per_epoch":5,"clusters":"metis","kind":"cluster","parts":20,"parts_per_batch":4}"#,
             r#""sample_ms_median":"#,
+            r#""batches_per_epoch":5,"#,
+            r#""batch_nodes":{"max":"#,
+            r#""batch_edges":{"max":"#,
         ],
     );
+    // Every node in some batch of each epoch: the mean batch is a fifth of the graph.
+    let (start, end) = (r.text.find('{').unwrap(), r.text.rfind('}').unwrap());
+    let j: serde_json::Value = serde_json::from_str(&r.text[start..=end]).unwrap();
+    let mean = j["batch_nodes"]["mean"].as_f64().unwrap();
+    assert!((mean - 2708.0 / 5.0).abs() < 1e-9, "{mean}");
+    let max = j["batch_nodes"]["max"].as_u64().unwrap();
+    assert!(max as f64 >= mean && max < 2708);
+    assert!(j["batch_edges"]["mean"].as_f64().unwrap() > 0.0);
     let full = run(&["train", "--epochs", "8", "--warmup", "2", "--json"]);
     expect(
         &full,
         0,
-        &[r#""batch":{"kind":"full"}"#, r#""sample_ms_median":0.0"#],
+        &[
+            r#""batch":{"kind":"full"}"#,
+            r#""sample_ms_median":0.0"#,
+            r#""batch_nodes":null"#,
+        ],
     );
 }
 

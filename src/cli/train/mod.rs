@@ -15,7 +15,8 @@ use sparse_gcn::order::Reorder;
 use sparse_gcn::sample::BatchConfig;
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
 use sparse_gcn::train::{
-    checkpoint, mean_std, recipe, OptimizerKind, RunResult, StopRule, TrainConfig,
+    checkpoint, mean_std, recipe, EpochHook, EpochRecord, OptimizerKind, RunResult, StopRule,
+    TrainConfig,
 };
 use sparse_gcn::{par::thread_pool, Result};
 
@@ -26,7 +27,7 @@ mod report;
 
 pub(crate) use batch::{BatchArg, ClustersArg};
 
-use report::{history_csv, json_report, medians, ms_text, Times};
+use report::{epoch_line, history_csv, json_report, medians, ms_text, Times};
 pub(crate) use report::{plural, stop_text};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -637,8 +638,14 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         bar.inc(1);
         bar.set_message(format!("seed {} test {:.4}", r.seed, r.test_acc));
     };
+    // A line per epoch above the spinner (a terminal only, as the spinner).
+    let max_epochs = cfg.epochs;
+    let on_epoch = |seed: u64, r: &EpochRecord| bar.println(epoch_line(seed, r, max_epochs));
     let (runs, dist_report) = match ready {
-        Ready::One(p) => (p.fit_seeds(&cfg, &seeds, 0, None, &on_done)?, None),
+        Ready::One(p) => (
+            p.fit_seeds_watched(&cfg, &seeds, 0, None, Some(EpochHook(&on_epoch)), &on_done)?,
+            None,
+        ),
         Ready::Rank(r, job) => {
             let (runs, report) = dist::fit_seeds(job, *r, &cfg, &seeds, &on_done)?;
             (runs, Some(report))

@@ -94,6 +94,7 @@ pub(super) fn json_report(
     if let Some(obj) = j.as_object_mut() {
         // Apart from the macro above, whose nesting is at its limit.
         obj.insert("sample_ms_median".into(), t.sample_median.into());
+        obj.extend(batch_sizes_json(runs));
         if let Some(e) = extra {
             obj.extend(e);
         }
@@ -121,6 +122,27 @@ pub(crate) fn plural(n: usize, one: &str) -> String {
     } else {
         format!("{n} {one}s")
     }
+}
+
+/// The progress line of an epoch of a run of at most `max_epochs`: its losses and accuracies,
+/// its time (and sampling's), and the time the remaining epochs would take at its pace.
+pub(super) fn epoch_line(seed: u64, r: &EpochRecord, max_epochs: usize) -> String {
+    let left = max_epochs.saturating_sub(r.epoch + 1) as f64 * r.epoch_ms / 1e3;
+    let sampling = if r.sample_ms > 0.0 {
+        format!(" (sampling {:.0} ms)", r.sample_ms)
+    } else {
+        String::new()
+    };
+    format!(
+        "seed {seed} epoch {}/{max_epochs}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}; \
+         {:.0} ms{sampling}, at most {left:.0} s to go",
+        r.epoch + 1,
+        r.train_loss,
+        r.train_acc,
+        r.val_loss,
+        r.val_acc,
+        r.epoch_ms,
+    )
 }
 
 /// A median time in ms, or why there is none (every epoch fell in the warm-up).
@@ -178,6 +200,37 @@ pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
             v
         }
     }
+}
+
+/// The batches' sizes over every run: `batches_per_epoch`, `batch_nodes` and `batch_edges`
+/// (`mean`, `max`); nulls for full batch.
+fn batch_sizes_json(runs: &[RunResult]) -> serde_json::Map<String, serde_json::Value> {
+    let stats: Vec<_> = runs.iter().filter_map(|r| r.batches).collect();
+    let mut m = serde_json::Map::new();
+    let Some(first) = stats.first() else {
+        for key in ["batches_per_epoch", "batch_nodes", "batch_edges"] {
+            m.insert(key.into(), serde_json::Value::Null);
+        }
+        return m;
+    };
+    let built: u64 = stats.iter().map(|s| s.built).sum();
+    let mean = |sum: u64| sum as f64 / built.max(1) as f64;
+    m.insert("batches_per_epoch".into(), first.batches_per_epoch.into());
+    m.insert(
+        "batch_nodes".into(),
+        json!({
+            "mean": mean(stats.iter().map(|s| s.nodes_sum).sum()),
+            "max": stats.iter().map(|s| s.nodes_max).max(),
+        }),
+    );
+    m.insert(
+        "batch_edges".into(),
+        json!({
+            "mean": mean(stats.iter().map(|s| s.edges_sum).sum()),
+            "max": stats.iter().map(|s| s.edges_max).max(),
+        }),
+    );
+    m
 }
 
 /// The stop rule as JSON: `{"rule": "kipf", "window": 10}`, as the flags spell it.
