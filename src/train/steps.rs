@@ -158,9 +158,11 @@ impl<'a, F: Scalar> Steps<'a, F> {
         let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
         let mut options = model.options();
         options.varying_graph = true;
+        options.separate_eval = true;
         model.set_options(options);
-        // One plan for the whole graph (evaluation) serves every batch.
-        model.reserve(total, data.x)?;
+        // Training planned for the largest batch; evaluation plans its own workspace for the
+        // whole graph, forward only.
+        model.reserve(b.sampler.max_nodes().clamp(1, total), data.x)?;
         Ok(Steps::Batches {
             batches: b,
             src,
@@ -267,7 +269,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
 /// As [`Model::train_pass`].
 ///
 /// # Panics
-/// If `train` is empty or the labels do not match the model (check them first, as [`fit`]
+/// If `train` is empty or the labels do not match the model (check them first, as [`fit`](super::fit)
 /// does).
 #[allow(clippy::too_many_arguments)]
 pub fn train_step<F: Scalar>(

@@ -118,3 +118,60 @@ fn cluster_batches_learn_and_replay_in_pools_of_one_and_two_threads() {
         one.test_acc, full.test_acc
     );
 }
+
+/// Evaluation in a workspace of its own (planned forward only, what mini-batch training sets)
+/// gives the logits and every layer representation of an evaluation in training's workspace,
+/// bit for bit: every architecture, each normalisation layer, with checkpointing, on dense and
+/// sparse features, after a few training steps (BatchNorm's running statistics set).
+#[test]
+fn evaluation_in_its_own_workspace_is_evaluation_bit_for_bit() {
+    let (d, adj) = data(300);
+    for sparse in [false, true] {
+        let x = Features::dense(d.features.to_dense());
+        let x = if sparse { x.into_sparse_if(1.0) } else { x };
+        for arch in Arch::all() {
+            for (norm, checkpoint) in [
+                (NormKind::None, 0),
+                (NormKind::Batch, 1),
+                (
+                    NormKind::Pair(sparse_gcn::nn::pair_norm::PairNormMode::Pn),
+                    0,
+                ),
+            ] {
+                let cfg = ModelConfig {
+                    hidden_dim: 16,
+                    norm,
+                    bias: true,
+                    checkpoint,
+                    input_dropout: 0.2,
+                    ..ModelConfig::deep(arch, 3)
+                };
+                let train = TrainConfig {
+                    model: cfg.clone(),
+                    epochs: 3,
+                    stop: StopRule::Never,
+                    ..Default::default()
+                };
+                let data = TrainData::new(&adj, &x, &d.labels, d.n_classes, &d.split);
+                let (_, mut model) = fit_model(&data, &train, 1, &FitOptions::default()).unwrap();
+                let mut lean = model.clone();
+                let mut opts = lean.options();
+                opts.separate_eval = true;
+                lean.set_options(opts);
+                let reps = |m: &mut sparse_gcn::nn::Model<f32>| {
+                    let mut out = Vec::new();
+                    m.visit_representations(&adj, &x, Par::Rayon, &mut |l, h| {
+                        out.push((l, h.iter().map(|v| v.to_bits()).collect::<Vec<_>>()))
+                    })
+                    .unwrap();
+                    let z = m.predict(&adj, &x, Par::Rayon).unwrap();
+                    (out, z.iter().map(|v| v.to_bits()).collect::<Vec<_>>())
+                };
+                assert!(
+                    reps(&mut model) == reps(&mut lean),
+                    "{arch} {norm:?} checkpoint {checkpoint} sparse {sparse}"
+                );
+            }
+        }
+    }
+}

@@ -503,6 +503,7 @@ impl ModelConfig {
                 0 => Checkpointing::None,
                 k => Checkpointing::Every(k),
             },
+            separate_eval: false,
         }
     }
 

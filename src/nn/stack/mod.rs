@@ -135,6 +135,12 @@ pub struct StackOptions {
     /// Activation checkpointing of the hidden blocks (with it, the dropped input is also
     /// drawn again for its reads after the loss instead of being held through the pass).
     pub checkpoint: Checkpointing,
+    /// Evaluation passes run in a workspace of their own, planned for evaluation only (every
+    /// value freed after its last forward read, the calls' saved states sharing buffers): what
+    /// mini-batch training sets, training's workspace planned for the largest batch and
+    /// evaluation's for the whole graph. The same bits as an evaluation pass in training's
+    /// workspace.
+    pub separate_eval: bool,
 }
 
 /// How a stack's nodes are wired besides their inputs ([`Model::from_nodes`]).
@@ -183,6 +189,8 @@ pub struct Model<F: Scalar> {
     pub(crate) blocks: Vec<Range<usize>>,
     pub(crate) opts: StackOptions,
     ws: Option<Box<Workspace<F>>>,
+    /// Evaluation's workspace under [`StackOptions::separate_eval`].
+    eval_ws: Option<Box<Workspace<F>>>,
 }
 
 impl<F: Scalar> Clone for Model<F> {
@@ -198,6 +206,7 @@ impl<F: Scalar> Clone for Model<F> {
             blocks: self.blocks.clone(),
             opts: self.opts,
             ws: None,
+            eval_ws: None,
         }
     }
 }
@@ -263,6 +272,7 @@ impl<F: Scalar> Model<F> {
             blocks: wiring.blocks,
             opts,
             ws: None,
+            eval_ws: None,
         })
     }
 
@@ -276,6 +286,7 @@ impl<F: Scalar> Model<F> {
         if opts != self.opts {
             self.opts = opts;
             self.ws = None;
+            self.eval_ws = None;
         }
     }
 
@@ -408,6 +419,7 @@ impl<F: Scalar> Model<F> {
     /// only: a pass on other data never reuses them, see [`Model::train_pass`]).
     pub fn release(&mut self) {
         self.ws = None;
+        self.eval_ws = None;
         for node in &mut self.nodes {
             node.layer.release();
         }
@@ -425,15 +437,31 @@ impl<F: Scalar> Model<F> {
     /// [`Error::Mismatch`](crate::Error::Mismatch) when an input's width is not the one its
     /// layer reads ([`Spec::in_dim`](super::Spec::in_dim)).
     pub fn reserve(&mut self, rows: usize, x: &Features<F>) -> Result<()> {
-        let ws = self.workspace(rows, x)?;
+        let ws = self.workspace(rows, x, false)?;
         self.ws = Some(ws);
         Ok(())
     }
 
-    /// The workspace for passes of `n` rows on these features: the one planned, if it holds
-    /// them, else one planned and allocated for them.
-    fn workspace(&mut self, n: usize, x: &Features<F>) -> Result<Box<Workspace<F>>> {
-        if let Some(mut ws) = self.ws.take() {
+    /// Whether an evaluation pass (`eval`) runs in evaluation's own workspace
+    /// ([`StackOptions::separate_eval`]).
+    fn own_eval(&self, eval: bool) -> bool {
+        eval && self.opts.separate_eval
+    }
+
+    /// Where the workspace of a pass (an evaluation pass: `eval`) is kept.
+    fn slot(&mut self, eval: bool) -> &mut Option<Box<Workspace<F>>> {
+        if self.own_eval(eval) {
+            &mut self.eval_ws
+        } else {
+            &mut self.ws
+        }
+    }
+
+    /// The workspace for passes (evaluation passes: `eval`) of `n` rows on these features:
+    /// the one planned, if it holds them, else one planned and allocated for them (taken out
+    /// of its slot).
+    fn workspace(&mut self, n: usize, x: &Features<F>, eval: bool) -> Result<Box<Workspace<F>>> {
+        if let Some(mut ws) = self.slot(eval).take() {
             let p = &ws.plan;
             if n <= p.cap && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
                 // The dropped copy of sparse features has their pattern: other features
@@ -447,7 +475,7 @@ impl<F: Scalar> Model<F> {
                 return Ok(ws);
             }
         }
-        let plan = self.plan(n, x)?;
+        let plan = self.plan(n, x, self.own_eval(eval))?;
         // Fresh zeroed memory, not yet touched: advised for huge pages before its first write
         // (the n-row buffers an SpMM gathers rows of; nothing on a small graph).
         let zeros = |len: usize| {
@@ -486,7 +514,7 @@ impl<F: Scalar> Model<F> {
     /// # Errors
     /// As [`Model::reserve`].
     pub(crate) fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
-        let plan = self.plan(n, x)?;
+        let plan = self.plan(n, x, false)?;
         let f = std::mem::size_of::<F>();
         let sum = |v: &[usize]| v.iter().sum::<usize>();
         let saved: usize = plan
@@ -517,6 +545,7 @@ impl<F: Scalar> Model<F> {
         &mut self,
         adj: &dyn Propagate<F>,
         x: &Features<F>,
+        eval: bool,
     ) -> Result<Box<Workspace<F>>> {
         let (n, n_src) = adj.shape();
         if n != n_src {
@@ -533,10 +562,10 @@ impl<F: Scalar> Model<F> {
                 got: x.n_rows(),
             });
         }
-        let ws = self.workspace(n, x)?;
+        let ws = self.workspace(n, x, eval)?;
         let checked = adj.caps().check(ws.plan.needs);
         if let Err(e) = checked {
-            self.ws = Some(ws);
+            *self.slot(eval) = Some(ws);
             return Err(e.into());
         }
         Ok(ws)
@@ -565,7 +594,7 @@ impl<F: Scalar> Model<F> {
         par: Par,
         loss: &mut dyn FnMut(ArrayViewMut2<'_, F>, Sums<'_, F>) -> bool,
     ) -> Result<()> {
-        let mut ws = self.pass_workspace(adj, x)?;
+        let mut ws = self.pass_workspace(adj, x, false)?;
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
         }
@@ -627,7 +656,7 @@ impl<F: Scalar> Model<F> {
         par: Par,
         f: &mut dyn FnMut(ArrayView2<'_, F>, Sums<'_, F>),
     ) -> Result<()> {
-        let mut ws = self.pass_workspace(adj, x)?;
+        let mut ws = self.pass_workspace(adj, x, true)?;
         let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, &mut |_, _| {});
         if res.is_ok() {
             let n = x.n_rows();
@@ -635,7 +664,7 @@ impl<F: Scalar> Model<F> {
             let sums = ws.sums.sums(adj.collective(), adj.rows());
             f(view(&ws.pool[ws.plan.out_slot], (n, c)), sums);
         }
-        self.ws = Some(ws);
+        *self.slot(true) = Some(ws);
         res
     }
 
@@ -666,9 +695,9 @@ impl<F: Scalar> Model<F> {
         par: Par,
         f: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) -> Result<()> {
-        let mut ws = self.pass_workspace(adj, x)?;
+        let mut ws = self.pass_workspace(adj, x, true)?;
         let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, f);
-        self.ws = Some(ws);
+        *self.slot(true) = Some(ws);
         res
     }
 }

@@ -230,6 +230,7 @@ pub(super) fn read(meta: &HashMap<String, String>) -> Result<Read, String> {
             options: StackOptions {
                 varying_graph: r.parsed("varying_graph", "true or false")?,
                 checkpoint,
+                separate_eval: false,
             },
         },
         in_dim,

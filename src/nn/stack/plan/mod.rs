@@ -109,11 +109,14 @@ impl Plan {
 }
 
 impl<F: Scalar> Model<F> {
-    /// The plan for passes of at most `cap` rows on features like `x`.
+    /// The plan for passes of at most `cap` rows on features like `x`; with `eval`, for
+    /// evaluation passes only (no backward: every value freed after its last forward read,
+    /// the saved states of the calls sharing their buffers, no gradient but ∂L/∂logits over
+    /// the logits).
     ///
     /// # Errors
     /// [`Error::Mismatch`] when an input's width is not the one its layer reads.
-    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>) -> Result<Plan> {
+    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>, eval: bool) -> Result<Plan> {
         let has_params: Vec<bool> = self
             .nodes
             .iter_mut()
@@ -149,18 +152,33 @@ impl<F: Scalar> Model<F> {
                 got,
             });
         }
-        let segments = segments::segments(&self.blocks, self.opts.checkpoint, &d.specs);
+        let segments = if eval {
+            Vec::new()
+        } else {
+            segments::segments(&self.blocks, self.opts.checkpoint, &d.specs)
+        };
         // Under checkpointing, a dense X̃ read after the loss (by a layer that keeps it, or by
         // a recomputed one) is drawn again just before that read, from the same stream
         // positions, rather than held from the forward pass.
-        let redraw = self.opts.checkpoint != Checkpointing::None && xd_dropped && !x_sparse;
+        let redraw =
+            !eval && self.opts.checkpoint != Checkpointing::None && xd_dropped && !x_sparse;
         let reads_xd = |c: usize| inputs[c].contains(&Src::Xd);
         let late = |e: Ev| match e {
             Ev::Rec(c) => reads_xd(c),
             Ev::Bwd(c) => reads_xd(c) && d.specs[c].keeps_input,
             _ => false,
         };
-        let tl = events::timeline(nodes.len(), &segments, redraw, &late);
+        let tl = if eval {
+            events::eval_timeline(nodes.len())
+        } else {
+            events::timeline(nodes.len(), &segments, redraw, &late)
+        };
+        // Which outputs need a gradient: none in evaluation.
+        let need = if eval {
+            vec![false; nodes.len()]
+        } else {
+            d.need.clone()
+        };
         let st = Stack {
             inputs,
             specs: &d.specs,
@@ -169,12 +187,12 @@ impl<F: Scalar> Model<F> {
             xd_dense: xd_dropped && !x_sparse,
         };
         let mut v = values::values(&st, &tl);
-        let g = grads::grads(&st, &tl, &mut v, &d.need, true);
+        let g = grads::grads(&st, &tl, &mut v, &need, true);
         // Each node's temporaries, with its over-input grant.
         let reqs: Vec<Req> = (0..st.len())
             .map(|c| d.specs[c].scratch_of(g.over[c].is_some()))
             .collect();
-        let scr = calls::scratch(&tl, &mut v, &reqs, &d.need);
+        let scr = calls::scratch(&tl, &mut v, &reqs, &need);
         // (A handoff chain's buffer takes its largest member's size in `assign`.)
         let (slot, pool_sizes) = v.vals.assign();
         let saved_reqs: Vec<Req> = d.specs.iter().map(|s| s.saved).collect();
@@ -193,7 +211,7 @@ impl<F: Scalar> Model<F> {
         let rec: Vec<Option<Call>> = (0..n_nodes)
             .map(|c| tl.seg_of[c].map(|_| parts.call(c, true)))
             .collect();
-        let bwd: Vec<BwdCall> = (0..n_nodes).map(|c| parts.bwd(c, d.need[c])).collect();
+        let bwd: Vec<BwdCall> = (0..n_nodes).map(|c| parts.bwd(c, need[c])).collect();
         let scratch = reqs
             .iter()
             .map(|r| Req { f: 0, ..*r })

@@ -17,6 +17,11 @@ fn gcn_plan(n: usize, order: Order) -> Plan {
 
 /// [`gcn_plan`] with `--checkpoint-every k` (0: none).
 fn gcn_plan_checkpointed(n: usize, order: Order, k: usize) -> Plan {
+    gcn_plan_for(n, order, k, false)
+}
+
+/// [`gcn_plan_checkpointed`], for evaluation only with `eval`.
+fn gcn_plan_for(n: usize, order: Order, k: usize, eval: bool) -> Plan {
     let d = CitationLike {
         n_nodes: n,
         n_classes: 5,
@@ -41,7 +46,41 @@ fn gcn_plan_checkpointed(n: usize, order: Order, k: usize) -> Plan {
     let mut m = cfg
         .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
         .unwrap();
-    m.plan(n, &x).expect("a plan")
+    m.plan(n, &x, eval).expect("a plan")
+}
+
+/// Evaluation only, a 3-layer GCN holds what one call reads and writes (its input, H·W or
+/// Â·H, its output: three n × hidden buffers, the logits in one of them); no X̃, no gradient,
+/// and at most one saved-state buffer shared by every call, against five pool buffers and a
+/// saved state per call for training.
+#[test]
+fn an_evaluation_plan_holds_one_call_s_values() {
+    let (n, h) = (60, 32);
+    for order in [Order::TransformFirst, Order::AggregateFirst] {
+        let train = gcn_plan_for(n, order, 0, false);
+        let eval = gcn_plan_for(n, order, 0, true);
+        let total = |p: &Plan| p.pool_sizes.iter().sum::<usize>();
+        assert!(
+            total(&eval) <= 3 * n * h,
+            "{order:?}: {:?}",
+            eval.pool_sizes
+        );
+        let saved = |p: &Plan| p.saved_sizes.iter().map(|r| r.f).sum::<usize>();
+        assert!(
+            total(&eval) + saved(&eval) < total(&train) + saved(&train),
+            "{order:?}: {:?} {:?} vs {:?} {:?}",
+            eval.pool_sizes,
+            eval.saved_sizes,
+            train.pool_sizes,
+            train.saved_sizes
+        );
+        assert!(
+            eval.saved_sizes.len() <= 1,
+            "{order:?}: {:?}",
+            eval.saved_sizes
+        );
+        assert!(eval.bwd.len() == train.bwd.len() && eval.specs == train.specs);
+    }
 }
 
 /// A 3-layer GCN (transform first, dropout on the input and between layers) needs at any
@@ -155,7 +194,7 @@ fn every_layer_s_requests_grow_with_the_rows() {
                     let mut m = cfg
                         .build(&adj, x, None, &mut ChaCha8Rng::seed_from_u64(0))
                         .unwrap();
-                    let plan = m.plan(300, x).expect("a plan");
+                    let plan = m.plan(300, x, false).expect("a plan");
                     for (i, node) in m.nodes().iter().enumerate() {
                         let descs = &plan.descs[i];
                         let mut prev = node.layer.spec(descs, 1);
