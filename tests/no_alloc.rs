@@ -603,3 +603,61 @@ fn a_plan_for_n_rows_runs_passes_of_fewer_rows_without_allocating() {
         }
     }
 }
+
+/// Mini-batches (Cluster-GCN's and GraphSAINT's, with its normalisation) allocate nothing per
+/// epoch either: the batch's buffers are reserved for the largest batch before the first one,
+/// the training workspace is planned for it and evaluation's for the whole graph, and the
+/// samplers draw into kept storage. Dense features; every architecture with BatchNorm.
+#[test]
+fn mini_batches_allocate_nothing_per_epoch() {
+    use sparse_gcn::sample::{ClusterSampler, Clusters, NodeSampler, SaintKind, SaintSampler};
+    use sparse_gcn::train::{fit_model, Batches};
+    let (d, adj) = data();
+    let x = features(&d, false);
+    let cluster = ClusterSampler::new(&d.graph, 12, 3, Clusters::Community).unwrap();
+    let saint = SaintSampler::new(
+        &d.graph,
+        SaintKind::RandomWalk { walk_length: 2 },
+        40,
+        Some(4),
+        5.0,
+        0,
+    )
+    .unwrap();
+    let samplers: [(&str, &dyn NodeSampler); 2] = [("cluster", &cluster), ("saint-rw", &saint)];
+    let mut models = vec![ModelConfig::default()];
+    models.extend(Arch::all().into_iter().map(|arch| ModelConfig {
+        hidden_dim: 16,
+        norm: NormKind::Batch,
+        ..ModelConfig::deep(arch, 3)
+    }));
+    for threads in [1, 2] {
+        let pool = pool(threads);
+        for (name, sampler) in samplers {
+            for model in &models {
+                let run = |epochs: usize| {
+                    let cfg = TrainConfig {
+                        model: model.clone(),
+                        epochs,
+                        stop: StopRule::Patience { patience: 1000 },
+                        par: Par::Rayon,
+                        ..Default::default()
+                    };
+                    let opts = FitOptions {
+                        batches: Some(Batches {
+                            sampler,
+                            graph: &d.graph,
+                            norm: Norm::Symmetric,
+                        }),
+                        ..FitOptions::default()
+                    };
+                    let data = TrainData::new(&adj, &x, &d.labels, d.n_classes, &d.split);
+                    let (r, _) = fit_model(&data, &cfg, 7, &opts).unwrap();
+                    assert_eq!(r.history.len(), epochs);
+                };
+                let what = format!("{name} batches, {}", model.arch);
+                assert_epoch_independent_in(&pool, &what, threads, &run);
+            }
+        }
+    }
+}

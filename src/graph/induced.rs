@@ -17,6 +17,15 @@ impl Graph {
         }
     }
 
+    /// Makes room in `self` (a graph [`Graph::induced_into`] writes) for subgraphs of up to
+    /// `nodes` nodes and `entries` stored entries, so that writing them allocates nothing.
+    pub(crate) fn reserve_induced(&mut self, nodes: usize, entries: usize) {
+        self.indptr
+            .reserve((nodes + 1).saturating_sub(self.indptr.len()));
+        self.indices
+            .reserve(entries.saturating_sub(self.indices.len()));
+    }
+
     /// Overwrites `out` with the subgraph of `self` induced by `nodes` (distinct ids below
     /// [`Graph::n_nodes`], in the order of the subgraph's nodes: node k of `out` is
     /// `nodes[k]`): row k lists the positions in `nodes` of `nodes[k]`'s neighbours that are in

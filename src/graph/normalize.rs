@@ -187,6 +187,27 @@ impl<F: Scalar> NormAdj<F> {
         self.store_transpose(symmetric, cap, fill, spare);
     }
 
+    /// Makes room in an empty Â (and in `spare`) for up to `n` nodes and `nnz` entries of Â
+    /// and of Âᵀ, so that `NormAdj::assign_filtered` and `NormAdj::rewrite_values` on such
+    /// subgraphs allocate nothing.
+    pub(crate) fn reserve(&mut self, n: usize, nnz: usize, spare: &mut AdjScratch<F>) {
+        let empty = |n: usize, nnz: usize| {
+            let mut ip = Vec::with_capacity(n + 1);
+            ip.push(0usize);
+            Csr::new_trusted_pub((0, 0), ip, Vec::with_capacity(nnz), Vec::with_capacity(nnz))
+        };
+        if self.a.nnz() == 0 && self.a.rows() == 0 {
+            self.a = empty(n, nnz);
+        }
+        if self.a_t.is_none() && spare.a_t.is_none() {
+            spare.a_t = Some(empty(n, nnz));
+        }
+        spare.fill.reserve((n + 1).saturating_sub(spare.fill.len()));
+        spare
+            .inv_sqrt
+            .reserve(n.saturating_sub(spare.inv_sqrt.len()));
+    }
+
     /// Rewrites Â's values in storage order, entry (i, j) getting `value(i, j, e)` where `e`
     /// counts the entries from 0; the entries stay, Âᵀ is stored (the new values need not be
     /// symmetric) and Â gets a fresh id. What GraphSAINT's batches do to the structure

@@ -201,6 +201,23 @@ impl<F: Scalar> Features<F> {
         matches!(self.repr, Repr::Sparse(_))
     }
 
+    /// `Features::select_rows` into `out` (a fresh id): dense rows are gathered into `out`'s
+    /// storage when it is dense (no allocation once it has held as many values); sparse
+    /// features are built anew.
+    pub(crate) fn select_rows_into(&self, rows: &[u32], out: &mut Features<F>) {
+        match (&self.repr, &mut out.repr) {
+            (Repr::Dense(x), Repr::Dense(o)) => {
+                let d = x.ncols();
+                let (mut v, _) = std::mem::take(o).into_raw_vec_and_offset();
+                crate::kernels::rows::gather_rows_into(x.view(), rows, &mut v);
+                *o = Array2::from_shape_vec((rows.len(), d), v)
+                    .unwrap_or_else(|_| unreachable!("rows·d elements were written"));
+                out.id = DataId::fresh();
+            }
+            _ => *out = self.select_rows(rows),
+        }
+    }
+
     /// The rows `rows` (any order, repeats allowed): row k of the result is row `rows[k]`,
     /// stored as `self` is (sparse rows keep their column order; Xᵀ is recomputed).
     ///

@@ -178,22 +178,31 @@ pub(crate) fn gather_rows<F: Clone + Send + Sync>(
     a: ndarray::ArrayView2<'_, F>,
     rows: &[u32],
 ) -> ndarray::Array2<F> {
+    let mut v = Vec::new();
+    gather_rows_into(a, rows, &mut v);
+    ndarray::Array2::from_shape_vec((rows.len(), a.ncols()), v)
+        .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
+}
+
+/// [`gather_rows`] into `v` (cleared first; no allocation once it has held as many
+/// elements), row-major: `v[r·d + c] = a[rows[r], c]`.
+pub(crate) fn gather_rows_into<F: Clone + Send + Sync>(
+    a: ndarray::ArrayView2<'_, F>,
+    rows: &[u32],
+    v: &mut Vec<F>,
+) {
     use rayon::prelude::*;
     let d = a.ncols();
     if d == 0 || rows.is_empty() {
-        return ndarray::Array2::from_shape_fn((rows.len(), d), |(r, c)| {
-            a[[rows[r] as usize, c]].clone()
-        });
+        v.clear();
+        return;
     }
     // Every element in parallel, written in place (an indexed collect): each is a copy, so
     // the result is the serial one.
-    let mut v = Vec::new();
     (0..rows.len() * d)
         .into_par_iter()
         .map(|e| a[[rows[e / d] as usize, e % d]].clone())
-        .collect_into_vec(&mut v);
-    ndarray::Array2::from_shape_vec((rows.len(), d), v)
-        .unwrap_or_else(|_| unreachable!("rows·d elements were written"))
+        .collect_into_vec(v);
 }
 
 #[cfg(test)]

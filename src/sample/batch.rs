@@ -105,6 +105,38 @@ impl<F: Scalar> Batch<F> {
         }
     }
 
+    /// Makes room for batches of up to `max_nodes` nodes of `src` (their entries bounded by
+    /// the `max_nodes` largest rows of Ã), so that filling them allocates nothing: what
+    /// training calls once before its first batch.
+    pub fn reserve(&mut self, src: &BatchSource<'_, F>, max_nodes: usize) {
+        let g = src.graph;
+        let n = g.n_nodes();
+        let max_nodes = max_nodes.min(n);
+        let mut degrees: Vec<usize> = (0..n).map(|i| g.degree(i)).collect();
+        degrees.sort_unstable_by(|a, b| b.cmp(a));
+        let entries: usize = degrees[..max_nodes].iter().sum();
+        // Ã's rows: every stored entry and a self-loop.
+        let tilde = entries + max_nodes;
+        self.nodes.reserve(max_nodes);
+        self.pos.resize(n, u32::MAX);
+        self.graph.reserve_induced(max_nodes, entries);
+        self.adj.reserve(max_nodes, tilde, &mut self.spare);
+        self.labels.reserve(max_nodes);
+        self.weights.reserve(max_nodes);
+        self.entry_of.reserve(tilde);
+        let mut train = std::mem::take(&mut self.train).into_indices();
+        train.clear();
+        train.reserve(max_nodes);
+        self.train = Mask::try_from_indices(train, 0).unwrap_or_default();
+        if !src.x.is_sparse() {
+            let d = src.x.n_cols();
+            let v = Vec::with_capacity(max_nodes * d);
+            if let Ok(x) = ndarray::Array2::from_shape_vec((0, d), v) {
+                self.x = Features::dense(x);
+            }
+        }
+    }
+
     /// Makes this batch `index` of `epoch` for `seed` of `sampler` on `src`: its nodes, the
     /// subgraph they induce ([`Graph::induced_into`]), its Â normalised on the batch (bit for
     /// bit `NormAdj::new` of that subgraph, with a fresh id), its rows of X, labels, and its
@@ -144,7 +176,7 @@ impl<F: Scalar> Batch<F> {
             .induced_into(&self.nodes, &mut self.pos, &mut self.graph);
         self.adj
             .assign_filtered(&self.graph, src.norm, |_, _| true, &mut self.spare);
-        self.x = src.x.select_rows(&self.nodes);
+        src.x.select_rows_into(&self.nodes, &mut self.x);
         self.labels.clear();
         self.labels
             .extend(self.nodes.iter().map(|&v| src.labels[v as usize]));

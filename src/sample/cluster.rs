@@ -1,6 +1,6 @@
 //! Cluster-GCN's sampler: the graph cut once into parts, q random parts a batch.
 
-use rand::seq::SliceRandom;
+use rand::Rng;
 
 use super::{epoch_rng, NodeSampler};
 use crate::graph::Graph;
@@ -154,15 +154,66 @@ impl NodeSampler for ClusterSampler {
             "batch {index} of {}",
             self.batches()
         );
-        let mut order: Vec<u32> = (0..self.parts() as u32).collect();
-        order.shuffle(&mut epoch_rng(seed, epoch));
-        let end = ((index + 1) * self.per_batch).min(order.len());
+        // The epoch's order of parts: a pseudo-random permutation of the part ids keyed by the
+        // seed and the epoch, evaluated at this batch's positions only (no storage).
+        let perm = Permutation::new(self.parts() as u64, epoch_rng(seed, epoch).next_u64());
+        let end = ((index + 1) * self.per_batch).min(self.parts());
         nodes.clear();
-        for &k in &order[index * self.per_batch..end] {
-            nodes.extend_from_slice(self.part(k as usize));
+        for at in index * self.per_batch..end {
+            nodes.extend_from_slice(self.part(perm.at(at as u64) as usize));
         }
         nodes.sort_unstable();
     }
+}
+
+/// A pseudo-random permutation of 0..n keyed by a u64: a 4-round Feistel network on the
+/// smallest even number of bits covering n, walked until it lands below n (a bijection of
+/// 0..n, each position evaluated in O(1) expected steps, nothing stored).
+#[derive(Debug, Clone, Copy)]
+struct Permutation {
+    n: u64,
+    half: u32,
+    key: u64,
+}
+
+impl Permutation {
+    fn new(n: u64, key: u64) -> Self {
+        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
+        Permutation {
+            n,
+            half: bits.div_ceil(2),
+            key,
+        }
+    }
+
+    /// The element at position `i` (< n).
+    fn at(&self, i: u64) -> u64 {
+        let mut x = i;
+        loop {
+            x = self.feistel(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    fn feistel(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half) - 1;
+        let (mut l, mut r) = (x >> self.half, x & mask);
+        for round in 0..4u64 {
+            let f = splitmix(self.key ^ splitmix(round.wrapping_mul(0x9E37) ^ r)) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        (l << self.half) | r
+    }
+}
+
+/// SplitMix64's finaliser.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -222,6 +273,20 @@ mod tests {
         assert_eq!(sizes.iter().sum::<usize>(), 100);
         assert!(sizes.iter().all(|&z| z == 14 || z == 15), "{sizes:?}");
         assert_eq!(s.max_nodes(), 15);
+    }
+
+    #[test]
+    fn the_keyed_permutation_is_a_bijection_and_varies_with_its_key() {
+        for n in [1u64, 2, 3, 7, 64, 100, 1000] {
+            let p = Permutation::new(n, 42);
+            let mut seen: Vec<u64> = (0..n).map(|i| p.at(i)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n {n}");
+        }
+        let a: Vec<u64> = (0..100).map(|i| Permutation::new(100, 1).at(i)).collect();
+        let b: Vec<u64> = (0..100).map(|i| Permutation::new(100, 2).at(i)).collect();
+        assert_ne!(a, b);
+        assert_ne!(a, (0..100).collect::<Vec<_>>());
     }
 
     #[test]

@@ -163,10 +163,12 @@ impl<'a, F: Scalar> Steps<'a, F> {
         // Training planned for the largest batch; evaluation plans its own workspace for the
         // whole graph, forward only.
         model.reserve(b.sampler.max_nodes().clamp(1, total), data.x)?;
+        let mut batch = Box::new(Batch::new(b.norm));
+        batch.reserve(&src, b.sampler.max_nodes());
         Ok(Steps::Batches {
             batches: b,
             src,
-            batch: Box::new(Batch::new(b.norm)),
+            batch,
             seed,
             stats: BatchStats {
                 batches_per_epoch: b.sampler.batches(),
