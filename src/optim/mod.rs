@@ -10,8 +10,9 @@ pub use sgd::Sgd;
 use crate::nn::Param;
 use crate::Scalar;
 
-/// An optimiser over a model's parameters, visited in a fixed order.
-pub trait Optimizer<F: Scalar> {
+/// An optimiser over a model's parameters, visited in a fixed order. `Send`: a training step
+/// may run on another worker while the next mini-batch is built.
+pub trait Optimizer<F: Scalar>: Send {
     /// Applies one update to the parameter at position `index` of the visiting order, in
     /// weight-decay group `group` (the layer index), from its accumulated gradient.
     fn update(&mut self, index: usize, group: usize, p: &mut Param<F>);

@@ -252,7 +252,9 @@ pub struct EpochRecord {
     /// Wall time of forward + backward + optimiser step, ms (with mini-batches: every batch's,
     /// and building them).
     pub train_ms: f64,
-    /// Of `train_ms`, the time spent building the epoch's batches, ms (0 for full batch).
+    /// The time spent building the epoch's batches, ms (0 for full batch): the first before
+    /// training, each next one while the one before it trains (on another worker when one is
+    /// free), so only part of it adds to `train_ms`.
     pub sample_ms: f64,
     /// Wall time of the whole epoch including the evaluation pass, ms.
     pub epoch_ms: f64,

@@ -88,6 +88,8 @@ pub(super) enum Steps<'a, F: Scalar> {
         batches: Batches<'a>,
         src: BatchSource<'a, F>,
         batch: Box<Batch<F>>,
+        /// The batch built while `batch` trains.
+        next: Box<Batch<F>>,
         seed: u64,
         stats: BatchStats,
     },
@@ -165,10 +167,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
         model.reserve(b.sampler.max_nodes().clamp(1, total), data.x)?;
         let mut batch = Box::new(Batch::new(b.norm));
         batch.reserve(&src, b.sampler.max_nodes());
+        let mut next = Box::new(Batch::new(b.norm));
+        next.reserve(&src, b.sampler.max_nodes());
         Ok(Steps::Batches {
             batches: b,
             src,
             batch,
+            next,
             seed,
             stats: BatchStats {
                 batches_per_epoch: b.sampler.batches(),
@@ -224,37 +229,63 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 batches,
                 src,
                 batch,
+                next,
                 seed,
                 stats,
             } => {
                 let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
-                let mut sampling = std::time::Duration::ZERO;
-                for index in 0..batches.sampler.batches() {
-                    let t = std::time::Instant::now();
-                    batch.fill(src, batches.sampler, *seed, epoch, index)?;
-                    sampling += t.elapsed();
+                let n_batches = batches.sampler.batches();
+                let sampler = batches.sampler;
+                let seed = *seed;
+                let t = std::time::Instant::now();
+                batch.fill(src, sampler, seed, epoch, 0)?;
+                let mut sampling = t.elapsed();
+                for index in 0..n_batches {
                     stats.add(batch.nodes().len(), batch.graph().n_edges());
+                    // Batch index + 1 is built while this one trains (on another worker when
+                    // one is free): each is a function of (seed, epoch, index) alone, so the
+                    // bits are those of building them in turn.
+                    let current: &Batch<F> = batch;
+                    let (built, trained) = rayon::join(
+                        || {
+                            (index + 1 < n_batches).then(|| {
+                                let t = std::time::Instant::now();
+                                let r = next.fill(src, sampler, seed, epoch, index + 1);
+                                (r, t.elapsed())
+                            })
+                        },
+                        || {
+                            if current.train().is_empty() {
+                                return Ok(None);
+                            }
+                            train_step_weighted(
+                                &mut *model,
+                                &mut *opt,
+                                current.adj(),
+                                current.x(),
+                                current.labels(),
+                                current.train(),
+                                current.loss_weights(),
+                                &mut *drop_rng,
+                                par,
+                            )
+                            .map(Some)
+                        },
+                    );
                     let w = batch.train().len() as f64;
-                    if w == 0.0 {
-                        continue;
+                    if let Some((l, a)) = trained? {
+                        if !l.is_finite() {
+                            return Err(Error::NonFiniteLoss { epoch, loss: l });
+                        }
+                        loss += l * w;
+                        acc += a * w;
+                        weight += w;
                     }
-                    let (l, a) = train_step_weighted(
-                        model,
-                        opt,
-                        batch.adj(),
-                        batch.x(),
-                        batch.labels(),
-                        batch.train(),
-                        batch.loss_weights(),
-                        drop_rng,
-                        par,
-                    )?;
-                    if !l.is_finite() {
-                        return Err(Error::NonFiniteLoss { epoch, loss: l });
+                    if let Some((r, dt)) = built {
+                        r?;
+                        sampling += dt;
+                        std::mem::swap(batch, next);
                     }
-                    loss += l * w;
-                    acc += a * w;
-                    weight += w;
                 }
                 Ok((loss / weight, acc / weight, sampling.as_secs_f64() * 1e3))
             }
