@@ -137,6 +137,10 @@ impl NodeSampler for ClusterSampler {
         self.max_nodes
     }
 
+    fn partitions(&self) -> bool {
+        true
+    }
+
     fn check_graph(&self, graph: &Graph) -> Result<()> {
         if graph.n_nodes() != self.members.len() {
             return Err(Error::Mismatch {

@@ -173,6 +173,12 @@ pub trait NodeSampler: Send + Sync {
     /// [`crate::Error::Mismatch`] naming the difference.
     fn check_graph(&self, graph: &Graph) -> Result<()>;
 
+    /// Whether every epoch's batches partition the nodes (each node in exactly one batch):
+    /// what evaluation over batches needs.
+    fn partitions(&self) -> bool {
+        false
+    }
+
     /// GraphSAINT's counts, when the batches take its normalisation ([`SaintSampler`]).
     fn saint(&self) -> Option<&SaintCounts> {
         None

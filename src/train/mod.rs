@@ -166,6 +166,10 @@ pub struct TrainConfig {
     /// Full-batch or mini-batch training (the batches' sampler is built once per run set,
     /// from the prepared graph: see [`run::Prepared::fit_seeds`]).
     pub batch: BatchConfig,
+    /// Validation and test over the sampler's batches instead of the whole graph (a
+    /// sampler whose batches partition the nodes: Cluster-GCN's), never holding the whole
+    /// graph's activations.
+    pub eval_batches: bool,
 }
 
 impl Default for TrainConfig {
@@ -180,6 +184,7 @@ impl Default for TrainConfig {
             warmup: 5,
             par: Par::Rayon,
             batch: BatchConfig::Full,
+            eval_batches: false,
         }
     }
 }
@@ -365,6 +370,9 @@ pub struct FitOptions<'g> {
     pub batches: Option<Batches<'g>>,
     /// Called after each epoch with the run's seed and the epoch's record (progress).
     pub on_epoch: Option<EpochHook<'g>>,
+    /// Validation and test over the batches (see [`TrainConfig::eval_batches`]); needs
+    /// `batches` from a sampler whose batches partition the nodes.
+    pub eval_batches: bool,
 }
 
 /// A function called after each epoch ([`FitOptions::on_epoch`]) with the seed and the
@@ -655,11 +663,15 @@ pub fn train_model<F: Scalar>(
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
         let (mut val_loss, mut val_acc) = (f64::NAN, 0.0);
-        model.eval_pass(adj, x, par, &mut |logits, sums| {
-            val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, &sums)
-                .to_f64_lossless();
-            val_acc = accuracy_across(logits, labels, &split.valid, &sums);
-        })?;
+        if let Some([val, _]) = steps.eval(model, par)? {
+            (val_loss, val_acc) = val;
+        } else {
+            model.eval_pass(adj, x, par, &mut |logits, sums| {
+                val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, &sums)
+                    .to_f64_lossless();
+                val_acc = accuracy_across(logits, labels, &split.valid, &sums);
+            })?;
+        }
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
             epoch,
@@ -700,12 +712,16 @@ pub fn train_model<F: Scalar>(
         record(model, best_epoch, &mut layer_records)?;
     }
     let (mut val_acc, mut test_acc, mut test_loss) = (0.0, 0.0, f64::NAN);
-    model.eval_pass(adj, x, par, &mut |logits, sums| {
-        test_loss = softmax_cross_entropy_across(logits, labels, &split.test, None, &sums)
-            .to_f64_lossless();
-        val_acc = accuracy_across(logits, labels, &split.valid, &sums);
-        test_acc = accuracy_across(logits, labels, &split.test, &sums);
-    })?;
+    if let Some([val, test]) = steps.eval(model, par)? {
+        (val_acc, (test_loss, test_acc)) = (val.1, test);
+    } else {
+        model.eval_pass(adj, x, par, &mut |logits, sums| {
+            test_loss = softmax_cross_entropy_across(logits, labels, &split.test, None, &sums)
+                .to_f64_lossless();
+            val_acc = accuracy_across(logits, labels, &split.valid, &sums);
+            test_acc = accuracy_across(logits, labels, &split.test, &sums);
+        })?;
+    }
     model.release();
     Ok(RunResult {
         seed,

@@ -479,6 +479,7 @@ impl Prepared {
             rank_sample,
             batches: None,
             on_epoch: None,
+            eval_batches: cfg.eval_batches,
         }
     }
 

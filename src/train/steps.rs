@@ -92,7 +92,16 @@ pub(super) enum Steps<'a, F: Scalar> {
         next: Box<Batch<F>>,
         seed: u64,
         stats: BatchStats,
+        /// Validation and test nodes, for evaluation over the batches.
+        eval: Option<Box<EvalSets>>,
     },
+}
+
+/// The nodes evaluation over batches scores ([`FitOptions::eval_batches`]).
+pub(super) struct EvalSets {
+    valid: Vec<bool>,
+    test: Vec<bool>,
+    rows: Vec<u32>,
 }
 
 /// [`Steps::Full`].
@@ -108,6 +117,63 @@ pub(super) struct Full<'a, F: Scalar> {
 }
 
 impl<'a, F: Scalar> Steps<'a, F> {
+    /// Validation's and test's (loss, accuracy) over the batches of epoch 0 (every node once),
+    /// when the run evaluates on batches; `None` otherwise. A batch's loss and correct
+    /// predictions over its nodes of each set are summed in batch order and divided by the
+    /// set's size.
+    ///
+    /// # Errors
+    /// As [`Batch::fill`] and [`Model::eval_pass`].
+    pub(super) fn eval(
+        &mut self,
+        model: &mut Model<F>,
+        par: Par,
+    ) -> Result<Option<[(f64, f64); 2]>> {
+        let Steps::Batches {
+            batches,
+            src,
+            batch,
+            seed,
+            eval: Some(sets),
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        // [loss sum, correct, count] per set.
+        let mut acc = [[0.0f64; 3]; 2];
+        for index in 0..batches.sampler.batches() {
+            batch.fill(src, batches.sampler, *seed, 0, index)?;
+            for (k, member) in [&sets.valid, &sets.test].into_iter().enumerate() {
+                sets.rows.clear();
+                sets.rows.extend(
+                    (0..batch.nodes().len() as u32)
+                        .filter(|&r| member[batch.nodes()[r as usize] as usize]),
+                );
+                if sets.rows.is_empty() {
+                    continue;
+                }
+                let mask = Mask::try_from_indices(sets.rows.clone(), batch.nodes().len())?;
+                let m = mask.len() as f64;
+                model.eval_pass(batch.adj(), batch.x(), par, &mut |logits, sums| {
+                    let loss = crate::nn::loss::softmax_cross_entropy_across(
+                        logits,
+                        batch.labels(),
+                        &mask,
+                        None,
+                        &sums,
+                    );
+                    acc[k][0] += loss.to_f64_lossless() * m;
+                    acc[k][1] +=
+                        (accuracy_across(logits, batch.labels(), &mask, &sums) * m).round();
+                    acc[k][2] += m;
+                })?;
+            }
+        }
+        let mean = |a: [f64; 3]| (a[0] / a[2], a[1] / a[2]);
+        Ok(Some([mean(acc[0]), mean(acc[1])]))
+    }
+
     /// The sizes of the batches built so far (`None` for full batch).
     pub(super) fn stats(&self) -> Option<BatchStats> {
         match self {
@@ -130,6 +196,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
     ) -> Result<Self> {
         let rate = model.config().map_or(0.0, |c| c.drop_edge);
         let edge_rng = rng_stream(seed, 2);
+        if opts.eval_batches && opts.batches.is_none() {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                name: "eval_batches",
+                value: 1.0,
+                rule: "only with mini-batches (FitOptions::batches)",
+            }));
+        }
         let Some(b) = opts.batches else {
             let drop_edge = super::drop_edge_source(rate, data.adj, opts)?;
             return Ok(Steps::Full(Box::new(Full {
@@ -158,6 +231,29 @@ impl<'a, F: Scalar> Steps<'a, F> {
             });
         }
         let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
+        let eval = if opts.eval_batches {
+            if !b.sampler.partitions() {
+                return Err(Error::Config(ConfigError::OutOfRange {
+                    name: "eval_batches",
+                    value: 1.0,
+                    rule: "only with a sampler whose batches partition the nodes (Cluster-GCN)",
+                }));
+            }
+            let member = |m: &crate::data::Mask| {
+                let mut v = vec![false; total];
+                for &i in m.indices() {
+                    v[i as usize] = true;
+                }
+                v
+            };
+            Some(Box::new(EvalSets {
+                valid: member(&data.split.valid),
+                test: member(&data.split.test),
+                rows: Vec::new(),
+            }))
+        } else {
+            None
+        };
         let mut options = model.options();
         options.varying_graph = true;
         options.separate_eval = true;
@@ -175,6 +271,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
             batch,
             next,
             seed,
+            eval,
             stats: BatchStats {
                 batches_per_epoch: b.sampler.batches(),
                 ..BatchStats::default()
@@ -232,6 +329,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 next,
                 seed,
                 stats,
+                ..
             } => {
                 let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
                 let n_batches = batches.sampler.batches();

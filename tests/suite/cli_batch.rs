@@ -177,6 +177,25 @@ fn a_cluster_run_replays_its_history_at_one_and_two_threads() {
 }
 
 #[test]
+fn a_cluster_run_evaluated_on_its_batches_replays_its_history_at_one_and_two_threads() {
+    replays(
+        "cluster-eval-batch-history",
+        &[
+            "--batch",
+            "cluster",
+            "--parts",
+            "30",
+            "--parts-per-batch",
+            "6",
+            "--clusters",
+            "community",
+            "--eval",
+            "batch",
+        ],
+    );
+}
+
+#[test]
 fn every_graphsaint_run_replays_its_history_at_one_and_two_threads() {
     for (name, batch) in [
         (

@@ -175,3 +175,59 @@ fn evaluation_in_its_own_workspace_is_evaluation_bit_for_bit() {
         }
     }
 }
+
+/// Evaluation over the batches of one part (the whole graph) scores what evaluation on the
+/// whole graph does: the same accuracies, the losses to rounding; over 24 parts it differs
+/// (edges between parts are cut) but still measures a model that learnt.
+#[test]
+fn evaluation_over_batches_of_the_whole_graph_is_full_evaluation() {
+    let (d, adj) = data(600);
+    let n = d.graph.n_nodes();
+    let whole = ClusterSampler::from_parts(&vec![0; n], 1, 1).unwrap();
+    let parts = ClusterSampler::new(&d.graph, 24, 4, Clusters::Community).unwrap();
+    let cfg = TrainConfig {
+        epochs: 20,
+        stop: StopRule::Never,
+        ..Default::default()
+    };
+    let go = |sampler: &dyn NodeSampler, eval_batches: bool| {
+        let data = TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &d.split);
+        let opts = FitOptions {
+            batches: Some(Batches {
+                sampler,
+                graph: &d.graph,
+                norm: Norm::Symmetric,
+            }),
+            eval_batches,
+            ..FitOptions::default()
+        };
+        fit_model(&data, &cfg, 3, &opts).unwrap().0
+    };
+    let (full, batched) = (go(&whole, false), go(&whole, true));
+    assert_eq!(full.test_acc, batched.test_acc);
+    assert_eq!(full.val_acc, batched.val_acc);
+    assert!((full.test_loss - batched.test_loss).abs() <= 1e-6 * full.test_loss);
+    for (a, b) in full.history.iter().zip(&batched.history) {
+        assert_eq!(a.val_acc, b.val_acc);
+        assert!((a.val_loss - b.val_loss).abs() <= 1e-6 * a.val_loss);
+        assert_eq!(a.train_loss.to_bits(), b.train_loss.to_bits());
+    }
+    let cut = go(&parts, true);
+    assert!(cut.test_acc > 0.5, "{}", cut.test_acc);
+    assert_ne!(
+        cut.test_loss.to_bits(),
+        go(&parts, false).test_loss.to_bits()
+    );
+    // Without batches, or with batches that do not partition the nodes, it is refused.
+    let data = TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &d.split);
+    let refused = fit_model(
+        &data,
+        &cfg,
+        3,
+        &FitOptions {
+            eval_batches: true,
+            ..FitOptions::default()
+        },
+    );
+    assert!(matches!(refused, Err(sparse_gcn::Error::Config(_))));
+}

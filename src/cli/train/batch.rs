@@ -23,6 +23,14 @@ pub(crate) enum BatchArg {
     SaintRw,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EvalArg {
+    /// On the whole graph
+    Full,
+    /// Over the batches (Cluster-GCN's parts)
+    Batch,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum ClustersArg {
     /// METIS k-way, balancing the parts' node counts (Cluster-GCN's)
@@ -116,6 +124,13 @@ impl TrainArgs {
             if given && !applies {
                 return Err(format!("{flag}: {what}"));
             }
+        }
+        if self.eval == Some(EvalArg::Batch) && self.batch != BatchArg::Cluster {
+            return Err(
+                "--eval batch: only with --batch cluster (the other batches do not partition \
+                 the nodes, so they would score some nodes twice and others not at all)"
+                    .into(),
+            );
         }
         if self.batch == BatchArg::Full {
             return Ok(());

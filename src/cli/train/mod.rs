@@ -25,7 +25,7 @@ use super::{args, dist, progress_bar, say, DataArgs};
 mod batch;
 mod report;
 
-pub(crate) use batch::{BatchArg, ClustersArg};
+pub(crate) use batch::{BatchArg, ClustersArg, EvalArg};
 
 use report::{epoch_line, history_csv, json_report, medians, ms_text, Times};
 pub(crate) use report::{plural, stop_text};
@@ -174,6 +174,11 @@ pub(crate) struct TrainArgs {
     /// Steps of each walk of --batch saint-rw [default: 2].
     #[arg(long, value_parser = args::walk_length)]
     walk_length: Option<usize>,
+    /// Validation and test: full (the whole graph's Â) or batch (over the batches of
+    /// --batch cluster, each on its own subgraph: no activations of the whole graph held)
+    /// [default: full].
+    #[arg(long, value_enum)]
+    eval: Option<EvalArg>,
     /// GraphSAINT's batches an epoch [default: as many as draw about the node count].
     #[arg(long, value_parser = args::batches)]
     batches_per_epoch: Option<usize>,
@@ -358,6 +363,7 @@ impl TrainArgs {
         };
         cfg.warmup = self.warmup();
         cfg.batch = self.batch_config();
+        cfg.eval_batches = self.eval == Some(EvalArg::Batch);
         cfg
     }
 }
@@ -529,6 +535,7 @@ impl TrainArgs {
             ("--parts-per-batch", self.parts_per_batch.is_some()),
             ("--clusters", self.clusters.is_some()),
             ("--batch-size", self.batch_size.is_some()),
+            ("--eval", self.eval.is_some()),
             ("--walk-length", self.walk_length.is_some()),
             ("--batches-per-epoch", self.batches_per_epoch.is_some()),
             ("--saint-coverage", self.saint_coverage.is_some()),

@@ -95,6 +95,10 @@ pub(super) fn json_report(
         // Apart from the macro above, whose nesting is at its limit.
         obj.insert("sample_ms_median".into(), t.sample_median.into());
         obj.extend(batch_sizes_json(runs));
+        obj.insert(
+            "eval".into(),
+            if cfg.eval_batches { "batch" } else { "full" }.into(),
+        );
         if let Some(e) = extra {
             obj.extend(e);
         }
