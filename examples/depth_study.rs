@@ -261,6 +261,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             row_norm: RowNorm::Auto,
             norm: Norm::Symmetric,
             keep_graph: true,
+            whole_adj: true,
         },
     )?;
     let data = &prepared.data;

@@ -21,7 +21,7 @@ mod saint;
 
 pub use batch::{Batch, BatchSource};
 pub use cluster::{ClusterSampler, Clusters};
-pub use saint::{SaintCounts, SaintKind, SaintSampler};
+pub use saint::{SaintCounts, SaintKind, SaintSampler, MAX_DRAWS};
 
 use crate::graph::Graph;
 use crate::{ConfigError, Result};
@@ -78,6 +78,13 @@ impl BatchConfig {
             let out = |name, value: f64, rule| Err(ConfigError::OutOfRange { name, value, rule });
             if batch_size == 0 || batch_size > u32::MAX as usize {
                 return out("batch_size", batch_size as f64, "at least 1, below 2^32");
+            }
+            if kind.draws(batch_size) > saint::MAX_DRAWS {
+                return out(
+                    "batch_size",
+                    batch_size as f64,
+                    "at most 2^28 nodes drawn a batch (roots × (walk length + 1), 2 × edges)",
+                );
             }
             if batches == Some(0) {
                 return out("batches_per_epoch", 0.0, "at least 1");

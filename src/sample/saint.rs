@@ -27,6 +27,23 @@ pub enum SaintKind {
     },
 }
 
+impl SaintKind {
+    /// The nodes a batch of `batch_size` draws, repeats included (what it holds before they
+    /// are made distinct).
+    pub fn draws(self, batch_size: usize) -> usize {
+        match self {
+            SaintKind::Node => batch_size,
+            SaintKind::Edge => batch_size.saturating_mul(2),
+            SaintKind::RandomWalk { walk_length } => {
+                batch_size.saturating_mul(walk_length.saturating_add(1))
+            }
+        }
+    }
+}
+
+/// The most nodes a GraphSAINT batch may draw (repeats included): 2²⁸, 1 GiB of ids.
+pub const MAX_DRAWS: usize = 1 << 28;
+
 /// How often each node and each entry of Ã = A + I turned up in the pre-sampled subgraphs:
 /// what GraphSAINT's normalisation is estimated from (`docs/MATH.md` §22).
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +127,13 @@ impl SaintSampler {
         if batch_size == 0 || batch_size > u32::MAX as usize {
             return bad(format!(
                 "GraphSAINT batch size {batch_size} (at least 1, at most 2^32 - 1)"
+            ));
+        }
+        if kind.draws(batch_size) > MAX_DRAWS {
+            return bad(format!(
+                "GraphSAINT batches of {} drawn nodes (batch size {batch_size}, {kind:?}): at \
+                 most 2^28 a batch",
+                kind.draws(batch_size)
             ));
         }
         if batches == Some(0) {
@@ -311,14 +335,7 @@ impl NodeSampler for SaintSampler {
     }
 
     fn max_nodes(&self) -> usize {
-        let per = match self.kind {
-            SaintKind::Node => self.batch_size,
-            SaintKind::Edge => 2 * self.batch_size,
-            SaintKind::RandomWalk { walk_length } => {
-                self.batch_size.saturating_mul(walk_length + 1)
-            }
-        };
-        per.min(self.n_nodes)
+        self.kind.draws(self.batch_size).min(self.n_nodes)
     }
 
     fn nodes_into(
@@ -530,6 +547,15 @@ mod tests {
             (SaintKind::Node, 5, None, -1.0),
             (SaintKind::Node, 5, None, f64::NAN),
             (SaintKind::RandomWalk { walk_length: 0 }, 5, None, 1.0),
+            (
+                SaintKind::RandomWalk {
+                    walk_length: 10_000,
+                },
+                1 << 26,
+                None,
+                1.0,
+            ),
+            (SaintKind::Edge, 1 << 28, None, 1.0),
         ] {
             assert!(matches!(
                 SaintSampler::new(g, kind, size, batches, coverage, 0),

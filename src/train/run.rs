@@ -251,6 +251,11 @@ pub struct Prepare {
     pub norm: Norm,
     /// Keep the raw graph after building Â (DropEdge samples from it); otherwise it is freed.
     pub keep_graph: bool,
+    /// Build the whole graph's Â. Without it (mini-batch training evaluated over its batches
+    /// never reads it: [`TrainConfig::eval_batches`]) [`Prepared::adj`] is the Â of the
+    /// graph's nodes without their edges, a stand-in for its shape, and
+    /// [`Prepared::check_fits`] refuses any other training; needs `keep_graph`.
+    pub whole_adj: bool,
 }
 
 impl Default for Prepare {
@@ -260,6 +265,7 @@ impl Default for Prepare {
             row_norm: RowNorm::Auto,
             norm: Norm::Symmetric,
             keep_graph: false,
+            whole_adj: true,
         }
     }
 }
@@ -269,8 +275,10 @@ impl Default for Prepare {
 pub struct Prepared {
     /// The dataset in the applied node order (its graph emptied unless [`Prepare::keep_graph`]).
     pub data: Dataset,
-    /// Â.
+    /// Â (without [`Prepare::whole_adj`], the Â of the nodes alone: see there).
     pub adj: NormAdj<f32>,
+    /// Stored entries of the whole graph's Â (built or not).
+    pub nnz: usize,
     /// How it was prepared, with `reorder` resolved to the order applied.
     pub prepare: Prepare,
     /// The order asked for (`auto` before resolution).
@@ -297,6 +305,13 @@ impl Prepared {
     /// [`crate::Error::TooLarge`] when Â and a reordered copy of the data would not fit in the
     /// memory available; from reordering (a permutation that does not fit the data).
     pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
+        if !p.whole_adj && !p.keep_graph {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "whole_adj",
+                value: 0.0,
+                rule: "true unless the graph is kept (Prepare::keep_graph)",
+            }));
+        }
         check_prepare_fits(&data)?;
         let t = Instant::now();
         let (perm, applied) = if p.reorder == Reorder::Auto {
@@ -318,7 +333,16 @@ impl Prepared {
         if row_normalized {
             data.features.row_normalize();
         }
-        let adj = NormAdj::<f32>::new(&data.graph, p.norm);
+        let (adj, nnz) = if p.whole_adj {
+            let adj = NormAdj::<f32>::new(&data.graph, p.norm);
+            let nnz = adj.nnz();
+            (adj, nnz)
+        } else {
+            let n = data.graph.n_nodes();
+            let nodes = Graph::try_from_edges(n, &[], Direction::Undirected)?;
+            let nnz = crate::graph::adj_indptr(&data.graph)[n];
+            (NormAdj::<f32>::new(&nodes, p.norm), nnz)
+        };
         let (n_nodes, n_edges, directed) = (
             data.graph.n_nodes(),
             data.graph.n_edges(),
@@ -331,6 +355,7 @@ impl Prepared {
         Ok(Prepared {
             data,
             adj,
+            nnz,
             prepare: Prepare {
                 reorder: applied,
                 ..*p
@@ -379,6 +404,7 @@ impl Prepared {
     ) -> Result<Vec<RunResult>> {
         let runs = rayon::current_num_threads().min(seeds.len());
         self.check_fits(cfg, runs)?;
+        self.check_metrics(metrics_every)?;
         let sampler = self.sampler(cfg)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample);
         opts.batches = self.batches(sampler.as_deref());
@@ -394,6 +420,14 @@ impl Prepared {
     /// As [`super::check_data`], [`check_params_fit`] and [`check_run_fits`]; a configuration
     /// that cannot be built.
     pub fn check_fits(&self, cfg: &TrainConfig, runs: usize) -> Result<()> {
+        if !self.prepare.whole_adj && (cfg.batch == BatchConfig::Full || !cfg.eval_batches) {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "whole_adj",
+                value: 0.0,
+                rule: "true unless training on mini-batches evaluated over them \
+                       (TrainConfig::eval_batches): the whole Â was not built",
+            }));
+        }
         super::check_data(&self.train_data())?;
         let x = &self.data.features;
         let model_cfg = ModelConfig {
@@ -418,10 +452,23 @@ impl Prepared {
         rank_sample: Option<usize>,
     ) -> Result<(RunResult, Model<f32>)> {
         self.check_fits(cfg, 1)?;
+        self.check_metrics(metrics_every)?;
         let sampler = self.sampler(cfg)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample);
         opts.batches = self.batches(sampler.as_deref());
         fit_model(&self.train_data(), cfg, seed, &opts)
+    }
+
+    /// Refuses the layers' metrics (computed on the whole Â) when the whole Â was not built.
+    fn check_metrics(&self, metrics_every: usize) -> Result<()> {
+        if metrics_every > 0 && !self.prepare.whole_adj {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "metrics_every",
+                value: metrics_every as f64,
+                rule: "0 unless the whole Â was built (Prepare::whole_adj)",
+            }));
+        }
+        Ok(())
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full
@@ -456,7 +503,9 @@ impl Prepared {
         })
     }
 
-    /// What training reads: Â, the features, the labels and the split.
+    /// What training reads: Â, the features, the labels and the split. Without
+    /// [`Prepare::whole_adj`] its Â is a stand-in: train through [`Prepared::fit`] or
+    /// [`Prepared::fit_seeds`], which refuse what would read it.
     pub fn train_data(&self) -> TrainData<'_, f32> {
         TrainData::of(&self.adj, &self.data)
     }
@@ -496,7 +545,7 @@ impl Prepared {
             name: d.name.clone(),
             n_nodes: self.n_nodes,
             n_edges: self.n_edges,
-            nnz: self.adj.nnz(),
+            nnz: self.nnz,
             in_dim: d.features.n_cols(),
             sparse_features: d.features.is_sparse(),
             n_classes: d.n_classes,
@@ -591,6 +640,7 @@ impl Prepare {
             row_norm,
             norm,
             keep_graph: false,
+            whole_adj: true,
         })
     }
 }

@@ -231,3 +231,75 @@ fn evaluation_over_batches_of_the_whole_graph_is_full_evaluation() {
     );
     assert!(matches!(refused, Err(sparse_gcn::Error::Config(_))));
 }
+
+/// Without the whole Â (`Prepare::whole_adj` off), Cluster-GCN evaluated over its batches
+/// trains and scores as with it (nothing reads the whole Â), and everything that would read it
+/// is refused: full batch, evaluation on the whole graph, the layers' metrics.
+#[test]
+fn without_the_whole_adjacency_only_batches_evaluated_over_batches_train() {
+    use sparse_gcn::sample::{BatchConfig, Clusters};
+    use sparse_gcn::train::run::{Prepare, Prepared};
+    let d = CitationLike {
+        n_nodes: 500,
+        ..Default::default()
+    }
+    .generate(2)
+    .unwrap();
+    let prepare = |whole_adj| {
+        Prepared::new(
+            d.clone(),
+            &Prepare {
+                keep_graph: true,
+                whole_adj,
+                ..Prepare::default()
+            },
+        )
+        .unwrap()
+    };
+    let (whole, lean) = (prepare(true), prepare(false));
+    assert_eq!(whole.summary().nnz, lean.summary().nnz);
+    assert!(lean.adj.nnz() < whole.adj.nnz());
+    let cfg = TrainConfig {
+        epochs: 6,
+        stop: StopRule::Never,
+        batch: BatchConfig::Cluster {
+            parts: 10,
+            per_batch: 2,
+            clusters: Clusters::Community,
+        },
+        eval_batches: true,
+        ..Default::default()
+    };
+    let a = whole.fit(&cfg, 1, 0, None).unwrap().0;
+    let b = lean.fit(&cfg, 1, 0, None).unwrap().0;
+    assert_eq!(bits(&a), bits(&b));
+    for bad in [
+        TrainConfig {
+            eval_batches: false,
+            ..cfg.clone()
+        },
+        TrainConfig {
+            batch: BatchConfig::Full,
+            eval_batches: false,
+            ..cfg.clone()
+        },
+    ] {
+        assert!(matches!(
+            lean.fit(&bad, 1, 0, None),
+            Err(sparse_gcn::Error::Config(_))
+        ));
+    }
+    assert!(matches!(
+        lean.fit(&cfg, 1, 1, None),
+        Err(sparse_gcn::Error::Config(_))
+    ));
+    // And it needs the graph kept.
+    assert!(Prepared::new(
+        d.clone(),
+        &Prepare {
+            whole_adj: false,
+            ..Prepare::default()
+        }
+    )
+    .is_err());
+}

@@ -4,7 +4,7 @@
 #[cfg(feature = "mpi")]
 use super::dist;
 use clap::ValueEnum;
-use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, SAINT_COVERAGE};
+use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, MAX_DRAWS, SAINT_COVERAGE};
 use sparse_gcn::train::TrainConfig;
 
 use super::TrainArgs;
@@ -134,6 +134,18 @@ impl TrainArgs {
         }
         if self.batch == BatchArg::Full {
             return Ok(());
+        }
+        if let BatchConfig::Saint {
+            kind, batch_size, ..
+        } = cfg.batch
+        {
+            if kind.draws(batch_size) > MAX_DRAWS {
+                return Err(format!(
+                    "--batch-size {batch_size}: a batch would draw {} nodes (roots × (--walk-length \
+                     + 1), or 2 × edges); at most 2^28",
+                    kind.draws(batch_size)
+                ));
+            }
         }
         if cfg.model.drop_edge > 0.0 {
             return Err(

@@ -254,6 +254,8 @@ impl TrainArgs {
                 NormArg::Row => Norm::Row,
             },
             keep_graph: cfg.model.drop_edge > 0.0 || cfg.batch != BatchConfig::Full,
+            // Mini-batches evaluated over their batches never read the whole Â.
+            whole_adj: cfg.batch == BatchConfig::Full || !cfg.eval_batches,
         }
     }
 
@@ -375,8 +377,8 @@ impl TrainArgs {
         let cfg = self.config();
         let m = &cfg.model;
         self.data.check_applicable()?;
-        self.check_model_flags(&cfg)?;
         self.check_batch_flags(&cfg)?;
+        self.check_model_flags(&cfg)?;
         if m.arch == Arch::RESIDUAL && m.n_layers < 2 {
             return Err(format!(
                 "--layers {}: --model residual needs at least 2 layers",

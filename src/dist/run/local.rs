@@ -324,6 +324,7 @@ mod tests {
                 norm,
                 row_norm,
                 keep_graph: true,
+                whole_adj: true,
             };
             let whole = Prepared::new(params.generate(5).unwrap(), &p).unwrap();
             let adj = NormAdj::<f32>::new(&whole.data.graph, norm);
