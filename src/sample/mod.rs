@@ -83,7 +83,7 @@ impl BatchConfig {
                 return out(
                     "batch_size",
                     batch_size as f64,
-                    "at most 2^28 nodes drawn a batch (roots × (walk length + 1), 2 × edges)",
+                    "at most 2^26 nodes drawn a batch (roots × (walk length + 1), 2 × edges)",
                 );
             }
             if batches == Some(0) {

@@ -41,8 +41,8 @@ impl SaintKind {
     }
 }
 
-/// The most nodes a GraphSAINT batch may draw (repeats included): 2²⁸, 1 GiB of ids.
-pub const MAX_DRAWS: usize = 1 << 28;
+/// The most nodes a GraphSAINT batch may draw (repeats included): 2²⁶, 256 MiB of ids.
+pub const MAX_DRAWS: usize = 1 << 26;
 
 /// How often each node and each entry of Ã = A + I turned up in the pre-sampled subgraphs:
 /// what GraphSAINT's normalisation is estimated from (`docs/MATH.md` §22).
@@ -101,6 +101,11 @@ fn draw_rng(seed: u64, stream: u64, index: usize) -> ChaCha8Rng {
 
 const PRESAMPLE_STREAM: u64 = 3 << 32;
 
+/// The most subgraphs pre-sampled (each draw's RNG starts 2⁴⁰ words after the last, so
+/// indices stay below 2²⁴ apart from the counts' u32 range): the estimate stops there, short
+/// of the coverage asked for.
+const MAX_PRESAMPLED: usize = 1 << 24;
+
 impl SaintSampler {
     /// A sampler of `graph` drawing `batch_size` nodes, edges or walk roots a batch
     /// (`kind`); `batches` a epoch, or (`None`) as many as make an epoch draw about the
@@ -132,7 +137,7 @@ impl SaintSampler {
         if kind.draws(batch_size) > MAX_DRAWS {
             return bad(format!(
                 "GraphSAINT batches of {} drawn nodes (batch size {batch_size}, {kind:?}): at \
-                 most 2^28 a batch",
+                 most 2^26 a batch",
                 kind.draws(batch_size)
             ));
         }
@@ -261,12 +266,14 @@ impl SaintSampler {
         let entry: Vec<std::sync::atomic::AtomicU32> = (0..ptr[n]).map(|_| 0.into()).collect();
         let target = coverage * n as f64;
         let (mut drawn, mut total) = (0usize, 0f64);
-        while total < target {
+        while total < target && drawn < MAX_PRESAMPLED {
             let round: Vec<Vec<u32>> = (drawn..drawn + ROUND)
                 .into_par_iter()
                 .map(|i| {
                     let mut v = Vec::new();
                     self.draw(graph, &mut draw_rng(seed, PRESAMPLE_STREAM, i), &mut v);
+                    // The draws, repeats included, held room for more than the distinct nodes.
+                    v.shrink_to_fit();
                     v
                 })
                 .collect();

@@ -144,31 +144,40 @@ impl<'a, F: Scalar> Steps<'a, F> {
         let mut acc = [[0.0f64; 3]; 2];
         for index in 0..batches.sampler.batches() {
             batch.fill(src, batches.sampler, *seed, 0, index)?;
-            for (k, member) in [&sets.valid, &sets.test].into_iter().enumerate() {
+            // The batch's validation and test rows, then one pass scoring both.
+            let mut masks = Vec::with_capacity(2);
+            for member in [&sets.valid, &sets.test] {
                 sets.rows.clear();
                 sets.rows.extend(
                     (0..batch.nodes().len() as u32)
                         .filter(|&r| member[batch.nodes()[r as usize] as usize]),
                 );
-                if sets.rows.is_empty() {
-                    continue;
-                }
-                let mask = Mask::try_from_indices(sets.rows.clone(), batch.nodes().len())?;
-                let m = mask.len() as f64;
-                model.eval_pass(batch.adj(), batch.x(), par, &mut |logits, sums| {
+                masks.push(Mask::try_from_indices(
+                    sets.rows.clone(),
+                    batch.nodes().len(),
+                )?);
+            }
+            if masks.iter().all(Mask::is_empty) {
+                continue;
+            }
+            model.eval_pass(batch.adj(), batch.x(), par, &mut |logits, sums| {
+                for (k, mask) in masks.iter().enumerate() {
+                    if mask.is_empty() {
+                        continue;
+                    }
+                    let m = mask.len() as f64;
                     let loss = crate::nn::loss::softmax_cross_entropy_across(
                         logits,
                         batch.labels(),
-                        &mask,
+                        mask,
                         None,
                         &sums,
                     );
                     acc[k][0] += loss.to_f64_lossless() * m;
-                    acc[k][1] +=
-                        (accuracy_across(logits, batch.labels(), &mask, &sums) * m).round();
+                    acc[k][1] += (accuracy_across(logits, batch.labels(), mask, &sums) * m).round();
                     acc[k][2] += m;
-                })?;
-            }
+                }
+            })?;
         }
         let mean = |a: [f64; 3]| (a[0] / a[2], a[1] / a[2]);
         Ok(Some([mean(acc[0]), mean(acc[1])]))
@@ -229,6 +238,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 expected: total,
                 got: b.graph.n_nodes(),
             });
+        }
+        if b.sampler.batches() == 0 {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                name: "batches",
+                value: 0.0,
+                rule: "a sampler of at least one batch an epoch",
+            }));
         }
         let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
         let eval = if opts.eval_batches {
@@ -344,7 +360,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     // one is free): each is a function of (seed, epoch, index) alone, so the
                     // bits are those of building them in turn.
                     let current: &Batch<F> = batch;
-                    let (built, trained) = rayon::join(
+                    let (built, trained) = par.join(
                         || {
                             (index + 1 < n_batches).then(|| {
                                 let t = std::time::Instant::now();

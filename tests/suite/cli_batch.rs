@@ -59,6 +59,20 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
             &["--batch", "saint-rw", "--drop-edge", "0.1"],
             "--drop-edge",
         ),
+        (&["--eval", "batch"], "--eval"),
+        (&["--batch", "saint-rw", "--eval", "batch"], "--eval"),
+        (&["--eval", "sideways"], "--eval"),
+        (
+            &[
+                "--batch",
+                "saint-rw",
+                "--batch-size",
+                "60000000",
+                "--walk-length",
+                "9",
+            ],
+            "--batch-size",
+        ),
     ];
     for (args, flag) in cases {
         let mut a = vec!["train", "--epochs", "1"];

@@ -303,3 +303,46 @@ fn without_the_whole_adjacency_only_batches_evaluated_over_batches_train() {
     )
     .is_err());
 }
+
+/// A sampler of no batches (a crate's own) is a typed error, not a panic.
+#[test]
+fn a_sampler_of_no_batches_is_a_typed_error() {
+    struct NoBatches;
+    impl NodeSampler for NoBatches {
+        fn batches(&self) -> usize {
+            0
+        }
+        fn max_nodes(&self) -> usize {
+            0
+        }
+        fn nodes_into(
+            &self,
+            _: &sparse_gcn::graph::Graph,
+            _: u64,
+            _: usize,
+            index: usize,
+            _: &mut Vec<u32>,
+        ) {
+            panic!("batch {index} of none");
+        }
+        fn check_graph(&self, _: &sparse_gcn::graph::Graph) -> sparse_gcn::Result<()> {
+            Ok(())
+        }
+    }
+    let (d, adj) = data(600);
+    let data = TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &d.split);
+    let opts = FitOptions {
+        batches: Some(Batches {
+            sampler: &NoBatches,
+            graph: &d.graph,
+            norm: Norm::Symmetric,
+        }),
+        ..FitOptions::default()
+    };
+    let r = fit_model(&data, &TrainConfig::default(), 0, &opts);
+    assert!(
+        matches!(r, Err(sparse_gcn::Error::Config(_))),
+        "{:?}",
+        r.map(|_| ())
+    );
+}

@@ -142,7 +142,7 @@ impl TrainArgs {
             if kind.draws(batch_size) > MAX_DRAWS {
                 return Err(format!(
                     "--batch-size {batch_size}: a batch would draw {} nodes (roots × (--walk-length \
-                     + 1), or 2 × edges); at most 2^28",
+                     + 1), or 2 × edges); at most 2^26",
                     kind.draws(batch_size)
                 ));
             }
