@@ -208,29 +208,26 @@ impl<F: Scalar> NormAdj<F> {
             .reserve(n.saturating_sub(spare.inv_sqrt.len()));
     }
 
-    /// Rewrites Â's values in storage order, entry (i, j) getting `value(i, j, e)` where `e`
-    /// counts the entries from 0; the entries stay, Âᵀ is stored (the new values need not be
-    /// symmetric) and Â gets a fresh id. What GraphSAINT's batches do to the structure
+    /// Rewrites Â's values in storage order (row by row, each row's entries in order), entry
+    /// (i, j) getting `value(i, j)`; the entries stay, Âᵀ is stored (the new values need not
+    /// be symmetric) and Â gets a fresh id. What GraphSAINT's batches do to the structure
     /// `NormAdj::assign_filtered` lays out (`crate::sample`).
     ///
     /// # Complexity
     /// O(n + nnz) time; no allocation once Âᵀ's buffers have held as many entries.
     pub(crate) fn rewrite_values(
         &mut self,
-        mut value: impl FnMut(usize, u32, usize) -> F,
+        mut value: impl FnMut(usize, u32) -> F,
         spare: &mut AdjScratch<F>,
     ) {
         self.id = DataId::fresh();
         let cap = self.a.nnz();
-        let mut e = 0;
         for (i, mut row) in self.a.outer_iterator_mut().enumerate() {
             for (j, v) in row.iter_mut() {
                 // Column ids fit in u32 (the index type).
-                *v = value(i, j as u32, e);
-                e += 1;
+                *v = value(i, j as u32);
             }
         }
-        debug_assert_eq!(e, cap);
         let fill = std::mem::take(&mut spare.fill);
         self.store_transpose(false, cap, fill, spare);
     }

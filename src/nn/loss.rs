@@ -102,12 +102,7 @@ pub fn softmax_cross_entropy_in_place_across<F: Scalar>(
     mask: &Mask,
     across: &Sums<'_, F>,
 ) -> F {
-    let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
-        crate::kernels::profile::Work::Stream {
-            bytes: (2 * z.len() + mask.len() * z.ncols()) * std::mem::size_of::<F>(),
-        }
-    });
-    masked_ce_in_place(z, labels, mask, None, Some(across))
+    in_place_span(z, labels, mask, None, across)
 }
 
 /// [`softmax_cross_entropy_in_place_across`] with a weight per row instead of 1/|M|:
@@ -131,12 +126,26 @@ pub fn softmax_cross_entropy_weighted_in_place_across<F: Scalar>(
         z.nrows(),
         "softmax_cross_entropy: weights vs rows"
     );
+    in_place_span(z, labels, mask, Some(weights), across)
+}
+
+/// [`masked_ce_in_place`] timed as the loss phase: the logits read and the gradient written,
+/// the mask's rows (and their weights) read again.
+#[track_caller]
+fn in_place_span<F: Scalar>(
+    z: ArrayViewMut2<'_, F>,
+    labels: &[u32],
+    mask: &Mask,
+    weights: Option<&[F]>,
+    across: &Sums<'_, F>,
+) -> F {
+    let per_row = z.ncols() + usize::from(weights.is_some());
     let _span = crate::kernels::profile::span(crate::kernels::profile::Phase::Loss, || {
         crate::kernels::profile::Work::Stream {
-            bytes: (2 * z.len() + mask.len() * (z.ncols() + 1)) * std::mem::size_of::<F>(),
+            bytes: (2 * z.len() + mask.len() * per_row) * std::mem::size_of::<F>(),
         }
     });
-    masked_ce_in_place(z, labels, mask, Some(weights), Some(across))
+    masked_ce_in_place(z, labels, mask, weights, Some(across))
 }
 
 /// The value of [`softmax_cross_entropy`] alone (bit for bit), without the gradient.

@@ -49,16 +49,12 @@ impl<'a, F: Scalar> BatchSource<'a, F> {
                 });
             }
         }
-        let mut in_train = vec![false; n];
-        for &i in train.indices() {
-            in_train[i as usize] = true;
-        }
         Ok(BatchSource {
             graph,
             norm,
             x,
             labels,
-            in_train,
+            in_train: train.to_bool(),
             n_train: train.len(),
         })
     }
@@ -80,11 +76,10 @@ pub struct Batch<F: Scalar> {
     x: Features<F>,
     labels: Vec<u32>,
     train: Mask,
-    /// GraphSAINT's loss weight of each row (when `weighted`).
+    /// GraphSAINT's loss weight of each row (empty for other samplers).
     weights: Vec<F>,
-    weighted: bool,
-    /// GraphSAINT: each entry of the batch's Â's entry of the whole graph's Ã.
-    entry_of: Vec<usize>,
+    /// GraphSAINT: each row's factor of the whole graph's Â.
+    node_scale: Vec<F>,
 }
 
 impl<F: Scalar> Batch<F> {
@@ -100,8 +95,7 @@ impl<F: Scalar> Batch<F> {
             labels: Vec::new(),
             train: Mask::default(),
             weights: Vec::new(),
-            weighted: false,
-            entry_of: Vec::new(),
+            node_scale: Vec::new(),
         }
     }
 
@@ -123,7 +117,7 @@ impl<F: Scalar> Batch<F> {
         self.adj.reserve(max_nodes, tilde, &mut self.spare);
         self.labels.reserve(max_nodes);
         self.weights.reserve(max_nodes);
-        self.entry_of.reserve(tilde);
+        self.node_scale.reserve(max_nodes);
         let mut train = std::mem::take(&mut self.train).into_indices();
         train.clear();
         train.reserve(max_nodes);
@@ -188,8 +182,6 @@ impl<F: Scalar> Batch<F> {
         );
         self.train = Mask::try_from_indices(train, self.nodes.len())?;
         self.weights.clear();
-        self.entry_of.clear();
-        self.weighted = sampler.saint().is_some();
         if let Some(counts) = sampler.saint() {
             self.saint(src, counts);
         }
@@ -202,35 +194,41 @@ impl<F: Scalar> Batch<F> {
     fn saint(&mut self, src: &BatchSource<'_, F>, counts: &super::SaintCounts) {
         let g = src.graph;
         let ptr = &counts.ptr;
-        // The whole graph's entry of each of the batch's entries: the batch's row k is the
-        // whole row of node k filtered (same order), so one merge per row finds them.
-        let a = self.adj.a();
-        for (k, row) in a.outer_iterator().enumerate() {
-            let v = self.nodes[k];
-            let mut full = (ptr[v as usize]..).zip(tilde_row(g.neighbors(v as usize), v));
-            for (j, _) in row.iter() {
-                let want = self.nodes[j];
-                let e = full
-                    .find(|&(_, u)| u == want)
-                    .map_or(usize::MAX, |(e, _)| e);
-                self.entry_of.push(e);
-            }
-        }
-        let d = |v: u32| (ptr[v as usize + 1] - ptr[v as usize]) as f64;
         let count = |c: u32| f64::from(c.max(1));
-        let (nodes, entry_of) = (&self.nodes, &self.entry_of);
+        // Each node's factor of the whole graph's Â (D̃^-1/2 or D̃^-1, rounded as `NormAdj`
+        // rounds it), once a node rather than once an entry.
         let norm = src.norm;
+        self.node_scale.clear();
+        self.node_scale.extend(self.nodes.iter().map(|&v| {
+            let d = (ptr[v as usize + 1] - ptr[v as usize]) as f64;
+            match norm {
+                Norm::Symmetric => F::from_f64_lossy(1.0 / d.sqrt()),
+                Norm::Row => F::from_f64_lossy(1.0 / d),
+            }
+        }));
+        let (nodes, scale) = (&self.nodes, &self.node_scale);
+        // The whole graph's entry of each of the batch's entries: the batch's row k is the
+        // whole row of its node filtered (same order), so one merge a row finds them, in the
+        // order `rewrite_values` visits the entries.
+        let mut row = usize::MAX;
+        let mut full = None;
         self.adj.rewrite_values(
-            |i, j, e| {
-                let (v, u) = (nodes[i], nodes[j as usize]);
+            |i, j| {
+                let v = nodes[i];
+                if i != row {
+                    row = i;
+                    full = Some((ptr[v as usize]..).zip(tilde_row(g.neighbors(v as usize), v)));
+                }
+                let u = nodes[j as usize];
+                let c_vu = full
+                    .as_mut()
+                    .and_then(|f| f.find(|&(_, w)| w == u))
+                    .map_or(0, |(e, _)| counts.entry[e]);
                 let base = match norm {
-                    Norm::Symmetric => {
-                        F::from_f64_lossy(1.0 / d(v).sqrt()) * F::from_f64_lossy(1.0 / d(u).sqrt())
-                    }
-                    Norm::Row => F::from_f64_lossy(1.0 / d(v)),
+                    Norm::Symmetric => scale[i] * scale[j as usize],
+                    Norm::Row => scale[i],
                 };
-                let c_e = counts.entry.get(entry_of[e]).copied().unwrap_or(0);
-                base * F::from_f64_lossy(count(counts.node[v as usize]) / count(c_e))
+                base * F::from_f64_lossy(count(counts.node[v as usize]) / count(c_vu))
             },
             &mut self.spare,
         );
@@ -270,7 +268,8 @@ impl<F: Scalar> Batch<F> {
     /// The loss weight of each row (GraphSAINT's loss normalisation; `None` for samplers
     /// without it, whose loss is the mean over the batch's training nodes).
     pub fn loss_weights(&self) -> Option<&[F]> {
-        self.weighted.then_some(&self.weights[..])
+        // (A non-empty batch of GraphSAINT's has a weight per row; an empty one trains nothing.)
+        (!self.weights.is_empty()).then_some(&self.weights[..])
     }
 }
 

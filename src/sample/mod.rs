@@ -75,32 +75,7 @@ impl BatchConfig {
             coverage,
         } = *self
         {
-            let out = |name, value: f64, rule| Err(ConfigError::OutOfRange { name, value, rule });
-            if batch_size == 0 || batch_size > u32::MAX as usize {
-                return out("batch_size", batch_size as f64, "at least 1, below 2^32");
-            }
-            if kind.draws(batch_size) > saint::MAX_DRAWS {
-                return out(
-                    "batch_size",
-                    batch_size as f64,
-                    "at most 2^26 nodes drawn a batch (roots × (walk length + 1), 2 × edges)",
-                );
-            }
-            if batches == Some(0) {
-                return out("batches_per_epoch", 0.0, "at least 1");
-            }
-            if !(coverage.is_finite() && (0.0..=1e4).contains(&coverage)) {
-                return out("saint_coverage", coverage, "0 (none) to 10000");
-            }
-            if let SaintKind::RandomWalk { walk_length } = kind {
-                if walk_length == 0 || walk_length > 10_000 {
-                    return out(
-                        "walk_length",
-                        walk_length as f64,
-                        "at least 1, at most 10000",
-                    );
-                }
-            }
+            saint::check_settings(kind, batch_size, batches, coverage)?;
         }
         if let BatchConfig::Cluster {
             parts, per_batch, ..

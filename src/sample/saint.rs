@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::NodeSampler;
 use crate::graph::{adj_indptr, tilde_row, Graph};
-use crate::{Error, Result};
+use crate::{ConfigError, Error, Result};
 
 /// What a GraphSAINT batch draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +106,47 @@ const PRESAMPLE_STREAM: u64 = 3 << 32;
 /// of the coverage asked for.
 const MAX_PRESAMPLED: usize = 1 << 24;
 
+/// Checks GraphSAINT's settings: a batch size of 1 to 2³² − 1 drawing at most [`MAX_DRAWS`]
+/// nodes, a batch count of at least 1, a coverage of 0 to 10⁴, walks of 1 to 10⁴ steps. What
+/// both [`SaintSampler::new`] and `BatchConfig::check` apply.
+///
+/// # Errors
+/// [`ConfigError::OutOfRange`] naming the setting.
+pub(crate) fn check_settings(
+    kind: SaintKind,
+    batch_size: usize,
+    batches: Option<usize>,
+    coverage: f64,
+) -> std::result::Result<(), ConfigError> {
+    let out = |name, value: f64, rule| Err(ConfigError::OutOfRange { name, value, rule });
+    if batch_size == 0 || batch_size > u32::MAX as usize {
+        return out("batch_size", batch_size as f64, "at least 1, below 2^32");
+    }
+    if let SaintKind::RandomWalk { walk_length } = kind {
+        if walk_length == 0 || walk_length > 10_000 {
+            return out(
+                "walk_length",
+                walk_length as f64,
+                "at least 1, at most 10000",
+            );
+        }
+    }
+    if kind.draws(batch_size) > MAX_DRAWS {
+        return out(
+            "batch_size",
+            batch_size as f64,
+            "at most 2^26 nodes drawn a batch (roots × (walk length + 1), 2 × edges)",
+        );
+    }
+    if batches == Some(0) {
+        return out("batches_per_epoch", 0.0, "at least 1");
+    }
+    if !(coverage.is_finite() && (0.0..=1e4).contains(&coverage)) {
+        return out("saint_coverage", coverage, "0 (none) to 10000");
+    }
+    Ok(())
+}
+
 impl SaintSampler {
     /// A sampler of `graph` drawing `batch_size` nodes, edges or walk roots a batch
     /// (`kind`); `batches` a epoch, or (`None`) as many as make an epoch draw about the
@@ -114,8 +155,8 @@ impl SaintSampler {
     /// `sample_coverage`).
     ///
     /// # Errors
-    /// [`Error::Partition`] for a batch size or batch count of 0, a coverage that is not
-    /// positive and finite, a walk of 0 steps, or a graph of no nodes.
+    /// [`Error::Partition`] for settings `BatchConfig::check` refuses (the same rules), or a
+    /// graph of no nodes.
     pub fn new(
         graph: &Graph,
         kind: SaintKind,
@@ -129,29 +170,8 @@ impl SaintSampler {
         if n == 0 {
             return bad("GraphSAINT on a graph of no nodes".into());
         }
-        if batch_size == 0 || batch_size > u32::MAX as usize {
-            return bad(format!(
-                "GraphSAINT batch size {batch_size} (at least 1, at most 2^32 - 1)"
-            ));
-        }
-        if kind.draws(batch_size) > MAX_DRAWS {
-            return bad(format!(
-                "GraphSAINT batches of {} drawn nodes (batch size {batch_size}, {kind:?}): at \
-                 most 2^26 a batch",
-                kind.draws(batch_size)
-            ));
-        }
-        if batches == Some(0) {
-            return bad("GraphSAINT with 0 batches an epoch (at least 1)".into());
-        }
-        if !(coverage.is_finite() && (0.0..=1e4).contains(&coverage)) {
-            return bad(format!(
-                "GraphSAINT coverage {coverage} (0 for none, at most 10000)"
-            ));
-        }
-        if kind == (SaintKind::RandomWalk { walk_length: 0 }) {
-            return bad("GraphSAINT random walks of 0 steps (at least 1)".into());
-        }
+        check_settings(kind, batch_size, batches, coverage)
+            .map_err(|e| Error::Partition(format!("GraphSAINT: {e}")))?;
         let cdf = match kind {
             SaintKind::Edge => edge_cdf(graph),
             _ => Vec::new(),

@@ -403,11 +403,8 @@ impl Prepared {
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
         let runs = rayon::current_num_threads().min(seeds.len());
-        self.check_fits(cfg, runs)?;
-        self.check_metrics(metrics_every)?;
-        let sampler = self.sampler(cfg)?;
-        let mut opts = self.options(cfg, metrics_every, rank_sample);
-        opts.batches = self.batches(sampler.as_deref());
+        let sampler = self.checked_sampler(cfg, runs, metrics_every)?;
+        let mut opts = self.options(cfg, metrics_every, rank_sample, sampler.as_deref());
         opts.on_epoch = on_epoch;
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
     }
@@ -451,16 +448,21 @@ impl Prepared {
         metrics_every: usize,
         rank_sample: Option<usize>,
     ) -> Result<(RunResult, Model<f32>)> {
-        self.check_fits(cfg, 1)?;
-        self.check_metrics(metrics_every)?;
-        let sampler = self.sampler(cfg)?;
-        let mut opts = self.options(cfg, metrics_every, rank_sample);
-        opts.batches = self.batches(sampler.as_deref());
+        let sampler = self.checked_sampler(cfg, 1, metrics_every)?;
+        let opts = self.options(cfg, metrics_every, rank_sample, sampler.as_deref());
         fit_model(&self.train_data(), cfg, seed, &opts)
     }
 
-    /// Refuses the layers' metrics (computed on the whole Â) when the whole Â was not built.
-    fn check_metrics(&self, metrics_every: usize) -> Result<()> {
+    /// The checks of a training of `runs` models of `cfg` recording metrics every
+    /// `metrics_every` epochs ([`Prepared::check_fits`]; the layers' metrics read the whole Â,
+    /// so they need it built), then the sampler of its batches.
+    fn checked_sampler(
+        &self,
+        cfg: &TrainConfig,
+        runs: usize,
+        metrics_every: usize,
+    ) -> Result<Option<Box<dyn NodeSampler>>> {
+        self.check_fits(cfg, runs)?;
         if metrics_every > 0 && !self.prepare.whole_adj {
             return Err(crate::Error::Config(ConfigError::OutOfRange {
                 name: "metrics_every",
@@ -468,7 +470,7 @@ impl Prepared {
                 rule: "0 unless the whole Â was built (Prepare::whole_adj)",
             }));
         }
-        Ok(())
+        self.sampler(cfg)
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full
@@ -494,15 +496,6 @@ impl Prepared {
         cfg.batch.sampler(&self.data.graph, 0)
     }
 
-    /// The batches of `sampler` on the prepared graph.
-    fn batches<'a>(&'a self, sampler: Option<&'a dyn NodeSampler>) -> Option<Batches<'a>> {
-        sampler.map(|sampler| Batches {
-            sampler,
-            graph: &self.data.graph,
-            norm: self.prepare.norm,
-        })
-    }
-
     /// What training reads: Â, the features, the labels and the split. Without
     /// [`Prepare::whole_adj`] its Â is a stand-in: train through [`Prepared::fit`] or
     /// [`Prepared::fit_seeds`], which refuse what would read it.
@@ -510,13 +503,15 @@ impl Prepared {
         TrainData::of(&self.adj, &self.data)
     }
 
-    /// The training options of a run with `cfg`: DropEdge's source when the model drops edges.
-    fn options(
-        &self,
+    /// The training options of a run with `cfg`: DropEdge's source when the model drops edges,
+    /// the batches of `sampler` on the prepared graph.
+    fn options<'a>(
+        &'a self,
         cfg: &TrainConfig,
         metrics_every: usize,
         rank_sample: Option<usize>,
-    ) -> FitOptions<'_> {
+        sampler: Option<&'a dyn NodeSampler>,
+    ) -> FitOptions<'a> {
         let drop_edge =
             (cfg.model.drop_edge > 0.0 && self.prepare.keep_graph).then_some(DropEdgeSource {
                 graph: &self.data.graph,
@@ -526,7 +521,11 @@ impl Prepared {
             drop_edge,
             metrics_every,
             rank_sample,
-            batches: None,
+            batches: sampler.map(|sampler| Batches {
+                sampler,
+                graph: &self.data.graph,
+                norm: self.prepare.norm,
+            }),
             on_epoch: None,
             eval_batches: cfg.eval_batches,
         }

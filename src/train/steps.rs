@@ -101,7 +101,6 @@ pub(super) enum Steps<'a, F: Scalar> {
 pub(super) struct EvalSets {
     valid: Vec<bool>,
     test: Vec<bool>,
-    rows: Vec<u32>,
 }
 
 /// [`Steps::Full`].
@@ -145,18 +144,12 @@ impl<'a, F: Scalar> Steps<'a, F> {
         for index in 0..batches.sampler.batches() {
             batch.fill(src, batches.sampler, *seed, 0, index)?;
             // The batch's validation and test rows, then one pass scoring both.
-            let mut masks = Vec::with_capacity(2);
-            for member in [&sets.valid, &sets.test] {
-                sets.rows.clear();
-                sets.rows.extend(
-                    (0..batch.nodes().len() as u32)
-                        .filter(|&r| member[batch.nodes()[r as usize] as usize]),
-                );
-                masks.push(Mask::try_from_indices(
-                    sets.rows.clone(),
-                    batch.nodes().len(),
-                )?);
-            }
+            let nodes = batch.nodes();
+            let rows = |member: &[bool]| {
+                let rows = (0..nodes.len() as u32).filter(|&r| member[nodes[r as usize] as usize]);
+                Mask::try_from_indices(rows.collect(), nodes.len())
+            };
+            let masks = [rows(&sets.valid)?, rows(&sets.test)?];
             if masks.iter().all(Mask::is_empty) {
                 continue;
             }
@@ -192,7 +185,8 @@ impl<'a, F: Scalar> Steps<'a, F> {
     }
 
     /// The steps of a run of `model` on `data` with `opts` and `seed`; a model trained on
-    /// batches is set to expect a varying Â and planned for the whole graph.
+    /// batches is set to expect a varying Â, its training planned for the largest batch and its
+    /// evaluation in a workspace of its own.
     ///
     /// # Errors
     /// [`Error::Config`] for DropEdge without its graph, or with batches; [`Error::Mismatch`]
@@ -255,17 +249,9 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     rule: "only with a sampler whose batches partition the nodes (Cluster-GCN)",
                 }));
             }
-            let member = |m: &crate::data::Mask| {
-                let mut v = vec![false; total];
-                for &i in m.indices() {
-                    v[i as usize] = true;
-                }
-                v
-            };
             Some(Box::new(EvalSets {
-                valid: member(&data.split.valid),
-                test: member(&data.split.test),
-                rows: Vec::new(),
+                valid: data.split.valid.to_bool(),
+                test: data.split.test.to_bool(),
             }))
         } else {
             None

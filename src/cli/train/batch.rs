@@ -4,8 +4,9 @@
 #[cfg(feature = "mpi")]
 use super::dist;
 use clap::ValueEnum;
-use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, MAX_DRAWS, SAINT_COVERAGE};
+use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, SAINT_COVERAGE};
 use sparse_gcn::train::TrainConfig;
+use sparse_gcn::ConfigError;
 
 use super::TrainArgs;
 
@@ -77,55 +78,37 @@ impl TrainArgs {
     /// run with.
     pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
         let saint = matches!(cfg.batch, BatchConfig::Saint { .. });
-        for (flag, given, applies, what) in [
+        let cluster = self.batch == BatchArg::Cluster;
+        for (flags, applies, what) in [
             (
-                "--parts",
-                self.parts.is_some(),
-                self.batch == BatchArg::Cluster,
+                &[
+                    ("--parts", self.parts.is_some()),
+                    ("--parts-per-batch", self.parts_per_batch.is_some()),
+                    ("--clusters", self.clusters.is_some()),
+                ][..],
+                cluster,
                 "only --batch cluster has parts",
             ),
             (
-                "--parts-per-batch",
-                self.parts_per_batch.is_some(),
-                self.batch == BatchArg::Cluster,
-                "only --batch cluster has parts",
-            ),
-            (
-                "--clusters",
-                self.clusters.is_some(),
-                self.batch == BatchArg::Cluster,
-                "only --batch cluster has parts",
-            ),
-            (
-                "--batch-size",
-                self.batch_size.is_some(),
+                &[
+                    ("--batch-size", self.batch_size.is_some()),
+                    ("--batches-per-epoch", self.batches_per_epoch.is_some()),
+                    ("--saint-coverage", self.saint_coverage.is_some()),
+                ][..],
                 saint,
                 "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
             ),
             (
-                "--batches-per-epoch",
-                self.batches_per_epoch.is_some(),
-                saint,
-                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
-            ),
-            (
-                "--saint-coverage",
-                self.saint_coverage.is_some(),
-                saint,
-                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
-            ),
-            (
-                "--walk-length",
-                self.walk_length.is_some(),
+                &[("--walk-length", self.walk_length.is_some())][..],
                 self.batch == BatchArg::SaintRw,
                 "only --batch saint-rw walks",
             ),
         ] {
-            if given && !applies {
+            if let Some((flag, _)) = flags.iter().find(|(_, given)| *given && !applies) {
                 return Err(format!("{flag}: {what}"));
             }
         }
-        if self.eval == Some(EvalArg::Batch) && self.batch != BatchArg::Cluster {
+        if self.eval == Some(EvalArg::Batch) && !cluster {
             return Err(
                 "--eval batch: only with --batch cluster (the other batches do not partition \
                  the nodes, so they would score some nodes twice and others not at all)"
@@ -135,17 +118,14 @@ impl TrainArgs {
         if self.batch == BatchArg::Full {
             return Ok(());
         }
-        if let BatchConfig::Saint {
-            kind, batch_size, ..
-        } = cfg.batch
-        {
-            if kind.draws(batch_size) > MAX_DRAWS {
-                return Err(format!(
-                    "--batch-size {batch_size}: a batch would draw {} nodes (roots × (--walk-length \
-                     + 1), or 2 × edges); at most 2^26",
-                    kind.draws(batch_size)
-                ));
-            }
+        // The library's rules for the batches' settings, each named by its flag.
+        if let Err(e) = cfg.batch.check() {
+            return Err(match e {
+                ConfigError::OutOfRange { name, value, rule } => {
+                    format!("--{} {value}: {rule}", name.replace('_', "-"))
+                }
+                e => format!("the batch settings: {e}"),
+            });
         }
         if cfg.model.drop_edge > 0.0 {
             return Err(
@@ -156,16 +136,6 @@ impl TrainArgs {
         #[cfg(feature = "mpi")]
         if dist::launched() {
             return Err("--batch: not under mpirun yet (mini-batches need Â held whole)".into());
-        }
-        if let BatchConfig::Cluster {
-            parts, per_batch, ..
-        } = cfg.batch
-        {
-            if per_batch > parts {
-                return Err(format!(
-                    "--parts-per-batch {per_batch}: more than the {parts} parts (--parts)"
-                ));
-            }
         }
         Ok(())
     }

@@ -494,8 +494,11 @@ impl<F: Scalar> Model<F> {
                 u8: vec![0u8; plan.scratch.u8],
                 f64: vec![0f64; plan.scratch.f64],
             },
+            // (Evaluation drops nothing: its own workspace holds no copy to drop into.)
             xd_sparse: match x.get() {
-                FeaturesRef::Sparse(s) if self.input_dropout > 0.0 => Some(s.clone()),
+                FeaturesRef::Sparse(s) if self.input_dropout > 0.0 && !self.own_eval(eval) => {
+                    Some(s.clone())
+                }
                 _ => None,
             },
             xd_of: Some(x.id()),
