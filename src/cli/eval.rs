@@ -9,7 +9,7 @@ use sparse_gcn::metrics::accuracy;
 use sparse_gcn::nn::loss::softmax_cross_entropy_loss;
 use sparse_gcn::nn::Model;
 use sparse_gcn::train::checkpoint::{self, Checkpoint};
-use sparse_gcn::train::run::{check_run_fits, Prepare, Prepared};
+use sparse_gcn::train::run::{check_inference_fits, Prepare, Prepared};
 use sparse_gcn::{par::thread_pool, Error, Par, Result, Scalar};
 
 use super::DataArgs;
@@ -58,7 +58,11 @@ pub(crate) fn load_model(ck_path: &Path, data: &DataArgs) -> Result<Loaded> {
     ck.check_data(&data)?;
     let p = Prepared::new(data, &prepare)?;
     let mut model = ck.build(&p.adj, &p.data.features)?;
-    check_run_fits(&mut model, p.n_nodes, &p.data.features, 1)?;
+    // Inference only: passes in evaluation's own workspace (layer-wise, no backward).
+    let mut opts = model.options();
+    opts.separate_eval = true;
+    model.set_options(opts);
+    check_inference_fits(&mut model, p.n_nodes, &p.data.features)?;
     Ok(Loaded { ck, p, model })
 }
 

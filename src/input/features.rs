@@ -218,6 +218,52 @@ impl<F: Scalar> Features<F> {
         }
     }
 
+    /// Relabels the rows in place: row `r` becomes the old row `new_to_old[r]` (a
+    /// permutation of `0..n`). Dense rows follow the permutation's cycles through one row of
+    /// scratch, so a whole second copy of X is never held; sparse rows are gathered anew.
+    /// A fresh id.
+    ///
+    /// # Panics
+    /// If `new_to_old` is not a permutation of the rows (the caller's
+    /// [`Permutation`](crate::graph::Permutation) guarantees it).
+    ///
+    /// # Complexity
+    /// O(n + stored values).
+    pub(crate) fn permute_rows(&mut self, new_to_old: &[u32]) {
+        assert_eq!(new_to_old.len(), self.n_rows(), "permute_rows: length");
+        self.id = DataId::fresh();
+        let x = match &mut self.repr {
+            Repr::Dense(x) => x,
+            Repr::Sparse(_) => {
+                *self = self.select_rows(new_to_old);
+                return;
+            }
+        };
+        let d = x.ncols();
+        let flat = x
+            .as_slice_mut()
+            .unwrap_or_else(|| unreachable!("dense features are stored row-major"));
+        let mut done = vec![false; new_to_old.len()];
+        let mut tmp = vec![F::zero(); d];
+        for start in 0..new_to_old.len() {
+            if done[start] {
+                continue;
+            }
+            tmp.copy_from_slice(&flat[start * d..(start + 1) * d]);
+            let mut r = start;
+            loop {
+                done[r] = true;
+                let src = new_to_old[r] as usize;
+                if src == start {
+                    flat[r * d..(r + 1) * d].copy_from_slice(&tmp);
+                    break;
+                }
+                flat.copy_within(src * d..(src + 1) * d, r * d);
+                r = src;
+            }
+        }
+    }
+
     /// The rows `rows` (any order, repeats allowed): row k of the result is row `rows[k]`,
     /// stored as `self` is (sparse rows keep their column order; Xᵀ is recomputed).
     ///

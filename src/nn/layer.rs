@@ -266,6 +266,10 @@ pub struct InputDesc {
     pub fixed_in_training: bool,
     /// The stack may ask for this input's gradient (it is not the features).
     pub grad: bool,
+    /// The plan has no backward pass (evaluation's own workspace,
+    /// [`StackOptions::separate_eval`](crate::nn::StackOptions::separate_eval)): nothing
+    /// need be saved, and a layer may choose the leanest of the ways that give the same bits.
+    pub forward_only: bool,
 }
 
 /// The identities of a pass's Â and features ([`DataId`]s): every cache of a layer or of the
@@ -398,8 +402,13 @@ impl<F> Din<'_, F> {
 pub struct Fwd<'a, F> {
     /// The inputs (for an in-place layer: every input but the first, which is in `out`).
     pub ins: Inputs<'a, F>,
-    /// The output, n × [`Spec::out_dim`] (for an in-place layer it holds the first input).
+    /// The output, n × [`Spec::out_dim`] (for an in-place layer it holds the first input);
+    /// empty (no rows) when [`Fwd::over_input`] is granted.
     pub out: ArrayViewMut2<'a, F>,
+    /// [`Spec::out_over_input`] granted: one buffer, at least n·max(in, out) long, holding
+    /// the first input (n × in_dim, row-major) on entry and the output (n × out_dim) on exit;
+    /// the first input is then not in `ins` (as for an in-place layer) and `out` is empty.
+    pub over_input: Option<&'a mut [F]>,
     /// What backward will need ([`Spec::saved`]).
     pub saved: Bufs<'a, F>,
     /// Temporaries ([`Spec::scratch`]).
@@ -501,6 +510,11 @@ pub struct Spec {
     /// The output is written over the first input (element-wise layers): the stack passes the
     /// input in the output buffer.
     pub in_place: bool,
+    /// The output may be written over the first input when nothing reads that input after
+    /// this call (a dense value of the pool, e.g. in evaluation): the stack then grants it
+    /// with [`Fwd::over_input`], the input in the buffer the output goes to; otherwise the
+    /// call is an ordinary one.
+    pub out_over_input: bool,
     /// How backward hands the input gradients over.
     pub grad: GradMode,
     /// Backward reads the inputs (then the stack keeps them until then).
@@ -527,6 +541,7 @@ impl Spec {
             out_dim,
             in_dim: None,
             in_place: false,
+            out_over_input: false,
             grad: GradMode::Separate,
             keeps_input: false,
             constant: false,

@@ -548,15 +548,23 @@ fn apply_permutes_every_part_and_inverts() {
         let p = order(&d.graph, Reorder::Community).unwrap();
         let e = apply(&d, &p).unwrap();
         e.validate().unwrap();
-        // The same with the relabelled graph handed over (as auto does).
-        let f = apply_with_graph(&d, &p, permute_graph(&d.graph, &p)).unwrap();
-        assert_eq!(f.graph, e.graph);
-        assert_eq!(f.labels, e.labels);
-        assert_eq!(f.features.to_dense(), e.features.to_dense());
-        assert_eq!(f.split.train.indices(), e.split.train.indices());
-        assert_eq!(f.split.test.indices(), e.split.test.indices());
+        // The same consuming the dataset, with the relabelled graph handed over (as auto
+        // does) or not (features relabelled in place, dense or sparse).
+        let g = permute_graph(&d.graph, &p);
+        for f in [
+            apply_owned(d.clone(), &p, Some(g)).unwrap(),
+            apply_owned(d.clone(), &p, None).unwrap(),
+        ] {
+            assert_eq!(f.graph, e.graph);
+            assert_eq!(f.labels, e.labels);
+            assert_eq!(f.features.to_dense(), e.features.to_dense());
+            assert_eq!(f.features.is_sparse(), e.features.is_sparse());
+            assert_eq!(f.split.train.indices(), e.split.train.indices());
+            assert_eq!(f.split.valid.indices(), e.split.valid.indices());
+            assert_eq!(f.split.test.indices(), e.split.test.indices());
+        }
         let small = crate::graph::Graph::try_from_edges(3, &[], Direction::Undirected).unwrap();
-        assert!(apply_with_graph(&d, &p, small).is_err());
+        assert!(apply_owned(d.clone(), &p, Some(small)).is_err());
         let (x, y) = (d.features.to_dense(), e.features.to_dense());
         for i in 0..300 {
             let r = p.old_to_new()[i] as usize;

@@ -242,6 +242,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
                 sparse: matches!(i, In::Sparse(_)),
                 fixed_in_training: self.fixed_in_training,
                 grad: true,
+                forward_only: false,
             })
             .collect()
     }
@@ -279,6 +280,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
                 Fwd {
                     ins: packed.inputs(n),
                     out: view_mut(&mut out, (n, w)),
+                    over_input: None,
                     saved: saved.bufs(),
                     scratch: scratch.bufs(),
                 },

@@ -160,6 +160,27 @@ pub fn check_run_fits(
     })
 }
 
+/// Refuses, before inference, evaluating `model` on `n` rows of `x` (its logits returned as
+/// a new array) when evaluation's own workspace (planned forward only: layer-wise, about
+/// two layers' activations) and the logits would not fit in the memory available. Set
+/// [`StackOptions::separate_eval`](crate::nn::StackOptions::separate_eval) on a model that
+/// only evaluates, so that its passes run in that workspace.
+///
+/// # Errors
+/// [`crate::Error::TooLarge`].
+pub fn check_inference_fits(model: &mut Model<f32>, n: usize, x: &Features<f32>) -> Result<()> {
+    let workspace = model.eval_workspace_bytes(n, x)? as u64;
+    let out_dim = model.out_dim();
+    let needed = workspace.saturating_add(memory::bytes(n, 4 * out_dim));
+    memory::check(needed, || {
+        format!(
+            "evaluating a model on {n} nodes × {} features: the planned evaluation workspace \
+             ({workspace} bytes) and the logits",
+            x.n_cols()
+        )
+    })
+}
+
 /// Whether to row-normalise the features (Kipf's preprocessing of bag-of-words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RowNorm {
@@ -318,13 +339,13 @@ impl Prepared {
             // The relabelled graph auto's model builds is the one `apply` would build.
             let (perm, applied, graph) = order::auto_order_with_graph(&data.graph);
             if let Some(graph) = graph {
-                data = order::apply_with_graph(&data, &perm, graph)?;
+                data = order::apply_owned(data, &perm, Some(graph))?;
             }
             ((!perm.is_identity()).then_some(perm), applied)
         } else {
             let (perm, applied) = choose_order(&data.graph, p.reorder)?;
             if let Some(perm) = &perm {
-                data = order::apply(&data, perm)?;
+                data = order::apply_owned(data, perm, None)?;
             }
             (perm, applied)
         };

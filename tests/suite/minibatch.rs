@@ -6,7 +6,7 @@
 use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::{Norm, NormAdj};
-use sparse_gcn::nn::{Arch, ModelConfig, NormKind};
+use sparse_gcn::nn::{Arch, ModelConfig, NormKind, Order};
 use sparse_gcn::sample::{ClusterSampler, Clusters, NodeSampler};
 use sparse_gcn::train::{
     fit_model, Batches, FitOptions, RunResult, StopRule, TrainConfig, TrainData,
@@ -119,17 +119,25 @@ fn cluster_batches_learn_and_replay_in_pools_of_one_and_two_threads() {
     );
 }
 
-/// Evaluation in a workspace of its own (planned forward only, what mini-batch training sets)
+/// Evaluation in a workspace of its own (planned forward only, what mini-batch training sets:
+/// layer-wise inference, each convolution's output over its input or Â·H a block at a time)
 /// gives the logits and every layer representation of an evaluation in training's workspace,
-/// bit for bit: every architecture, each normalisation layer, with checkpointing, on dense and
-/// sparse features, after a few training steps (BatchNorm's running statistics set).
+/// bit for bit: every architecture, each normalisation layer, with checkpointing, each order
+/// of the convolutions, on dense and sparse features, after a few training steps
+/// (BatchNorm's running statistics set).
 #[test]
 fn evaluation_in_its_own_workspace_is_evaluation_bit_for_bit() {
     let (d, adj) = data(300);
+    let orders = [
+        Order::Auto,
+        Order::AggregateFirst,
+        Order::TransformFirst,
+        Order::Lean,
+    ];
     for sparse in [false, true] {
         let x = Features::dense(d.features.to_dense());
         let x = if sparse { x.into_sparse_if(1.0) } else { x };
-        for arch in Arch::all() {
+        for (arch, order) in Arch::all().into_iter().flat_map(|a| orders.map(|o| (a, o))) {
             for (norm, checkpoint) in [
                 (NormKind::None, 0),
                 (NormKind::Batch, 1),
@@ -144,6 +152,7 @@ fn evaluation_in_its_own_workspace_is_evaluation_bit_for_bit() {
                     bias: true,
                     checkpoint,
                     input_dropout: 0.2,
+                    order,
                     ..ModelConfig::deep(arch, 3)
                 };
                 let train = TrainConfig {
@@ -169,7 +178,7 @@ fn evaluation_in_its_own_workspace_is_evaluation_bit_for_bit() {
                 };
                 assert!(
                     reps(&mut model) == reps(&mut lean),
-                    "{arch} {norm:?} checkpoint {checkpoint} sparse {sparse}"
+                    "{arch} {order:?} {norm:?} checkpoint {checkpoint} sparse {sparse}"
                 );
             }
         }

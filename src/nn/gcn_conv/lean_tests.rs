@@ -166,6 +166,7 @@ fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
         sparse: false,
         fixed_in_training: false,
         grad,
+        forward_only: false,
     };
     let spec = |l: &GcnConv<f32>, d: InputDesc| Layer::<f32>::spec(l, &[d], 1000);
     let s = spec(&l, dense(true));
@@ -194,6 +195,7 @@ fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
         sparse: true,
         fixed_in_training: false,
         grad: false,
+        forward_only: false,
     };
     assert_eq!(l.order_on(sparse), Order::TransformFirst);
     let s = spec(&l, sparse);

@@ -40,7 +40,9 @@ use rand::Rng;
 
 use self::cache::{Aggregated, Keyed};
 use super::attrs::{Attrs, FromAttrs};
-use super::layer::{view, Bwd, Cx, Fwd, GradIo, GradMode, InputDesc, Layer, Req, Spec, Value};
+use super::layer::{
+    view, view_mut, Bwd, Cx, Fwd, GradIo, GradMode, InputDesc, Layer, Req, Spec, Value,
+};
 use super::param::Param;
 use crate::graph::Caps;
 use crate::input::SparseFeatures;
@@ -205,6 +207,16 @@ impl<F: Scalar> GcnConv<F> {
             && n * self.in_dim() > self.eval_cache_limit
     }
 
+    /// Whether a forward call on `input` runs in row blocks, as the lean order's forward, where
+    /// its order would compute Â·H whole: aggregate-first in a plan without backward (nothing
+    /// saved: the same bits, [`InputDesc::forward_only`]) on a dense input that is not kept
+    /// across passes, or on the fixed input too large to keep (`recomputes_in_eval`).
+    fn blocked_in_eval(&self, input: InputDesc, n: usize) -> bool {
+        self.order_on(input) == Order::AggregateFirst
+            && !input.sparse
+            && (input.forward_only || self.recomputes_in_eval(input, n))
+    }
+
     /// The scratch of [`Order::Lean`] for `n` rows, with ∂L/∂in over the input or not.
     fn lean_scratch(&self, input: InputDesc, n: usize, over_input: bool) -> Req {
         let block = n.min(self.lean_block);
@@ -246,7 +258,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             keeps_input: matches!(order, Order::TransformFirst | Order::Lean),
             needs: Caps {
                 sparse_product: order == Order::AggregateFirst && input.sparse,
-                a_blocks: order == Order::Lean || self.recomputes_in_eval(input, n),
+                a_blocks: order == Order::Lean || self.blocked_in_eval(input, n),
                 at_blocks: order == Order::Lean,
                 ..Caps::default()
             },
@@ -255,12 +267,13 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         match order {
             Order::AggregateFirst => {
                 // S = ÂH of a dense input that changes from pass to pass (a sparse or fixed S
-                // is kept by the layer); G·Wᵀ in backward when the input needs a gradient, one
-                // block of Â·X for an evaluation that recomputes it.
-                if !input.sparse && !input.fixed_in_training {
+                // is kept by the layer; none without backward); G·Wᵀ in backward when the
+                // input needs a gradient, one block of Â·X for an evaluation that recomputes
+                // it.
+                if !input.sparse && !input.fixed_in_training && !input.forward_only {
                     spec.saved = Req::f(n * din);
                 }
-                spec.scratch = Req::f(if input.grad {
+                spec.scratch = Req::f(if input.grad && !input.forward_only {
                     n * din
                 } else {
                     n.min(self.lean_block) * din
@@ -272,8 +285,12 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
                     scratch: self.lean_scratch(input, n, true),
                 };
             }
-            // T = H·W in forward, P = Âᵀ·G in backward.
-            Order::TransformFirst | Order::Auto => spec.scratch = Req::f(n * dout),
+            // T = H·W in forward, P = Âᵀ·G in backward; without backward, Â·T may go over H
+            // (H is dead once T is computed): two n-row buffers instead of three.
+            Order::TransformFirst | Order::Auto => {
+                spec.scratch = Req::f(n * dout);
+                spec.out_over_input = input.forward_only;
+            }
         }
         spec
     }
@@ -281,6 +298,19 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, saved, scratch) = (io.ins, io.out, io.saved, io.scratch);
         let (n, par) = (cx.n(), cx.par);
+        if let Some(buf) = io.over_input {
+            // (Granted only to TransformFirst in a plan without backward.)
+            let (din, dout) = (self.in_dim(), self.out_dim());
+            assert!(
+                buf.len() >= n * din.max(dout),
+                "GcnConv::forward: the buffer over the input"
+            );
+            self.transform_first_over_input(cx, buf, scratch);
+            if let Some(b) = &self.bias {
+                add_bias(view_mut(buf, (n, dout)), b.value.row(0), par);
+            }
+            return Ok(());
+        }
         let x = ins.get(0);
         assert!(
             x.nrows() == n && x.ncols() == self.in_dim() && out.dim() == (n, self.out_dim()),
@@ -297,12 +327,15 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         if cx.fixed_input && self.fixed.as_ref().is_some_and(|(k, _)| *k != cx.input) {
             self.fixed = None;
         }
-        // Aggregate-first evaluation on the fixed input, too large to keep: Â·X block by block,
-        // as the lean order's forward.
-        let recompute = cx.fixed_input
-            && self.fixed.is_none()
-            && matches!(x, Value::Dense(_))
-            && self.recomputes_in_eval(input, n);
+        // Aggregate-first evaluation on the fixed input, too large to keep, or on any dense
+        // input without backward: Â·X block by block, as the lean order's forward (the same
+        // bits).
+        let recompute = matches!(x, Value::Dense(_))
+            && if cx.fixed_input {
+                self.fixed.is_none() && self.recomputes_in_eval(input, n)
+            } else {
+                input.forward_only && self.blocked_in_eval(input, n)
+            };
         match self.order_on(input) {
             _ if recompute => {
                 self.blocked_forward(cx.adj, x.dense(), out.view_mut(), scratch, par)?

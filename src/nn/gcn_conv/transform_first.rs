@@ -24,6 +24,31 @@ impl<F: Scalar> GcnConv<F> {
         cx.adj.a_times(F::one(), t.view(), F::zero(), out, par);
     }
 
+    /// [`transform_first_forward`](Self::transform_first_forward) with the output over the
+    /// input (a forward-only pass): `buf` holds H (n × in_dim) on entry, T = H·W goes to
+    /// scratch, then Â·T (without the bias) over H. The same bits.
+    pub(super) fn transform_first_over_input(
+        &self,
+        cx: &mut Cx<'_, F>,
+        buf: &mut [F],
+        mut scratch: Bufs<'_, F>,
+    ) {
+        let (n, par) = (cx.n(), cx.par);
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        let t = scratch.take_f(n * dout);
+        let mut t = view_mut(t, (n, dout));
+        gemm(
+            F::one(),
+            view(buf, (n, din)),
+            self.weight.value.view(),
+            F::zero(),
+            t.view_mut(),
+            par,
+        );
+        cx.adj
+            .a_times(F::one(), t.view(), F::zero(), view_mut(buf, (n, dout)), par);
+    }
+
     /// P = Âᵀ·G in scratch; dW += Hᵀ·P; dH = P·Wᵀ into `grad` (which holds G on entry) when the
     /// input needs a gradient. (The bias gradient is the caller's.)
     pub(super) fn transform_first_backward(

@@ -401,6 +401,12 @@ fn run_forward<F: Scalar>(
         &mut ws.saved_f64,
         call.saved,
     );
+    // (Output over the input: the whole buffer, holding the input, and no output view.)
+    let (out, over_input) = if call.over_input {
+        (view_mut(&mut [], (0, w)), Some(&mut out_buf[..]))
+    } else {
+        (view_mut(&mut out_buf, (n, w)), None)
+    };
     let res = node.layer.forward(
         &mut flags.cx(adj, &ws.sums, &plan.descs[i], par, rng, false),
         Fwd {
@@ -411,7 +417,8 @@ fn run_forward<F: Scalar>(
                 x: x_value(x),
                 xd,
             },
-            out: view_mut(&mut out_buf, (n, w)),
+            out,
+            over_input,
             saved,
             scratch: ws.scratch.bufs(),
         },

@@ -517,7 +517,21 @@ impl<F: Scalar> Model<F> {
     /// # Errors
     /// As [`Model::reserve`].
     pub(crate) fn workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
-        let plan = self.plan(n, x, false)?;
+        self.plan_bytes(n, x, false)
+    }
+
+    /// [`Model::workspace_bytes`] of evaluation's own workspace
+    /// ([`StackOptions::separate_eval`]: planned forward only).
+    ///
+    /// # Errors
+    /// As [`Model::reserve`].
+    pub(crate) fn eval_workspace_bytes(&mut self, n: usize, x: &Features<F>) -> Result<usize> {
+        self.plan_bytes(n, x, true)
+    }
+
+    /// The bytes of a plan for `n` rows (`eval`: forward only).
+    fn plan_bytes(&mut self, n: usize, x: &Features<F>, eval: bool) -> Result<usize> {
+        let plan = self.plan(n, x, eval)?;
         let f = std::mem::size_of::<F>();
         let sum = |v: &[usize]| v.iter().sum::<usize>();
         let saved: usize = plan
@@ -526,7 +540,9 @@ impl<F: Scalar> Model<F> {
             .map(|r| r.f * f + r.u8 + 8 * r.f64)
             .sum();
         let xd = match x.get() {
-            FeaturesRef::Sparse(s) if self.input_dropout > 0.0 => s.x().nnz() * 2 * (f + 4),
+            FeaturesRef::Sparse(s) if self.input_dropout > 0.0 && !eval => {
+                s.x().nnz() * 2 * (f + 4)
+            }
             _ => 0,
         };
         Ok(f * (sum(&plan.pool_sizes) + plan.scratch.f)

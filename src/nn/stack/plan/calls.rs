@@ -17,6 +17,9 @@ pub(crate) struct Call {
     pub(crate) out: usize,
     /// An in-place layer whose input buffer cannot be taken over: copy input 0 first.
     pub(crate) copy_from: Option<InSlot>,
+    /// [`Spec::out_over_input`](crate::nn::layer::Spec) granted: input 0 is in `out`'s
+    /// buffer (and not in `ins`).
+    pub(crate) over_input: bool,
     pub(crate) saved: Option<usize>,
     /// The pool buffer lent to the call as its scratch of `F`.
     pub(crate) scratch: Option<usize>,
@@ -159,11 +162,6 @@ impl Parts<'_> {
         let (st, v) = (self.st, self.v);
         let spec = &st.specs[c];
         let in_place = spec.in_place && !spec.constant;
-        let skip = usize::from(in_place);
-        let ins = st.inputs[c][skip..]
-            .iter()
-            .map(|&s| self.in_slot(s, c, rec))
-            .collect();
         let (out_inst, took, saved, scratch) = if rec {
             (
                 v.rec_inst[c].unwrap_or(v.fwd_inst[c]),
@@ -179,10 +177,17 @@ impl Parts<'_> {
                 self.scr.fwd[c],
             )
         };
+        let over_input = spec.out_over_input && !in_place && took;
+        let skip = usize::from(in_place || over_input);
+        let ins = st.inputs[c][skip..]
+            .iter()
+            .map(|&s| self.in_slot(s, c, rec))
+            .collect();
         Call {
             ins,
             out: self.slot[out_inst],
             copy_from: (in_place && !took).then(|| self.in_slot(st.inputs[c][0], c, rec)),
+            over_input,
             saved,
             scratch: scratch.map(|k| self.slot[k]),
         }

@@ -85,18 +85,15 @@ pub(crate) fn timeline(
 
 /// The timeline of an evaluation pass of `n_nodes` nodes: the input, each forward call, the
 /// loss (the logits' last read). Nothing runs backward, so each node's "backward" is its
-/// forward call (the last node's, the loss): a value lives until its last forward read, a
-/// saved state only through its own call.
+/// forward call: a value lives until its last forward read (the last node's input too, which
+/// its output may then go over), a saved state only through its own call.
 pub(crate) fn eval_timeline(n_nodes: usize) -> Timeline {
     let mut events = vec![Ev::Input];
     events.extend((0..n_nodes).map(Ev::Fwd));
     events.push(Ev::Loss);
     let t_fwd: Vec<usize> = (1..=n_nodes).collect();
     let t_loss = n_nodes + 1;
-    let mut t_bwd = t_fwd.clone();
-    if let Some(last) = t_bwd.last_mut() {
-        *last = t_loss;
-    }
+    let t_bwd = t_fwd.clone();
     Timeline {
         seg_of: vec![None; n_nodes],
         t_fwd,

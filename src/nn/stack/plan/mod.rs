@@ -133,6 +133,7 @@ impl<F: Scalar> Model<F> {
             x_sparse,
             xd_dropped,
             varying_graph: self.opts.varying_graph,
+            forward_only: eval,
         };
         let inputs: Vec<&[Src]> = nodes.iter().map(|nd| &nd.inputs[..]).collect();
         let d = nodes::describe(&inputs, &has_params, set, &mut |i, descs| {
@@ -184,7 +185,8 @@ impl<F: Scalar> Model<F> {
             specs: &d.specs,
             cap,
             x_cols: x.n_cols(),
-            xd_dense: xd_dropped && !x_sparse,
+            // (Evaluation drops nothing: no X̃ buffer.)
+            xd_dense: xd_dropped && !x_sparse && !eval,
         };
         let mut v = values::values(&st, &tl);
         let g = grads::grads(&st, &tl, &mut v, &need, true);

@@ -15,6 +15,8 @@ pub(crate) struct Setting {
     pub(crate) xd_dropped: bool,
     /// Â changes from one training pass to the next.
     pub(crate) varying_graph: bool,
+    /// The plan is for evaluation passes only ([`InputDesc::forward_only`]).
+    pub(crate) forward_only: bool,
 }
 
 /// Per node: what the planner knows and what the layer declared.
@@ -67,6 +69,7 @@ pub(crate) fn describe(
                 sparse: set.x_sparse && matches!(s, Src::X | Src::Xd),
                 fixed_in_training: !set.varying_graph && fixed(s, true, &out_fixed_train),
                 grad: matches!(s, Src::Node(j) if d.need[*j]),
+                forward_only: set.forward_only,
             })
             .collect();
         let sp = spec(i, &descs);
@@ -140,6 +143,7 @@ mod tests {
             x_sparse: true,
             xd_dropped: true,
             varying_graph: false,
+            forward_only: false,
         };
         let d = describe(&inputs, &[false, true, false], set, &mut spec_of(true));
         assert_eq!(d.need, [false, true, true]);
@@ -153,6 +157,17 @@ mod tests {
         assert!(d.descs[1][0].fixed_in_training && !d.descs[1][0].grad && !d.descs[1][0].sparse);
         assert!(!d.descs[2][0].fixed_in_training && d.descs[2][0].sparse);
         assert!(d.descs[2][1].grad);
+        assert!(d.descs.iter().flatten().all(|d| !d.forward_only));
+        let fwd = describe(
+            &inputs,
+            &[false, true, false],
+            Setting {
+                forward_only: true,
+                ..set
+            },
+            &mut spec_of(true),
+        );
+        assert!(fwd.descs.iter().flatten().all(|d| d.forward_only));
         // Â varying between training passes: nothing is fixed in training.
         let set = Setting {
             varying_graph: true,

@@ -1,7 +1,7 @@
 //! The value instances of a pass and their intervals: X̃ (dense features with dropout, and its
 //! redraw), each node's output in forward and, for checkpointed nodes, in its recomputation;
-//! each lives until its last reader. An in-place layer takes over its input's buffer when
-//! nothing reads that input later.
+//! each lives until its last reader. An in-place layer (or one whose output may go over its
+//! input) takes over its input's buffer when nothing reads that input later.
 
 use super::events::Timeline;
 use super::intervals::Intervals;
@@ -118,14 +118,21 @@ pub(crate) fn values(st: &Stack<'_>, tl: &Timeline) -> Values {
 }
 
 /// In place: an output takes over its input's buffer when nothing reads the input later
-/// (never a constant node's output, kept for the whole pass).
+/// (never a constant node's output, kept for the whole pass); the same for a layer whose
+/// output may go over its input ([`Spec::out_over_input`](crate::nn::layer::Spec)), which
+/// otherwise runs as an ordinary call (for an in-place layer the input is copied).
 fn take_over_inputs(st: &Stack<'_>, tl: &Timeline, v: &mut Values) {
     for c in 0..st.len() {
-        if !st.specs[c].in_place || st.specs[c].constant {
+        let spec = &st.specs[c];
+        if !(spec.in_place || spec.out_over_input) || spec.constant {
             continue;
         }
         let src = st.inputs[c][0];
         let from_constant = matches!(src, Src::Node(u) if st.specs[u].constant);
+        // (Over the input: only a node's output, a value of every pass.)
+        if !spec.in_place && !matches!(src, Src::Node(_)) {
+            continue;
+        }
         if let Some(k) = v.inst_of(src, c, false) {
             if v.end(k) == tl.t_fwd[c] && !from_constant {
                 let f = v.fwd_inst[c];
