@@ -262,6 +262,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             norm: Norm::Symmetric,
             keep_graph: true,
             whole_adj: true,
+            diag_lambda: 0.0,
         },
     )?;
     let data = &prepared.data;

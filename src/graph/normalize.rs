@@ -103,6 +103,32 @@ impl<F: Scalar> NormAdj<F> {
         }
     }
 
+    /// Cluster-GCN's diagonal enhancement (Chiang et al., KDD 2019, eq. 10): Â + λ·diag(Â),
+    /// each diagonal entry a becoming a + λ·a (rounded in `F`: a product, then a sum), the
+    /// others unchanged, in Âᵀ too; a fresh id. λ = 0 changes no value (the id stays).
+    ///
+    /// # Complexity
+    /// O(nnz): a scan of each row for its diagonal entry (every row has one: Ã's self-loop).
+    pub fn enhance_diagonal(&mut self, lambda: F) {
+        if lambda == F::zero() {
+            return;
+        }
+        self.id = DataId::fresh();
+        let enhance = |m: &mut Csr<F>| {
+            for (i, mut row) in m.outer_iterator_mut().enumerate() {
+                for (j, v) in row.iter_mut() {
+                    if j == i {
+                        *v = *v + lambda * *v;
+                    }
+                }
+            }
+        };
+        enhance(&mut self.a);
+        if let Some(t) = &mut self.a_t {
+            enhance(t);
+        }
+    }
+
     /// The identity of Â's contents ([`DataId`]): fresh for every new Â and every rewrite
     /// (`NormAdj::assign_filtered`), kept by a clone.
     pub fn id(&self) -> DataId {
@@ -524,6 +550,47 @@ mod tests {
                         rows(whole.a_t(), range.clone()),
                         "{direction:?} {norm:?} {range:?}"
                     );
+                }
+            }
+        }
+    }
+
+    /// Cluster-GCN's diagonal enhancement: the diagonal entries a + λ·a, nothing else
+    /// changed, in Â and its stored transpose alike; with row normalisation, the paper's
+    /// (1 + λ)/(d̃_i) on the diagonal and 1/d̃_i off it.
+    #[test]
+    fn the_diagonal_enhancement_scales_the_diagonal_alone() {
+        for (norm, direction) in [
+            (Norm::Row, Direction::Undirected),
+            (Norm::Symmetric, Direction::Undirected),
+            (Norm::Symmetric, Direction::Directed),
+        ] {
+            let g = graph(40, 7, direction);
+            let base = NormAdj::<f32>::new(&g, norm);
+            let mut e = base.clone();
+            e.enhance_diagonal(0.0);
+            assert_eq!(e.id(), base.id(), "λ = 0 changes nothing");
+            e.enhance_diagonal(0.75);
+            assert_ne!(e.id(), base.id());
+            let (a, b) = (base.a(), e.a());
+            assert_eq!(a.indptr(), b.indptr());
+            assert_eq!(a.indices(), b.indices());
+            for i in 0..40 {
+                for (j, &v) in a.outer_view(i).unwrap().iter() {
+                    let w = *b.get(i, j).unwrap();
+                    let want = if i == j { v + 0.75 * v } else { v };
+                    assert_eq!(w.to_bits(), want.to_bits(), "{norm:?} ({i}, {j})");
+                    if norm == Norm::Row && i == j {
+                        let d = a.outer_view(i).unwrap().nnz() as f32;
+                        assert!((w - 1.75 / d).abs() <= 1e-6, "{w} vs 1.75/{d}");
+                    }
+                }
+            }
+            // Âᵀ is the transpose of the enhanced Â.
+            let t = e.a_t();
+            for i in 0..40 {
+                for (j, &v) in b.outer_view(i).unwrap().iter() {
+                    assert_eq!(t.get(j, i).unwrap().to_bits(), v.to_bits());
                 }
             }
         }

@@ -170,6 +170,8 @@ impl<F: Scalar> Batch<F> {
             .induced_into(&self.nodes, &mut self.pos, &mut self.graph);
         self.adj
             .assign_filtered(&self.graph, src.norm, |_, _| true, &mut self.spare);
+        self.adj
+            .enhance_diagonal(F::from_f64_lossy(sampler.diag_lambda()));
         src.x.select_rows_into(&self.nodes, &mut self.x);
         self.labels.clear();
         self.labels
@@ -319,6 +321,30 @@ mod tests {
                     in_train
                 );
             }
+        }
+    }
+
+    /// With Cluster-GCN's diagonal enhancement, a batch's Â is its subgraph's normalised on
+    /// it, then enhanced: the same nodes and rows, the diagonal a + λ·a.
+    #[test]
+    fn a_batch_takes_its_sampler_s_diagonal_enhancement() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let plain = ClusterSampler::new(&d.graph, 40, 5, Clusters::Community).unwrap();
+        let enhanced = plain.clone().with_diag_lambda(1.5).unwrap();
+        assert!(plain.clone().with_diag_lambda(-0.5).is_err());
+        assert!(plain.clone().with_diag_lambda(f64::NAN).is_err());
+        for norm in [Norm::Row, Norm::Symmetric] {
+            let src =
+                BatchSource::new(&d.graph, norm, &d.features, &d.labels, &d.split.train).unwrap();
+            let (mut a, mut b) = (Batch::<f32>::new(norm), Batch::<f32>::new(norm));
+            a.fill(&src, &plain, 11, 2, 3).unwrap();
+            b.fill(&src, &enhanced, 11, 2, 3).unwrap();
+            assert_eq!(a.nodes(), b.nodes());
+            let mut want = a.adj().clone();
+            want.enhance_diagonal(1.5);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(b.adj().a().data()), bits(want.a().data()));
+            assert_ne!(bits(b.adj().a().data()), bits(a.adj().a().data()));
         }
     }
 

@@ -28,6 +28,8 @@ pub struct ClusterSampler {
     members: Vec<u32>,
     per_batch: usize,
     max_nodes: usize,
+    /// The diagonal enhancement λ of each batch's Â (0: none).
+    diag_lambda: f64,
 }
 
 impl ClusterSampler {
@@ -106,7 +108,20 @@ impl ClusterSampler {
             members,
             per_batch,
             max_nodes,
+            diag_lambda: 0.0,
         })
+    }
+
+    /// The sampler with Cluster-GCN's diagonal enhancement λ on each batch's Â
+    /// ([`NormAdj::enhance_diagonal`](crate::graph::NormAdj::enhance_diagonal)).
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`](crate::ConfigError::OutOfRange) for a λ that is negative
+    /// or not finite.
+    pub fn with_diag_lambda(mut self, lambda: f64) -> Result<Self> {
+        check_diag_lambda(lambda)?;
+        self.diag_lambda = lambda;
+        Ok(self)
     }
 
     /// Number of parts.
@@ -139,6 +154,10 @@ impl NodeSampler for ClusterSampler {
 
     fn partitions(&self) -> bool {
         true
+    }
+
+    fn diag_lambda(&self) -> f64 {
+        self.diag_lambda
     }
 
     fn check_graph(&self, graph: &Graph) -> Result<()> {
@@ -218,6 +237,22 @@ fn splitmix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Checks a diagonal enhancement λ: finite and at least 0.
+///
+/// # Errors
+/// [`ConfigError::OutOfRange`](crate::ConfigError::OutOfRange) naming `diag_lambda`.
+pub(crate) fn check_diag_lambda(lambda: f64) -> std::result::Result<(), crate::ConfigError> {
+    if lambda.is_finite() && lambda >= 0.0 {
+        Ok(())
+    } else {
+        Err(crate::ConfigError::OutOfRange {
+            name: "diag_lambda",
+            value: lambda,
+            rule: "finite and at least 0",
+        })
+    }
 }
 
 #[cfg(test)]

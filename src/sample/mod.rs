@@ -20,6 +20,7 @@ mod cluster;
 mod saint;
 
 pub use batch::{Batch, BatchSource};
+pub(crate) use cluster::check_diag_lambda;
 pub use cluster::{ClusterSampler, Clusters};
 pub use saint::{SaintCounts, SaintKind, SaintSampler, MAX_DRAWS};
 
@@ -40,6 +41,8 @@ pub enum BatchConfig {
         per_batch: usize,
         /// How the graph is cut.
         clusters: Clusters,
+        /// The diagonal enhancement λ of every Â (0: none; `docs/MATH.md` §21).
+        diag_lambda: f64,
     },
     /// GraphSAINT ([`SaintSampler`]).
     Saint {
@@ -78,9 +81,13 @@ impl BatchConfig {
             saint::check_settings(kind, batch_size, batches, coverage)?;
         }
         if let BatchConfig::Cluster {
-            parts, per_batch, ..
+            parts,
+            per_batch,
+            diag_lambda,
+            ..
         } = *self
         {
+            cluster::check_diag_lambda(diag_lambda)?;
             if parts == 0 {
                 return Err(ConfigError::OutOfRange {
                     name: "parts",
@@ -111,9 +118,11 @@ impl BatchConfig {
                 parts,
                 per_batch,
                 clusters,
-            } => Some(Box::new(ClusterSampler::new(
-                graph, parts, per_batch, clusters,
-            )?)),
+                diag_lambda,
+            } => Some(Box::new(
+                ClusterSampler::new(graph, parts, per_batch, clusters)?
+                    .with_diag_lambda(diag_lambda)?,
+            )),
             BatchConfig::Saint {
                 kind,
                 batch_size,
@@ -159,6 +168,12 @@ pub trait NodeSampler: Send + Sync {
     /// what evaluation over batches needs.
     fn partitions(&self) -> bool {
         false
+    }
+
+    /// The diagonal enhancement λ of each batch's Â (Cluster-GCN's; 0: none), which the
+    /// evaluation's Â must share.
+    fn diag_lambda(&self) -> f64 {
+        0.0
     }
 
     /// GraphSAINT's counts, when the batches take its normalisation ([`SaintSampler`]).

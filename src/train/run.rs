@@ -262,7 +262,7 @@ pub(crate) fn choose_order(
 
 /// How [`Prepared::new`] prepares a dataset. The default is the CLI's: `--reorder auto`,
 /// `--row-norm auto`, `--norm sym`, the raw graph freed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Prepare {
     /// Relabel the nodes once for memory locality (see `order::auto_order`).
     pub reorder: Reorder,
@@ -277,6 +277,10 @@ pub struct Prepare {
     /// graph's nodes without their edges, a stand-in for its shape, and
     /// [`Prepared::check_fits`] refuses any other training; needs `keep_graph`.
     pub whole_adj: bool,
+    /// Cluster-GCN's diagonal enhancement λ of the whole graph's Â
+    /// ([`NormAdj::enhance_diagonal`]; 0: none): the λ of the batches it evaluates
+    /// ([`BatchConfig::Cluster`]'s `diag_lambda`), which [`Prepared::fit`] checks.
+    pub diag_lambda: f64,
 }
 
 impl Default for Prepare {
@@ -287,6 +291,7 @@ impl Default for Prepare {
             norm: Norm::Symmetric,
             keep_graph: false,
             whole_adj: true,
+            diag_lambda: 0.0,
         }
     }
 }
@@ -333,6 +338,7 @@ impl Prepared {
                 rule: "true unless the graph is kept (Prepare::keep_graph)",
             }));
         }
+        crate::sample::check_diag_lambda(p.diag_lambda)?;
         check_prepare_fits(&data)?;
         let t = Instant::now();
         let (perm, applied) = if p.reorder == Reorder::Auto {
@@ -355,7 +361,8 @@ impl Prepared {
             data.features.row_normalize();
         }
         let (adj, nnz) = if p.whole_adj {
-            let adj = NormAdj::<f32>::new(&data.graph, p.norm);
+            let mut adj = NormAdj::<f32>::new(&data.graph, p.norm);
+            adj.enhance_diagonal(p.diag_lambda as f32);
             let nnz = adj.nnz();
             (adj, nnz)
         } else {
@@ -484,6 +491,18 @@ impl Prepared {
         metrics_every: usize,
     ) -> Result<Option<Box<dyn NodeSampler>>> {
         self.check_fits(cfg, runs)?;
+        // (The whole Â evaluates the batches' model: the same diagonal enhancement.)
+        let lambda = match cfg.batch {
+            BatchConfig::Cluster { diag_lambda, .. } => diag_lambda,
+            _ => 0.0,
+        };
+        if self.prepare.whole_adj && lambda != self.prepare.diag_lambda {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "diag_lambda",
+                value: lambda,
+                rule: "the whole Â's (Prepare::diag_lambda) when it is built",
+            }));
+        }
         if metrics_every > 0 && !self.prepare.whole_adj {
             return Err(crate::Error::Config(ConfigError::OutOfRange {
                 name: "metrics_every",
@@ -617,7 +636,7 @@ pub struct Summary {
 impl Summary {
     /// As [`Prepared::extra`].
     pub fn extra(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
+        let mut extra = BTreeMap::from([
             ("dataset".to_string(), self.name.clone()),
             ("row_normalize".to_string(), self.row_normalized.to_string()),
             (
@@ -631,7 +650,15 @@ impl Summary {
             ("directed".to_string(), self.directed.to_string()),
             // What was applied (`auto` resolved).
             ("reorder".to_string(), self.prepare.reorder.to_string()),
-        ])
+        ]);
+        // (Recorded only when set: the metadata of checkpoints without it is unchanged.)
+        if self.prepare.diag_lambda != 0.0 {
+            extra.insert(
+                "diag_lambda".to_string(),
+                self.prepare.diag_lambda.to_string(),
+            );
+        }
+        extra
     }
 }
 
@@ -655,12 +682,54 @@ impl Prepare {
             Some(r) => r.parse::<Reorder>()?,
             None => Reorder::None,
         };
+        let diag_lambda = match extra.get("diag_lambda") {
+            Some(v) => {
+                let bad = || {
+                    crate::Error::Config(ConfigError::Attr {
+                        key: "diag_lambda".into(),
+                        value: v.clone(),
+                        msg: "a finite number at least 0".into(),
+                    })
+                };
+                let l: f64 = v.parse().map_err(|_| bad())?;
+                crate::sample::check_diag_lambda(l).map_err(|_| bad())?;
+                l
+            }
+            None => 0.0,
+        };
         Ok(Prepare {
             reorder,
             row_norm,
             norm,
             keep_graph: false,
             whole_adj: true,
+            diag_lambda,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint's diagonal enhancement: absent in older checkpoints (none), read back
+    /// when recorded, a typed error when it is not a finite λ ≥ 0.
+    #[test]
+    fn the_recorded_diagonal_enhancement_is_read_back_or_refused() {
+        let with = |v: Option<&str>| {
+            let mut extra = BTreeMap::new();
+            if let Some(v) = v {
+                extra.insert("diag_lambda".to_string(), v.to_string());
+            }
+            Prepare::from_extra(&extra)
+        };
+        assert_eq!(with(None).unwrap().diag_lambda, 0.0);
+        assert_eq!(with(Some("0.5")).unwrap().diag_lambda, 0.5);
+        for bad in ["-1", "abc", "inf", "NaN", ""] {
+            assert!(
+                matches!(with(Some(bad)), Err(crate::Error::Config(_))),
+                "{bad}"
+            );
+        }
     }
 }

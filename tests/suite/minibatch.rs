@@ -275,6 +275,7 @@ fn without_the_whole_adjacency_only_batches_evaluated_over_batches_train() {
             parts: 10,
             per_batch: 2,
             clusters: Clusters::Community,
+            diag_lambda: 0.0,
         },
         eval_batches: true,
         ..Default::default()
@@ -298,6 +299,23 @@ fn without_the_whole_adjacency_only_batches_evaluated_over_batches_train() {
             Err(sparse_gcn::Error::Config(_))
         ));
     }
+    // A diagonal enhancement of the batches needs the same on the whole Â that evaluates
+    // them; over the batches alone, none is built.
+    let enhanced = TrainConfig {
+        batch: BatchConfig::Cluster {
+            parts: 10,
+            per_batch: 2,
+            clusters: Clusters::Community,
+            diag_lambda: 1.0,
+        },
+        ..cfg.clone()
+    };
+    assert!(matches!(
+        whole.fit(&enhanced, 1, 0, None),
+        Err(sparse_gcn::Error::Config(_))
+    ));
+    let c = lean.fit(&enhanced, 1, 0, None).unwrap().0;
+    assert_ne!(bits(&a), bits(&c));
     assert!(matches!(
         lean.fit(&cfg, 1, 1, None),
         Err(sparse_gcn::Error::Config(_))

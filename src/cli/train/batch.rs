@@ -52,6 +52,7 @@ impl TrainArgs {
                     ClustersArg::Metis => Clusters::Metis,
                     ClustersArg::Community => Clusters::Community,
                 },
+                diag_lambda: self.diag_lambda.unwrap_or(0.0),
             },
             BatchArg::SaintNode | BatchArg::SaintEdge | BatchArg::SaintRw => {
                 let (kind, size) = match self.batch {
@@ -85,6 +86,7 @@ impl TrainArgs {
                     ("--parts", self.parts.is_some()),
                     ("--parts-per-batch", self.parts_per_batch.is_some()),
                     ("--clusters", self.clusters.is_some()),
+                    ("--diag-lambda", self.diag_lambda.is_some()),
                 ][..],
                 cluster,
                 "only --batch cluster has parts",

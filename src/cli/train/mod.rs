@@ -167,6 +167,10 @@ pub(crate) struct TrainArgs {
     /// How --batch cluster cuts the graph [default: metis].
     #[arg(long, value_enum)]
     clusters: Option<ClustersArg>,
+    /// Cluster-GCN's diagonal enhancement λ (--batch cluster): every Â, the batches' and
+    /// evaluation's, becomes Â + λ·diag(Â); the paper's with --norm row [default: 0].
+    #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
+    diag_lambda: Option<f64>,
     /// GraphSAINT's nodes (saint-node) [default: 8000], edges (saint-edge) [default: 4000] or
     /// walk roots (saint-rw) [default: 3000] drawn a batch.
     #[arg(long, value_parser = args::batch_size)]
@@ -256,6 +260,10 @@ impl TrainArgs {
             keep_graph: cfg.model.drop_edge > 0.0 || cfg.batch != BatchConfig::Full,
             // Mini-batches evaluated over their batches never read the whole Â.
             whole_adj: cfg.batch == BatchConfig::Full || !cfg.eval_batches,
+            diag_lambda: match cfg.batch {
+                BatchConfig::Cluster { diag_lambda, .. } => diag_lambda,
+                _ => 0.0,
+            },
         }
     }
 

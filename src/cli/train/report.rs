@@ -170,10 +170,12 @@ pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
             parts,
             per_batch,
             clusters,
+            diag_lambda,
         } => json!({
             "kind": "cluster",
             "parts": parts,
             "parts_per_batch": per_batch,
+            "diag_lambda": diag_lambda,
             "batches_per_epoch": parts.div_ceil(per_batch),
             "clusters": match clusters {
                 Clusters::Metis => "metis",

@@ -165,6 +165,11 @@ pub fn prepare_rank(
             "rank {rank} of a {ranks}-rank job"
         )));
     }
+    if p.diag_lambda != 0.0 {
+        return Err(Error::Config(crate::ConfigError::Unsupported {
+            what: "the diagonal enhancement (Prepare::diag_lambda) across ranks",
+        }));
+    }
     check_trainable(
         &skeleton.name,
         source.in_dim(),
@@ -325,6 +330,7 @@ mod tests {
                 row_norm,
                 keep_graph: true,
                 whole_adj: true,
+                diag_lambda: 0.0,
             };
             let whole = Prepared::new(params.generate(5).unwrap(), &p).unwrap();
             let adj = NormAdj::<f32>::new(&whole.data.graph, norm);
