@@ -3,6 +3,7 @@
 //! nodes) and [`Collective`] (every exchange between processes), DropEdge's samples of Â, and
 //! node permutations.
 
+pub mod block;
 pub mod collective;
 pub mod dropedge;
 mod induced;
@@ -12,6 +13,7 @@ pub mod propagate;
 pub(crate) mod reduce;
 pub mod sums;
 
+pub use block::BlockAdj;
 pub use collective::{Collective, Local};
 pub(crate) use normalize::tilde_row;
 pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};

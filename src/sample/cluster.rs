@@ -193,14 +193,14 @@ impl NodeSampler for ClusterSampler {
 /// smallest even number of bits covering n, walked until it lands below n (a bijection of
 /// 0..n, each position evaluated in O(1) expected steps, nothing stored).
 #[derive(Debug, Clone, Copy)]
-struct Permutation {
+pub(super) struct Permutation {
     n: u64,
     half: u32,
     key: u64,
 }
 
 impl Permutation {
-    fn new(n: u64, key: u64) -> Self {
+    pub(super) fn new(n: u64, key: u64) -> Self {
         let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
         Permutation {
             n,
@@ -210,7 +210,7 @@ impl Permutation {
     }
 
     /// The element at position `i` (< n).
-    fn at(&self, i: u64) -> u64 {
+    pub(super) fn at(&self, i: u64) -> u64 {
         let mut x = i;
         loop {
             x = self.feistel(x);
@@ -232,7 +232,7 @@ impl Permutation {
 }
 
 /// SplitMix64's finaliser.
-fn splitmix(mut z: u64) -> u64 {
+pub(super) fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

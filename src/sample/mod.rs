@@ -17,11 +17,13 @@
 
 mod batch;
 mod cluster;
+mod neighbor;
 mod saint;
 
 pub use batch::{Batch, BatchSource};
 pub(crate) use cluster::check_diag_lambda;
 pub use cluster::{ClusterSampler, Clusters};
+pub use neighbor::{Blocks, NeighborSampler};
 pub use saint::{SaintCounts, SaintKind, SaintSampler, MAX_DRAWS};
 
 use crate::graph::Graph;

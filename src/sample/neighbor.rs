@@ -1,0 +1,334 @@
+//! Neighbour sampling (GraphSAGE, Hamilton et al., NeurIPS 2017; PyG's `NeighborLoader`,
+//! DGL's `NeighborSampler`): each batch takes a set of training nodes (the seeds) and, hop by
+//! hop outwards, at most `fanout` neighbours of every node reached, giving one bipartite block
+//! per layer ([`BlockAdj`]): the last layer's destinations are the seeds, each layer's sources
+//! its destinations followed by the neighbours they drew. A batch is a pure function of (seed,
+//! epoch, index): the same on any thread or process count (`docs/MATH.md` §23).
+
+use rand::Rng;
+
+use super::cluster::{splitmix, Permutation};
+use super::epoch_rng;
+use crate::graph::{BlockAdj, Graph};
+use crate::input::Mask;
+use crate::{Error, Result, Scalar};
+
+/// The neighbour sampler: the training nodes in batches of `batch_size` seeds, each with
+/// `fanouts` neighbours drawn per hop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeighborSampler {
+    /// Neighbours drawn per node, hop by hop from the seeds (`fanouts[0]`: each seed's, the
+    /// last layer's block); 0 takes every neighbour.
+    fanouts: Vec<usize>,
+    /// The training nodes, ascending.
+    seeds: Vec<u32>,
+    batch_size: usize,
+    n_nodes: usize,
+}
+
+/// One batch of a [`NeighborSampler`]: per level the nodes (global ids) and per layer its
+/// block, rewritten in place from one batch to the next.
+#[derive(Debug, Clone)]
+pub struct Blocks<F> {
+    /// `nodes[l]`: the rows of level l (0: the first layer's sources, the nodes whose
+    /// features are read; L: the seeds), each level a prefix of the one before.
+    nodes: Vec<Vec<u32>>,
+    /// `adj[l]`: layer l's block, `nodes[l + 1].len()` × `nodes[l].len()`.
+    adj: Vec<BlockAdj<F>>,
+    /// Position of each node in the level being built (`u32::MAX`: not in it).
+    pos: Vec<u32>,
+}
+
+impl<F: Scalar> Default for Blocks<F> {
+    fn default() -> Self {
+        Blocks {
+            nodes: Vec::new(),
+            adj: Vec::new(),
+            pos: Vec::new(),
+        }
+    }
+}
+
+impl<F: Scalar> Blocks<F> {
+    /// Layers (blocks).
+    pub fn layers(&self) -> usize {
+        self.adj.len()
+    }
+    /// The nodes of level `l` (0: every node whose features the batch reads; `layers()`: the
+    /// seeds), global ids; level l + 1 is a prefix of level l.
+    ///
+    /// # Panics
+    /// If `l > layers()`.
+    pub fn nodes(&self, l: usize) -> &[u32] {
+        &self.nodes[l]
+    }
+    /// The seeds (ascending): the rows the loss reads.
+    pub fn seeds(&self) -> &[u32] {
+        &self.nodes[self.adj.len()]
+    }
+    /// Layer `l`'s block (0: the input layer).
+    ///
+    /// # Panics
+    /// If `l >= layers()`.
+    pub fn block(&self, l: usize) -> &BlockAdj<F> {
+        &self.adj[l]
+    }
+}
+
+impl NeighborSampler {
+    /// The sampler of `graph`'s training nodes `train`, `batch_size` seeds a batch, drawing
+    /// `fanouts[h]` neighbours per node at hop h from the seeds (0: all of them); one layer
+    /// per fanout.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for no fanout, a batch size of 0, or a training mask of another node
+    /// count than the graph's; [`Error::Partition`] without training nodes.
+    pub fn new(graph: &Graph, train: &Mask, fanouts: &[usize], batch_size: usize) -> Result<Self> {
+        if fanouts.is_empty() {
+            return Err(Error::Config(crate::ConfigError::ZeroCount("fanouts")));
+        }
+        if batch_size == 0 {
+            return Err(Error::Config(crate::ConfigError::ZeroCount("batch_size")));
+        }
+        if train.n_nodes() != graph.n_nodes() {
+            return Err(Error::Mismatch {
+                what: "neighbour sampler: the training mask's nodes vs the graph's".into(),
+                expected: graph.n_nodes(),
+                got: train.n_nodes(),
+            });
+        }
+        if train.is_empty() {
+            return Err(Error::Partition(
+                "neighbour sampling needs training nodes to seed its batches".into(),
+            ));
+        }
+        Ok(NeighborSampler {
+            fanouts: fanouts.to_vec(),
+            seeds: train.indices().to_vec(),
+            batch_size,
+            n_nodes: graph.n_nodes(),
+        })
+    }
+
+    /// Batches an epoch: the training nodes over the batch size, rounded up.
+    pub fn batches(&self) -> usize {
+        self.seeds.len().div_ceil(self.batch_size)
+    }
+
+    /// Layers: one block per fanout.
+    pub fn layers(&self) -> usize {
+        self.fanouts.len()
+    }
+
+    /// Writes batch `index` of `epoch` for `seed` of `graph` into `out`.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when `graph` is not the sampler's (its node count) or `index` is
+    /// not a batch of the epoch.
+    pub fn blocks_into<F: Scalar>(
+        &self,
+        graph: &Graph,
+        seed: u64,
+        epoch: usize,
+        index: usize,
+        out: &mut Blocks<F>,
+    ) -> Result<()> {
+        if graph.n_nodes() != self.n_nodes {
+            return Err(Error::Mismatch {
+                what: "neighbour sampler: the graph's nodes vs the sampler's".into(),
+                expected: self.n_nodes,
+                got: graph.n_nodes(),
+            });
+        }
+        if index >= self.batches() {
+            return Err(Error::Mismatch {
+                what: "neighbour sampler: a batch index vs the batches of an epoch".into(),
+                expected: self.batches(),
+                got: index,
+            });
+        }
+        let key = epoch_rng(seed, epoch).next_u64();
+        let t = self.seeds.len();
+        let order = Permutation::new(t as u64, key);
+        let layers = self.fanouts.len();
+        out.nodes.resize_with(layers + 1, Vec::new);
+        let mut seeds = std::mem::take(&mut out.nodes[layers]);
+        seeds.clear();
+        let end = ((index + 1) * self.batch_size).min(t);
+        seeds.extend(
+            (index * self.batch_size..end).map(|p| self.seeds[order.at(p as u64) as usize]),
+        );
+        seeds.sort_unstable();
+        out.nodes[layers] = seeds;
+        // This batch's draws: a key of its own (batches independent, as PyG's and DGL's).
+        let batch_key = splitmix(key ^ splitmix(index as u64));
+        out.pos.resize(self.n_nodes, u32::MAX);
+        let mut adj = Vec::with_capacity(layers);
+        let mut chosen = Vec::new();
+        for (hop, &fanout) in self.fanouts.iter().enumerate() {
+            let level = layers - hop;
+            let dst = std::mem::take(&mut out.nodes[level]);
+            let mut src = std::mem::take(&mut out.nodes[level - 1]);
+            src.clear();
+            src.extend_from_slice(&dst);
+            for (r, &v) in dst.iter().enumerate() {
+                out.pos[v as usize] = r as u32;
+            }
+            let mut indptr = Vec::with_capacity(dst.len() + 1);
+            indptr.push(0);
+            let mut indices = Vec::new();
+            for (r, &v) in dst.iter().enumerate() {
+                let row_start = indices.len();
+                indices.push(r as u32);
+                draw(graph, v, fanout, batch_key, hop, &mut chosen);
+                for &u in &chosen {
+                    let p = &mut out.pos[u as usize];
+                    if *p == u32::MAX {
+                        *p = src.len() as u32;
+                        src.push(u);
+                    }
+                    indices.push(*p);
+                }
+                indices[row_start..].sort_unstable();
+                indptr.push(indices.len());
+            }
+            for &u in &src {
+                out.pos[u as usize] = u32::MAX;
+            }
+            adj.push(BlockAdj::normalised(src.len(), indptr, indices));
+            out.nodes[level] = dst;
+            out.nodes[level - 1] = src;
+        }
+        // (Built from the seeds outwards: the input layer's block last.)
+        adj.reverse();
+        out.adj = adj;
+        Ok(())
+    }
+}
+
+/// The neighbours node `v` draws at hop `hop` into `chosen` (ascending): every neighbour
+/// other than `v` itself when it has at most `fanout` of them (or `fanout` is 0), else
+/// `fanout` distinct ones, uniformly (Floyd's algorithm), from a SplitMix64 stream keyed by
+/// (the batch's key, the hop, v): the same draws whatever the thread that makes them.
+fn draw(graph: &Graph, v: u32, fanout: usize, key: u64, hop: usize, chosen: &mut Vec<u32>) {
+    let list = graph.neighbors(v as usize);
+    // (The graph's own self-loop is no candidate: every row gets its self-loop.)
+    let own = list.binary_search(&v).ok();
+    let m = list.len() - usize::from(own.is_some());
+    let at = |c: usize| match own {
+        Some(s) if c >= s => list[c + 1],
+        _ => list[c],
+    };
+    chosen.clear();
+    if fanout == 0 || m <= fanout {
+        chosen.extend((0..m).map(at));
+        return;
+    }
+    let mut state = splitmix(key ^ splitmix(((hop as u64) << 40) ^ u64::from(v)));
+    let mut uniform = |bound: usize| {
+        state = splitmix(state);
+        ((u128::from(state) * bound as u128) >> 64) as usize
+    };
+    // Floyd: for j = m − f … m − 1, t uniform in 0..=j; take t unless taken, else j.
+    let mut picks: Vec<usize> = Vec::with_capacity(fanout);
+    for j in m - fanout..m {
+        let t = uniform(j + 1);
+        picks.push(if picks.contains(&t) { j } else { t });
+    }
+    picks.sort_unstable();
+    chosen.extend(picks.into_iter().map(at));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::synthetic::Preset;
+    use crate::graph::{Norm, NormAdj, Propagate};
+
+    fn sampler(d: &crate::data::Dataset, fanouts: &[usize], batch: usize) -> NeighborSampler {
+        NeighborSampler::new(&d.graph, &d.split.train, fanouts, batch).unwrap()
+    }
+
+    /// Every seed is in exactly one batch of an epoch; each level is a prefix of the one
+    /// before; each row draws at most its fanout of its own neighbours (plus its self-loop);
+    /// a batch is the same when drawn again, and differs in another epoch.
+    #[test]
+    fn batches_cover_the_seeds_and_each_row_draws_its_fanout_of_its_neighbours() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let s = sampler(&d, &[4, 3], 50);
+        assert_eq!(s.batches(), d.split.train.len().div_ceil(50));
+        let mut b = Blocks::<f32>::default();
+        let mut all = Vec::new();
+        for index in 0..s.batches() {
+            s.blocks_into(&d.graph, 7, 1, index, &mut b).unwrap();
+            assert_eq!(b.layers(), 2);
+            all.extend_from_slice(b.seeds());
+            for l in 0..2 {
+                let (dst, src) = (b.nodes(l + 1), b.nodes(l));
+                assert_eq!(&src[..dst.len()], dst, "level {} is a prefix", l + 1);
+                let a = b.block(l).a();
+                assert_eq!(a.shape(), (dst.len(), src.len()));
+                let fanout = [3, 4][l];
+                for (r, row) in a.outer_iterator().enumerate() {
+                    let v = dst[r];
+                    assert!(row.indices().contains(&(r as u32)), "self-loop");
+                    assert!(row.nnz() <= fanout + 1);
+                    let nb = d.graph.neighbors(v as usize);
+                    let others = nb.iter().filter(|&&u| u != v).count();
+                    assert_eq!(row.nnz(), others.min(fanout) + 1);
+                    for &j in row.indices() {
+                        let u = src[j as usize];
+                        assert!(u == v || nb.binary_search(&u).is_ok());
+                    }
+                }
+            }
+            let mut again = Blocks::<f32>::default();
+            s.blocks_into(&d.graph, 7, 1, index, &mut again).unwrap();
+            assert_eq!(again.nodes, b.nodes);
+            assert_eq!(again.block(0).a().data(), b.block(0).a().data());
+        }
+        all.sort_unstable();
+        assert_eq!(all, d.split.train.indices());
+        let mut other = Blocks::<f32>::default();
+        s.blocks_into(&d.graph, 7, 2, 0, &mut other).unwrap();
+        s.blocks_into(&d.graph, 7, 1, 0, &mut b).unwrap();
+        assert_ne!(other.nodes, b.nodes);
+        assert!(s.blocks_into(&d.graph, 7, 1, s.batches(), &mut b).is_err());
+    }
+
+    /// Every node a seed, every neighbour drawn (fanout 0), one batch: each block is the whole
+    /// graph's symmetric Â, bit for bit (an undirected graph: a column's count is its row's).
+    #[test]
+    fn full_fanout_over_every_node_is_the_whole_adjacency() {
+        let d = Preset::CoraLike.generate(5).unwrap();
+        let n = d.graph.n_nodes();
+        let every = Mask::from_bool(&vec![true; n]);
+        let s = NeighborSampler::new(&d.graph, &every, &[0, 0], n).unwrap();
+        let mut b = Blocks::<f32>::default();
+        s.blocks_into(&d.graph, 1, 0, 0, &mut b).unwrap();
+        let whole = NormAdj::<f32>::new(&d.graph, Norm::Symmetric);
+        for l in 0..2 {
+            assert_eq!(b.nodes(l), (0..n as u32).collect::<Vec<_>>());
+            let (a, w) = (b.block(l).a(), whole.a());
+            assert_eq!(a.indptr().raw_storage(), w.indptr().raw_storage());
+            assert_eq!(a.indices(), w.indices());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(a.data()), bits(w.data()));
+            assert_eq!(Propagate::nnz(b.block(l)), whole.nnz());
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_typed_errors() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let t = &d.split.train;
+        assert!(NeighborSampler::new(&d.graph, t, &[], 10).is_err());
+        assert!(NeighborSampler::new(&d.graph, t, &[5], 0).is_err());
+        let none = Mask::from_bool(&vec![false; d.graph.n_nodes()]);
+        assert!(NeighborSampler::new(&d.graph, &none, &[5], 10).is_err());
+        let small = Graph::try_from_edges(3, &[], crate::graph::Direction::Undirected).unwrap();
+        let s = NeighborSampler::new(&d.graph, t, &[5], 10).unwrap();
+        let mut b = Blocks::<f32>::default();
+        assert!(s.blocks_into(&small, 0, 0, 0, &mut b).is_err());
+    }
+}
