@@ -2,6 +2,7 @@
 //! seeds at once, for every model of the stack ([`Model`]).
 
 pub mod checkpoint;
+pub mod fits;
 pub mod profile;
 pub mod recipe;
 pub mod run;

@@ -438,8 +438,10 @@ impl Prepared {
     }
 
     /// Refuses, before anything is allocated for it, a training of `runs` models of `cfg` at
-    /// once that would not fit in the memory available ([`check_params_fit`], then
-    /// [`check_run_fits`] on one model built for the purpose).
+    /// once that would not fit in the memory available ([`check_params_fit`], then for full
+    /// batch [`check_run_fits`] on one model built for the purpose; mini-batches are priced
+    /// once their sampler is built, by [`check_batch_run_fits`](super::fits::check_batch_run_fits)
+    /// in [`Prepared::fit`] and [`Prepared::fit_seeds`]).
     ///
     /// # Errors
     /// As [`super::check_data`], [`check_params_fit`] and [`check_run_fits`]; a configuration
@@ -461,6 +463,9 @@ impl Prepared {
             ..cfg.model.clone()
         };
         check_params_fit(&model_cfg, runs)?;
+        if cfg.batch != BatchConfig::Full {
+            return Ok(());
+        }
         let mut model = build_model(&self.adj, x, self.data.n_classes, &cfg.model, 0)?;
         check_run_fits(&mut model, self.adj.n_nodes(), x, runs)
     }
@@ -510,7 +515,19 @@ impl Prepared {
                 rule: "0 unless the whole Â was built (Prepare::whole_adj)",
             }));
         }
-        self.sampler(cfg)
+        let sampler = self.sampler(cfg)?;
+        if let Some(s) = &sampler {
+            let x = &self.data.features;
+            let mut model = build_model(&self.adj, x, self.data.n_classes, &cfg.model, 0)?;
+            let shape = super::fits::BatchShape {
+                n: self.n_nodes,
+                nnz: self.nnz,
+                max_rows: s.max_nodes().min(self.n_nodes),
+                eval_full: !cfg.eval_batches,
+            };
+            super::fits::check_batch_run_fits(&mut model, shape, x, runs)?;
+        }
+        Ok(sampler)
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full

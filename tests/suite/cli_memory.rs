@@ -174,6 +174,48 @@ fn a_model_too_large_for_memory_is_refused_before_it_is_built() {
         60,
     );
     expect(&r, 1, &["400000 nodes", "planned workspace", "needs about"]);
+    // On batches of a thousand nodes evaluated over the batches, the same model fits: each
+    // workspace is planned for the largest batch. Evaluated on the whole graph, evaluation's
+    // workspace (two activations of 400,000 × 1024) does not.
+    let batched = |eval: &str| {
+        run_env(
+            &[
+                "train",
+                "--data",
+                s(&edges),
+                "--labels",
+                s(&lab),
+                "--features",
+                "constant",
+                "--hidden",
+                "1024",
+                "--epochs",
+                "1",
+                "--batch",
+                "cluster",
+                "--clusters",
+                "community",
+                "--parts",
+                "400",
+                "--parts-per-batch",
+                "1",
+                "--eval",
+                eval,
+            ],
+            &[BUDGET],
+            120,
+        )
+    };
+    expect(&batched("batch"), 0, &["test accuracy"]);
+    expect(
+        &batched("full"),
+        1,
+        &[
+            "batches of at most 1000 of 400000 nodes",
+            "evaluation's",
+            "needs about",
+        ],
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -1,0 +1,85 @@
+//! What a mini-batch run holds, priced before it allocates: each run's training workspace
+//! planned for the largest batch, evaluation's own (forward only, for the whole graph or the
+//! largest batch), and the two batches held at once (the one training and the one built
+//! ahead).
+
+use super::run::param_count;
+use crate::data::{memory, Features};
+use crate::nn::Model;
+use crate::Result;
+
+/// The rows and entries a mini-batch run's memory depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchShape {
+    /// Nodes of the whole graph.
+    pub n: usize,
+    /// Stored entries of the whole graph's Â (built or not).
+    pub nnz: usize,
+    /// The most nodes a batch can have.
+    pub max_rows: usize,
+    /// Evaluation on the whole graph (else over the batches).
+    pub eval_full: bool,
+}
+
+/// Refuses, once its sampler is built and before training, `runs` models of `model`'s kind
+/// trained at once on batches of `shape` when their memory would not fit in the memory
+/// available: per run the parameters with their gradients, moments and best copy, training's
+/// workspace for `shape.max_rows` rows, evaluation's own workspace (forward only) for the whole
+/// graph or the largest batch, and two batches (their rows of `x`, and an Â and Âᵀ of at most
+/// the batch's share of the whole graph's entries, as the densest rows could give). `model` is
+/// one of them, built.
+///
+/// # Errors
+/// [`crate::Error::TooLarge`].
+pub fn check_batch_run_fits(
+    model: &mut Model<f32>,
+    shape: BatchShape,
+    x: &Features<f32>,
+    runs: usize,
+) -> Result<()> {
+    let BatchShape {
+        n,
+        nnz,
+        max_rows,
+        eval_full,
+    } = shape;
+    let params = match model.config() {
+        Some(cfg) => param_count(cfg),
+        None => model.n_params() as u64,
+    };
+    let train = model.workspace_bytes(max_rows, x)? as u64;
+    let eval = model.eval_workspace_bytes(if eval_full { n } else { max_rows }, x)? as u64;
+    // A batch's Â: at most every entry of its rows; bounded by the whole graph's (and a
+    // batch's rows of sparse X by their share of X's entries, as for Â).
+    let share = |total: usize| -> u64 {
+        let per_row = total.div_ceil(n.max(1)).max(1);
+        memory::bytes(max_rows, per_row).min(total as u64 + max_rows as u64)
+    };
+    let adj_entries = share(nnz.saturating_add(n));
+    let x_bytes = match x.as_sparse() {
+        Some(s) => share(s.x().nnz()).saturating_mul(2 * 8),
+        None => memory::bytes(max_rows, 4 * x.n_cols()),
+    };
+    let batch = adj_entries
+        .saturating_mul(2 * 8)
+        .saturating_add(x_bytes)
+        .saturating_add(memory::bytes(max_rows, 16));
+    let per_run = params
+        .saturating_mul(5 * 4)
+        .saturating_add(train)
+        .saturating_add(eval)
+        .saturating_add(batch.saturating_mul(2));
+    let needed = per_run
+        .saturating_mul(runs.max(1) as u64)
+        .saturating_sub(params.saturating_mul(4));
+    memory::check(needed, || {
+        format!(
+            "training {} model{} on batches of at most {max_rows} of {n} nodes × {} features: \
+             training's workspace ({train} bytes a model), evaluation's ({eval}), two batches \
+             ({batch} bytes each) and the parameters",
+            runs.max(1),
+            if runs > 1 { "s at once" } else { "" },
+            x.n_cols()
+        )
+    })
+}
