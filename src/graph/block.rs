@@ -172,5 +172,32 @@ mod tests {
         assert!((&back - &dense.t().dot(&g)).iter().all(|v| v.abs() < 1e-12));
         let c = BlockAdj::<f64>::normalised(4, vec![0, 3, 5], vec![0, 2, 3, 1, 2]);
         assert_ne!(b.id(), c.id());
+        // In row blocks (the lean order's products): the same rows, bit for bit.
+        assert!(b.caps().covers(Caps {
+            a_blocks: true,
+            at_blocks: true,
+            ..Caps::default()
+        }));
+        let mut buf = vec![0.0; 1024 * 3];
+        let mut got = Array2::zeros((2, 3));
+        b.a_times_blocks(
+            x.view(),
+            1024,
+            &mut buf,
+            &mut |rows, v| got.slice_mut(ndarray::s![rows, ..]).assign(&v),
+            Par::Seq,
+        )
+        .unwrap();
+        assert_eq!(got, out);
+        let mut got_t = Array2::zeros((4, 3));
+        b.at_times_blocks(
+            g.view(),
+            1024,
+            &mut buf,
+            &mut |rows, v| got_t.slice_mut(ndarray::s![rows, ..]).assign(&v),
+            Par::Seq,
+        )
+        .unwrap();
+        assert_eq!(got_t, back);
     }
 }

@@ -318,6 +318,90 @@ mod tests {
         }
     }
 
+    /// The draws are the ones `docs/MATH.md` §23.1 specifies, recomputed here from its text:
+    /// the batch's key from the epoch's, each node's SplitMix64 stream, Floyd's algorithm.
+    #[test]
+    fn the_draws_follow_the_specification() {
+        let d = Preset::CoraLike.generate(3).unwrap();
+        let fanouts = [4, 3];
+        let s = sampler(&d, &fanouts, 50);
+        let mut b = Blocks::<f32>::default();
+        let (seed, epoch, index) = (7, 1, 2);
+        s.blocks_into(&d.graph, seed, epoch, index, &mut b).unwrap();
+        let k = epoch_rng(seed, epoch).next_u64();
+        let k_b = splitmix(k ^ splitmix(index as u64));
+        let mut checked = 0;
+        for hop in 0..2 {
+            let layer = 1 - hop;
+            let (dst, src) = (b.nodes(layer + 1), b.nodes(layer));
+            for (r, row) in b.block(layer).a().outer_iterator().enumerate() {
+                let v = dst[r];
+                let cands: Vec<u32> = d
+                    .graph
+                    .neighbors(v as usize)
+                    .iter()
+                    .copied()
+                    .filter(|&u| u != v)
+                    .collect();
+                let (m, f) = (cands.len(), fanouts[hop]);
+                if m <= f {
+                    continue;
+                }
+                let mut x = splitmix(k_b ^ splitmix(((hop as u64) << 40) ^ u64::from(v)));
+                let mut taken: Vec<usize> = Vec::new();
+                for j in m - f..m {
+                    x = splitmix(x);
+                    let t = ((u128::from(x) * (j as u128 + 1)) >> 64) as usize;
+                    taken.push(if taken.contains(&t) { j } else { t });
+                }
+                let mut want: Vec<u32> = taken.iter().map(|&c| cands[c]).collect();
+                want.sort_unstable();
+                let mut got: Vec<u32> = row
+                    .indices()
+                    .iter()
+                    .filter(|&&j| j as usize != r)
+                    .map(|&j| src[j as usize])
+                    .collect();
+                got.sort_unstable();
+                assert_eq!(got, want, "hop {hop}, node {v}");
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 10,
+            "{checked} rows drew fewer than all their neighbours"
+        );
+    }
+
+    /// A node's own self-loop in the graph is no candidate: its row holds its self-loop once,
+    /// with every other neighbour (fanout 0) or the fanout's number of them.
+    #[test]
+    fn a_self_loop_of_the_graph_is_never_drawn() {
+        // Node 5: a self-loop (in the middle of its row) and ten leaves 0..=10 but 5.
+        let mut edges: Vec<(u32, u32)> = (0..=10).filter(|&u| u != 5).map(|u| (5, u)).collect();
+        edges.push((5, 5));
+        let g = Graph::try_from_edges(11, &edges, crate::graph::Direction::Undirected).unwrap();
+        assert!(g.neighbors(5).contains(&5));
+        let mut seed5 = vec![false; 11];
+        seed5[5] = true;
+        let seeds = Mask::from_bool(&seed5);
+        for (fanout, want) in [(0, 10), (3, 3), (10, 10), (12, 10)] {
+            let s = NeighborSampler::new(&g, &seeds, &[fanout], 1).unwrap();
+            let mut b = Blocks::<f32>::default();
+            for epoch in 0..5 {
+                s.blocks_into(&g, 3, epoch, 0, &mut b).unwrap();
+                let a = b.block(0).a();
+                assert_eq!(a.outer_view(0).unwrap().nnz(), want + 1, "fanout {fanout}");
+                assert_eq!(b.nodes(0)[0], 5);
+                let mut drawn = b.nodes(0)[1..].to_vec();
+                drawn.sort_unstable();
+                drawn.dedup();
+                assert_eq!(drawn.len(), want, "distinct");
+                assert!(drawn.iter().all(|&u| u != 5 && u <= 10));
+            }
+        }
+    }
+
     #[test]
     fn bad_settings_are_typed_errors() {
         let d = Preset::CoraLike.generate(3).unwrap();
