@@ -361,22 +361,10 @@ pub(crate) fn apply_owned(
     dataset.graph = graph;
     len_check("permute_features", dataset.features.n_rows(), perm.len());
     dataset.features.permute_rows(perm.new_to_old());
-    let Dataset {
-        name,
-        graph,
-        features,
-        labels,
-        n_classes,
-        split,
-    } = dataset;
-    Dataset::try_new(
-        name,
-        graph,
-        features,
-        permute_slice(perm, &labels),
-        n_classes,
-        permute_split(&split, perm),
-    )
+    dataset.labels = permute_slice(perm, &dataset.labels);
+    dataset.split = permute_split(&dataset.split, perm);
+    dataset.validate()?;
+    Ok(dataset)
 }
 
 /// The dataset relabelled by `perm`: graph, features, labels and split masks (name and class

@@ -3,7 +3,7 @@
 //! largest batch), and the two batches held at once (the one training and the one built
 //! ahead).
 
-use super::run::param_count;
+use super::run::model_params;
 use crate::data::{memory, Features};
 use crate::nn::Model;
 use crate::Result;
@@ -43,10 +43,7 @@ pub fn check_batch_run_fits(
         max_rows,
         eval_full,
     } = shape;
-    let params = match model.config() {
-        Some(cfg) => param_count(cfg),
-        None => model.n_params() as u64,
-    };
+    let params = model_params(model);
     let train = model.workspace_bytes(max_rows, x)? as u64;
     let eval = model.eval_workspace_bytes(if eval_full { n } else { max_rows }, x)? as u64;
     // A batch's Â: at most every entry of its rows; bounded by the whole graph's (and a

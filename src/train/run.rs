@@ -102,6 +102,14 @@ pub fn check_params_fit(cfg: &ModelConfig, runs: usize) -> Result<()> {
     })
 }
 
+/// The parameters of `model`: its configuration's count, or the stack's own.
+pub(crate) fn model_params(model: &mut Model<f32>) -> u64 {
+    match model.config() {
+        Some(cfg) => param_count(cfg),
+        None => model.n_params() as u64,
+    }
+}
+
 /// Refuses, before training, `runs` models trained at once on `n` rows of `x` when their
 /// planned workspaces (and the parameters of [`check_params_fit`]) would not fit in the memory
 /// available. `model` is one of them, built (its parameters allocated): its plan gives the
@@ -115,24 +123,19 @@ pub fn check_run_fits(
     x: &Features<f32>,
     runs: usize,
 ) -> Result<()> {
-    let (params, what) = match model.config() {
-        Some(cfg) => (
-            param_count(cfg),
-            format!(
-                "{} model{} (hidden {}, {} layers)",
-                cfg.arch,
-                if runs > 1 { "s at once" } else { "" },
-                cfg.hidden_dim,
-                cfg.n_layers
-            ),
+    let params = model_params(model);
+    let what = match model.config() {
+        Some(cfg) => format!(
+            "{} model{} (hidden {}, {} layers)",
+            cfg.arch,
+            if runs > 1 { "s at once" } else { "" },
+            cfg.hidden_dim,
+            cfg.n_layers
         ),
-        None => (
-            model.n_params() as u64,
-            format!(
-                "stack{} of {} nodes",
-                if runs > 1 { "s at once" } else { "" },
-                model.nodes().len()
-            ),
+        None => format!(
+            "stack{} of {} nodes",
+            if runs > 1 { "s at once" } else { "" },
+            model.nodes().len()
         ),
     };
     let out_dim = model.out_dim();
