@@ -150,6 +150,15 @@ pub(crate) fn batch_size(s: &str) -> Result<usize, String> {
     count_to(s, 1 << 26, "nodes, edges or walk roots a batch")
 }
 
+/// `--fanout`: 0 (every neighbour) to 2²⁰.
+pub(crate) fn fanout(s: &str) -> Result<usize, String> {
+    zero_to(
+        s,
+        1 << 20,
+        "neighbours drawn per node and hop; 0 takes them all",
+    )
+}
+
 /// `--walk-length`: at most 10,000 steps.
 pub(crate) fn walk_length(s: &str) -> Result<usize, String> {
     count_to(s, 10_000, "steps of a random walk")

@@ -8,7 +8,7 @@ use ndarray::{ArrayView2, ArrayViewMut2};
 use super::propagate::{blocks, BlockFn};
 use super::{Caps, Propagate, Unsupported};
 use crate::id::DataId;
-use crate::kernels::transpose::{transpose_with_pos, CsrArrays};
+use crate::kernels::transpose::{transpose_into, CsrArrays};
 use crate::kernels::{spmm, Csr, CsrView, NewTrusted};
 use crate::{Par, Scalar};
 
@@ -18,6 +18,24 @@ pub struct BlockAdj<F> {
     id: DataId,
     a: Csr<F>,
     a_t: Csr<F>,
+    /// The storage of the last block's values, transpose and degrees, while the next block's
+    /// pattern is being built ([`BlockAdj::take_pattern`]).
+    spare: Spare<F>,
+}
+
+/// [`BlockAdj`]'s storage between two blocks.
+#[derive(Debug, Clone, Default)]
+struct Spare<F> {
+    data: Vec<F>,
+    t: CsrArrays<F>,
+    d_out: Vec<usize>,
+    s_out: Vec<F>,
+    fill: Vec<usize>,
+}
+
+/// An empty 0 × 0 CSR.
+fn empty<F: Scalar>() -> Csr<F> {
+    Csr::new_trusted_pub((0, 0), vec![0], Vec::new(), Vec::new())
 }
 
 impl<F: Scalar> BlockAdj<F> {
@@ -31,6 +49,40 @@ impl<F: Scalar> BlockAdj<F> {
     /// If `indptr` is not a row pointer of `indices` (non-decreasing, from 0 to its length)
     /// or an index is not below `n_src` (the sampler's own arrays, never user input).
     pub fn normalised(n_src: usize, indptr: Vec<usize>, indices: Vec<u32>) -> Self {
+        let mut b = BlockAdj {
+            id: DataId::fresh(),
+            a: empty(),
+            a_t: empty(),
+            spare: Spare::default(),
+        };
+        b.set_normalised(n_src, indptr, indices);
+        b
+    }
+
+    /// The storage of this block's row pointers and indices, emptied, for the next block's
+    /// pattern ([`BlockAdj::set_normalised`]); the block is empty until then.
+    pub(crate) fn take_pattern(&mut self) -> (Vec<usize>, Vec<u32>) {
+        let (mut indptr, mut indices, data) =
+            std::mem::replace(&mut self.a, empty()).into_raw_storage();
+        let (t_indptr, t_indices, t_data) =
+            std::mem::replace(&mut self.a_t, empty()).into_raw_storage();
+        self.spare.data = data;
+        self.spare.t = CsrArrays {
+            indptr: t_indptr,
+            indices: t_indices,
+            data: t_data,
+        };
+        indptr.clear();
+        indices.clear();
+        (indptr, indices)
+    }
+
+    /// [`BlockAdj::normalised`] in this block's storage, with a fresh id: no allocation once
+    /// it has held as many rows, sources and entries.
+    ///
+    /// # Panics
+    /// As [`BlockAdj::normalised`].
+    pub(crate) fn set_normalised(&mut self, n_src: usize, indptr: Vec<usize>, indices: Vec<u32>) {
         assert!(
             indptr.first() == Some(&0)
                 && indptr.last() == Some(&indices.len())
@@ -39,12 +91,21 @@ impl<F: Scalar> BlockAdj<F> {
             "BlockAdj::normalised: not a CSR of {n_src} columns"
         );
         let inv_sqrt = |d: usize| F::from_f64_lossy(1.0 / (d as f64).sqrt());
-        let mut d_out = vec![0usize; n_src];
+        let Spare {
+            data,
+            t,
+            d_out,
+            s_out,
+            fill,
+        } = &mut self.spare;
+        d_out.clear();
+        d_out.resize(n_src, 0);
         for &j in &indices {
             d_out[j as usize] += 1;
         }
-        let s_out: Vec<F> = d_out.into_iter().map(inv_sqrt).collect();
-        let mut data = Vec::with_capacity(indices.len());
+        s_out.clear();
+        s_out.extend(d_out.iter().map(|&d| inv_sqrt(d)));
+        data.clear();
         for w in indptr.windows(2) {
             let s_in = inv_sqrt(w[1] - w[0]);
             data.extend(
@@ -54,17 +115,16 @@ impl<F: Scalar> BlockAdj<F> {
             );
         }
         let n_dst = indptr.len() - 1;
-        let (t, _) = transpose_with_pos(n_src, &indptr, &indices, Some(&data));
+        transpose_into(n_src, &indptr, &indices, Some(data), t, fill, None);
         let CsrArrays {
             indptr: t_indptr,
             indices: t_indices,
             data: t_data,
-        } = t;
-        BlockAdj {
-            id: DataId::fresh(),
-            a: Csr::new_trusted_pub((n_dst, n_src), indptr, indices, data),
-            a_t: Csr::new_trusted_pub((n_src, n_dst), t_indptr, t_indices, t_data),
-        }
+        } = std::mem::take(t);
+        let data = std::mem::take(data);
+        self.id = DataId::fresh();
+        self.a = Csr::new_trusted_pub((n_dst, n_src), indptr, indices, data);
+        self.a_t = Csr::new_trusted_pub((n_src, n_dst), t_indptr, t_indices, t_data);
     }
 
     /// Â.
@@ -143,6 +203,51 @@ impl<F: Scalar> Propagate<F> for BlockAdj<F> {
     ) -> Result<(), Unsupported> {
         blocks(self.a_t(), g, block, buf, f, par);
         Ok(())
+    }
+}
+
+/// The rows of one level of a stack of blocks, as the layers between two blocks see them
+/// ([`Cx::adj`](crate::nn::layer::Cx::adj) of a layer of no hops, [`Layer::hops`](crate::nn::Layer::hops)):
+/// an n × n operator with no products, whose sums run over its n rows.
+#[derive(Debug, Clone, Copy)]
+pub struct LevelRows {
+    id: DataId,
+    n: usize,
+}
+
+impl LevelRows {
+    /// Level rows of `n` nodes, with a fresh id.
+    pub fn new(n: usize) -> Self {
+        LevelRows {
+            id: DataId::fresh(),
+            n,
+        }
+    }
+}
+
+impl<F: Scalar> Propagate<F> for LevelRows {
+    fn id(&self) -> DataId {
+        self.id
+    }
+
+    fn shape(&self) -> (usize, usize) {
+        (self.n, self.n)
+    }
+
+    fn nnz(&self) -> usize {
+        0
+    }
+
+    /// # Panics
+    /// Always: a layer that declares no hops (`Some(0)`) does not propagate.
+    fn a_times(&self, _: F, _: ArrayView2<'_, F>, _: F, _: ArrayViewMut2<'_, F>, _: Par) {
+        panic!("a layer that declares no hops (Layer::hops: Some(0)) propagated over a stack of blocks")
+    }
+
+    /// # Panics
+    /// Always, as [`LevelRows::a_times`].
+    fn at_times(&self, _: F, _: ArrayView2<'_, F>, _: F, _: ArrayViewMut2<'_, F>, _: Par) {
+        panic!("a layer that declares no hops (Layer::hops: Some(0)) propagated over a stack of blocks")
     }
 }
 

@@ -13,7 +13,7 @@ pub mod propagate;
 pub(crate) mod reduce;
 pub mod sums;
 
-pub use block::BlockAdj;
+pub use block::{BlockAdj, LevelRows};
 pub use collective::{Collective, Local};
 pub(crate) use normalize::tilde_row;
 pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};

@@ -197,12 +197,16 @@ pub(crate) fn gather_rows_into<F: Clone + Send + Sync>(
         v.clear();
         return;
     }
-    // Every element in parallel, written in place (an indexed collect): each is a copy, so
-    // the result is the serial one.
-    (0..rows.len() * d)
-        .into_par_iter()
-        .map(|e| a[[rows[e / d] as usize, e % d]].clone())
-        .collect_into_vec(v);
+    // Row by row in parallel, each a copy: the result is the serial one.
+    v.clear();
+    v.resize(rows.len() * d, a[[0, 0]].clone());
+    v.par_chunks_mut(d).zip(rows).for_each(|(out, &r)| {
+        let row = a.row(r as usize);
+        match row.as_slice() {
+            Some(src) => out.clone_from_slice(src),
+            None => out.iter_mut().zip(row).for_each(|(o, x)| *o = x.clone()),
+        }
+    });
 }
 
 #[cfg(test)]

@@ -37,6 +37,11 @@ impl<F: Scalar> Layer<F> for Add {
     fn name(&self) -> &'static str {
         "add"
     }
+
+    fn hops(&self) -> Option<usize> {
+        // (Row-wise: on its level's rows over a stack of blocks.)
+        Some(0)
+    }
     fn arity(&self) -> usize {
         2
     }

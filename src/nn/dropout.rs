@@ -82,6 +82,11 @@ impl<F: Scalar> Layer<F> for ReluDropout {
             (true, true) => "relu_dropout",
         }
     }
+
+    fn hops(&self) -> Option<usize> {
+        // (Row-wise: on its level's rows over a stack of blocks.)
+        Some(0)
+    }
     fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
         Spec {
             in_place: true,

@@ -144,6 +144,11 @@ impl<F: Scalar> Layer<F> for JumpingKnowledge<F> {
         "jumping_knowledge"
     }
 
+    fn hops(&self) -> Option<usize> {
+        // (Row-wise: on its level's rows over a stack of blocks.)
+        Some(0)
+    }
+
     fn arity(&self) -> usize {
         self.n_layers
     }

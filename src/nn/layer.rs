@@ -311,9 +311,15 @@ pub struct Cx<'a, F: Scalar> {
 }
 
 impl<F: Scalar> Cx<'_, F> {
-    /// The number of rows of every node-indexed matrix (Â's destination rows).
+    /// The number of rows of every node-indexed matrix the layer writes (Â's destination
+    /// rows).
     pub fn n(&self) -> usize {
         self.adj.shape().0
+    }
+    /// The rows of the inputs: Â's source columns (n for a whole graph's square Â; more for
+    /// a bipartite block, whose first n sources are its destinations).
+    pub fn n_src(&self) -> usize {
+        self.adj.shape().1
     }
     /// Whether this is a training pass.
     pub fn train(&self) -> bool {
@@ -598,6 +604,17 @@ pub trait Layer<F: Scalar>: Send + Sync + fmt::Debug {
     /// Number of inputs (1 unless said otherwise).
     fn arity(&self) -> usize {
         1
+    }
+
+    /// How the layer runs over a stack of bipartite blocks
+    /// ([`Model::train_blocks`](super::Model::train_blocks)): `Some(0)` for a layer that
+    /// reaches [`Cx::adj`] only for sums (it runs on its level's rows, inputs and output
+    /// alike), `Some(1)` for one that propagates once and takes a rectangular Â (inputs
+    /// [`Cx::n_src`] rows, output [`Cx::n`]: it gets its block), `Some(k)` for k products in
+    /// one call (refused: a stack of blocks gives a layer one block); `None` (the default) for
+    /// a layer that does not run over blocks, which the stack refuses naming it.
+    fn hops(&self) -> Option<usize> {
+        None
     }
 
     /// What the layer is on inputs like `inputs` (one per input) for `n` rows: a pure

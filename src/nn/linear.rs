@@ -68,6 +68,11 @@ impl<F: Scalar> Layer<F> for Linear<F> {
         "linear"
     }
 
+    fn hops(&self) -> Option<usize> {
+        // (Row-wise: on its level's rows over a stack of blocks.)
+        Some(0)
+    }
+
     fn spec(&self, _inputs: &[InputDesc], _n: usize) -> Spec {
         Spec {
             keeps_input: true,

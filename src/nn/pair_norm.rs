@@ -127,6 +127,11 @@ impl<F: Scalar> Layer<F> for PairNorm {
         "pair_norm"
     }
 
+    fn hops(&self) -> Option<usize> {
+        // (Row-wise: on its level's rows over a stack of blocks.)
+        Some(0)
+    }
+
     fn spec(&self, _inputs: &[InputDesc], n: usize) -> Spec {
         Spec {
             saved: {

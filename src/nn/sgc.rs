@@ -45,6 +45,10 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
     fn name(&self) -> &'static str {
         "sgc_propagate"
     }
+    fn hops(&self) -> Option<usize> {
+        // (K = 1 runs over one block: Â·X and Âᵀ·G over its rows and sources.)
+        Some(self.k)
+    }
     fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec {
         Spec {
             scratch: Req::f(n * self.dim),

@@ -23,7 +23,7 @@ mod saint;
 pub use batch::{Batch, BatchSource};
 pub(crate) use cluster::check_diag_lambda;
 pub use cluster::{ClusterSampler, Clusters};
-pub use neighbor::{Blocks, NeighborSampler};
+pub use neighbor::{Blocks, Fanouts, NeighborSampler, MAX_FANOUTS};
 pub use saint::{SaintCounts, SaintKind, SaintSampler, MAX_DRAWS};
 
 use crate::graph::Graph;
@@ -58,6 +58,14 @@ pub enum BatchConfig {
         /// normalisation, each batch renormalised on itself).
         coverage: f64,
     },
+    /// Neighbour sampling ([`NeighborSampler`]): `batch_size` training nodes a batch, one
+    /// block a layer.
+    Neighbor {
+        /// Neighbours drawn per node, hop by hop from the seeds (0: all of them).
+        fanouts: Fanouts,
+        /// Seeds (training nodes) a batch.
+        batch_size: usize,
+    },
 }
 
 /// [`BatchConfig::Saint`]'s default coverage. PyG's example pre-samples 100 times the node
@@ -81,6 +89,13 @@ impl BatchConfig {
         } = *self
         {
             saint::check_settings(kind, batch_size, batches, coverage)?;
+        }
+        if let BatchConfig::Neighbor { batch_size: 0, .. } = *self {
+            return Err(ConfigError::OutOfRange {
+                name: "batch_size",
+                value: 0.0,
+                rule: "at least 1",
+            });
         }
         if let BatchConfig::Cluster {
             parts,
@@ -108,14 +123,28 @@ impl BatchConfig {
         Ok(())
     }
 
-    /// The sampler of `graph`'s batches (`None` for full batch); GraphSAINT's normalisation
-    /// pre-sampled with `seed`.
+    /// The sampler of `graph`'s batches (`None` for full batch) training the nodes of
+    /// `train`; GraphSAINT's normalisation pre-sampled with `seed`.
     ///
     /// # Errors
-    /// As [`ClusterSampler::new`] and [`SaintSampler::new`].
-    pub fn sampler(&self, graph: &Graph, seed: u64) -> Result<Option<Box<dyn NodeSampler>>> {
+    /// As [`ClusterSampler::new`], [`SaintSampler::new`] and [`NeighborSampler::new`].
+    pub fn sampler(
+        &self,
+        graph: &Graph,
+        train: &crate::input::Mask,
+        seed: u64,
+    ) -> Result<Option<Box<dyn NodeSampler>>> {
         Ok(match *self {
             BatchConfig::Full => None,
+            BatchConfig::Neighbor {
+                fanouts,
+                batch_size,
+            } => Some(Box::new(NeighborSampler::new(
+                graph,
+                train,
+                fanouts.as_slice(),
+                batch_size,
+            )?)),
             BatchConfig::Cluster {
                 parts,
                 per_batch,
@@ -180,6 +209,12 @@ pub trait NodeSampler: Send + Sync {
 
     /// GraphSAINT's counts, when the batches take its normalisation ([`SaintSampler`]).
     fn saint(&self) -> Option<&SaintCounts> {
+        None
+    }
+
+    /// The neighbour sampler, when a batch is a stack of blocks ([`NeighborSampler`]) rather
+    /// than the subgraph its nodes induce.
+    fn blocks(&self) -> Option<&NeighborSampler> {
         None
     }
 }

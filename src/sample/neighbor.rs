@@ -13,6 +13,43 @@ use crate::graph::{BlockAdj, Graph};
 use crate::input::Mask;
 use crate::{Error, Result, Scalar};
 
+/// The most layers (fanouts) of neighbour sampling.
+pub const MAX_FANOUTS: usize = 16;
+
+/// The fanouts of neighbour sampling, hop by hop from the seeds (0: every neighbour), at
+/// most [`MAX_FANOUTS`] of them: a value type, as the rest of
+/// [`BatchConfig`](super::BatchConfig).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fanouts {
+    len: usize,
+    v: [usize; MAX_FANOUTS],
+}
+
+impl Fanouts {
+    /// The fanouts `f`, hop by hop from the seeds.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`](crate::ConfigError::OutOfRange) for none or more than
+    /// [`MAX_FANOUTS`].
+    pub fn new(f: &[usize]) -> Result<Self, crate::ConfigError> {
+        if f.is_empty() || f.len() > MAX_FANOUTS {
+            return Err(crate::ConfigError::OutOfRange {
+                name: "fanouts",
+                value: f.len() as f64,
+                rule: "1 to 16 of them (one a layer)",
+            });
+        }
+        let mut v = [0; MAX_FANOUTS];
+        v[..f.len()].copy_from_slice(f);
+        Ok(Fanouts { len: f.len(), v })
+    }
+
+    /// The fanouts, hop by hop from the seeds.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.v[..self.len]
+    }
+}
+
 /// The neighbour sampler: the training nodes in batches of `batch_size` seeds, each with
 /// `fanouts` neighbours drawn per hop.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +74,9 @@ pub struct Blocks<F> {
     adj: Vec<BlockAdj<F>>,
     /// Position of each node in the level being built (`u32::MAX`: not in it).
     pos: Vec<u32>,
+    /// The draws of one node, and Floyd's picks.
+    chosen: Vec<u32>,
+    picks: Vec<usize>,
 }
 
 impl<F: Scalar> Default for Blocks<F> {
@@ -45,6 +85,8 @@ impl<F: Scalar> Default for Blocks<F> {
             nodes: Vec::new(),
             adj: Vec::new(),
             pos: Vec::new(),
+            chosen: Vec::new(),
+            picks: Vec::new(),
         }
     }
 }
@@ -110,6 +152,30 @@ impl NeighborSampler {
         })
     }
 
+    /// The same fanouts and batch size over the seeds `nodes` (evaluation's batches of the
+    /// validation and test nodes).
+    ///
+    /// # Errors
+    /// As [`NeighborSampler::new`].
+    pub fn with_seeds(&self, nodes: &Mask) -> Result<Self> {
+        if nodes.n_nodes() != self.n_nodes {
+            return Err(Error::Mismatch {
+                what: "neighbour sampler: the seeds' mask nodes vs the graph's".into(),
+                expected: self.n_nodes,
+                got: nodes.n_nodes(),
+            });
+        }
+        if nodes.is_empty() {
+            return Err(Error::Partition(
+                "neighbour sampling needs nodes to seed its batches".into(),
+            ));
+        }
+        Ok(NeighborSampler {
+            seeds: nodes.indices().to_vec(),
+            ..self.clone()
+        })
+    }
+
     /// Batches an epoch: the training nodes over the batch size, rounded up.
     pub fn batches(&self) -> usize {
         self.seeds.len().div_ceil(self.batch_size)
@@ -118,6 +184,45 @@ impl NeighborSampler {
     /// Layers: one block per fanout.
     pub fn layers(&self) -> usize {
         self.fanouts.len()
+    }
+
+    /// The most entries of a batch's blocks: each block at most its destinations' cap times
+    /// one plus its fanout, and never more than `whole`, the entries of the whole graph's Â
+    /// with its self-loops.
+    pub fn max_entries(&self, whole: usize) -> usize {
+        let caps = self.level_caps();
+        let layers = self.fanouts.len();
+        self.fanouts
+            .iter()
+            .enumerate()
+            .map(|(hop, &f)| {
+                let dst = caps[layers - hop];
+                match f {
+                    0 => whole,
+                    f => dst.saturating_mul(f.saturating_add(1)).min(whole),
+                }
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
+    /// The most rows of each level of a batch (level 0: the nodes whose features it reads;
+    /// the last: the seeds): the seeds a batch, then each level at most the one above times
+    /// one plus its fanout (every neighbour: the graph's nodes), and never more than the
+    /// graph's nodes. What a model plans a stack of blocks for.
+    pub fn level_caps(&self) -> Vec<usize> {
+        let n = self.n_nodes;
+        let mut caps = vec![self.batch_size.min(self.seeds.len())];
+        for &f in &self.fanouts {
+            let above = caps[caps.len() - 1];
+            let cap = if f == 0 {
+                n
+            } else {
+                above.saturating_mul(f.saturating_add(1)).min(n)
+            };
+            caps.push(cap);
+        }
+        caps.reverse();
+        caps
     }
 
     /// Writes batch `index` of `epoch` for `seed` of `graph` into `out`.
@@ -133,56 +238,53 @@ impl NeighborSampler {
         index: usize,
         out: &mut Blocks<F>,
     ) -> Result<()> {
-        if graph.n_nodes() != self.n_nodes {
-            return Err(Error::Mismatch {
-                what: "neighbour sampler: the graph's nodes vs the sampler's".into(),
-                expected: self.n_nodes,
-                got: graph.n_nodes(),
-            });
-        }
-        if index >= self.batches() {
+        super::NodeSampler::check_graph(self, graph)?;
+        if index >= NeighborSampler::batches(self) {
             return Err(Error::Mismatch {
                 what: "neighbour sampler: a batch index vs the batches of an epoch".into(),
-                expected: self.batches(),
+                expected: NeighborSampler::batches(self),
                 got: index,
             });
         }
         let key = epoch_rng(seed, epoch).next_u64();
-        let t = self.seeds.len();
-        let order = Permutation::new(t as u64, key);
         let layers = self.fanouts.len();
         out.nodes.resize_with(layers + 1, Vec::new);
         let mut seeds = std::mem::take(&mut out.nodes[layers]);
-        seeds.clear();
-        let end = ((index + 1) * self.batch_size).min(t);
-        seeds.extend(
-            (index * self.batch_size..end).map(|p| self.seeds[order.at(p as u64) as usize]),
-        );
-        seeds.sort_unstable();
+        super::NodeSampler::nodes_into(self, graph, seed, epoch, index, &mut seeds);
         out.nodes[layers] = seeds;
         // This batch's draws: a key of its own (batches independent, as PyG's and DGL's).
         let batch_key = splitmix(key ^ splitmix(index as u64));
         out.pos.resize(self.n_nodes, u32::MAX);
-        let mut adj = Vec::with_capacity(layers);
-        let mut chosen = Vec::new();
+        out.adj.truncate(layers);
+        while out.adj.len() < layers {
+            out.adj.push(BlockAdj::normalised(0, vec![0], Vec::new()));
+        }
+        let Blocks {
+            nodes,
+            adj,
+            pos,
+            chosen,
+            picks,
+        } = out;
+        // (Built from the seeds outwards: hop h is layer L − 1 − h's block.)
         for (hop, &fanout) in self.fanouts.iter().enumerate() {
             let level = layers - hop;
-            let dst = std::mem::take(&mut out.nodes[level]);
-            let mut src = std::mem::take(&mut out.nodes[level - 1]);
+            let dst = std::mem::take(&mut nodes[level]);
+            let mut src = std::mem::take(&mut nodes[level - 1]);
             src.clear();
             src.extend_from_slice(&dst);
             for (r, &v) in dst.iter().enumerate() {
-                out.pos[v as usize] = r as u32;
+                pos[v as usize] = r as u32;
             }
-            let mut indptr = Vec::with_capacity(dst.len() + 1);
+            let block = &mut adj[layers - 1 - hop];
+            let (mut indptr, mut indices) = block.take_pattern();
             indptr.push(0);
-            let mut indices = Vec::new();
             for (r, &v) in dst.iter().enumerate() {
                 let row_start = indices.len();
                 indices.push(r as u32);
-                draw(graph, v, fanout, batch_key, hop, &mut chosen);
-                for &u in &chosen {
-                    let p = &mut out.pos[u as usize];
+                draw(graph, v, fanout, batch_key, hop, chosen, picks);
+                for &u in chosen.iter() {
+                    let p = &mut pos[u as usize];
                     if *p == u32::MAX {
                         *p = src.len() as u32;
                         src.push(u);
@@ -193,16 +295,52 @@ impl NeighborSampler {
                 indptr.push(indices.len());
             }
             for &u in &src {
-                out.pos[u as usize] = u32::MAX;
+                pos[u as usize] = u32::MAX;
             }
-            adj.push(BlockAdj::normalised(src.len(), indptr, indices));
-            out.nodes[level] = dst;
-            out.nodes[level - 1] = src;
+            block.set_normalised(src.len(), indptr, indices);
+            nodes[level] = dst;
+            nodes[level - 1] = src;
         }
-        // (Built from the seeds outwards: the input layer's block last.)
-        adj.reverse();
-        out.adj = adj;
         Ok(())
+    }
+}
+
+impl super::NodeSampler for NeighborSampler {
+    fn batches(&self) -> usize {
+        NeighborSampler::batches(self)
+    }
+
+    /// The most nodes whose features a batch reads (level 0's cap).
+    fn max_nodes(&self) -> usize {
+        self.level_caps()[0]
+    }
+
+    /// The batch's seeds (ascending): the nodes its loss reads.
+    fn nodes_into(&self, _: &Graph, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
+        let key = epoch_rng(seed, epoch).next_u64();
+        let t = self.seeds.len();
+        let order = Permutation::new(t as u64, key);
+        let end = ((index + 1) * self.batch_size).min(t);
+        nodes.clear();
+        nodes.extend(
+            (index * self.batch_size..end).map(|p| self.seeds[order.at(p as u64) as usize]),
+        );
+        nodes.sort_unstable();
+    }
+
+    fn check_graph(&self, graph: &Graph) -> Result<()> {
+        if graph.n_nodes() != self.n_nodes {
+            return Err(Error::Mismatch {
+                what: "neighbour sampler: the graph's nodes vs the sampler's".into(),
+                expected: self.n_nodes,
+                got: graph.n_nodes(),
+            });
+        }
+        Ok(())
+    }
+
+    fn blocks(&self) -> Option<&NeighborSampler> {
+        Some(self)
     }
 }
 
@@ -210,7 +348,15 @@ impl NeighborSampler {
 /// other than `v` itself when it has at most `fanout` of them (or `fanout` is 0), else
 /// `fanout` distinct ones, uniformly (Floyd's algorithm), from a SplitMix64 stream keyed by
 /// (the batch's key, the hop, v): the same draws whatever the thread that makes them.
-fn draw(graph: &Graph, v: u32, fanout: usize, key: u64, hop: usize, chosen: &mut Vec<u32>) {
+fn draw(
+    graph: &Graph,
+    v: u32,
+    fanout: usize,
+    key: u64,
+    hop: usize,
+    chosen: &mut Vec<u32>,
+    picks: &mut Vec<usize>,
+) {
     let list = graph.neighbors(v as usize);
     // (The graph's own self-loop is no candidate: every row gets its self-loop.)
     let own = list.binary_search(&v).ok();
@@ -230,13 +376,13 @@ fn draw(graph: &Graph, v: u32, fanout: usize, key: u64, hop: usize, chosen: &mut
         ((u128::from(state) * bound as u128) >> 64) as usize
     };
     // Floyd: for j = m − f … m − 1, t uniform in 0..=j; take t unless taken, else j.
-    let mut picks: Vec<usize> = Vec::with_capacity(fanout);
+    picks.clear();
     for j in m - fanout..m {
         let t = uniform(j + 1);
         picks.push(if picks.contains(&t) { j } else { t });
     }
     picks.sort_unstable();
-    chosen.extend(picks.into_iter().map(at));
+    chosen.extend(picks.iter().map(|&p| at(p)));
 }
 
 #[cfg(test)]

@@ -251,10 +251,12 @@ impl<'a, F: Scalar> Harness<'a, F> {
     /// the output and what it saved. An in-place layer gets input 0 in its output buffer and the
     /// others as its inputs.
     pub fn forward(&self, layer: &mut dyn Layer<F>, ins: &[In<F>]) -> (Array2<F>, State<F>) {
-        let n = self.adj.shape().0;
+        // (Inputs have Â's source rows, the output its destination rows: a bipartite block's
+        // differ.)
+        let (n, n_src) = self.adj.shape();
         assert_eq!(ins.len(), layer.arity(), "harness: number of inputs");
         let descs = self.descs(ins);
-        let spec = layer.spec(&descs, n);
+        let spec = layer.spec(&descs, n.max(n_src));
         let w = spec.out_dim;
         let skip = usize::from(spec.in_place);
         let mut out = if spec.in_place {
@@ -278,7 +280,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             .forward(
                 &mut cx,
                 Fwd {
-                    ins: packed.inputs(n),
+                    ins: packed.inputs(n_src),
                     out: view_mut(&mut out, (n, w)),
                     over_input: None,
                     saved: saved.bufs(),
@@ -300,9 +302,9 @@ impl<'a, F: Scalar> Harness<'a, F> {
         dout: &Array2<F>,
         need: &[bool],
     ) -> Vec<Option<Array2<F>>> {
-        let n = self.adj.shape().0;
+        let (n, n_src) = self.adj.shape();
         let descs = self.descs(ins);
-        let spec = layer.spec(&descs, n);
+        let spec = layer.spec(&descs, n.max(n_src));
         let w = spec.out_dim;
         assert_eq!(dout.dim(), (n, w), "harness: ∂L/∂out shape");
         assert_eq!(need.len(), ins.len(), "harness: one flag per input");
@@ -337,17 +339,20 @@ impl<'a, F: Scalar> Harness<'a, F> {
             }
         } else if in_place {
             assert_eq!(ins.len(), 1, "harness: in-place gradients are single-input");
-            buf = vec![F::nan(); n * w.max(in_w)];
+            buf = vec![F::nan(); (n * w).max(n_src * in_w)];
             buf[..n * w].copy_from_slice(dout_s);
             GradIo::InPlace(&mut buf)
         } else {
-            pool = ins.iter().map(|i| vec![F::nan(); n * i.width()]).collect();
+            pool = ins
+                .iter()
+                .map(|i| vec![F::nan(); n_src * i.width()])
+                .collect();
             GradIo::Separate {
                 dout: ArrayView2::from_shape((n, w), dout_s).unwrap(),
                 din: Din {
                     pool: &mut pool,
                     slots: &slots,
-                    n,
+                    n: n_src,
                 },
             }
         };
@@ -356,7 +361,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
             .backward(
                 &mut self.cx(None, in_place && need[0], &descs, &sums),
                 Bwd {
-                    ins: packed.inputs(n),
+                    ins: packed.inputs(n_src),
                     saved: saved.saved(),
                     scratch: scratch.bufs(),
                     grad,
@@ -364,14 +369,14 @@ impl<'a, F: Scalar> Harness<'a, F> {
             )
             .unwrap();
         if over {
-            return vec![Some(view(&over_in, (n, in_w)).to_owned())];
+            return vec![Some(view(&over_in, (n_src, in_w)).to_owned())];
         }
         if in_place {
-            return vec![need[0].then(|| view(&buf, (n, in_w)).to_owned())];
+            return vec![need[0].then(|| view(&buf, (n_src, in_w)).to_owned())];
         }
         pool.into_iter()
             .zip(ins.iter().zip(need))
-            .map(|(g, (i, &k))| k.then(|| Array2::from_shape_vec((n, i.width()), g).unwrap()))
+            .map(|(g, (i, &k))| k.then(|| Array2::from_shape_vec((n_src, i.width()), g).unwrap()))
             .collect()
     }
 

@@ -9,7 +9,7 @@ use crate::nn::Model;
 use crate::Result;
 
 /// The rows and entries a mini-batch run's memory depends on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchShape {
     /// Nodes of the whole graph.
     pub n: usize,
@@ -19,6 +19,10 @@ pub struct BatchShape {
     pub max_rows: usize,
     /// Evaluation on the whole graph (else over the batches).
     pub eval_full: bool,
+    /// A stack of blocks a batch (neighbour sampling): the most rows of each level (level 0
+    /// the features' rows, `max_rows`) and the most entries of its blocks; `None` for a
+    /// batch's induced subgraph.
+    pub blocks: Option<(Vec<usize>, usize)>,
 }
 
 /// Refuses, once its sampler is built and before training, `runs` models of `model`'s kind
@@ -42,17 +46,36 @@ pub fn check_batch_run_fits(
         nnz,
         max_rows,
         eval_full,
+        blocks,
     } = shape;
     let params = model_params(model);
-    let train = model.workspace_bytes(max_rows, x)? as u64;
-    let eval = model.eval_workspace_bytes(if eval_full { n } else { max_rows }, x)? as u64;
+    let (train, eval_batch) = match &blocks {
+        Some((caps, _)) => (
+            model.plan_bytes_levels(caps, x, false)?,
+            model.plan_bytes_levels(caps, x, true)?,
+        ),
+        None => (
+            model.workspace_bytes(max_rows, x)?,
+            model.eval_workspace_bytes(max_rows, x)?,
+        ),
+    };
+    let train = train as u64;
+    let eval = if eval_full {
+        model.eval_workspace_bytes(n, x)?
+    } else {
+        eval_batch
+    } as u64;
     // A batch's Â: at most every entry of its rows; bounded by the whole graph's (and a
     // batch's rows of sparse X by their share of X's entries, as for Â).
     let share = |total: usize| -> u64 {
         let per_row = total.div_ceil(n.max(1)).max(1);
         memory::bytes(max_rows, per_row).min(total as u64 + max_rows as u64)
     };
-    let adj_entries = share(nnz.saturating_add(n));
+    // (A stack of blocks: its entries, and a position a node of the graph.)
+    let adj_entries = match &blocks {
+        Some((_, entries)) => (*entries as u64).saturating_add(n as u64 / 2),
+        None => share(nnz.saturating_add(n)),
+    };
     let x_bytes = match x.as_sparse() {
         Some(s) => share(s.x().nnz()).saturating_mul(2 * 8),
         None => memory::bytes(max_rows, 4 * x.n_cols()),

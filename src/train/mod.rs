@@ -1,6 +1,7 @@
 //! Training: configuration, the epoch loop with early stopping, per-epoch history, and several
 //! seeds at once, for every model of the stack ([`Model`]).
 
+mod blocks;
 pub mod checkpoint;
 pub mod fits;
 pub mod profile;
@@ -522,13 +523,7 @@ pub fn build_model<F: Scalar>(
     cfg: &ModelConfig,
     seed: u64,
 ) -> Result<Model<F>> {
-    let cfg = ModelConfig {
-        in_dim: x.n_cols(),
-        out_dim: n_classes,
-        ..cfg.clone()
-    };
-    let mut init_rng = rng_stream(seed, 0);
-    Ok(cfg.build(adj, x, None, &mut init_rng)?)
+    blocks::build_model_ordered(adj, x, n_classes, cfg, seed, None)
 }
 
 /// Trains one model with `seed` and evaluates it on the split's test nodes.
@@ -556,7 +551,15 @@ pub fn fit_model<F: Scalar>(
 ) -> Result<(RunResult, Model<F>)> {
     check_data(data)?;
     cfg.check_optim()?;
-    let mut model = build_model(data.adj, data.x, data.n_classes, &cfg.model, seed)?;
+    let orders = blocks::block_orders(&cfg.model, opts.batches.as_ref(), data.x.is_sparse());
+    let mut model = blocks::build_model_ordered(
+        data.adj,
+        data.x,
+        data.n_classes,
+        &cfg.model,
+        seed,
+        orders.as_deref(),
+    )?;
     let run = train_model(&mut model, data, cfg, seed, opts)?;
     Ok((run, model))
 }

@@ -521,12 +521,31 @@ impl Prepared {
         let sampler = self.sampler(cfg)?;
         if let Some(s) = &sampler {
             let x = &self.data.features;
-            let mut model = build_model(&self.adj, x, self.data.n_classes, &cfg.model, 0)?;
+            let b = Batches {
+                sampler: s.as_ref(),
+                graph: &self.data.graph,
+                norm: self.prepare.norm,
+            };
+            let orders = super::blocks::block_orders(&cfg.model, Some(&b), x.is_sparse());
+            let mut model = super::blocks::build_model_ordered(
+                &self.adj,
+                x,
+                self.data.n_classes,
+                &cfg.model,
+                0,
+                orders.as_deref(),
+            )?;
             let shape = super::fits::BatchShape {
                 n: self.n_nodes,
                 nnz: self.nnz,
                 max_rows: s.max_nodes().min(self.n_nodes),
                 eval_full: !cfg.eval_batches,
+                blocks: s.blocks().map(|b| {
+                    (
+                        b.level_caps(),
+                        b.max_entries(self.nnz.saturating_add(self.n_nodes)),
+                    )
+                }),
             };
             super::fits::check_batch_run_fits(&mut model, shape, x, runs)?;
         }
@@ -553,7 +572,8 @@ impl Prepared {
         // GraphSAINT's normalisation is pre-sampled with seed 0 whatever the runs' seeds: like
         // the parts, a property of the graph and the sampler, so a run does not depend on the
         // other seeds it is trained with.
-        cfg.batch.sampler(&self.data.graph, 0)
+        cfg.batch
+            .sampler(&self.data.graph, &self.data.split.train, 0)
     }
 
     /// What training reads: Â, the features, the labels and the split. Without

@@ -70,7 +70,7 @@ impl BatchStats {
         self.edges_sum as f64 / self.built.max(1) as f64
     }
     /// Counts one more batch of `nodes` nodes and `edges` edges.
-    fn add(&mut self, nodes: usize, edges: usize) {
+    pub(super) fn add(&mut self, nodes: usize, edges: usize) {
         self.built += 1;
         self.nodes_sum += nodes as u64;
         self.edges_sum += edges as u64;
@@ -83,6 +83,8 @@ impl BatchStats {
 pub(super) enum Steps<'a, F: Scalar> {
     /// The whole graph, with DropEdge drawn here or by the backend.
     Full(Box<Full<'a, F>>),
+    /// One step per stack of blocks (neighbour sampling).
+    Blocks(Box<super::blocks::BlockSteps<'a, F>>),
     /// One step per batch.
     Batches {
         batches: Batches<'a>,
@@ -128,6 +130,9 @@ impl<'a, F: Scalar> Steps<'a, F> {
         model: &mut Model<F>,
         par: Par,
     ) -> Result<Option<[(f64, f64); 2]>> {
+        if let Steps::Blocks(b) = self {
+            return b.eval(model, par);
+        }
         let Steps::Batches {
             batches,
             src,
@@ -180,6 +185,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
     pub(super) fn stats(&self) -> Option<BatchStats> {
         match self {
             Steps::Full(_) => None,
+            Steps::Blocks(b) => Some(b.stats),
             Steps::Batches { stats, .. } => Some(*stats),
         }
     }
@@ -240,6 +246,9 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 rule: "a sampler of at least one batch an epoch",
             }));
         }
+        if let Some(ns) = b.sampler.blocks() {
+            return Self::blocks(model, data, opts, ns, b, seed);
+        }
         let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
         let eval = if opts.eval_batches {
             if !b.sampler.partitions() {
@@ -281,6 +290,56 @@ impl<'a, F: Scalar> Steps<'a, F> {
         })
     }
 
+    /// The steps over the blocks of `ns` (`b`'s sampler): training planned per level for the
+    /// largest batch, evaluation (over batches of the validation and test nodes, or on the
+    /// whole graph) in a workspace of its own.
+    fn blocks(
+        model: &mut Model<F>,
+        data: &TrainData<'a, F>,
+        opts: &FitOptions<'a>,
+        ns: &'a crate::sample::NeighborSampler,
+        b: Batches<'a>,
+        seed: u64,
+    ) -> Result<Self> {
+        let mut options = model.options();
+        options.varying_graph = true;
+        options.separate_eval = true;
+        model.set_options(options);
+        let caps = ns.level_caps();
+        model.reserve_blocks(&caps, data.x, false)?;
+        let eval = if opts.eval_batches {
+            let (valid, test) = (data.split.valid.to_bool(), data.split.test.to_bool());
+            let nodes: Vec<u32> = (0..valid.len() as u32)
+                .filter(|&v| valid[v as usize] || test[v as usize])
+                .collect();
+            let members = Mask::try_from_indices(nodes, valid.len())?;
+            let sampler = ns.with_seeds(&members)?;
+            model.reserve_blocks(&sampler.level_caps(), data.x, true)?;
+            Some(Box::new(super::blocks::EvalBlocks {
+                sampler,
+                valid,
+                test,
+            }))
+        } else {
+            None
+        };
+        let new = || Box::new(super::blocks::BlockBatch::new(data.x.n_cols(), caps[0]));
+        Ok(Steps::Blocks(Box::new(super::blocks::BlockSteps {
+            sampler: ns,
+            graph: b.graph,
+            x: data.x,
+            labels: data.labels,
+            batch: new(),
+            next: new(),
+            seed,
+            stats: BatchStats {
+                batches_per_epoch: ns.batches(),
+                ..BatchStats::default()
+            },
+            eval,
+        })))
+    }
+
     /// The training steps of `epoch`: returns the training loss and accuracy (over the
     /// batches, weighted by their training nodes) and the ms spent building batches.
     ///
@@ -296,6 +355,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         par: Par,
     ) -> Result<(f64, f64, f64)> {
         match self {
+            Steps::Blocks(b) => b.epoch(model, opt, epoch, drop_rng, par),
             Steps::Full(full) => {
                 let Full {
                     drop_edge,
@@ -432,6 +492,31 @@ pub(crate) fn train_step_weighted<F: Scalar>(
     rng: &mut ChaCha8Rng,
     par: Par,
 ) -> Result<(f64, f64)> {
+    let pass =
+        &mut |m: &mut Model<F>, loss: &mut LossFn<'_, F>| m.train_pass(adj, x, rng, par, loss);
+    step(model, opt, labels, train, weights, pass)
+}
+
+/// The loss of a training pass: ∂L/∂logits written over the logits; whether to go on.
+pub(super) type LossFn<'a, F> = dyn FnMut(ArrayViewMut2<'_, F>, Sums<'_, F>) -> bool + 'a;
+
+/// A training pass of a model through the loss it is given.
+pub(super) type PassFn<'a, F> = dyn FnMut(&mut Model<F>, &mut LossFn<'_, F>) -> Result<()> + 'a;
+
+/// A training pass through the loss it is given (`pass`: over a whole graph, a batch's
+/// subgraph or a stack of blocks), masked cross-entropy over `train` (weighted per row by
+/// `weights` when given), then an update of every parameter: the training loss and accuracy.
+///
+/// # Errors
+/// As `pass`.
+pub(super) fn step<F: Scalar>(
+    model: &mut Model<F>,
+    opt: &mut dyn Optimizer<F>,
+    labels: &[u32],
+    train: &Mask,
+    weights: Option<&[F]>,
+    pass: &mut PassFn<'_, F>,
+) -> Result<(f64, f64)> {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
     let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
@@ -445,7 +530,7 @@ pub(crate) fn train_step_weighted<F: Scalar>(
         out = (loss, acc);
         loss.is_finite()
     };
-    model.train_pass(adj, x, rng, par, &mut loss)?;
+    pass(model, &mut loss)?;
     if out.0.is_finite() {
         let mut index = 0;
         model.visit_params(&mut |group, p| {

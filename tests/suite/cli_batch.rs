@@ -86,6 +86,33 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
             ],
             "--batch-size",
         ),
+        (&["--fanout", "5,5"], "--fanout"),
+        (&["--batch", "cluster", "--fanout", "5,5"], "--fanout"),
+        (&["--batch", "neighbor", "--fanout", "5,5,5"], "--fanout"),
+        (&["--batch", "neighbor", "--fanout", "5,x"], "--fanout"),
+        (&["--batch", "neighbor", "--fanout", "5,-1"], "--fanout"),
+        (
+            &["--batch", "neighbor", "--batch-size", "0"],
+            "--batch-size",
+        ),
+        (
+            &["--batch", "neighbor", "--saint-coverage", "3"],
+            "--saint-coverage",
+        ),
+        (
+            &[
+                "--batch", "neighbor", "--model", "residual", "--layers", "2",
+            ],
+            "--model residual",
+        ),
+        (
+            &["--batch", "neighbor", "--model", "appnp"],
+            "--model appnp",
+        ),
+        (
+            &["--batch", "neighbor", "--drop-edge", "0.1"],
+            "--drop-edge",
+        ),
     ];
     for (args, flag) in cases {
         let mut a = vec!["train", "--epochs", "1"];
@@ -216,6 +243,34 @@ fn a_cluster_run_evaluated_on_its_batches_replays_its_history_at_one_and_two_thr
             "6",
             "--clusters",
             "community",
+            "--eval",
+            "batch",
+        ],
+    );
+}
+
+#[test]
+fn a_neighbour_sampled_run_replays_its_history_at_one_and_two_threads() {
+    replays(
+        "neighbor-history",
+        &[
+            "--batch",
+            "neighbor",
+            "--fanout",
+            "3,5",
+            "--batch-size",
+            "40",
+        ],
+    );
+    replays(
+        "neighbor-eval-batch-history",
+        &[
+            "--batch",
+            "neighbor",
+            "--fanout",
+            "0,4",
+            "--batch-size",
+            "64",
             "--eval",
             "batch",
         ],

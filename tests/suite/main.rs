@@ -8,6 +8,7 @@ mod common;
 #[path = "../data/support.rs"]
 mod support;
 
+mod blocks;
 mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;

@@ -4,7 +4,7 @@
 #[cfg(feature = "mpi")]
 use super::dist;
 use clap::ValueEnum;
-use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind, SAINT_COVERAGE};
+use sparse_gcn::sample::{BatchConfig, Clusters, Fanouts, SaintKind, MAX_FANOUTS, SAINT_COVERAGE};
 use sparse_gcn::train::TrainConfig;
 use sparse_gcn::ConfigError;
 
@@ -22,13 +22,17 @@ pub(crate) enum BatchArg {
     SaintEdge,
     /// GraphSAINT: --batch-size random-walk roots of --walk-length steps a batch
     SaintRw,
+    /// Neighbour sampling: --batch-size training nodes a batch, --fanout neighbours drawn per
+    /// node and hop, one bipartite block a layer
+    Neighbor,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum EvalArg {
     /// On the whole graph
     Full,
-    /// Over the batches (Cluster-GCN's parts)
+    /// Over the batches (Cluster-GCN's parts; neighbour sampling's blocks of the validation
+    /// and test nodes)
     Batch,
 }
 
@@ -42,9 +46,19 @@ pub(crate) enum ClustersArg {
 
 impl TrainArgs {
     /// The batches the flags ask for.
-    pub(super) fn batch_config(&self) -> BatchConfig {
+    pub(super) fn batch_config(&self, n_layers: usize) -> BatchConfig {
         match self.batch {
             BatchArg::Full => BatchConfig::Full,
+            BatchArg::Neighbor => {
+                // (A list `check_batch_flags` refuses never reaches training: one fanout then.)
+                let f = self.fanout.clone().unwrap_or_else(|| vec![10; n_layers]);
+                BatchConfig::Neighbor {
+                    fanouts: Fanouts::new(&f).unwrap_or_else(|_| {
+                        Fanouts::new(&[10]).unwrap_or_else(|_| unreachable!("one fanout"))
+                    }),
+                    batch_size: self.batch_size.unwrap_or(1024),
+                }
+            }
             BatchArg::Cluster => BatchConfig::Cluster {
                 parts: self.parts.unwrap_or(500),
                 per_batch: self.parts_per_batch.unwrap_or(10),
@@ -80,6 +94,7 @@ impl TrainArgs {
     pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
         let saint = matches!(cfg.batch, BatchConfig::Saint { .. });
         let cluster = self.batch == BatchArg::Cluster;
+        let neighbor = self.batch == BatchArg::Neighbor;
         for (flags, applies, what) in [
             (
                 &[
@@ -92,13 +107,23 @@ impl TrainArgs {
                 "only --batch cluster has parts",
             ),
             (
+                &[("--batch-size", self.batch_size.is_some())][..],
+                saint || neighbor,
+                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) and neighbor \
+                 take it",
+            ),
+            (
                 &[
-                    ("--batch-size", self.batch_size.is_some()),
                     ("--batches-per-epoch", self.batches_per_epoch.is_some()),
                     ("--saint-coverage", self.saint_coverage.is_some()),
                 ][..],
                 saint,
                 "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
+            ),
+            (
+                &[("--fanout", self.fanout.is_some())][..],
+                neighbor,
+                "only --batch neighbor samples neighbours",
             ),
             (
                 &[("--walk-length", self.walk_length.is_some())][..],
@@ -110,12 +135,40 @@ impl TrainArgs {
                 return Err(format!("{flag}: {what}"));
             }
         }
-        if self.eval == Some(EvalArg::Batch) && !cluster {
+        if self.eval == Some(EvalArg::Batch) && !cluster && !neighbor {
             return Err(
-                "--eval batch: only with --batch cluster (the other batches do not partition \
-                 the nodes, so they would score some nodes twice and others not at all)"
+                "--eval batch: only with --batch cluster or neighbor (the GraphSAINT batches do \
+                 not partition the nodes, so they would score some nodes twice and others not \
+                 at all)"
                     .into(),
             );
+        }
+        if neighbor {
+            let given = self
+                .fanout
+                .as_deref()
+                .map_or(cfg.model.n_layers, <[usize]>::len);
+            if given == 0 || given > MAX_FANOUTS {
+                return Err(format!(
+                    "--fanout: {given} fanouts; 1 to {MAX_FANOUTS} (one a layer)"
+                ));
+            }
+            if given != cfg.model.n_layers {
+                return Err(format!(
+                    "--fanout: {given} fanouts for a model of {} layers (one a layer, hop by \
+                     hop from the seeds)",
+                    cfg.model.n_layers
+                ));
+            }
+            if !cfg.model.arch.uses().gcn_convs || cfg.model.arch.name() != "gcn" {
+                return Err(format!(
+                    "--batch neighbor: --model {} does not run over bipartite blocks (only gcn: \
+                     a chain of graph convolutions, one block each; the residual, initial-\
+                     residual and jumping-knowledge stacks read a layer's input at its output's \
+                     nodes, SGC and APPNP propagate several times in one layer)",
+                    cfg.model.arch.name()
+                ));
+            }
         }
         if self.batch == BatchArg::Full {
             return Ok(());

@@ -172,9 +172,15 @@ pub(crate) struct TrainArgs {
     #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
     diag_lambda: Option<f64>,
     /// GraphSAINT's nodes (saint-node) [default: 8000], edges (saint-edge) [default: 4000] or
-    /// walk roots (saint-rw) [default: 3000] drawn a batch.
+    /// walk roots (saint-rw) [default: 3000] drawn a batch; neighbour sampling's training nodes
+    /// (seeds) a batch [default: 1024].
     #[arg(long, value_parser = args::batch_size)]
     batch_size: Option<usize>,
+    /// Neighbours drawn per node at each hop of --batch neighbor, hop by hop from the seeds
+    /// (PyG's num_neighbors order; DGL's fanouts list reversed), one a layer, 0: every
+    /// neighbour, e.g. 5,10,15 [default: 10 a layer].
+    #[arg(long, value_delimiter = ',', value_parser = args::fanout)]
+    fanout: Option<Vec<usize>>,
     /// Steps of each walk of --batch saint-rw [default: 2].
     #[arg(long, value_parser = args::walk_length)]
     walk_length: Option<usize>,
@@ -372,7 +378,7 @@ impl TrainArgs {
             OptArg::Sgd => OptimizerKind::Sgd,
         };
         cfg.warmup = self.warmup();
-        cfg.batch = self.batch_config();
+        cfg.batch = self.batch_config(cfg.model.n_layers);
         cfg.eval_batches = self.eval == Some(EvalArg::Batch);
         cfg
     }
@@ -545,6 +551,7 @@ impl TrainArgs {
             ("--parts-per-batch", self.parts_per_batch.is_some()),
             ("--clusters", self.clusters.is_some()),
             ("--batch-size", self.batch_size.is_some()),
+            ("--fanout", self.fanout.is_some()),
             ("--eval", self.eval.is_some()),
             ("--walk-length", self.walk_length.is_some()),
             ("--batches-per-epoch", self.batches_per_epoch.is_some()),

@@ -166,6 +166,14 @@ pub(super) fn ms_text(ms: f64, epochs: usize, warmup: usize) -> String {
 pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
     match b {
         BatchConfig::Full => json!({ "kind": "full" }),
+        BatchConfig::Neighbor {
+            fanouts,
+            batch_size,
+        } => json!({
+            "kind": "neighbor",
+            "fanouts": fanouts.as_slice(),
+            "batch_size": batch_size,
+        }),
         BatchConfig::Cluster {
             parts,
             per_batch,

@@ -1,6 +1,7 @@
 //! [`Order::AggregateFirst`](super::Order::AggregateFirst), (Â·H)·W: forward S = Â·H (kept
 //! across passes on the fixed input, saved otherwise), Z = S·W; backward dW += Sᵀ·G,
-//! dH = Âᵀ·(G·Wᵀ).
+//! dH = Âᵀ·(G·Wᵀ). On a bipartite block, S and G have the n destination rows, H and dH the
+//! n_src source rows.
 
 use ndarray::{Array2, ArrayViewMut2};
 
@@ -25,7 +26,7 @@ impl<F: Scalar> GcnConv<F> {
             if self.fixed.is_none() {
                 let s = match x {
                     Value::Dense(h) => {
-                        let mut s = Array2::zeros(h.dim());
+                        let mut s = Array2::zeros((n, h.ncols()));
                         cx.adj.a_times(F::one(), h, F::zero(), s.view_mut(), par);
                         Aggregated::Dense(s)
                     }
@@ -48,10 +49,11 @@ impl<F: Scalar> GcnConv<F> {
         } else {
             match x {
                 Value::Dense(h) => {
+                    let dim = (n, self.in_dim());
                     let s = saved.take_f(n * self.in_dim());
                     cx.adj
-                        .a_times(F::one(), h, F::zero(), view_mut(s, h.dim()), par);
-                    Value::Dense(view(s, h.dim()))
+                        .a_times(F::one(), h, F::zero(), view_mut(s, dim), par);
+                    Value::Dense(view(s, dim))
                 }
                 Value::Sparse(xs, _) => {
                     let (s, tmp) = (&mut self.sparse_s, &mut self.spgemm_tmp);
@@ -88,8 +90,8 @@ impl<F: Scalar> GcnConv<F> {
             let wt = self.weight.value.t();
             gemm(F::one(), g, wt, F::zero(), view_mut(tmp, (n, din)), par);
             let y = view(tmp, (n, din));
-            cx.adj
-                .at_times(F::one(), y, F::zero(), view_mut(grad, (n, din)), par);
+            let dh = view_mut(grad, (cx.n_src(), din));
+            cx.adj.at_times(F::one(), y, F::zero(), dh, par);
         }
     }
 }

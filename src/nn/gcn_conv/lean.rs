@@ -54,7 +54,8 @@ impl<F: Scalar> GcnConv<F> {
         mut h: LeanInput<'_, F>,
         mut scratch: Bufs<'_, F>,
     ) -> Result<()> {
-        let (n, par, adj) = (cx.n(), cx.par, cx.adj);
+        // (P and H have Â's source rows: n_src.)
+        let (n, par, adj) = (cx.n_src(), cx.par, cx.adj);
         let (din, dout) = (self.in_dim(), self.out_dim());
         if let Some(b) = &mut self.bias {
             cx.sums.col_sum(g, F::one(), b.grad.row_mut(0), par);

@@ -249,6 +249,10 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         "gcn_conv"
     }
 
+    fn hops(&self) -> Option<usize> {
+        Some(1)
+    }
+
     fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec {
         let input = inputs.first().copied().unwrap_or_default();
         let (din, dout) = (self.in_dim(), self.out_dim());
@@ -297,12 +301,12 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
 
     fn forward(&mut self, cx: &mut Cx<'_, F>, io: Fwd<'_, F>) -> Result<()> {
         let (ins, mut out, saved, scratch) = (io.ins, io.out, io.saved, io.scratch);
-        let (n, par) = (cx.n(), cx.par);
+        let (n, n_src, par) = (cx.n(), cx.n_src(), cx.par);
         if let Some(buf) = io.over_input {
             // (Granted only to TransformFirst in a plan without backward.)
             let (din, dout) = (self.in_dim(), self.out_dim());
             assert!(
-                buf.len() >= n * din.max(dout),
+                buf.len() >= (n_src * din).max(n * dout),
                 "GcnConv::forward: the buffer over the input"
             );
             self.transform_first_over_input(cx, buf, scratch);
@@ -313,8 +317,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         }
         let x = ins.get(0);
         assert!(
-            x.nrows() == n && x.ncols() == self.in_dim() && out.dim() == (n, self.out_dim()),
-            "GcnConv::forward: input {}×{}, output {:?}, expected {n}×{} and {n}×{}",
+            x.nrows() == n_src && x.ncols() == self.in_dim() && out.dim() == (n, self.out_dim()),
+            "GcnConv::forward: input {}×{}, output {:?}, expected {n_src}×{} and {n}×{}",
             x.nrows(),
             x.ncols(),
             out.dim(),
@@ -359,7 +363,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
         let grad = match grad {
             GradIo::OverInput { dout: g, input } => {
                 assert!(
-                    g.len() >= n * dout && input.len() >= n * din,
+                    g.len() >= n * dout && input.len() >= cx.n_src() * din,
                     "GcnConv::backward: G or H shape"
                 );
                 let g = view(g, (n, dout));

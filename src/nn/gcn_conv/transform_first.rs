@@ -1,5 +1,6 @@
 //! [`Order::TransformFirst`](super::Order::TransformFirst), Â·(H·W): forward T = H·W,
-//! Z = Â·T; backward P = Âᵀ·G, dW += Hᵀ·P, dH = P·Wᵀ.
+//! Z = Â·T; backward P = Âᵀ·G, dW += Hᵀ·P, dH = P·Wᵀ. On a bipartite block, T, P, H and dH
+//! have the n_src source rows, Z and G the n destination rows.
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
@@ -17,9 +18,9 @@ impl<F: Scalar> GcnConv<F> {
         out: ArrayViewMut2<'_, F>,
         mut scratch: Bufs<'_, F>,
     ) {
-        let (n, par) = (cx.n(), cx.par);
-        let t = scratch.take_f(n * self.out_dim());
-        let mut t = view_mut(t, (n, self.out_dim()));
+        let (n_src, par) = (cx.n_src(), cx.par);
+        let t = scratch.take_f(n_src * self.out_dim());
+        let mut t = view_mut(t, (n_src, self.out_dim()));
         x.times(self.weight.value.view(), t.view_mut(), par);
         cx.adj.a_times(F::one(), t.view(), F::zero(), out, par);
     }
@@ -33,13 +34,13 @@ impl<F: Scalar> GcnConv<F> {
         buf: &mut [F],
         mut scratch: Bufs<'_, F>,
     ) {
-        let (n, par) = (cx.n(), cx.par);
+        let (n, n_src, par) = (cx.n(), cx.n_src(), cx.par);
         let (din, dout) = (self.in_dim(), self.out_dim());
-        let t = scratch.take_f(n * dout);
-        let mut t = view_mut(t, (n, dout));
+        let t = scratch.take_f(n_src * dout);
+        let mut t = view_mut(t, (n_src, dout));
         gemm(
             F::one(),
-            view(buf, (n, din)),
+            view(buf, (n_src, din)),
             self.weight.value.view(),
             F::zero(),
             t.view_mut(),
@@ -58,17 +59,24 @@ impl<F: Scalar> GcnConv<F> {
         grad: &mut [F],
         mut scratch: Bufs<'_, F>,
     ) {
-        let (n, par) = (cx.n(), cx.par);
+        let (n, n_src, par) = (cx.n(), cx.n_src(), cx.par);
         let (din, dout) = (self.in_dim(), self.out_dim());
         let g = view(grad, (n, dout));
-        let p = scratch.take_f(n * dout);
+        let p = scratch.take_f(n_src * dout);
         cx.adj
-            .at_times(F::one(), g, F::zero(), view_mut(p, (n, dout)), par);
-        let p: ArrayView2<'_, F> = view(p, (n, dout));
+            .at_times(F::one(), g, F::zero(), view_mut(p, (n_src, dout)), par);
+        let p: ArrayView2<'_, F> = view(p, (n_src, dout));
         h.t_times_acc(&cx.sums, p, self.weight.grad.view_mut(), par);
         if cx.need_din {
             let wt = self.weight.value.t();
-            gemm(F::one(), p, wt, F::zero(), view_mut(grad, (n, din)), par);
+            gemm(
+                F::one(),
+                p,
+                wt,
+                F::zero(),
+                view_mut(grad, (n_src, din)),
+                par,
+            );
         }
     }
 }

@@ -9,8 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::plan::{Ev, Plan};
 use super::{MaskStreams, Model, Node, Src};
-use crate::graph::Propagate;
-use crate::graph::SumScratch;
+use crate::graph::{LevelRows, Propagate, SumScratch};
 use crate::id::DataId;
 use crate::input::{Features, FeaturesRef, SparseFeatures};
 use crate::kernels::elementwise::fill_dropout_mask_at;
@@ -65,6 +64,64 @@ pub(super) struct Workspace<F: Scalar> {
     pub(super) sums: SumScratch<F>,
 }
 
+/// The Â each node of a pass reaches ([`Cx::adj`]).
+#[derive(Clone, Copy)]
+pub(super) enum Graphs<'a, F: Scalar> {
+    /// A whole graph's square Â, for every node.
+    Whole(&'a dyn Propagate<F>),
+    /// A stack of bipartite blocks: `blocks[l]` takes level l's rows to level l + 1's; a
+    /// layer of no hops sees `levels[l]`, its level's rows.
+    Blocks {
+        /// One block a layer, the input layer's first.
+        blocks: &'a [&'a dyn Propagate<F>],
+        /// Each level's rows (`blocks.len() + 1` of them).
+        levels: &'a [LevelRows],
+    },
+}
+
+impl<'a, F: Scalar> Graphs<'a, F> {
+    /// The Â node `i` reaches.
+    pub(super) fn of(&self, plan: &Plan, i: usize) -> &'a dyn Propagate<F> {
+        match *self {
+            Graphs::Whole(a) => a,
+            Graphs::Blocks { blocks, levels } => {
+                let (l_in, l_out) = (plan.in_level[i], plan.level[i]);
+                if l_out > l_in {
+                    blocks[l_in]
+                } else {
+                    &levels[l_out]
+                }
+            }
+        }
+    }
+
+    /// The rows of level `l`.
+    pub(super) fn rows(&self, l: usize) -> usize {
+        match self {
+            Graphs::Whole(a) => a.shape().0,
+            Graphs::Blocks { levels, .. } => {
+                Propagate::<F>::shape(&levels[l.min(levels.len() - 1)]).0
+            }
+        }
+    }
+
+    /// The Â of the features' rows (whose collective places the input dropout's mask).
+    pub(super) fn first(&self) -> &'a dyn Propagate<F> {
+        match *self {
+            Graphs::Whole(a) => a,
+            Graphs::Blocks { blocks, .. } => blocks[0],
+        }
+    }
+
+    /// The Â of the logits' rows (what the loss sums over).
+    pub(super) fn last(&self) -> &'a dyn Propagate<F> {
+        match *self {
+            Graphs::Whole(a) => a,
+            Graphs::Blocks { blocks, .. } => blocks[blocks.len() - 1],
+        }
+    }
+}
+
 impl<F: Scalar> Model<F> {
     /// The stream of the mask of `node` (or of the input for `None`) in this pass: under
     /// Shared streams the caller's stream (its position recorded) or, when recomputing, a copy
@@ -110,7 +167,7 @@ impl<F: Scalar> Model<F> {
     pub(super) fn forward(
         &mut self,
         ws: &mut Workspace<F>,
-        adj: &dyn Propagate<F>,
+        g: Graphs<'_, F>,
         x: &Features<F>,
         mode: Mode,
         mut rng: Option<&mut ChaCha8Rng>,
@@ -118,20 +175,21 @@ impl<F: Scalar> Model<F> {
         visit: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) -> Result<()> {
         let train = mode == Mode::Train;
-        let key = InputKey {
-            adj: adj.id(),
-            x: x.id(),
-        };
         let mut local = ChaCha8Rng::seed_from_u64(0);
         if train && self.input_dropout > 0.0 {
             let shared = rng
                 .as_deref_mut()
                 .unwrap_or_else(|| unreachable!("a training RNG"));
             let r = self.site_rng(ws, None, false, shared, &mut local);
-            drop_input(ws, x, self.input_dropout, r, adj, par, false);
+            drop_input(ws, x, self.input_dropout, r, g.first(), par, false);
         }
         let mut tap = 0;
         for i in 0..self.nodes.len() {
+            let adj = g.of(&ws.plan, i);
+            let key = InputKey {
+                adj: adj.id(),
+                x: x.id(),
+            };
             let fixed = if train {
                 ws.plan.fixed_train[i]
             } else {
@@ -156,7 +214,7 @@ impl<F: Scalar> Model<F> {
                     fixed,
                     recompute: false,
                 };
-                run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par)?;
+                run_forward(&mut self.nodes[i], i, ws, g, x, flags, r, par)?;
                 if constant {
                     ws.const_key[i] = fixed.then_some(key);
                 }
@@ -164,7 +222,7 @@ impl<F: Scalar> Model<F> {
             if self.taps.get(tap) == Some(&i) {
                 let w = ws.plan.specs[i].out_dim;
                 let slot = ws.plan.fwd[i].out;
-                visit(tap, view(&ws.pool[slot], (x.n_rows(), w)));
+                visit(tap, view(&ws.pool[slot], (g.rows(ws.plan.level[i]), w)));
                 tap += 1;
             }
         }
@@ -175,12 +233,12 @@ impl<F: Scalar> Model<F> {
     pub(super) fn backward(
         &mut self,
         ws: &mut Workspace<F>,
-        adj: &dyn Propagate<F>,
+        g: Graphs<'_, F>,
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
     ) -> Result<()> {
-        let key = InputKey {
+        let key = |adj: &dyn Propagate<F>| InputKey {
             adj: adj.id(),
             x: x.id(),
         };
@@ -196,7 +254,7 @@ impl<F: Scalar> Model<F> {
             match ws.plan.events[t] {
                 Ev::RecInput => {
                     let r = self.site_rng(ws, None, true, rng, &mut local);
-                    drop_input(ws, x, self.input_dropout, r, adj, par, true);
+                    drop_input(ws, x, self.input_dropout, r, g.first(), par, true);
                 }
                 Ev::Rec(i) => {
                     let r = if ws.plan.specs[i].draws_mask {
@@ -204,22 +262,23 @@ impl<F: Scalar> Model<F> {
                     } else {
                         None
                     };
+                    let adj = g.of(&ws.plan, i);
                     let flags = Flags {
                         mode: Mode::Train,
-                        key,
+                        key: key(adj),
                         fixed: ws.plan.fixed_train[i],
                         recompute: true,
                     };
-                    run_forward(&mut self.nodes[i], i, ws, adj, x, flags, r, par)?;
+                    run_forward(&mut self.nodes[i], i, ws, g, x, flags, r, par)?;
                 }
                 Ev::Bwd(i) if ws.plan.bwd[i].run => {
                     let flags = Flags {
                         mode: Mode::Train,
-                        key,
+                        key: key(g.of(&ws.plan, i)),
                         fixed: ws.plan.fixed_train[i],
                         recompute: false,
                     };
-                    run_backward(&mut self.nodes, i, ws, adj, x, flags, par)?;
+                    run_backward(&mut self.nodes, i, ws, g, x, flags, par)?;
                 }
                 _ => {}
             }
@@ -354,13 +413,14 @@ fn run_forward<F: Scalar>(
     node: &mut Node<F>,
     i: usize,
     ws: &mut Workspace<F>,
-    adj: &dyn Propagate<F>,
+    g: Graphs<'_, F>,
     x: &Features<F>,
     flags: Flags,
     rng: Option<&mut ChaCha8Rng>,
     par: Par,
 ) -> Result<()> {
     let plan = &ws.plan;
+    let adj = g.of(plan, i);
     let call = if flags.recompute {
         plan.rec[i]
             .as_ref()
@@ -368,7 +428,12 @@ fn run_forward<F: Scalar>(
     } else {
         &plan.fwd[i]
     };
-    let (n, w) = (x.n_rows(), plan.specs[i].out_dim);
+    // (The output has its level's rows, the inputs theirs: a block's sources.)
+    let (n, n_in, w) = (
+        g.rows(plan.level[i]),
+        g.rows(plan.in_level[i]),
+        plan.specs[i].out_dim,
+    );
     let train = flags.mode == Mode::Train;
     // The output buffer leaves the pool while the inputs are borrowed from it, and the
     // call's scratch buffer is lent.
@@ -413,7 +478,7 @@ fn run_forward<F: Scalar>(
             ins: Inputs {
                 pool: vals,
                 slots: &call.ins,
-                n,
+                n: n_in,
                 x: x_value(x),
                 xd,
             },
@@ -437,15 +502,20 @@ fn run_backward<F: Scalar>(
     nodes: &mut [Node<F>],
     i: usize,
     ws: &mut Workspace<F>,
-    adj: &dyn Propagate<F>,
+    g: Graphs<'_, F>,
     x: &Features<F>,
     flags: Flags,
     par: Par,
 ) -> Result<()> {
     let node = &mut nodes[i];
     let plan = &ws.plan;
+    let adj = g.of(plan, i);
     let b = &plan.bwd[i];
-    let (n, out_w) = (x.n_rows(), plan.specs[i].out_dim);
+    let (n, n_in, out_w) = (
+        g.rows(plan.level[i]),
+        g.rows(plan.in_level[i]),
+        plan.specs[i].out_dim,
+    );
     // X̃ is read only by a layer that keeps its inputs (its buffer lives that long).
     let reads_xd = plan.specs[i].keeps_input && node.inputs.contains(&Src::Xd);
     let saved = match b.saved {
@@ -471,7 +541,7 @@ fn run_backward<F: Scalar>(
     let ins = Inputs {
         pool: vals,
         slots: &b.ins,
-        n,
+        n: n_in,
         x: x_value(x),
         xd: xd_value(plan, vals, x, &ws.xd_sparse, reads_xd, true),
     };
@@ -487,7 +557,7 @@ fn run_backward<F: Scalar>(
             din: Din {
                 pool: taken,
                 slots: &b.din,
-                n,
+                n: n_in,
             },
         },
     };
@@ -508,11 +578,11 @@ fn run_backward<F: Scalar>(
         pool[s] = buf;
     }
     if let Some((true, Some((to, w)))) = b.in_place {
-        add_into(&mut pool[to][..n * w], &dout_buf[..n * w]);
+        add_into(&mut pool[to][..n_in * w], &dout_buf[..n_in * w]);
     }
     for &(from, to, w) in &b.adds {
         let src = std::mem::take(&mut pool[from]);
-        add_into(&mut pool[to][..n * w], &src[..n * w]);
+        add_into(&mut pool[to][..n_in * w], &src[..n_in * w]);
         pool[from] = src;
     }
     pool[b.dout] = dout_buf;

@@ -38,13 +38,14 @@
 //! [`MaskStreams::PerLayer`]: the pass draws one key from the caller's stream; each dropout site
 //! draws from its own ChaCha8 stream of that key (the deep models).
 
+mod blocks;
 mod desc;
 mod exec;
 pub(crate) mod plan;
 
 pub use desc::{NodeDesc, StackDesc};
 
-use exec::Workspace;
+use exec::{Graphs, Workspace};
 
 use std::ops::Range;
 
@@ -437,8 +438,23 @@ impl<F: Scalar> Model<F> {
     /// [`Error::Mismatch`](crate::Error::Mismatch) when an input's width is not the one its
     /// layer reads ([`Spec::in_dim`](super::Spec::in_dim)).
     pub fn reserve(&mut self, rows: usize, x: &Features<F>) -> Result<()> {
-        let ws = self.workspace(rows, x, false)?;
+        let ws = self.workspace(&[rows], x, false)?;
         self.ws = Some(ws);
+        Ok(())
+    }
+
+    /// Plans and allocates the buffers of training passes over stacks of blocks
+    /// ([`Model::train_blocks`]) of at most `caps[l]` rows at level l (level 0: the features'
+    /// rows, `caps.len() - 1`: the seeds'), and (`eval`) of evaluation passes over such stacks
+    /// (in evaluation's own workspace under [`StackOptions::separate_eval`]): every later pass
+    /// within them allocates nothing.
+    ///
+    /// # Errors
+    /// As [`Model::reserve`]; [`ConfigError::Stack`] when the stack is not a chain of layers
+    /// of at most one hop each with one hop per block ([`Layer::hops`]).
+    pub fn reserve_blocks(&mut self, caps: &[usize], x: &Features<F>, eval: bool) -> Result<()> {
+        let ws = self.workspace(caps, x, eval)?;
+        *self.slot(eval) = Some(ws);
         Ok(())
     }
 
@@ -457,13 +473,18 @@ impl<F: Scalar> Model<F> {
         }
     }
 
-    /// The workspace for passes (evaluation passes: `eval`) of `n` rows on these features:
-    /// the one planned, if it holds them, else one planned and allocated for them (taken out
-    /// of its slot).
-    fn workspace(&mut self, n: usize, x: &Features<F>, eval: bool) -> Result<Box<Workspace<F>>> {
+    /// The workspace for passes (evaluation passes: `eval`) of `rows` rows at each level
+    /// (`[n]` for a whole graph) on these features: the one planned, if it holds them, else
+    /// one planned and allocated for them (taken out of its slot).
+    fn workspace(
+        &mut self,
+        rows: &[usize],
+        x: &Features<F>,
+        eval: bool,
+    ) -> Result<Box<Workspace<F>>> {
         if let Some(mut ws) = self.slot(eval).take() {
             let p = &ws.plan;
-            if n <= p.cap && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
+            if p.holds(rows) && p.x_sparse == x.is_sparse() && p.x_cols == x.n_cols() {
                 // The dropped copy of sparse features has their pattern: other features
                 // (another id) need another copy.
                 if let (Some(s), true) = (x.as_sparse(), ws.xd_sparse.is_some()) {
@@ -475,7 +496,7 @@ impl<F: Scalar> Model<F> {
                 return Ok(ws);
             }
         }
-        let plan = self.plan(n, x, self.own_eval(eval))?;
+        let plan = self.plan(rows, x, self.own_eval(eval))?;
         // Fresh zeroed memory, not yet touched: advised for huge pages before its first write
         // (the n-row buffers an SpMM gathers rows of; nothing on a small graph).
         let zeros = |len: usize| {
@@ -531,7 +552,21 @@ impl<F: Scalar> Model<F> {
 
     /// The bytes of a plan for `n` rows (`eval`: forward only).
     fn plan_bytes(&mut self, n: usize, x: &Features<F>, eval: bool) -> Result<usize> {
-        let plan = self.plan(n, x, eval)?;
+        self.plan_bytes_levels(&[n], x, eval)
+    }
+
+    /// [`Model::workspace_bytes`] (`eval`: of evaluation's own workspace) of passes over
+    /// stacks of blocks of at most `caps[l]` rows at level l ([`Model::reserve_blocks`]).
+    ///
+    /// # Errors
+    /// As [`Model::reserve_blocks`].
+    pub(crate) fn plan_bytes_levels(
+        &mut self,
+        caps: &[usize],
+        x: &Features<F>,
+        eval: bool,
+    ) -> Result<usize> {
+        let plan = self.plan(caps, x, eval)?;
         let f = std::mem::size_of::<F>();
         let sum = |v: &[usize]| v.iter().sum::<usize>();
         let saved: usize = plan
@@ -581,7 +616,7 @@ impl<F: Scalar> Model<F> {
                 got: x.n_rows(),
             });
         }
-        let ws = self.workspace(n, x, eval)?;
+        let ws = self.workspace(&[n], x, eval)?;
         let checked = adj.caps().check(ws.plan.needs);
         if let Err(e) = checked {
             *self.slot(eval) = Some(ws);
@@ -617,32 +652,43 @@ impl<F: Scalar> Model<F> {
         if self.streams == MaskStreams::PerLayer {
             ws.key = rng.next_u64();
         }
-        let res = self.train_in(&mut ws, adj, x, rng, par, loss);
+        let res = self.train_in(&mut ws, Graphs::Whole(adj), x, rng, par, loss);
         self.ws = Some(ws);
         res
+    }
+
+    /// The forward pass of an evaluation in `ws`, then `f` on the logits.
+    fn eval_in(
+        &mut self,
+        ws: &mut Workspace<F>,
+        g: Graphs<'_, F>,
+        x: &Features<F>,
+        par: Par,
+        f: &mut dyn FnMut(ArrayView2<'_, F>, Sums<'_, F>),
+    ) -> Result<()> {
+        self.forward(ws, g, x, Mode::Eval, None, par, &mut |_, _| {})?;
+        let n = g.rows(ws.plan.caps.len() - 1);
+        let c = ws.plan.specs[ws.plan.specs.len() - 1].out_dim;
+        let last = g.last();
+        let sums = ws.sums.sums(last.collective(), last.rows());
+        f(view(&ws.pool[ws.plan.out_slot], (n, c)), sums);
+        Ok(())
     }
 
     /// [`Model::train_pass`] in its workspace.
     fn train_in(
         &mut self,
         ws: &mut Workspace<F>,
-        adj: &dyn Propagate<F>,
+        g: Graphs<'_, F>,
         x: &Features<F>,
         rng: &mut ChaCha8Rng,
         par: Par,
         loss: &mut dyn FnMut(ArrayViewMut2<'_, F>, Sums<'_, F>) -> bool,
     ) -> Result<()> {
-        self.forward(
-            ws,
-            adj,
-            x,
-            Mode::Train,
-            Some(&mut *rng),
-            par,
-            &mut |_, _| {},
-        )?;
-        let n = x.n_rows();
+        self.forward(ws, g, x, Mode::Train, Some(&mut *rng), par, &mut |_, _| {})?;
+        let n = g.rows(ws.plan.caps.len() - 1);
         let c = ws.plan.specs[ws.plan.specs.len() - 1].out_dim;
+        let last = g.last();
         let go = {
             let Workspace {
                 pool, plan, sums, ..
@@ -652,13 +698,13 @@ impl<F: Scalar> Model<F> {
                 // (Logits the model keeps, e.g. a constant last layer's: a copy.)
                 dlogits[..n * c].copy_from_slice(&pool[plan.out_slot][..n * c]);
             }
-            let sums = sums.sums(adj.collective(), adj.rows());
+            let sums = sums.sums(last.collective(), last.rows());
             let go = loss(view_mut(&mut dlogits, (n, c)), sums);
             pool[plan.dlogits_slot] = dlogits;
             go
         };
         if go {
-            self.backward(ws, adj, x, rng, par)?;
+            self.backward(ws, g, x, rng, par)?;
         }
         Ok(())
     }
@@ -676,13 +722,7 @@ impl<F: Scalar> Model<F> {
         f: &mut dyn FnMut(ArrayView2<'_, F>, Sums<'_, F>),
     ) -> Result<()> {
         let mut ws = self.pass_workspace(adj, x, true)?;
-        let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, &mut |_, _| {});
-        if res.is_ok() {
-            let n = x.n_rows();
-            let c = ws.plan.specs[ws.plan.specs.len() - 1].out_dim;
-            let sums = ws.sums.sums(adj.collective(), adj.rows());
-            f(view(&ws.pool[ws.plan.out_slot], (n, c)), sums);
-        }
+        let res = self.eval_in(&mut ws, Graphs::Whole(adj), x, par, f);
         *self.slot(true) = Some(ws);
         res
     }
@@ -715,7 +755,7 @@ impl<F: Scalar> Model<F> {
         f: &mut dyn FnMut(usize, ArrayView2<'_, F>),
     ) -> Result<()> {
         let mut ws = self.pass_workspace(adj, x, true)?;
-        let res = self.forward(&mut ws, adj, x, Mode::Eval, None, par, f);
+        let res = self.forward(&mut ws, Graphs::Whole(adj), x, Mode::Eval, None, par, f);
         *self.slot(true) = Some(ws);
         res
     }

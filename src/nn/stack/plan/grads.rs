@@ -38,7 +38,6 @@ pub(crate) fn grads(
     grant: bool,
 ) -> Grads {
     let n_nodes = st.len();
-    let cap = st.cap;
     let last = n_nodes - 1;
     let mut g = Grads {
         g_inst: vec![None; n_nodes],
@@ -48,9 +47,7 @@ pub(crate) fn grads(
         din: vec![Vec::new(); n_nodes],
         adds: vec![Vec::new(); n_nodes],
     };
-    let dlogits = v
-        .vals
-        .add(tl.t_loss, tl.t_bwd[last], cap * st.specs[last].out_dim);
+    let dlogits = v.vals.add(tl.t_loss, tl.t_bwd[last], st.size(last));
     // ∂L/∂logits over the logits (the loss reads nothing else after it).
     if !st.specs[last].constant && v.end(v.fwd_inst[last]) == tl.t_loss {
         v.vals.handoff[dlogits] = Some(v.fwd_inst[last]);
@@ -89,7 +86,6 @@ fn in_place(
     let Src::Node(u) = src else {
         return (false, None);
     };
-    let cap = st.cap;
     let spec = &st.specs[c];
     // ∂L/∂in over the input: its first contribution, and nothing reads the input after this
     // call.
@@ -97,7 +93,8 @@ fn in_place(
         .inst_of(src, c, true)
         .filter(|&k| v.end(k) == tl.t_bwd[c] && !st.specs[u].constant);
     let can = grant && matches!(spec.grad, GradMode::OverInput { .. }) && spec.keeps_input;
-    let in_size = cap * st.specs[u].out_dim;
+    // (∂L/∂in has the input's rows: a block's sources.)
+    let in_size = st.size(u);
     match kept {
         Some(k) if can && need[u] && g.g_inst[u].is_none() => {
             let gi = v.vals.add(tl.t_bwd[c], tl.t_bwd[u], in_size);
@@ -134,12 +131,12 @@ fn separate(st: &Stack<'_>, tl: &Timeline, v: &mut Values, g: &mut Grads, need: 
         let w = st.specs[u].out_dim;
         match g.g_inst[u] {
             None => {
-                let gi = v.vals.add(tl.t_bwd[c], tl.t_bwd[u], st.cap * w);
+                let gi = v.vals.add(tl.t_bwd[c], tl.t_bwd[u], st.rows[u] * w);
                 g.g_inst[u] = Some(gi);
                 dins[k] = Some(gi);
             }
             Some(gi) => {
-                let tmp = v.vals.add(tl.t_bwd[c], tl.t_bwd[c], st.cap * w);
+                let tmp = v.vals.add(tl.t_bwd[c], tl.t_bwd[c], st.rows[u] * w);
                 dins[k] = Some(tmp);
                 g.adds[c].push((tmp, gi, w));
             }

@@ -1,4 +1,4 @@
-//! The plan of a model's buffers for passes of at most `cap` rows, in phases, each a small
+//! The plan of a model's buffers for passes of at most `caps` rows, in phases, each a small
 //! function over the previous ones' results:
 //!
 //! 1. [`nodes`]: what each node is in a pass (gradient needed, inputs fixed in training and in
@@ -31,13 +31,16 @@ use crate::input::Features;
 use crate::nn::layer::{InputDesc, Req, Spec};
 use crate::{Error, Result, Scalar};
 
-/// The stack as the phases see it: each node's sources and [`Spec`], the rows planned for and
-/// the features' width.
+/// The stack as the phases see it: each node's sources and [`Spec`], the rows planned for
+/// each node's output and for the features, and the features' width.
 #[derive(Debug)]
 pub(crate) struct Stack<'a> {
     pub(crate) inputs: Vec<&'a [Src]>,
     pub(crate) specs: &'a [Spec],
-    pub(crate) cap: usize,
+    /// Per node, the rows of its output.
+    pub(crate) rows: Vec<usize>,
+    /// The rows of X (and X̃).
+    pub(crate) x_rows: usize,
     pub(crate) x_cols: usize,
     /// Dense features with dropout: X̃ has a buffer of the pool.
     pub(crate) xd_dense: bool,
@@ -56,13 +59,81 @@ impl Stack<'_> {
             Src::Node(j) => self.specs[j].out_dim,
         }
     }
+
+    /// The elements of node `j`'s output (its rows × its width).
+    pub(crate) fn size(&self, j: usize) -> usize {
+        self.rows[j] * self.specs[j].out_dim
+    }
 }
 
-/// What passes of at most `cap` rows need, computed once.
+/// The level of each node's output in a stack of `top` bipartite blocks (level 0: the
+/// features' rows; a layer of one hop ([`Layer::hops`](crate::nn::Layer::hops)) writes the
+/// level above its input's, any other layer its input's); the last node must reach level
+/// `top` (the seeds). All 0 for a whole graph (`top` = 0).
+///
+/// # Errors
+/// [`ConfigError::Stack`](crate::ConfigError::Stack) for a layer of more than one hop, a
+/// layer reading values of two levels, or another number of hops than blocks.
+pub(crate) fn levels<F: Scalar>(nodes: &[super::Node<F>], top: usize) -> Result<Vec<usize>> {
+    let mut lv: Vec<usize> = Vec::with_capacity(nodes.len());
+    if top == 0 {
+        return Ok(vec![0; nodes.len()]);
+    }
+    let bad = |m: String| Err(Error::Config(crate::ConfigError::Stack(m)));
+    for (i, nd) in nodes.iter().enumerate() {
+        let of = |s: &Src| match s {
+            Src::X | Src::Xd => 0,
+            Src::Node(j) => lv[*j],
+        };
+        let input = nd.inputs.first().map_or(0, of);
+        let name = nd.layer.name();
+        if nd.inputs.iter().any(|s| of(s) != input) {
+            return bad(format!(
+                "node {i} ({name}) reads values of two levels of the blocks (each level's rows \
+                 are another node set): a stack of blocks takes chains of layers"
+            ));
+        }
+        let out = match nd.layer.hops() {
+            Some(0) => input,
+            Some(1) => input + 1,
+            Some(h) => {
+                return bad(format!(
+                    "node {i} ({name}) propagates {h} times in one layer: a stack of blocks \
+                     gives each layer one block"
+                ))
+            }
+            None => {
+                return bad(format!(
+                    "node {i} ({name}) does not run over bipartite blocks (its layer declares \
+                     no hops, Layer::hops)"
+                ))
+            }
+        };
+        if out > top {
+            return bad(format!(
+                "node {i} ({name}) needs a block beyond the {top} the batch has"
+            ));
+        }
+        lv.push(out);
+    }
+    match lv.last() {
+        Some(&l) if l == top => Ok(lv),
+        l => bad(format!(
+            "the model propagates {} times, the batch has {top} blocks",
+            l.copied().unwrap_or(0)
+        )),
+    }
+}
+
+/// What passes of at most `caps` rows need, computed once.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// Rows planned for: every pass has at most this many.
-    pub(crate) cap: usize,
+    /// Rows planned for at each level (one level for a whole graph; level 0 the features' of
+    /// a stack of blocks): every pass has at most this many.
+    pub(crate) caps: Vec<usize>,
+    /// Per node, the level of its output, and of its inputs.
+    pub(crate) level: Vec<usize>,
+    pub(crate) in_level: Vec<usize>,
     pub(crate) x_sparse: bool,
     pub(crate) x_cols: usize,
     /// Per node: what the layer was told of each input, and its answer.
@@ -106,17 +177,34 @@ impl Plan {
     pub(crate) fn constant(&self, i: usize) -> bool {
         self.specs[i].constant
     }
+
+    /// Whether a pass of `rows` rows at each level fits the plan.
+    pub(crate) fn holds(&self, rows: &[usize]) -> bool {
+        rows.len() == self.caps.len() && rows.iter().zip(&self.caps).all(|(r, c)| r <= c)
+    }
 }
 
 impl<F: Scalar> Model<F> {
-    /// The plan for passes of at most `cap` rows on features like `x`; with `eval`, for
-    /// evaluation passes only (no backward: every value freed after its last forward read,
-    /// the saved states of the calls sharing their buffers, no gradient but ∂L/∂logits over
-    /// the logits).
+    /// The plan for passes of at most `caps[l]` rows at each level l on features like `x`
+    /// (`[n]` for a whole graph; level 0 the features' rows of a stack of `caps.len() - 1`
+    /// blocks, see [`levels`]); with `eval`, for evaluation passes only (no backward: every
+    /// value freed after its last forward read, the saved states of the calls sharing their
+    /// buffers, no gradient but ∂L/∂logits over the logits).
     ///
     /// # Errors
-    /// [`Error::Mismatch`] when an input's width is not the one its layer reads.
-    pub(crate) fn plan(&mut self, cap: usize, x: &Features<F>, eval: bool) -> Result<Plan> {
+    /// [`Error::Mismatch`] when an input's width is not the one its layer reads; as
+    /// [`levels`].
+    pub(crate) fn plan(&mut self, caps: &[usize], x: &Features<F>, eval: bool) -> Result<Plan> {
+        let level = levels(&self.nodes, caps.len().saturating_sub(1))?;
+        let in_level: Vec<usize> = self
+            .nodes
+            .iter()
+            .map(|nd| match nd.inputs.first() {
+                Some(Src::Node(j)) => level[*j],
+                _ => 0,
+            })
+            .collect();
+        let cap_of = |l: usize| caps.get(l).copied().unwrap_or(0);
         let has_params: Vec<bool> = self
             .nodes
             .iter_mut()
@@ -137,7 +225,9 @@ impl<F: Scalar> Model<F> {
         };
         let inputs: Vec<&[Src]> = nodes.iter().map(|nd| &nd.inputs[..]).collect();
         let d = nodes::describe(&inputs, &has_params, set, &mut |i, descs| {
-            nodes[i].layer.spec(descs, cap)
+            nodes[i]
+                .layer
+                .spec(descs, cap_of(in_level[i]).max(cap_of(level[i])))
         });
         if let Some((i, k, src, want, got)) = nodes::width_mismatch(&inputs, &d.specs, x.n_cols()) {
             let source = match src {
@@ -183,7 +273,8 @@ impl<F: Scalar> Model<F> {
         let st = Stack {
             inputs,
             specs: &d.specs,
-            cap,
+            rows: level.iter().map(|&l| cap_of(l)).collect(),
+            x_rows: cap_of(0),
             x_cols: x.n_cols(),
             // (Evaluation drops nothing: no X̃ buffer.)
             xd_dense: xd_dropped && !x_sparse && !eval,
@@ -224,7 +315,9 @@ impl<F: Scalar> Model<F> {
             .iter()
             .fold(Caps::default(), |a, s| a.union(s.needs));
         Ok(Plan {
-            cap,
+            caps: caps.to_vec(),
+            level,
+            in_level,
             x_sparse,
             x_cols: x.n_cols(),
             needs,

@@ -46,7 +46,7 @@ fn gcn_plan_for(n: usize, order: Order, k: usize, eval: bool) -> Plan {
     let mut m = cfg
         .build(&adj, &x, None, &mut ChaCha8Rng::seed_from_u64(0))
         .unwrap();
-    m.plan(n, &x, eval).expect("a plan")
+    m.plan(&[n], &x, eval).expect("a plan")
 }
 
 /// Evaluation only, a 3-layer GCN holds two n × hidden buffers (layer-wise inference: a
@@ -217,7 +217,7 @@ fn every_layer_s_requests_grow_with_the_rows() {
                     let mut m = cfg
                         .build(&adj, x, None, &mut ChaCha8Rng::seed_from_u64(0))
                         .unwrap();
-                    let plan = m.plan(300, x, false).expect("a plan");
+                    let plan = m.plan(&[300], x, false).expect("a plan");
                     for (i, node) in m.nodes().iter().enumerate() {
                         let descs = &plan.descs[i];
                         let mut prev = node.layer.spec(descs, 1);

@@ -49,15 +49,14 @@ impl Values {
 /// The value instances of `st` on `tl`.
 pub(crate) fn values(st: &Stack<'_>, tl: &Timeline) -> Values {
     let n_nodes = st.len();
-    let cap = st.cap;
     let mut vals = Intervals::default();
-    let xd_size = cap * st.x_cols;
+    let xd_size = st.x_rows * st.x_cols;
     let xd_inst = st.xd_dense.then(|| vals.add(0, 0, xd_size));
     let xd_rec_inst = tl.t_rec_xd.map(|t| vals.add(t, t, xd_size));
     let constant = |i: usize| st.specs[i].constant;
     let fwd_inst: Vec<usize> = (0..n_nodes)
         .map(|i| {
-            let size = cap * st.specs[i].out_dim;
+            let size = st.size(i);
             if constant(i) {
                 vals.add(0, tl.t_end, size)
             } else {
@@ -68,7 +67,7 @@ pub(crate) fn values(st: &Stack<'_>, tl: &Timeline) -> Values {
     let rec_inst: Vec<Option<usize>> = (0..n_nodes)
         .map(|i| {
             (tl.seg_of[i].is_some() && !constant(i))
-                .then(|| vals.add(tl.t_rec[i], tl.t_rec[i], cap * st.specs[i].out_dim))
+                .then(|| vals.add(tl.t_rec[i], tl.t_rec[i], st.size(i)))
         })
         .collect();
     let mut v = Values {
