@@ -20,7 +20,8 @@ bin=target/release/sparse-gcn
 echo "| batches | flags | epoch ms | building ms | with evaluation ms | batches | test |"
 echo "|---|---|---|---|---|---|---|"
 for flags in "" "--batch cluster" "--batch saint-rw" "--batch saint-rw --saint-coverage 0" \
-    "--batch saint-edge --saint-coverage 0" "--batch saint-node --saint-coverage 0"; do
+    "--batch saint-edge --saint-coverage 0" "--batch saint-node --saint-coverage 0" \
+    "--batch neighbor --fanout 5,10,15 --batch-size 1024"; do
     # shellcheck disable=SC2086
     $bin train --preset arxiv-like --layers 3 --hidden 256 --epochs "$epochs" --threads 2 \
         --stop never $flags --json 2>/dev/null | python3 -c '

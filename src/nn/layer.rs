@@ -270,6 +270,9 @@ pub struct InputDesc {
     /// [`StackOptions::separate_eval`](crate::nn::StackOptions::separate_eval)): nothing
     /// need be saved, and a layer may choose the leanest of the ways that give the same bits.
     pub forward_only: bool,
+    /// The rows of this input when they exceed the output's (a bipartite block's sources, for
+    /// a layer of one hop, [`Layer::hops`]); 0 when they are the output's `n`.
+    pub src_rows: usize,
 }
 
 /// The identities of a pass's Â and features ([`DataId`]s): every cache of a layer or of the

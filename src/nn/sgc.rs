@@ -46,8 +46,9 @@ impl<F: Scalar> Layer<F> for SgcPropagate {
         "sgc_propagate"
     }
     fn hops(&self) -> Option<usize> {
-        // (K = 1 runs over one block: Â·X and Âᵀ·G over its rows and sources.)
-        Some(self.k)
+        // (K = 1 runs over one block: Â·X and Âᵀ·G over its rows and sources. K = 0 still
+        // multiplies once.)
+        Some(self.k.max(1))
     }
     fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec {
         Spec {

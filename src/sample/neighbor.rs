@@ -74,9 +74,10 @@ pub struct Blocks<F> {
     adj: Vec<BlockAdj<F>>,
     /// Position of each node in the level being built (`u32::MAX`: not in it).
     pos: Vec<u32>,
-    /// The draws of one node, and Floyd's picks.
+    /// The draws of one node, Floyd's picks, and the table that looks them up.
     chosen: Vec<u32>,
     picks: Vec<usize>,
+    table: Vec<usize>,
 }
 
 impl<F: Scalar> Default for Blocks<F> {
@@ -87,6 +88,7 @@ impl<F: Scalar> Default for Blocks<F> {
             pos: Vec::new(),
             chosen: Vec::new(),
             picks: Vec::new(),
+            table: Vec::new(),
         }
     }
 }
@@ -265,6 +267,7 @@ impl NeighborSampler {
             pos,
             chosen,
             picks,
+            table,
         } = out;
         // (Built from the seeds outwards: hop h is layer L − 1 − h's block.)
         for (hop, &fanout) in self.fanouts.iter().enumerate() {
@@ -282,7 +285,7 @@ impl NeighborSampler {
             for (r, &v) in dst.iter().enumerate() {
                 let row_start = indices.len();
                 indices.push(r as u32);
-                draw(graph, v, fanout, batch_key, hop, chosen, picks);
+                draw(graph, v, fanout, batch_key, hop, chosen, picks, table);
                 for &u in chosen.iter() {
                     let p = &mut pos[u as usize];
                     if *p == u32::MAX {
@@ -348,6 +351,7 @@ impl super::NodeSampler for NeighborSampler {
 /// other than `v` itself when it has at most `fanout` of them (or `fanout` is 0), else
 /// `fanout` distinct ones, uniformly (Floyd's algorithm), from a SplitMix64 stream keyed by
 /// (the batch's key, the hop, v): the same draws whatever the thread that makes them.
+#[allow(clippy::too_many_arguments)]
 fn draw(
     graph: &Graph,
     v: u32,
@@ -356,6 +360,7 @@ fn draw(
     hop: usize,
     chosen: &mut Vec<u32>,
     picks: &mut Vec<usize>,
+    table: &mut Vec<usize>,
 ) {
     let list = graph.neighbors(v as usize);
     // (The graph's own self-loop is no candidate: every row gets its self-loop.)
@@ -377,9 +382,37 @@ fn draw(
     };
     // Floyd: for j = m − f … m − 1, t uniform in 0..=j; take t unless taken, else j.
     picks.clear();
-    for j in m - fanout..m {
-        let t = uniform(j + 1);
-        picks.push(if picks.contains(&t) { j } else { t });
+    if fanout <= 32 {
+        for j in m - fanout..m {
+            let t = uniform(j + 1);
+            picks.push(if picks.contains(&t) { j } else { t });
+        }
+    } else {
+        // The same picks, "taken" looked up in an open-addressing table of the picks (twice
+        // their number, a power of two): O(f) a node where the scan is O(f²).
+        let cap = (2 * fanout).next_power_of_two();
+        table.clear();
+        table.resize(cap, usize::MAX);
+        let home = |t: usize| (splitmix(t as u64) as usize) & (cap - 1);
+        for j in m - fanout..m {
+            let t = uniform(j + 1);
+            let mut s = home(t);
+            while table[s] != usize::MAX && table[s] != t {
+                s = (s + 1) & (cap - 1);
+            }
+            // (j is never taken before: every earlier pick is below it.)
+            let p = if table[s] == t { j } else { t };
+            if p == j {
+                let mut s = home(j);
+                while table[s] != usize::MAX {
+                    s = (s + 1) & (cap - 1);
+                }
+                table[s] = j;
+            } else {
+                table[s] = t;
+            }
+            picks.push(p);
+        }
     }
     picks.sort_unstable();
     chosen.extend(picks.iter().map(|&p| at(p)));
@@ -517,6 +550,40 @@ mod tests {
             checked > 10,
             "{checked} rows drew fewer than all their neighbours"
         );
+    }
+
+    /// Above 32 draws a node, "taken" is looked up in a table instead of scanned: the same
+    /// picks as the specification's scan, at fanouts from 33 to all but one of 400 candidates.
+    #[test]
+    fn large_fanouts_draw_what_the_specification_draws() {
+        let leaves = 400u32;
+        let edges: Vec<(u32, u32)> = (1..=leaves).map(|u| (0, u)).collect();
+        let dir = crate::graph::Direction::Undirected;
+        let g = Graph::try_from_edges(leaves as usize + 1, &edges, dir).unwrap();
+        let seeds = Mask::try_from_indices(vec![0], leaves as usize + 1).unwrap();
+        for f in [33, 64, 200, 399] {
+            let s = NeighborSampler::new(&g, &seeds, &[f], 1).unwrap();
+            let mut b = Blocks::<f32>::default();
+            s.blocks_into(&g, 5, 0, 0, &mut b).unwrap();
+            let k_b = splitmix(epoch_rng(5, 0).next_u64() ^ splitmix(0));
+            let mut x = splitmix(k_b ^ splitmix(0));
+            let m = leaves as usize;
+            let mut taken: Vec<usize> = Vec::new();
+            for j in m - f..m {
+                x = splitmix(x);
+                let t = ((u128::from(x) * (j as u128 + 1)) >> 64) as usize;
+                taken.push(if taken.contains(&t) { j } else { t });
+            }
+            let mut want: Vec<u32> = taken.iter().map(|&c| c as u32 + 1).collect();
+            want.sort_unstable();
+            let (src, row) = (b.nodes(0), b.block(0).a());
+            let mut got: Vec<u32> = row.outer_view(0).unwrap().indices()[1..]
+                .iter()
+                .map(|&j| src[j as usize])
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, want, "fanout {f}");
+        }
     }
 
     /// A node's own self-loop in the graph is no candidate: its row holds its self-loop once,

@@ -237,12 +237,14 @@ impl<'a, F: Scalar> Harness<'a, F> {
 
     /// What the layer is told of its inputs (every one may need a gradient).
     fn descs(&self, ins: &[In<F>]) -> Vec<InputDesc> {
+        let (n, n_src) = self.adj.shape();
         ins.iter()
             .map(|i| InputDesc {
                 sparse: matches!(i, In::Sparse(_)),
                 fixed_in_training: self.fixed_in_training,
                 grad: true,
                 forward_only: false,
+                src_rows: if n_src > n { n_src } else { 0 },
             })
             .collect()
     }
@@ -256,7 +258,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
         let (n, n_src) = self.adj.shape();
         assert_eq!(ins.len(), layer.arity(), "harness: number of inputs");
         let descs = self.descs(ins);
-        let spec = layer.spec(&descs, n.max(n_src));
+        let spec = layer.spec(&descs, n);
         let w = spec.out_dim;
         let skip = usize::from(spec.in_place);
         let mut out = if spec.in_place {
@@ -304,7 +306,7 @@ impl<'a, F: Scalar> Harness<'a, F> {
     ) -> Vec<Option<Array2<F>>> {
         let (n, n_src) = self.adj.shape();
         let descs = self.descs(ins);
-        let spec = layer.spec(&descs, n.max(n_src));
+        let spec = layer.spec(&descs, n);
         let w = spec.out_dim;
         assert_eq!(dout.dim(), (n, w), "harness: ∂L/∂out shape");
         assert_eq!(need.len(), ins.len(), "harness: one flag per input");

@@ -87,6 +87,9 @@ impl<F: Scalar> BlockBatch<F> {
 
 /// The steps of a run over a neighbour sampler.
 pub(super) struct BlockSteps<'a, F: Scalar> {
+    /// The most rows of each level of a training batch (what training's workspace is
+    /// planned for).
+    pub(super) caps: Vec<usize>,
     pub(super) sampler: &'a NeighborSampler,
     pub(super) graph: &'a Graph,
     pub(super) x: &'a Features<F>,
@@ -122,6 +125,13 @@ impl<F: Scalar> BlockSteps<'_, F> {
         par: Par,
     ) -> Result<(f64, f64, f64)> {
         let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
+        if self.eval.is_none() {
+            // (Evaluation on the whole graph: its activations are not held while training
+            // runs, nor training's while it runs, see `eval`.)
+            model.release_eval();
+        }
+        // (Planned for the largest batch, again after evaluation freed it.)
+        model.reserve_blocks(&self.caps, self.x, false)?;
         let BlockSteps {
             sampler,
             graph,
@@ -196,6 +206,13 @@ impl<F: Scalar> BlockSteps<'_, F> {
         par: Par,
     ) -> Result<Option<[(f64, f64); 2]>> {
         let Some(ev) = &self.eval else {
+            // Evaluation on the whole graph comes next: what only training holds (the two
+            // batches' rows of X, training's workspace) is freed rather than held beside the
+            // whole graph's activations, and planned again at the next epoch's first batch.
+            for b in [&mut self.batch, &mut self.next] {
+                **b = BlockBatch::new(self.x.n_cols(), 0);
+            }
+            model.release_training();
             return Ok(None);
         };
         let EvalBlocks {
@@ -203,6 +220,7 @@ impl<F: Scalar> BlockSteps<'_, F> {
             valid,
             test,
         } = &**ev;
+        model.reserve_blocks(&sampler.level_caps(), self.x, true)?;
         let mut acc = [[0.0f64; 3]; 2];
         for index in 0..sampler.batches() {
             let b = &mut self.batch;

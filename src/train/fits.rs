@@ -48,6 +48,12 @@ pub fn check_batch_run_fits(
         eval_full,
         blocks,
     } = shape;
+    // (Priced under the options the run sets: Â varies from batch to batch, evaluation in a
+    // workspace of its own.)
+    let mut o = model.options();
+    o.varying_graph = true;
+    o.separate_eval = true;
+    model.set_options(o);
     let params = model_params(model);
     let (train, eval_batch) = match &blocks {
         Some((caps, _)) => (

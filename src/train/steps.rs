@@ -301,6 +301,21 @@ impl<'a, F: Scalar> Steps<'a, F> {
         b: Batches<'a>,
         seed: u64,
     ) -> Result<Self> {
+        if b.norm != crate::graph::Norm::Symmetric {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                name: "norm",
+                value: 1.0,
+                rule: "symmetric with neighbour sampling (each block normalised as DGL's \
+                       GraphConv norm='both', docs/MATH.md §23.2)",
+            }));
+        }
+        if data.x.is_sparse() && model.orders().first() == Some(&crate::nn::Order::AggregateFirst) {
+            return Err(Error::Config(ConfigError::Unsupported {
+                what:
+                    "aggregate-first in the first layer on sparse features over neighbour-sampled \
+                       blocks (a block has no sparse Â·X; transform-first or auto run there)",
+            }));
+        }
         let mut options = model.options();
         options.varying_graph = true;
         options.separate_eval = true;
@@ -323,8 +338,10 @@ impl<'a, F: Scalar> Steps<'a, F> {
         } else {
             None
         };
-        let new = || Box::new(super::blocks::BlockBatch::new(data.x.n_cols(), caps[0]));
+        let rows = caps[0];
+        let new = || Box::new(super::blocks::BlockBatch::new(data.x.n_cols(), rows));
         Ok(Steps::Blocks(Box::new(super::blocks::BlockSteps {
+            caps,
             sampler: ns,
             graph: b.graph,
             x: data.x,

@@ -113,6 +113,8 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
             &["--batch", "neighbor", "--drop-edge", "0.1"],
             "--drop-edge",
         ),
+        (&["--batch", "neighbor", "--norm", "row"], "--norm row"),
+        (&["--batch", "neighbor", "--layers", "17"], "--layers"),
     ];
     for (args, flag) in cases {
         let mut a = vec!["train", "--epochs", "1"];

@@ -149,9 +149,22 @@ impl TrainArgs {
                 .as_deref()
                 .map_or(cfg.model.n_layers, <[usize]>::len);
             if given == 0 || given > MAX_FANOUTS {
+                let flag = if self.fanout.is_some() {
+                    "--fanout"
+                } else {
+                    "--layers"
+                };
                 return Err(format!(
-                    "--fanout: {given} fanouts; 1 to {MAX_FANOUTS} (one a layer)"
+                    "{flag}: {given} fanouts (one a layer); neighbour sampling takes 1 to \
+                     {MAX_FANOUTS}"
                 ));
+            }
+            if matches!(self.norm, super::NormArg::Row) {
+                return Err(
+                    "--norm row: neighbour sampling normalises each block as DGL's GraphConv \
+                     norm='both' does (docs/MATH.md §23.2), not by rows"
+                        .into(),
+                );
             }
             if given != cfg.model.n_layers {
                 return Err(format!(

@@ -29,7 +29,8 @@ impl<F: Scalar> GcnConv<F> {
         mut scratch: Bufs<'_, F>,
         par: Par,
     ) -> Result<()> {
-        let (n, block, w) = (h.nrows(), self.lean_block, self.weight.value.view());
+        // (Blocks of Â's rows: the output's.)
+        let (n, block, w) = (out.nrows(), self.lean_block, self.weight.value.view());
         let s = scratch.take_f(n.min(block) * self.in_dim());
         let f = &mut |rows: std::ops::Range<usize>, s_b: ArrayView2<'_, F>| {
             gemm(

@@ -167,6 +167,7 @@ fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
         fixed_in_training: false,
         grad,
         forward_only: false,
+        src_rows: 0,
     };
     let spec = |l: &GcnConv<f32>, d: InputDesc| Layer::<f32>::spec(l, &[d], 1000);
     let s = spec(&l, dense(true));
@@ -196,6 +197,7 @@ fn lean_asks_for_one_block_of_scratch_when_dh_goes_over_the_input() {
         fixed_in_training: false,
         grad: false,
         forward_only: false,
+        src_rows: 0,
     };
     assert_eq!(l.order_on(sparse), Order::TransformFirst);
     let s = spec(&l, sparse);

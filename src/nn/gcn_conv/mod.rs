@@ -217,12 +217,18 @@ impl<F: Scalar> GcnConv<F> {
             && (input.forward_only || self.recomputes_in_eval(input, n))
     }
 
-    /// The scratch of [`Order::Lean`] for `n` rows, with ∂L/∂in over the input or not.
+    /// The scratch of [`Order::Lean`] for `n` rows (and the input's, [`InputDesc::src_rows`]),
+    /// with ∂L/∂in over the input or not: a block of Â·H's rows in forward, of P = Âᵀ·G's (the
+    /// input's rows) in backward, or P whole.
     fn lean_scratch(&self, input: InputDesc, n: usize, over_input: bool) -> Req {
-        let block = n.min(self.lean_block);
-        let fwd = block * self.in_dim();
+        let n_src = input.src_rows.max(n);
+        let fwd = n.min(self.lean_block) * self.in_dim();
         let whole = input.grad && !over_input;
-        let bwd = if whole { n } else { block } * self.out_dim();
+        let bwd = if whole {
+            n_src
+        } else {
+            n_src.min(self.lean_block)
+        } * self.out_dim();
         Req::f(fwd.max(bwd))
     }
 }
@@ -256,6 +262,8 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
     fn spec(&self, inputs: &[InputDesc], n: usize) -> Spec {
         let input = inputs.first().copied().unwrap_or_default();
         let (din, dout) = (self.in_dim(), self.out_dim());
+        // (n: the output's rows, Â's destinations; n_src: the input's, its sources.)
+        let n_src = input.src_rows.max(n);
         let order = self.order_on(input);
         let mut spec = Spec {
             grad: GradMode::InPlace,
@@ -292,7 +300,7 @@ impl<F: Scalar> Layer<F> for GcnConv<F> {
             // T = H·W in forward, P = Âᵀ·G in backward; without backward, Â·T may go over H
             // (H is dead once T is computed): two n-row buffers instead of three.
             Order::TransformFirst | Order::Auto => {
-                spec.scratch = Req::f(n * dout);
+                spec.scratch = Req::f(n_src * dout);
                 spec.out_over_input = input.forward_only;
             }
         }

@@ -14,10 +14,11 @@ use crate::input::Features;
 use crate::{ConfigError, Par, Result, Scalar};
 
 impl<F: Scalar> Model<F> {
-    /// The workspace of a pass over the stack of `blocks` on `x`, after checking that they
-    /// chain (block l's sources are level l's rows, its destinations level l + 1's, the first
-    /// of them its sources' prefix), that `x` has the first block's sources, and that every
-    /// block has the operations the layers use; with each level's rows.
+    /// The workspace of a pass over the stack of `blocks` on `x`, after checking that their
+    /// shapes chain (block l's sources are level l's rows, its destinations level l + 1's and
+    /// no more than its sources; that the destinations are the first sources is the caller's
+    /// contract, as `NeighborSampler` builds them), that `x` has the first block's sources,
+    /// and that every block has the operations the layers use; with each level's rows.
     fn blocks_workspace(
         &mut self,
         blocks: &[&dyn Propagate<F>],

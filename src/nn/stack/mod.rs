@@ -416,6 +416,20 @@ impl<F: Scalar> Model<F> {
         );
     }
 
+    /// Frees the buffers of training passes (memory only: the next one plans them again),
+    /// keeping evaluation's own ([`StackOptions::separate_eval`]).
+    pub fn release_training(&mut self) {
+        if self.opts.separate_eval {
+            self.ws = None;
+        }
+    }
+
+    /// Frees evaluation's own buffers ([`StackOptions::separate_eval`]; memory only: the next
+    /// evaluation plans them again), keeping training's.
+    pub fn release_eval(&mut self) {
+        self.eval_ws = None;
+    }
+
     /// Frees the buffers of the passes and what the layers computed from the data (memory
     /// only: a pass on other data never reuses them, see [`Model::train_pass`]).
     pub fn release(&mut self) {

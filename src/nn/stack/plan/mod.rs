@@ -225,9 +225,20 @@ impl<F: Scalar> Model<F> {
         };
         let inputs: Vec<&[Src]> = nodes.iter().map(|nd| &nd.inputs[..]).collect();
         let d = nodes::describe(&inputs, &has_params, set, &mut |i, descs| {
-            nodes[i]
-                .layer
-                .spec(descs, cap_of(in_level[i]).max(cap_of(level[i])))
+            // (A layer of one hop: its inputs have the level below's rows.)
+            let (rows_in, rows) = (cap_of(in_level[i]), cap_of(level[i]));
+            if rows_in > rows {
+                let descs: Vec<InputDesc> = descs
+                    .iter()
+                    .map(|d| InputDesc {
+                        src_rows: rows_in,
+                        ..*d
+                    })
+                    .collect();
+                nodes[i].layer.spec(&descs, rows)
+            } else {
+                nodes[i].layer.spec(descs, rows)
+            }
         });
         if let Some((i, k, src, want, got)) = nodes::width_mismatch(&inputs, &d.specs, x.n_cols()) {
             let source = match src {

@@ -70,6 +70,7 @@ pub(crate) fn describe(
                 fixed_in_training: !set.varying_graph && fixed(s, true, &out_fixed_train),
                 grad: matches!(s, Src::Node(j) if d.need[*j]),
                 forward_only: set.forward_only,
+                src_rows: 0,
             })
             .collect();
         let sp = spec(i, &descs);
