@@ -540,16 +540,38 @@ impl Prepared {
                 nnz: self.nnz,
                 max_rows: s.max_nodes().min(self.n_nodes),
                 eval_full: !cfg.eval_batches,
-                blocks: s.blocks().map(|b| {
-                    (
-                        b.level_caps(),
-                        b.max_entries(self.nnz.saturating_add(self.n_nodes)),
-                    )
-                }),
+                blocks: match s.blocks() {
+                    Some(b) => Some(self.block_shape(b, cfg.eval_batches)?),
+                    None => None,
+                },
             };
             super::fits::check_batch_run_fits(&mut model, shape, x, runs)?;
         }
         Ok(sampler)
+    }
+
+    /// The most rows of each level and entries of a batch of `b`'s blocks, and (`eval`) of
+    /// evaluation's batches of the validation and test nodes: what a neighbour-sampled run
+    /// is priced for.
+    fn block_shape(
+        &self,
+        b: &crate::sample::NeighborSampler,
+        eval: bool,
+    ) -> Result<(Vec<usize>, usize)> {
+        let whole = self.nnz.saturating_add(self.n_nodes);
+        let (mut caps, mut entries) = (b.level_caps(), b.max_entries(whole));
+        if eval {
+            let split = &self.data.split;
+            let (valid, test) = (split.valid.to_bool(), split.test.to_bool());
+            let nodes = (0..valid.len() as u32).filter(|&v| valid[v as usize] || test[v as usize]);
+            let members = crate::data::Mask::try_from_indices(nodes.collect(), valid.len())?;
+            let e = b.with_seeds(&members)?;
+            for (c, ec) in caps.iter_mut().zip(e.level_caps()) {
+                *c = (*c).max(ec);
+            }
+            entries = entries.max(e.max_entries(whole));
+        }
+        Ok((caps, entries))
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full
