@@ -207,6 +207,14 @@ impl NeighborSampler {
             .fold(0usize, usize::saturating_add)
     }
 
+    /// [`NeighborSampler::level_caps`] with level 0 the whole graph's nodes (blocks built by
+    /// [`NeighborSampler::blocks_into_over`] with `whole`).
+    pub fn level_caps_over_whole(&self) -> Vec<usize> {
+        let mut caps = self.level_caps();
+        caps[0] = self.n_nodes;
+        caps
+    }
+
     /// The most rows of each level of a batch (level 0: the nodes whose features it reads;
     /// the last: the seeds): the seeds a batch, then each level at most the one above times
     /// one plus its fanout (every neighbour: the graph's nodes), and never more than the
@@ -239,6 +247,25 @@ impl NeighborSampler {
         epoch: usize,
         index: usize,
         out: &mut Blocks<F>,
+    ) -> Result<()> {
+        self.blocks_into_over(graph, seed, epoch, index, out, false)
+    }
+
+    /// [`NeighborSampler::blocks_into`], with the first layer's block over the whole graph's
+    /// nodes when `whole` (its columns the sources' node ids, n_src the node count: it reads
+    /// the whole features in place, nothing gathered; the same entries and values, each row's
+    /// in the order of the node ids). Level 0's nodes are listed either way.
+    ///
+    /// # Errors
+    /// As [`NeighborSampler::blocks_into`].
+    pub fn blocks_into_over<F: Scalar>(
+        &self,
+        graph: &Graph,
+        seed: u64,
+        epoch: usize,
+        index: usize,
+        out: &mut Blocks<F>,
+        whole: bool,
     ) -> Result<()> {
         super::NodeSampler::check_graph(self, graph)?;
         if index >= NeighborSampler::batches(self) {
@@ -300,7 +327,19 @@ impl NeighborSampler {
             for &u in &src {
                 pos[u as usize] = u32::MAX;
             }
-            block.set_normalised(src.len(), indptr, indices);
+            let n_src = if whole && hop + 1 == layers {
+                // (The first layer's block over node ids: each row re-sorted.)
+                for j in indices.iter_mut() {
+                    *j = src[*j as usize];
+                }
+                for w in indptr.windows(2) {
+                    indices[w[0]..w[1]].sort_unstable();
+                }
+                self.n_nodes
+            } else {
+                src.len()
+            };
+            block.set_normalised(n_src, indptr, indices);
             nodes[level] = dst;
             nodes[level - 1] = src;
         }

@@ -69,6 +69,28 @@ impl<F: Scalar> BlockBatch<F> {
         Ok(())
     }
 
+    /// Batch `index` of `epoch` of `sampler` for evaluation: its first block over the whole
+    /// graph's nodes ([`NeighborSampler::blocks_into_over`]), so that it reads the whole
+    /// features in place, and its seeds' labels.
+    ///
+    /// # Errors
+    /// As [`NeighborSampler::blocks_into_over`].
+    fn fill_over_whole(
+        &mut self,
+        sampler: &NeighborSampler,
+        graph: &Graph,
+        labels: &[u32],
+        seed: u64,
+        index: usize,
+    ) -> Result<()> {
+        sampler.blocks_into_over(graph, seed, 0, index, &mut self.blocks, true)?;
+        let seeds = self.blocks.seeds();
+        self.labels.clear();
+        self.labels
+            .extend(seeds.iter().map(|&v| labels[v as usize]));
+        Ok(())
+    }
+
     /// The blocks as the model takes them.
     fn refs(&self) -> Vec<&dyn Propagate<F>> {
         (0..self.blocks.layers())
@@ -220,19 +242,12 @@ impl<F: Scalar> BlockSteps<'_, F> {
             valid,
             test,
         } = &**ev;
-        model.reserve_blocks(&sampler.level_caps(), self.x, true)?;
+        // (Evaluation drops nothing: its first block reads the whole features in place.)
+        model.reserve_blocks(&sampler.level_caps_over_whole(), self.x, true)?;
         let mut acc = [[0.0f64; 3]; 2];
         for index in 0..sampler.batches() {
             let b = &mut self.batch;
-            b.fill(
-                sampler,
-                self.graph,
-                self.x,
-                self.labels,
-                self.seed,
-                0,
-                index,
-            )?;
+            b.fill_over_whole(sampler, self.graph, self.labels, self.seed, index)?;
             let seeds = b.blocks.seeds();
             let rows = |member: &[bool]| {
                 let rows = (0..seeds.len() as u32).filter(|&r| member[seeds[r as usize] as usize]);
@@ -240,7 +255,7 @@ impl<F: Scalar> BlockSteps<'_, F> {
             };
             let masks = [rows(valid)?, rows(test)?];
             let refs = b.refs();
-            model.eval_blocks(&refs, &b.x, par, &mut |logits, sums| {
+            model.eval_blocks(&refs, self.x, par, &mut |logits, sums| {
                 for (k, mask) in masks.iter().enumerate() {
                     if mask.is_empty() {
                         continue;

@@ -20,9 +20,9 @@ pub struct BatchShape {
     /// Evaluation on the whole graph (else over the batches).
     pub eval_full: bool,
     /// A stack of blocks a batch (neighbour sampling): the most rows of each level (level 0
-    /// the features' rows, `max_rows`) and the most entries of its blocks; `None` for a
-    /// batch's induced subgraph.
-    pub blocks: Option<(Vec<usize>, usize)>,
+    /// the features' rows, `max_rows`), the most entries of its blocks, and the most rows of
+    /// each level of evaluation's batches; `None` for a batch's induced subgraph.
+    pub blocks: Option<(Vec<usize>, usize, Vec<usize>)>,
 }
 
 /// Refuses, once its sampler is built and before training, `runs` models of `model`'s kind
@@ -56,9 +56,9 @@ pub fn check_batch_run_fits(
     model.set_options(o);
     let params = model_params(model);
     let (train, eval_batch) = match &blocks {
-        Some((caps, _)) => (
+        Some((caps, _, eval_caps)) => (
             model.plan_bytes_levels(caps, x, false)?,
-            model.plan_bytes_levels(caps, x, true)?,
+            model.plan_bytes_levels(eval_caps, x, true)?,
         ),
         None => (
             model.workspace_bytes(max_rows, x)?,
@@ -79,7 +79,7 @@ pub fn check_batch_run_fits(
     };
     // (A stack of blocks: its entries, and a position a node of the graph.)
     let adj_entries = match &blocks {
-        Some((_, entries)) => (*entries as u64).saturating_add(n as u64 / 2),
+        Some((_, entries, _)) => (*entries as u64).saturating_add(n as u64 / 2),
         None => share(nnz.saturating_add(n)),
     };
     let x_bytes = match x.as_sparse() {

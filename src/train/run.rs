@@ -550,28 +550,28 @@ impl Prepared {
         Ok(sampler)
     }
 
-    /// The most rows of each level and entries of a batch of `b`'s blocks, and (`eval`) of
-    /// evaluation's batches of the validation and test nodes: what a neighbour-sampled run
-    /// is priced for.
+    /// The most rows of each level and entries of a batch of `b`'s blocks, the latter also of
+    /// evaluation's batches of the validation and test nodes (`eval`), and the most rows of
+    /// each level of evaluation's batches (their first block over the whole graph's nodes):
+    /// what a neighbour-sampled run is priced for.
     fn block_shape(
         &self,
         b: &crate::sample::NeighborSampler,
         eval: bool,
-    ) -> Result<(Vec<usize>, usize)> {
+    ) -> Result<(Vec<usize>, usize, Vec<usize>)> {
         let whole = self.nnz.saturating_add(self.n_nodes);
-        let (mut caps, mut entries) = (b.level_caps(), b.max_entries(whole));
+        let (caps, mut entries) = (b.level_caps(), b.max_entries(whole));
+        let mut eval_caps = caps.clone();
         if eval {
             let split = &self.data.split;
             let (valid, test) = (split.valid.to_bool(), split.test.to_bool());
             let nodes = (0..valid.len() as u32).filter(|&v| valid[v as usize] || test[v as usize]);
             let members = crate::data::Mask::try_from_indices(nodes.collect(), valid.len())?;
             let e = b.with_seeds(&members)?;
-            for (c, ec) in caps.iter_mut().zip(e.level_caps()) {
-                *c = (*c).max(ec);
-            }
+            eval_caps = e.level_caps_over_whole();
             entries = entries.max(e.max_entries(whole));
         }
-        Ok((caps, entries))
+        Ok((caps, entries, eval_caps))
     }
 
     /// The sampler of `cfg`'s mini-batches, cut from the prepared graph (`None` for full

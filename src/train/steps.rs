@@ -329,7 +329,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 .collect();
             let members = Mask::try_from_indices(nodes, valid.len())?;
             let sampler = ns.with_seeds(&members)?;
-            model.reserve_blocks(&sampler.level_caps(), data.x, true)?;
+            model.reserve_blocks(&sampler.level_caps_over_whole(), data.x, true)?;
             Some(Box::new(super::blocks::EvalBlocks {
                 sampler,
                 valid,

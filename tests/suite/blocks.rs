@@ -246,3 +246,53 @@ impl WithDims for ModelConfig {
         }
     }
 }
+
+#[test]
+fn a_first_block_over_the_whole_graph_reads_the_features_in_place_to_the_same_logits() {
+    let d = data(150);
+    let n = d.graph.n_nodes();
+    let adj = NormAdj::<f64>::new(&d.graph, Norm::Symmetric);
+    let x_all = d.features.to_dense().mapv(f64::from);
+    let whole_x = Features::dense(x_all.clone());
+    let train = Mask::try_from_indices((0..n as u32).step_by(7).collect(), n).unwrap();
+    let sampler = NeighborSampler::new(&d.graph, &train, &[3, 4], 5).unwrap();
+    let cfg = config(&d, 2, 0.0);
+    let mut model = cfg
+        .build(&adj, &whole_x, None, &mut ChaCha8Rng::seed_from_u64(2))
+        .unwrap();
+    let (mut gathered, mut over) = (Blocks::<f64>::default(), Blocks::<f64>::default());
+    for index in 0..sampler.batches() {
+        sampler
+            .blocks_into(&d.graph, 6, 1, index, &mut gathered)
+            .unwrap();
+        sampler
+            .blocks_into_over(&d.graph, 6, 1, index, &mut over, true)
+            .unwrap();
+        assert_eq!(over.nodes(0), gathered.nodes(0));
+        let (b0, w0) = (gathered.block(0), over.block(0));
+        assert_eq!(Propagate::<f64>::shape(w0), (b0.a().rows(), n));
+        assert_eq!(b0.a().nnz(), w0.a().nnz());
+        let rows: Vec<usize> = gathered.nodes(0).iter().map(|&v| v as usize).collect();
+        let x = Features::dense(x_all.select(ndarray::Axis(0), &rows));
+        let logits = |b: &Blocks<f64>, x: &Features<f64>, m: &mut Model<f64>| {
+            let refs: Vec<&dyn Propagate<f64>> =
+                (0..2).map(|l| b.block(l) as &dyn Propagate<f64>).collect();
+            let mut z = None;
+            m.eval_blocks(&refs, x, Par::Seq, &mut |l, _| z = Some(l.to_owned()))
+                .unwrap();
+            z.unwrap()
+        };
+        let (z0, z1) = (
+            logits(&gathered, &x, &mut model),
+            logits(&over, &whole_x, &mut model),
+        );
+        assert_eq!(z0.dim(), z1.dim());
+        // (The same entries and values; each row's sum in node-id order instead of level order.)
+        let err = z0
+            .iter()
+            .zip(&z1)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(err < 1e-12, "batch {index}: {err:e}");
+    }
+}
