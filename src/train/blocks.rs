@@ -109,9 +109,6 @@ impl<F: Scalar> BlockBatch<F> {
 
 /// The steps of a run over a neighbour sampler.
 pub(super) struct BlockSteps<'a, F: Scalar> {
-    /// The most rows of each level of a training batch (what training's workspace is
-    /// planned for).
-    pub(super) caps: Vec<usize>,
     pub(super) sampler: &'a NeighborSampler,
     pub(super) graph: &'a Graph,
     pub(super) x: &'a Features<F>,
@@ -153,7 +150,7 @@ impl<F: Scalar> BlockSteps<'_, F> {
             model.release_eval();
         }
         // (Planned for the largest batch, again after evaluation freed it.)
-        model.reserve_blocks(&self.caps, self.x, false)?;
+        model.reserve_blocks(&self.sampler.level_caps(), self.x, false)?;
         let BlockSteps {
             sampler,
             graph,

@@ -341,7 +341,6 @@ impl<'a, F: Scalar> Steps<'a, F> {
         let rows = caps[0];
         let new = || Box::new(super::blocks::BlockBatch::new(data.x.n_cols(), rows));
         Ok(Steps::Blocks(Box::new(super::blocks::BlockSteps {
-            caps,
             sampler: ns,
             graph: b.graph,
             x: data.x,
