@@ -164,6 +164,11 @@ pub(crate) fn walk_length(s: &str) -> Result<usize, String> {
     count_to(s, 10_000, "steps of a random walk")
 }
 
+/// `--batches-per-step`: at most 2¹⁶.
+pub(crate) fn batches_per_step(s: &str) -> Result<usize, String> {
+    count_to(s, 1 << 16, "batches whose gradients one step sums")
+}
+
 /// `--batches-per-epoch`: at most 2²⁴.
 pub(crate) fn batches(s: &str) -> Result<usize, String> {
     count_to(s, 1 << 24, "batches an epoch")

@@ -5,8 +5,8 @@
 
 use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::nn::Model;
-use sparse_gcn::train::run::{Prepare, Summary};
-use sparse_gcn::train::{RunResult, TrainConfig};
+use sparse_gcn::train::run::{Prepare, Prepared, Summary};
+use sparse_gcn::train::{EpochHook, RunResult, TrainConfig};
 use sparse_gcn::Result;
 
 /// What a distributed run adds to `train --json`.
@@ -41,8 +41,21 @@ pub(crate) fn launched() -> bool {
         .any(|v| std::env::var_os(v).is_some())
 }
 
+/// The job's size a launcher announces (before MPI starts), when it runs this process.
 #[cfg(feature = "mpi")]
-pub(crate) use with_mpi::{content_hash, fit_seeds, prepare, start, time_all_to_all, Job};
+pub(crate) fn launched_size() -> Option<usize> {
+    if !launched() {
+        return None;
+    }
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) use with_mpi::{
+    content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
+};
 
 #[cfg(feature = "mpi")]
 mod with_mpi {
@@ -50,7 +63,9 @@ mod with_mpi {
     use sparse_gcn::dist::run::model::HaloTotals;
     use sparse_gcn::dist::run::plan::CommSample;
     use sparse_gcn::dist::{prepare_rank, RowSource};
-    use sparse_gcn::train::{fit_model, FitOptions, TrainData};
+    use sparse_gcn::nn::ModelConfig;
+    use sparse_gcn::train::run::{param_count, Watch};
+    use sparse_gcn::train::{data_parallel_bytes, fit_model, FitOptions, Replicas, TrainData};
 
     use sparse_gcn::data::content::ContentHash;
     use sparse_gcn::data::io::{load_ogb_skeleton, OgbOptions};
@@ -231,6 +246,82 @@ mod with_mpi {
         };
         Ok((runs, report))
     }
+
+    /// Trains every seed on mini-batches across the job's ranks, each holding the whole data
+    /// `p` and training its share of every step's batches (`--batches-per-step`), one seed
+    /// after another.
+    pub(crate) fn fit_batches(
+        job: &Job,
+        p: &Prepared,
+        cfg: &TrainConfig,
+        seeds: &[u64],
+        on_epoch: Option<EpochHook<'_>>,
+        on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<(Vec<RunResult>, Report)> {
+        let counted = Counted {
+            job,
+            ranks: job.size(),
+            bytes: 0.into(),
+            ns: 0.into(),
+        };
+        let watch = Watch {
+            on_epoch,
+            replicas: Some(Replicas(&counted)),
+        };
+        let runs = p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?;
+        let s = p.summary();
+        let model = ModelConfig {
+            in_dim: s.in_dim,
+            out_dim: s.n_classes,
+            ..cfg.model.clone()
+        };
+        let params = param_count(&model);
+        let steps: u64 = runs
+            .iter()
+            .map(|r| {
+                let per_epoch = r.batches.map_or(0, |b| b.batches_per_epoch);
+                r.history.len() as u64 * per_epoch.div_ceil(cfg.batches_per_step) as u64
+            })
+            .sum();
+        use std::sync::atomic::Ordering::Relaxed;
+        let report = Report {
+            ranks: job.size(),
+            comm_bytes: job.sum_u64(counted.bytes.load(Relaxed)),
+            comm_bytes_model: Some(data_parallel_bytes(params, steps, job.size())),
+            halo_rows_max: 0,
+            peak_rss_bytes_max: job.max_u64(crate::cli::peak_rss_bytes()),
+            comm_s_max: job.max_u64(counted.ns.load(Relaxed)) as f64 * 1e-9,
+        };
+        Ok((runs, report))
+    }
+}
+
+/// A data-parallel run's exchanges (`train --batch … --batches-per-step B` under mpirun): the
+/// job's sums, the payload bytes this rank hands MPI and the time they take counted.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+struct Counted<'j, C> {
+    job: &'j C,
+    ranks: usize,
+    bytes: std::sync::atomic::AtomicU64,
+    ns: std::sync::atomic::AtomicU64,
+}
+
+impl<C: sparse_gcn::graph::Collective> sparse_gcn::graph::Collective for Counted<'_, C> {
+    fn spans_processes(&self) -> bool {
+        self.job.spans_processes()
+    }
+    fn process(&self) -> (usize, usize) {
+        self.job.process()
+    }
+    fn sum_words(&self, words: &mut [i64]) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = std::time::Instant::now();
+        self.job.sum_words(words);
+        if self.ranks > 1 {
+            self.bytes.fetch_add(8 * words.len() as u64, Relaxed);
+        }
+        self.ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+    }
 }
 
 /// What [`sparse_gcn::dist::run::model`] predicts for the runs, where it models the model: Kipf's
@@ -270,7 +361,9 @@ fn model_bytes(
 }
 
 #[cfg(not(feature = "mpi"))]
-pub(crate) use without_mpi::{content_hash, fit_seeds, prepare, start, time_all_to_all, Job};
+pub(crate) use without_mpi::{
+    content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
+};
 
 #[cfg(not(feature = "mpi"))]
 mod without_mpi {
@@ -306,6 +399,18 @@ mod without_mpi {
         _: &crate::cli::DataArgs,
         _: &Prepare,
     ) -> Result<RankPrepared> {
+        match *job {}
+    }
+
+    /// Unreachable: there is no job to train on.
+    pub(crate) fn fit_batches(
+        job: &Job,
+        _: &Prepared,
+        _: &TrainConfig,
+        _: &[u64],
+        _: Option<EpochHook<'_>>,
+        _: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+    ) -> Result<(Vec<RunResult>, Report)> {
         match *job {}
     }
 

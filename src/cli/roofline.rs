@@ -15,6 +15,9 @@ use sparse_gcn::train::run::{Prepare, Prepared};
 use sparse_gcn::{par::thread_pool, Result};
 
 use super::args;
+use super::train::BatchArgs;
+use sparse_gcn::sample::BatchConfig;
+use sparse_gcn::train::TrainConfig;
 
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
@@ -87,6 +90,11 @@ pub(crate) struct RooflineArgs {
     /// Activation checkpointing of `--epoch` (as `train --checkpoint-every`).
     #[arg(long, value_parser = args::every, requires = "epoch")]
     checkpoint_every: Option<usize>,
+    /// The batches of `--epoch` (as `train`'s: `--batch`, `--parts`, `--fanout`, …): an
+    /// epoch of one step a batch (or `--batches-per-step`), each batch built beside the step
+    /// before, its floor adding the bytes of building them at the triad rate.
+    #[command(flatten)]
+    batches: BatchArgs,
 }
 
 impl RooflineArgs {
@@ -104,7 +112,34 @@ impl RooflineArgs {
         if self.epoch && self.class_order {
             return Err("--class-order: a reference of the SpMM table, not of --epoch".into());
         }
-        Ok(())
+        if let Some((flag, _)) = self.batches.given().iter().find(|(_, g)| *g) {
+            if !self.epoch {
+                return Err(format!("{flag}: the batches of --epoch (it is not given)"));
+            }
+        }
+        self.batches.check(&self.train_config(), false)
+    }
+}
+
+impl RooflineArgs {
+    /// The training configuration of `--epoch`: the model's recipe and the flags above.
+    fn train_config(&self) -> TrainConfig {
+        let mut cfg = recipe::default(self.model, self.layers);
+        cfg.model.n_layers = self.layers;
+        cfg.model.hidden_dim = self.hidden;
+        if let Some(p) = self.dropout {
+            cfg.model.dropout = p;
+            cfg.model.input_dropout = p;
+        }
+        if let Some(n) = self.norm_layer {
+            cfg.model.norm = n;
+        }
+        if let Some(k) = self.checkpoint_every {
+            cfg.model.checkpoint = k;
+        }
+        cfg.batch = self.batches.config(self.layers);
+        cfg.batches_per_step = self.batches.batches_per_step.unwrap_or(1);
+        cfg
     }
 }
 
@@ -170,31 +205,22 @@ fn run_epoch(a: &RooflineArgs, data: Dataset, triad: u64) -> Result<()> {
             a.triad_mib
         )
     })?;
-    let mut cfg = recipe::default(a.model, a.layers);
-    cfg.model.n_layers = a.layers;
-    cfg.model.hidden_dim = a.hidden;
-    if let Some(p) = a.dropout {
-        cfg.model.dropout = p;
-        cfg.model.input_dropout = p;
-    }
-    if let Some(n) = a.norm_layer {
-        cfg.model.norm = n;
-    }
-    if let Some(k) = a.checkpoint_every {
-        cfg.model.checkpoint = k;
-    }
+    let cfg = a.train_config();
     let name = data.name.clone();
     let prepared = Prepared::new(
         data,
         &Prepare {
             reorder: a.reorder,
+            keep_graph: cfg.batch != BatchConfig::Full,
+            diag_lambda: match cfg.batch {
+                BatchConfig::Cluster { diag_lambda, .. } => diag_lambda,
+                _ => 0.0,
+            },
             ..Prepare::default()
         },
     )?;
-    prepared.check_fits(&cfg, 1)?;
-    let report = profile::epoch(
-        &prepared.train_data(),
-        &prepared.adj,
+    let report = profile::prepared_epoch(
+        &prepared,
         &name,
         &EpochConfig {
             train: cfg,

@@ -16,6 +16,12 @@ pub trait Collective: Sync {
         false
     }
 
+    /// This process's index and the number of processes (a data-parallel run gives process
+    /// `r` of `P` its share of every step's batches). One process: `(0, 1)`.
+    fn process(&self) -> (usize, usize) {
+        (0, 1)
+    }
+
     /// Adds `words` element-wise across the processes, in place, as integers (the exchange of
     /// exact partial sums). One process: nothing to do.
     fn sum_words(&self, _words: &mut [i64]) {}
@@ -70,6 +76,7 @@ mod tests {
         assert_eq!(Local.sum(7), 7);
         assert_eq!(Local.sum(u64::MAX), i64::MAX as u64, "one word");
         assert_eq!(Local.global_span(5), (0, 5));
+        assert_eq!(Local.process(), (0, 1));
         assert!(Twice.all(true) && !Twice.all(false));
         assert_eq!(Twice.sum(3), 6);
         assert_eq!(Twice.sum((1 << 40) + 5), (1 << 41) + 10);

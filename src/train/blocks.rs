@@ -6,7 +6,7 @@
 
 use rand_chacha::ChaCha8Rng;
 
-use super::steps::{step, BatchStats, LossFn};
+use super::steps::LossFn;
 use super::{rng_stream, Batches};
 use crate::data::{Features, Mask};
 use crate::graph::{Graph, Propagate};
@@ -15,7 +15,7 @@ use crate::nn::Model;
 use crate::nn::ModelConfig;
 use crate::optim::Optimizer;
 use crate::sample::{Blocks, NeighborSampler};
-use crate::{Error, Par, Result, Scalar};
+use crate::{Par, Result, Scalar};
 
 /// One batch: its blocks, the features of its first level, its seeds' labels, and the mask of
 /// every seed (the rows the loss reads).
@@ -107,6 +107,26 @@ impl<F: Scalar> BlockBatch<F> {
     }
 }
 
+impl<F: Scalar> super::stepper::Slot<F> for BlockBatch<F> {
+    fn size(&self) -> (usize, usize) {
+        BlockBatch::size(self)
+    }
+
+    fn targets(&self) -> (&[u32], &Mask, Option<&[F]>) {
+        (&self.labels, &self.seeds, None)
+    }
+
+    fn pass(
+        &self,
+        model: &mut Model<F>,
+        rng: &mut ChaCha8Rng,
+        par: Par,
+        loss: &mut LossFn<'_, F>,
+    ) -> Result<()> {
+        model.train_blocks(&self.refs(), &self.x, rng, par, loss)
+    }
+}
+
 /// The steps of a run over a neighbour sampler.
 pub(super) struct BlockSteps<'a, F: Scalar> {
     pub(super) sampler: &'a NeighborSampler,
@@ -116,7 +136,7 @@ pub(super) struct BlockSteps<'a, F: Scalar> {
     pub(super) batch: Box<BlockBatch<F>>,
     pub(super) next: Box<BlockBatch<F>>,
     pub(super) seed: u64,
-    pub(super) stats: BatchStats,
+    pub(super) stepper: super::stepper::Stepper<'a, F>,
     /// Evaluation over batches: the sampler of the validation and test nodes, and which nodes
     /// are which.
     pub(super) eval: Option<Box<EvalBlocks>>,
@@ -139,11 +159,9 @@ impl<F: Scalar> BlockSteps<'_, F> {
         &mut self,
         model: &mut Model<F>,
         opt: &mut dyn Optimizer<F>,
-        epoch: usize,
-        drop_rng: &mut ChaCha8Rng,
+        (epoch, drop_rng): (usize, &mut ChaCha8Rng),
         par: Par,
     ) -> Result<(f64, f64, f64)> {
-        let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
         if self.eval.is_none() {
             // (Evaluation on the whole graph: its activations are not held while training
             // runs, nor training's while it runs, see `eval`.)
@@ -151,66 +169,15 @@ impl<F: Scalar> BlockSteps<'_, F> {
         }
         // (Planned for the largest batch, again after evaluation freed it.)
         model.reserve_blocks(&self.sampler.level_caps(), self.x, false)?;
-        let BlockSteps {
-            sampler,
-            graph,
-            x,
-            labels,
-            batch,
-            next,
-            seed,
-            stats,
-            ..
-        } = self;
-        let (sampler, graph, x, labels, seed) = (*sampler, *graph, *x, *labels, *seed);
-        let n_batches = sampler.batches();
-        let t = std::time::Instant::now();
-        batch.fill(sampler, graph, x, labels, seed, epoch, 0)?;
-        let mut sampling = t.elapsed();
-        for index in 0..n_batches {
-            let (nodes, entries) = batch.size();
-            stats.add(nodes, entries);
-            // Batch index + 1 is built while this one trains: each is a function of (seed,
-            // epoch, index) alone, so the bits are those of building them in turn.
-            let current: &BlockBatch<F> = batch;
-            let (built, trained) = par.join(
-                || {
-                    (index + 1 < n_batches).then(|| {
-                        let t = std::time::Instant::now();
-                        let r = next.fill(sampler, graph, x, labels, seed, epoch, index + 1);
-                        (r, t.elapsed())
-                    })
-                },
-                || {
-                    let refs = current.refs();
-                    let pass = &mut |m: &mut Model<F>, loss: &mut LossFn<'_, F>| {
-                        m.train_blocks(&refs, &current.x, &mut *drop_rng, par, loss)
-                    };
-                    step(
-                        &mut *model,
-                        &mut *opt,
-                        &current.labels,
-                        &current.seeds,
-                        None,
-                        pass,
-                    )
-                },
-            );
-            let w = batch.seeds.len() as f64;
-            let (l, a) = trained?;
-            if !l.is_finite() {
-                return Err(Error::NonFiniteLoss { epoch, loss: l });
-            }
-            loss += l * w;
-            acc += a * w;
-            weight += w;
-            if let Some((r, dt)) = built {
-                r?;
-                sampling += dt;
-                std::mem::swap(batch, next);
-            }
-        }
-        Ok((loss / weight, acc / weight, sampling.as_secs_f64() * 1e3))
+        let (sampler, graph, x, labels, seed) =
+            (self.sampler, self.graph, self.x, self.labels, self.seed);
+        let fill = |b: &mut BlockBatch<F>, index: usize| {
+            b.fill(sampler, graph, x, labels, seed, epoch, index)
+        };
+        let slots = (&mut *self.batch, &mut *self.next);
+        let at = (epoch, drop_rng);
+        self.stepper
+            .epoch(slots, &fill, sampler.batches(), model, opt, at, par)
     }
 
     /// Validation's and test's (loss, accuracy) over batches of the validation and test

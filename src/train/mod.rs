@@ -7,7 +7,10 @@ pub mod fits;
 pub mod profile;
 pub mod recipe;
 pub mod run;
+mod stepper;
+pub use stepper::data_parallel_bytes;
 mod steps;
+mod summary;
 
 pub use steps::{train_step, BatchStats, Batches};
 
@@ -20,7 +23,7 @@ use serde::Serialize;
 
 use crate::data::{Features, Split};
 use crate::graph::dropedge::DropEdge;
-use crate::graph::{Graph, Norm, Propagate};
+use crate::graph::{Collective, Graph, Norm, Propagate};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
 use crate::nn::loss::softmax_cross_entropy_across;
@@ -172,6 +175,10 @@ pub struct TrainConfig {
     /// sampler whose batches partition the nodes: Cluster-GCN's), never holding the whole
     /// graph's activations.
     pub eval_batches: bool,
+    /// Mini-batches a step: their gradients summed exactly and divided by their count, then
+    /// one update (1: a step a batch). Across [`FitOptions::replicas`], a multiple of the
+    /// processes; the same bits for any process count dividing it.
+    pub batches_per_step: usize,
 }
 
 impl Default for TrainConfig {
@@ -187,6 +194,7 @@ impl Default for TrainConfig {
             par: Par::Rayon,
             batch: BatchConfig::Full,
             eval_batches: false,
+            batches_per_step: 1,
         }
     }
 }
@@ -375,6 +383,21 @@ pub struct FitOptions<'g> {
     /// Validation and test over the batches (see [`TrainConfig::eval_batches`]); needs
     /// `batches` from a sampler whose batches partition the nodes.
     pub eval_batches: bool,
+    /// The processes of a data-parallel run over mini-batches (every one holding the whole
+    /// data): each trains its share of every step's batches and the steps' gradients are
+    /// summed exactly across them ([`TrainConfig::batches_per_step`]); `None`: one process.
+    pub replicas: Option<Replicas<'g>>,
+}
+
+/// The processes of a data-parallel run ([`FitOptions::replicas`]).
+#[derive(Clone, Copy)]
+pub struct Replicas<'g>(pub &'g dyn Collective);
+
+impl std::fmt::Debug for Replicas<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rank, ranks) = self.0.process();
+        write!(f, "Replicas({rank} of {ranks})")
+    }
 }
 
 /// A function called after each epoch ([`FitOptions::on_epoch`]) with the seed and the
@@ -629,7 +652,7 @@ pub fn train_model<F: Scalar>(
     model.release();
     let mut opt = cfg.optimizer();
     // DropEdge (one Â′ rewritten every epoch, no allocation after the first) or batches.
-    let mut steps = steps::Steps::new(model, data, opts, seed)?;
+    let mut steps = steps::Steps::new(model, data, opts, seed, cfg.batches_per_step)?;
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
@@ -754,12 +777,15 @@ pub fn fit_seeds<F: Scalar>(
     opts: &FitOptions<'_>,
     on_done: &(dyn Fn(&RunResult, &mut Model<F>) + Sync),
 ) -> Result<Vec<RunResult>> {
-    seeds
-        .par_iter()
-        .map(|&s| {
-            let (r, mut model) = fit_model(data, cfg, s, opts)?;
-            on_done(&r, &mut model);
-            Ok(r)
-        })
-        .collect()
+    let run = |&s: &u64| {
+        let (r, mut model) = fit_model(data, cfg, s, opts)?;
+        on_done(&r, &mut model);
+        Ok(r)
+    };
+    // Across processes, one seed after another (every process makes the same exchanges in
+    // the same order).
+    match opts.replicas {
+        Some(c) if c.0.spans_processes() => seeds.iter().map(run).collect(),
+        _ => seeds.par_iter().map(run).collect(),
+    }
 }

@@ -1,19 +1,24 @@
 //! `roofline --epoch`: one training epoch of a model beside its floor on this machine.
 //!
-//! The epoch (a [`train_step`]: forward, loss, backward, optimiser update; no evaluation) is
+//! The epoch (a [`train_step`](super::train_step): forward, loss, backward, optimiser update;
+//! with mini-batches, one such step a batch while the next batch is built beside it; no
+//! evaluation) is
 //! timed after `warmup` untimed ones, `reps` times, and its median is `epoch_ms`. Then `reps`
 //! more epochs run with the kernel profile on ([`kernels::profile`](crate::kernels::profile)):
 //! every kernel call records its phase, its work and its time. The diagnostics price those
 //! calls at this machine's bounds ([`diag::roofline::floor`](crate::diag::roofline::floor):
 //! a GEMM at the sgemm rate of its shape, an SpMM at Â's in-cache floor, an element-wise pass
-//! at the triad rate), and `epoch_floor_ms` is their sum over one epoch. This file is the run
+//! at the triad rate), and `epoch_floor_ms` is their sum over one epoch, with mini-batches plus
+//! the bytes of building the epoch's batches at the triad rate ([`sampling_bytes`]: building
+//! runs beside the steps, on the same cores, so its floor adds to theirs). This file is the run
 //! level of that report (the model built and trained); `diag` measures kernels only.
 
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{build_model, check_data, median, rng_stream, train_step, TrainConfig, TrainData};
+use super::steps::{BatchStats, Steps};
+use super::{check_data, median, rng_stream, Batches, FitOptions, TrainConfig, TrainData};
 use crate::diag::roofline::{
     load_average, price, CallReport, FloorConfig, GemmRate, Machine, PhaseReport, Profiled,
     SpmmFloor,
@@ -81,10 +86,35 @@ pub struct EpochReport {
     pub gemm_rates: Vec<GemmRate>,
     /// In-cache SpMM floors.
     pub spmm_floors: Vec<SpmmFloor>,
+    /// Batches an epoch (`None`: full batch).
+    pub batches_per_epoch: Option<usize>,
+    /// Median time of an epoch's batch building (on another worker, beside the training
+    /// steps), ms; 0 for full batch.
+    pub sample_ms: f64,
+    /// Bytes the first profiled epoch's batches read and wrote at least (see
+    /// [`sampling_bytes`]).
+    pub sample_bytes: u64,
+    /// Those bytes at the triad rate, ms (a part of `epoch_floor_ms`).
+    pub sample_floor_ms: f64,
 }
 
-/// Runs `roofline --epoch` on `data` (Â held whole); call it inside the rayon pool whose
-/// threads should be used.
+/// The bytes building batches of `stats` reads and writes at least: each batch's rows of X
+/// read and written (`row_bytes` a row), a row pointer, degree and label a node (16 bytes),
+/// and each stored entry of its Â (or blocks) read from the graph and written as an index and
+/// a value (12 bytes). A subgraph batch's entries are its edges both ways and its self-loops;
+/// a stack of blocks (`blocks`) counts its entries and its first level's nodes.
+pub fn sampling_bytes(stats: &BatchStats, row_bytes: u64, blocks: bool) -> u64 {
+    let entries = if blocks {
+        stats.edges_sum
+    } else {
+        2 * stats.edges_sum + stats.nodes_sum
+    };
+    stats.nodes_sum * (2 * row_bytes + 16) + 12 * entries
+}
+
+/// Runs `roofline --epoch` on `data` (Â held whole; on the batches of `batches` when given,
+/// their epoch's floor adding the bytes of building them at the triad rate, [`sampling_bytes`]);
+/// call it inside the rayon pool whose threads should be used.
 ///
 /// # Errors
 /// The data's or configuration's errors ([`check_data`], the model's checks); DropEdge is not
@@ -94,6 +124,7 @@ pub fn epoch(
     local: &NormAdj<f32>,
     name: &str,
     cfg: &EpochConfig,
+    batches: Option<Batches<'_>>,
 ) -> Result<EpochReport> {
     if cfg.reps == 0 {
         return Err(ConfigError::ZeroCount("reps").into());
@@ -114,35 +145,60 @@ pub fn epoch(
     }
     let mut machine = Machine::detect();
     let par = cfg.train.par;
-    let mut model = build_model(data.adj, data.x, data.n_classes, &cfg.train.model, cfg.seed)?;
+    let opts = FitOptions {
+        batches,
+        ..FitOptions::default()
+    };
+    let orders =
+        super::blocks::block_orders(&cfg.train.model, batches.as_ref(), data.x.is_sparse());
+    let mut model = super::blocks::build_model_ordered(
+        data.adj,
+        data.x,
+        data.n_classes,
+        &cfg.train.model,
+        cfg.seed,
+        orders.as_deref(),
+    )?;
     let mut opt = cfg.train.optimizer::<f32>();
     let mut rng = rng_stream(cfg.seed, 1);
-    let train = &data.split.train;
-    let mut step = || {
+    let mut steps = Steps::new(
+        &mut model,
+        data,
+        &opts,
+        cfg.seed,
+        cfg.train.batches_per_step,
+    )?;
+    let mut e = 0;
+    let mut step = |model: &mut crate::nn::Model<f32>| {
         let t = Instant::now();
-        train_step(
-            &mut model,
-            &mut *opt,
-            data.adj,
-            data.x,
-            data.labels,
-            train,
-            &mut rng,
-            par,
-        )?;
-        Ok::<f64, crate::Error>(t.elapsed().as_secs_f64())
+        let (_, _, sample_ms) = steps.epoch(model, &mut *opt, data, e, &mut rng, par)?;
+        e += 1;
+        let built = steps.stats().unwrap_or_default();
+        Ok::<_, crate::Error>((t.elapsed().as_secs_f64(), sample_ms, built))
     };
     for _ in 0..cfg.warmup {
-        step()?;
+        step(&mut model)?;
     }
-    let times = (0..cfg.reps)
-        .map(|_| step())
-        .collect::<Result<Vec<f64>>>()?;
+    let mut built = BatchStats::default();
+    let (times, sampled): (Vec<f64>, Vec<f64>) = (0..cfg.reps)
+        .map(|_| {
+            let (t, s, b) = step(&mut model)?;
+            built = b;
+            Ok((t, s))
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     let epoch_s = median(times);
+    let sample_ms = median(sampled);
     let rec = Recording::start(4096);
     let mut runs: Vec<Profiled> = Vec::with_capacity(cfg.reps);
+    let mut first_stats = None;
     for _ in 0..cfg.reps {
-        let seconds = step()?;
+        let (seconds, _, after) = step(&mut model)?;
+        if first_stats.is_none() {
+            first_stats = Some(delta(built, after));
+        }
         runs.push(Profiled {
             seconds,
             records: rec.take(),
@@ -151,7 +207,7 @@ pub fn epoch(
     drop(rec);
     let profiled_s = median(runs.iter().map(|e| e.seconds).collect());
     let n_params = model.n_params();
-    let floors = price(
+    let mut floors = price(
         &runs,
         local.a(),
         &FloorConfig {
@@ -161,6 +217,24 @@ pub fn epoch(
             par,
         },
     )?;
+    let x = data.x;
+    let row_bytes = match x.is_sparse() {
+        true => 8 * (x.nnz() + x.n_rows()) as u64 / x.n_rows().max(1) as u64,
+        false => 4 * x.n_cols() as u64,
+    };
+    let blocks = batches.is_some_and(|b| b.sampler.blocks().is_some());
+    let sample_bytes = sampling_bytes(&first_stats.unwrap_or_default(), row_bytes, blocks);
+    let sample_floor_s = sample_bytes as f64 / (floors.triad_gbs * 1e9).max(f64::MIN_POSITIVE);
+    if let Some(b) = batches {
+        floors.floor_s += sample_floor_s;
+        floors.phases.push(PhaseReport {
+            phase: "sampling".into(),
+            calls: b.sampler.batches(),
+            ms: sample_ms,
+            floor_ms: sample_floor_s * 1e3,
+            ratio: (sample_floor_s > 0.0).then(|| sample_ms / (sample_floor_s * 1e3)),
+        });
+    }
     machine.load_after = load_average();
     let c = &cfg.train.model;
     Ok(EpochReport {
@@ -183,7 +257,41 @@ pub fn epoch(
         triad_gbs: floors.triad_gbs,
         gemm_rates: floors.gemm_rates,
         spmm_floors: floors.spmm_floors,
+        batches_per_epoch: batches.map(|b| b.sampler.batches()),
+        sample_ms,
+        sample_bytes,
+        sample_floor_ms: sample_floor_s * 1e3,
     })
+}
+
+/// [`epoch`] on a prepared dataset, on the batches of `cfg.train.batch` (cut from its kept
+/// graph) when they are not full batch, after the checks of a training run (memory, the
+/// sampler's settings).
+///
+/// # Errors
+/// As [`epoch`] and [`Prepared::fit`](super::run::Prepared::fit).
+pub fn prepared_epoch(
+    p: &super::run::Prepared,
+    name: &str,
+    cfg: &EpochConfig,
+) -> Result<EpochReport> {
+    let sampler = p.checked_sampler(&cfg.train, 1, 0)?;
+    let batches = sampler.as_deref().map(|sampler| Batches {
+        sampler,
+        graph: &p.data.graph,
+        norm: p.prepare.norm,
+    });
+    epoch(&p.train_data(), &p.adj, name, cfg, batches)
+}
+
+/// The batches built between `before` and `after`.
+fn delta(before: BatchStats, after: BatchStats) -> BatchStats {
+    BatchStats {
+        built: after.built - before.built,
+        nodes_sum: after.nodes_sum - before.nodes_sum,
+        edges_sum: after.edges_sum - before.edges_sum,
+        ..after
+    }
 }
 
 impl EpochReport {
@@ -264,6 +372,17 @@ impl EpochReport {
              shape, its SpMM at Â's in-cache floor, or its bytes at the triad rate; `other` is \
              time outside every recorded kernel (floor 0).\n",
         );
+        if let Some(b) = self.batches_per_epoch {
+            let _ = writeln!(
+                s,
+                "sampling: {b} batches built beside the steps in {:.2} ms (overlapped), at least \
+                 {:.1} MB read and written (rows of X, Â's entries as index and value): floor \
+                 {:.2} ms at the triad rate, part of the epoch's floor.",
+                self.sample_ms,
+                self.sample_bytes as f64 / 1e6,
+                self.sample_floor_ms
+            );
+        }
         s
     }
 }

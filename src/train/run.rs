@@ -15,9 +15,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+pub use super::summary::Summary;
 use super::{
-    build_model, fit_model, fit_seeds, Batches, DropEdgeSource, EpochHook, FitOptions, RunResult,
-    TrainConfig, TrainData,
+    build_model, fit_model, fit_seeds, Batches, DropEdgeSource, EpochHook, FitOptions, Replicas,
+    RunResult, TrainConfig, TrainData,
 };
 use crate::data::{memory, Dataset, Features};
 use crate::graph::{Direction, Graph, Norm, NormAdj, Permutation};
@@ -25,6 +26,15 @@ use crate::nn::{Model, ModelConfig};
 use crate::order::{self, Reorder};
 use crate::sample::{BatchConfig, NodeSampler};
 use crate::{ConfigError, Result};
+
+/// What a set of runs reports to and runs across ([`Prepared::fit_seeds_watched`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Watch<'a> {
+    /// Called after every epoch of every run with its seed and record.
+    pub on_epoch: Option<EpochHook<'a>>,
+    /// The processes of a data-parallel run over mini-batches ([`FitOptions::replicas`]).
+    pub replicas: Option<Replicas<'a>>,
+}
 
 /// Checks `cfg`'s sizes (`ModelConfig::check_sizes`: layers, hidden width, checkpointing; an
 /// architecture's own limits, such as SGC's K, through its `check`), and its input and output
@@ -416,11 +426,13 @@ impl Prepared {
         rank_sample: Option<usize>,
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
-        self.fit_seeds_watched(cfg, seeds, metrics_every, rank_sample, None, on_done)
+        let watch = Watch::default();
+        self.fit_seeds_watched(cfg, seeds, metrics_every, rank_sample, watch, on_done)
     }
 
-    /// [`Prepared::fit_seeds`], calling `on_epoch` (when given) after every epoch of every
-    /// run with its seed and record.
+    /// [`Prepared::fit_seeds`] with `watch`: its `on_epoch` (when given) called after every
+    /// epoch of every run with its seed and record; across its `replicas` (mini-batches, one
+    /// seed after another).
     ///
     /// # Errors
     /// As [`Prepared::fit_seeds`].
@@ -430,13 +442,16 @@ impl Prepared {
         seeds: &[u64],
         metrics_every: usize,
         rank_sample: Option<usize>,
-        on_epoch: Option<EpochHook<'_>>,
+        watch: Watch<'_>,
         on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
     ) -> Result<Vec<RunResult>> {
-        let runs = rayon::current_num_threads().min(seeds.len());
+        let runs = match watch.replicas {
+            Some(_) => 1,
+            None => rayon::current_num_threads().min(seeds.len()),
+        };
         let sampler = self.checked_sampler(cfg, runs, metrics_every)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample, sampler.as_deref());
-        opts.on_epoch = on_epoch;
+        (opts.on_epoch, opts.replicas) = (watch.on_epoch, watch.replicas);
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
     }
 
@@ -492,7 +507,7 @@ impl Prepared {
     /// The checks of a training of `runs` models of `cfg` recording metrics every
     /// `metrics_every` epochs ([`Prepared::check_fits`]; the layers' metrics read the whole Â,
     /// so they need it built), then the sampler of its batches.
-    fn checked_sampler(
+    pub(crate) fn checked_sampler(
         &self,
         cfg: &TrainConfig,
         runs: usize,
@@ -630,6 +645,7 @@ impl Prepared {
             }),
             on_epoch: None,
             eval_batches: cfg.eval_batches,
+            replicas: None,
         }
     }
 
@@ -658,69 +674,6 @@ impl Prepared {
             reorder_s: self.reorder_s,
             directed: self.directed,
         }
-    }
-}
-
-/// What a preparation made of a dataset, whole ([`Prepared::summary`]) or one rank's part of
-/// it (`dist::local::RankPrepared`): the figures a report prints and a checkpoint records.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    /// The dataset's name.
-    pub name: String,
-    /// Nodes.
-    pub n_nodes: usize,
-    /// Edges (undirected edges counted once).
-    pub n_edges: usize,
-    /// Stored entries of the whole Â.
-    pub nnz: usize,
-    /// Feature columns.
-    pub in_dim: usize,
-    /// Whether the features are stored sparse.
-    pub sparse_features: bool,
-    /// Classes.
-    pub n_classes: usize,
-    /// The split's name.
-    pub split_name: String,
-    /// Training, validation and test nodes of the whole split.
-    pub split_sizes: [usize; 3],
-    /// Whether the features were row-normalised.
-    pub row_normalized: bool,
-    /// How it was prepared, `reorder` resolved.
-    pub prepare: Prepare,
-    /// The order asked for (`auto` before resolution).
-    pub reorder_asked: Reorder,
-    /// Seconds spent choosing and applying the node order.
-    pub reorder_s: f64,
-    /// Whether the graph is directed.
-    pub directed: bool,
-}
-
-impl Summary {
-    /// As [`Prepared::extra`].
-    pub fn extra(&self) -> BTreeMap<String, String> {
-        let mut extra = BTreeMap::from([
-            ("dataset".to_string(), self.name.clone()),
-            ("row_normalize".to_string(), self.row_normalized.to_string()),
-            (
-                "norm".to_string(),
-                match self.prepare.norm {
-                    Norm::Symmetric => "sym",
-                    Norm::Row => "row",
-                }
-                .to_string(),
-            ),
-            ("directed".to_string(), self.directed.to_string()),
-            // What was applied (`auto` resolved).
-            ("reorder".to_string(), self.prepare.reorder.to_string()),
-        ]);
-        // (Recorded only when set: the metadata of checkpoints without it is unchanged.)
-        if self.prepare.diag_lambda != 0.0 {
-            extra.insert(
-                "diag_lambda".to_string(),
-                self.prepare.diag_lambda.to_string(),
-            );
-        }
-        extra
     }
 }
 

@@ -93,7 +93,7 @@ pub(super) enum Steps<'a, F: Scalar> {
         /// The batch built while `batch` trains.
         next: Box<Batch<F>>,
         seed: u64,
-        stats: BatchStats,
+        stepper: Box<super::stepper::Stepper<'a, F>>,
         /// Validation and test nodes, for evaluation over the batches.
         eval: Option<Box<EvalSets>>,
     },
@@ -185,8 +185,8 @@ impl<'a, F: Scalar> Steps<'a, F> {
     pub(super) fn stats(&self) -> Option<BatchStats> {
         match self {
             Steps::Full(_) => None,
-            Steps::Blocks(b) => Some(b.stats),
-            Steps::Batches { stats, .. } => Some(*stats),
+            Steps::Blocks(b) => Some(b.stepper.stats),
+            Steps::Batches { stepper, .. } => Some(stepper.stats),
         }
     }
 
@@ -202,6 +202,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         data: &TrainData<'a, F>,
         opts: &FitOptions<'a>,
         seed: u64,
+        per_step: usize,
     ) -> Result<Self> {
         let rate = model.config().map_or(0.0, |c| c.drop_edge);
         let edge_rng = rng_stream(seed, 2);
@@ -213,6 +214,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
             }));
         }
         let Some(b) = opts.batches else {
+            if per_step != 1 || opts.replicas.is_some() {
+                return Err(Error::Config(ConfigError::OutOfRange {
+                    name: "batches_per_step",
+                    value: per_step as f64,
+                    rule: "1 without mini-batches (FitOptions::batches), and no replicas",
+                }));
+            }
             let drop_edge = super::drop_edge_source(rate, data.adj, opts)?;
             return Ok(Steps::Full(Box::new(Full {
                 sampled: drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm)),
@@ -247,7 +255,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
             }));
         }
         if let Some(ns) = b.sampler.blocks() {
-            return Self::blocks(model, data, opts, ns, b, seed);
+            return Self::blocks(model, data, opts, ns, b, (seed, per_step));
         }
         let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
         let eval = if opts.eval_batches {
@@ -283,10 +291,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
             next,
             seed,
             eval,
-            stats: BatchStats {
-                batches_per_epoch: b.sampler.batches(),
-                ..BatchStats::default()
-            },
+            stepper: Box::new(super::stepper::Stepper::new(
+                model,
+                per_step,
+                opts.replicas,
+                seed,
+                b.sampler.batches(),
+            )?),
         })
     }
 
@@ -299,7 +310,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         opts: &FitOptions<'a>,
         ns: &'a crate::sample::NeighborSampler,
         b: Batches<'a>,
-        seed: u64,
+        (seed, per_step): (u64, usize),
     ) -> Result<Self> {
         if b.norm != crate::graph::Norm::Symmetric {
             return Err(Error::Config(ConfigError::OutOfRange {
@@ -348,10 +359,13 @@ impl<'a, F: Scalar> Steps<'a, F> {
             batch: new(),
             next: new(),
             seed,
-            stats: BatchStats {
-                batches_per_epoch: ns.batches(),
-                ..BatchStats::default()
-            },
+            stepper: super::stepper::Stepper::new(
+                model,
+                per_step,
+                opts.replicas,
+                seed,
+                ns.batches(),
+            )?,
             eval,
         })))
     }
@@ -371,7 +385,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         par: Par,
     ) -> Result<(f64, f64, f64)> {
         match self {
-            Steps::Blocks(b) => b.epoch(model, opt, epoch, drop_rng, par),
+            Steps::Blocks(b) => b.epoch(model, opt, (epoch, drop_rng), par),
             Steps::Full(full) => {
                 let Full {
                     drop_edge,
@@ -406,66 +420,37 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 batch,
                 next,
                 seed,
-                stats,
+                stepper,
                 ..
             } => {
-                let (mut loss, mut acc, mut weight) = (0.0, 0.0, 0.0);
-                let n_batches = batches.sampler.batches();
-                let sampler = batches.sampler;
-                let seed = *seed;
-                let t = std::time::Instant::now();
-                batch.fill(src, sampler, seed, epoch, 0)?;
-                let mut sampling = t.elapsed();
-                for index in 0..n_batches {
-                    stats.add(batch.nodes().len(), batch.graph().n_edges());
-                    // Batch index + 1 is built while this one trains (on another worker when
-                    // one is free): each is a function of (seed, epoch, index) alone, so the
-                    // bits are those of building them in turn.
-                    let current: &Batch<F> = batch;
-                    let (built, trained) = par.join(
-                        || {
-                            (index + 1 < n_batches).then(|| {
-                                let t = std::time::Instant::now();
-                                let r = next.fill(src, sampler, seed, epoch, index + 1);
-                                (r, t.elapsed())
-                            })
-                        },
-                        || {
-                            if current.train().is_empty() {
-                                return Ok(None);
-                            }
-                            train_step_weighted(
-                                &mut *model,
-                                &mut *opt,
-                                current.adj(),
-                                current.x(),
-                                current.labels(),
-                                current.train(),
-                                current.loss_weights(),
-                                &mut *drop_rng,
-                                par,
-                            )
-                            .map(Some)
-                        },
-                    );
-                    let w = batch.train().len() as f64;
-                    if let Some((l, a)) = trained? {
-                        if !l.is_finite() {
-                            return Err(Error::NonFiniteLoss { epoch, loss: l });
-                        }
-                        loss += l * w;
-                        acc += a * w;
-                        weight += w;
-                    }
-                    if let Some((r, dt)) = built {
-                        r?;
-                        sampling += dt;
-                        std::mem::swap(batch, next);
-                    }
-                }
-                Ok((loss / weight, acc / weight, sampling.as_secs_f64() * 1e3))
+                let (sampler, seed, src) = (batches.sampler, *seed, &*src);
+                let fill =
+                    |b: &mut Batch<F>, index: usize| b.fill(src, sampler, seed, epoch, index);
+                let slots = (&mut **batch, &mut **next);
+                let at = (epoch, drop_rng);
+                stepper.epoch(slots, &fill, sampler.batches(), model, opt, at, par)
             }
         }
+    }
+}
+
+impl<F: Scalar> super::stepper::Slot<F> for Batch<F> {
+    fn size(&self) -> (usize, usize) {
+        (self.nodes().len(), self.graph().n_edges())
+    }
+
+    fn targets(&self) -> (&[u32], &Mask, Option<&[F]>) {
+        (self.labels(), self.train(), self.loss_weights())
+    }
+
+    fn pass(
+        &self,
+        model: &mut Model<F>,
+        rng: &mut ChaCha8Rng,
+        par: Par,
+        loss: &mut LossFn<'_, F>,
+    ) -> Result<()> {
+        model.train_pass(self.adj(), self.x(), rng, par, loss)
     }
 }
 
@@ -533,6 +518,25 @@ pub(super) fn step<F: Scalar>(
     weights: Option<&[F]>,
     pass: &mut PassFn<'_, F>,
 ) -> Result<(f64, f64)> {
+    let out = grads(model, labels, train, weights, pass)?;
+    if out.0.is_finite() {
+        update(model, opt);
+    }
+    Ok(out)
+}
+
+/// The gradients of a training pass through the loss it is given (see [`step`]), written
+/// over the model's: the training loss and accuracy.
+///
+/// # Errors
+/// As `pass`.
+pub(super) fn grads<F: Scalar>(
+    model: &mut Model<F>,
+    labels: &[u32],
+    train: &Mask,
+    weights: Option<&[F]>,
+    pass: &mut PassFn<'_, F>,
+) -> Result<(f64, f64)> {
     model.zero_grad();
     let mut out = (f64::NAN, 0.0);
     let mut loss = |z: ArrayViewMut2<'_, F>, sums: Sums<'_, F>| {
@@ -547,13 +551,15 @@ pub(super) fn step<F: Scalar>(
         loss.is_finite()
     };
     pass(model, &mut loss)?;
-    if out.0.is_finite() {
-        let mut index = 0;
-        model.visit_params(&mut |group, p| {
-            opt.update(index, group, p);
-            index += 1;
-        });
-        opt.finish_step();
-    }
     Ok(out)
+}
+
+/// An update of every parameter of `model` by `opt` from the gradients it holds.
+pub(super) fn update<F: Scalar>(model: &mut Model<F>, opt: &mut dyn Optimizer<F>) {
+    let mut index = 0;
+    model.visit_params(&mut |group, p| {
+        opt.update(index, group, p);
+        index += 1;
+    });
+    opt.finish_step();
 }

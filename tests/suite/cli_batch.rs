@@ -48,6 +48,26 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
         (&["--batch", "saint-rw", "--parts", "3"], "--parts"),
         (&["--saint-coverage", "10"], "--saint-coverage"),
         (&["--batches-per-epoch", "10"], "--batches-per-epoch"),
+        (&["--batches-per-step", "2"], "--batches-per-step"),
+        (
+            &["--batch", "cluster", "--batches-per-step", "0"],
+            "--batches-per-step",
+        ),
+        (
+            &["--batch", "cluster", "--batches-per-step", "99999999"],
+            "--batches-per-step",
+        ),
+        (
+            &[
+                "--batch",
+                "cluster",
+                "--norm-layer",
+                "batch",
+                "--batches-per-step",
+                "2",
+            ],
+            "--batches-per-step",
+        ),
         (
             &["--batch", "saint-rw", "--saint-coverage", "-1"],
             "--saint-coverage",
@@ -126,6 +146,75 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
         2,
         &["--batch"],
     );
+    expect(
+        &run(&["plan", "--batches-per-step", "2", "--ranks", "1,2"]),
+        2,
+        &["--batches-per-step"],
+    );
+    // roofline: the batches of --epoch only.
+    for (args, flag) in [
+        (&["roofline", "--batch", "cluster"][..], "--batch"),
+        (&["roofline", "--epoch", "--parts", "3"][..], "--parts"),
+        (
+            &[
+                "roofline", "--epoch", "--batch", "neighbor", "--fanout", "2",
+            ][..],
+            "--fanout",
+        ),
+    ] {
+        expect(&run(args), 2, &[flag]);
+    }
+}
+
+#[test]
+fn roofline_prices_a_batch_epoch_with_its_sampling() {
+    for batch in [
+        &[
+            "--batch",
+            "cluster",
+            "--parts",
+            "20",
+            "--parts-per-batch",
+            "4",
+        ][..],
+        &[
+            "--batch",
+            "neighbor",
+            "--fanout",
+            "3,5",
+            "--batch-size",
+            "64",
+        ][..],
+    ] {
+        let mut args = vec![
+            "roofline",
+            "--preset",
+            "cora-like",
+            "--epoch",
+            "--reps",
+            "1",
+            "--triad-mib",
+            "8",
+            "--json",
+        ];
+        args.extend(batch);
+        let r = run(&args);
+        expect(&r, 0, &["sampling", r#""sample_bytes":"#]);
+        let (start, end) = (r.text.rfind("\n{").unwrap(), r.text.rfind('}').unwrap());
+        let j: serde_json::Value = serde_json::from_str(&r.text[start + 1..=end]).unwrap();
+        let floor = j["epoch_floor_ms"].as_f64().unwrap();
+        let sample = j["sample_floor_ms"].as_f64().unwrap();
+        assert!(sample > 0.0 && sample < floor, "{sample} {floor}");
+        let phases = j["phases"].as_array().unwrap();
+        let sampling = phases.iter().find(|p| p["phase"] == "sampling").unwrap();
+        assert_eq!(sampling["floor_ms"].as_f64(), Some(sample));
+        // 20 parts, 4 a batch; cora-like's 140 training nodes, 64 a batch.
+        let batches = j["batches_per_epoch"].as_u64().unwrap();
+        assert_eq!(batches, if batch[1] == "cluster" { 5 } else { 3 });
+        // The phases' floors (sampling's included) add up to the epoch's.
+        let sum: f64 = phases.iter().map(|p| p["floor_ms"].as_f64().unwrap()).sum();
+        assert!((sum - floor).abs() <= 1e-9 * floor, "{sum} {floor}");
+    }
 }
 
 #[test]

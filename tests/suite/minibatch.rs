@@ -7,9 +7,9 @@ use sparse_gcn::data::synthetic::CitationLike;
 use sparse_gcn::data::{Dataset, Features};
 use sparse_gcn::graph::{Norm, NormAdj};
 use sparse_gcn::nn::{Arch, ModelConfig, NormKind, Order};
-use sparse_gcn::sample::{ClusterSampler, Clusters, NodeSampler};
+use sparse_gcn::sample::{BatchConfig, ClusterSampler, Clusters, Fanouts, NodeSampler, SaintKind};
 use sparse_gcn::train::{
-    fit_model, Batches, FitOptions, RunResult, StopRule, TrainConfig, TrainData,
+    fit_model, Batches, FitOptions, Replicas, RunResult, StopRule, TrainConfig, TrainData,
 };
 use sparse_gcn::Par;
 
@@ -372,4 +372,227 @@ fn a_sampler_of_no_batches_is_a_typed_error() {
         "{:?}",
         r.map(|_| ())
     );
+}
+
+/// `size` threads standing for the processes of a data-parallel run: `sum_words` adds every
+/// thread's words (each thread waits for the others, as an all-reduce does).
+struct ThreadRanks {
+    rank: usize,
+    size: usize,
+    shared: std::sync::Arc<(std::sync::Barrier, std::sync::Mutex<Vec<i64>>)>,
+}
+
+impl sparse_gcn::graph::Collective for ThreadRanks {
+    fn spans_processes(&self) -> bool {
+        true
+    }
+    fn process(&self) -> (usize, usize) {
+        (self.rank, self.size)
+    }
+    fn sum_words(&self, words: &mut [i64]) {
+        let (barrier, acc) = &*self.shared;
+        // (Every thread has read the last sum before it is cleared.)
+        barrier.wait();
+        if self.rank == 0 {
+            let mut a = acc.lock().unwrap();
+            a.clear();
+            a.resize(words.len(), 0);
+        }
+        barrier.wait();
+        for (a, w) in acc.lock().unwrap().iter_mut().zip(words.iter()) {
+            *a += *w;
+        }
+        barrier.wait();
+        words.copy_from_slice(&acc.lock().unwrap());
+    }
+}
+
+/// Trains `cfg` with the batches of `batch` on `size` thread ranks (`None`: one process
+/// without replicas); every rank's result.
+fn run_ranks(
+    d: &Dataset,
+    adj: &NormAdj<f32>,
+    cfg: &TrainConfig,
+    size: Option<usize>,
+) -> Vec<RunResult> {
+    let x = &d.features;
+    let sampler = cfg.batch.sampler(&d.graph, &d.split.train, 3).unwrap();
+    let data = TrainData::new(adj, x, &d.labels, d.n_classes, &d.split);
+    let opts = FitOptions {
+        batches: sampler.as_deref().map(|sampler| Batches {
+            sampler,
+            graph: &d.graph,
+            norm: Norm::Symmetric,
+        }),
+        eval_batches: cfg.eval_batches,
+        ..FitOptions::default()
+    };
+    let Some(size) = size else {
+        return vec![fit_model(&data, cfg, 3, &opts).unwrap().0];
+    };
+    let shared = std::sync::Arc::new((std::sync::Barrier::new(size), Default::default()));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..size)
+            .map(|rank| {
+                let ranks = ThreadRanks {
+                    rank,
+                    size,
+                    shared: shared.clone(),
+                };
+                let (data, opts) = (&data, &opts);
+                s.spawn(move || {
+                    let opts = FitOptions {
+                        replicas: Some(Replicas(&ranks)),
+                        ..*opts
+                    };
+                    fit_model(data, cfg, 3, &opts).unwrap().0
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn several_batches_a_step_are_the_same_bits_on_any_number_of_ranks_dividing_them() {
+    let (d, adj) = data(400);
+    let fanouts = Fanouts::new(&[3, 4]).unwrap();
+    for (batch, eval_batches) in [
+        (
+            BatchConfig::Cluster {
+                parts: 10,
+                per_batch: 1,
+                clusters: Clusters::Community,
+                diag_lambda: 0.0,
+            },
+            true,
+        ),
+        (
+            BatchConfig::Saint {
+                kind: SaintKind::RandomWalk { walk_length: 2 },
+                batch_size: 40,
+                batches: Some(7),
+                coverage: 20.0,
+            },
+            false,
+        ),
+        (
+            BatchConfig::Neighbor {
+                fanouts,
+                batch_size: 16,
+            },
+            false,
+        ),
+    ] {
+        let cfg = TrainConfig {
+            model: ModelConfig {
+                hidden_dim: 16,
+                ..ModelConfig::default()
+            },
+            epochs: 3,
+            stop: StopRule::Never,
+            batch,
+            eval_batches,
+            batches_per_step: 4,
+            ..TrainConfig::default()
+        };
+        let one = run_ranks(&d, &adj, &cfg, None);
+        let b = one[0].batches.unwrap();
+        assert!(
+            b.batches_per_epoch > 4 && !b.batches_per_epoch.is_multiple_of(4),
+            "{b:?}"
+        );
+        for size in [1, 2, 4] {
+            for r in run_ranks(&d, &adj, &cfg, Some(size)) {
+                assert_eq!(bits(&r), bits(&one[0]), "{batch:?} on {size} ranks");
+            }
+        }
+        // A step a batch is another run (a step of four batches averages their gradients).
+        let single = run_ranks(
+            &d,
+            &adj,
+            &TrainConfig {
+                batches_per_step: 1,
+                ..cfg.clone()
+            },
+            None,
+        );
+        assert_ne!(bits(&single[0]), bits(&one[0]), "{batch:?}");
+        assert!(one[0].test_acc > 0.3, "{batch:?}: {}", one[0].test_acc);
+    }
+}
+
+#[test]
+fn ranks_that_do_not_divide_the_step_and_statistics_across_batches_are_refused() {
+    let (d, adj) = data(200);
+    let sampler = ClusterSampler::from_parts(&vec![0; 200], 1, 1).unwrap();
+    let data = TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &d.split);
+    let shared = std::sync::Arc::new((std::sync::Barrier::new(1), Default::default()));
+    let ranks = ThreadRanks {
+        rank: 0,
+        size: 2,
+        shared,
+    };
+    let batches = Some(Batches {
+        sampler: &sampler,
+        graph: &d.graph,
+        norm: Norm::Symmetric,
+    });
+    let cfg = |per_step: usize, norm: NormKind| TrainConfig {
+        model: ModelConfig {
+            norm,
+            ..ModelConfig::default()
+        },
+        epochs: 1,
+        batches_per_step: per_step,
+        ..TrainConfig::default()
+    };
+    fn with<'a>(replicas: Option<Replicas<'a>>, batches: Option<Batches<'a>>) -> FitOptions<'a> {
+        FitOptions {
+            batches,
+            replicas,
+            ..FitOptions::default()
+        }
+    }
+    for (c, opts, what) in [
+        (
+            cfg(3, NormKind::None),
+            with(Some(Replicas(&ranks)), batches),
+            "batches_per_step",
+        ),
+        (
+            cfg(0, NormKind::None),
+            with(None, batches),
+            "batches_per_step",
+        ),
+        (
+            cfg(2, NormKind::Batch),
+            with(None, batches),
+            "running statistics",
+        ),
+        (cfg(2, NormKind::None), with(None, None), "batches_per_step"),
+        (
+            cfg(1, NormKind::None),
+            with(Some(Replicas(&ranks)), None),
+            "batches_per_step",
+        ),
+    ] {
+        let Err(e) = fit_model(&data, &c, 0, &opts).map(|_| ()) else {
+            panic!("{what}: accepted");
+        };
+        let e = e.to_string();
+        assert!(e.contains(what), "{e}");
+    }
+    // One rank of one, a step a batch: training as without replicas.
+    let one = ThreadRanks {
+        rank: 0,
+        size: 1,
+        shared: std::sync::Arc::new((std::sync::Barrier::new(1), Default::default())),
+    };
+    let c = cfg(1, NormKind::None);
+    let plain = fit_model(&data, &c, 0, &with(None, batches)).unwrap().0;
+    let across = fit_model(&data, &c, 0, &with(Some(Replicas(&one)), batches))
+        .unwrap()
+        .0;
+    assert_eq!(bits(&plain), bits(&across));
 }

@@ -8,7 +8,7 @@ use sparse_gcn::sample::{BatchConfig, Clusters, Fanouts, SaintKind, MAX_FANOUTS,
 use sparse_gcn::train::TrainConfig;
 use sparse_gcn::ConfigError;
 
-use super::TrainArgs;
+use super::{args, TrainArgs};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum BatchArg {
@@ -44,9 +44,77 @@ pub(crate) enum ClustersArg {
     Community,
 }
 
-impl TrainArgs {
+/// The flags of the batches (`train`, `roofline --epoch`).
+#[derive(clap::Args, Clone)]
+pub(crate) struct BatchArgs {
+    /// Training batches: full (one pass over the whole graph an epoch) or cluster
+    /// (Cluster-GCN: the graph cut once into --parts parts, each epoch --parts-per-batch random
+    /// parts a batch with every edge among them, each batch's Â renormalised on it, one
+    /// optimiser step a batch; validation and test on the whole graph).
+    #[arg(long, value_enum, default_value_t = BatchArg::Full)]
+    pub(crate) batch: BatchArg,
+    /// Parts of --batch cluster, at most the nodes [default: 500].
+    #[arg(long, value_parser = args::parts)]
+    parts: Option<usize>,
+    /// Parts a batch of --batch cluster, at most --parts [default: 10].
+    #[arg(long, value_parser = args::parts)]
+    parts_per_batch: Option<usize>,
+    /// How --batch cluster cuts the graph [default: metis].
+    #[arg(long, value_enum)]
+    clusters: Option<ClustersArg>,
+    /// Cluster-GCN's diagonal enhancement λ (--batch cluster): every Â, the batches' and
+    /// evaluation's, becomes Â + λ·diag(Â); the paper's with --norm row [default: 0].
+    #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
+    diag_lambda: Option<f64>,
+    /// GraphSAINT's nodes (saint-node) [default: 8000], edges (saint-edge) [default: 4000] or
+    /// walk roots (saint-rw) [default: 3000] drawn a batch; neighbour sampling's training nodes
+    /// (seeds) a batch [default: 1024].
+    #[arg(long, value_parser = args::batch_size)]
+    batch_size: Option<usize>,
+    /// Neighbours drawn per node at each hop of --batch neighbor, hop by hop from the seeds
+    /// (PyG's num_neighbors order; DGL's fanouts list reversed), one a layer, 0: every
+    /// neighbour, e.g. 5,10,15 [default: 10 a layer].
+    #[arg(long, value_delimiter = ',', value_parser = args::fanout)]
+    fanout: Option<Vec<usize>>,
+    /// Steps of each walk of --batch saint-rw [default: 2].
+    #[arg(long, value_parser = args::walk_length)]
+    walk_length: Option<usize>,
+    /// GraphSAINT's batches an epoch [default: as many as draw about the node count].
+    #[arg(long, value_parser = args::batches)]
+    batches_per_epoch: Option<usize>,
+    /// Batches a step: their gradients summed exactly, divided by their count, then one
+    /// update. Under mpirun (every rank holding the whole data) a multiple of the ranks, each
+    /// training its share of a step's batches: the same bits for any rank count dividing it
+    /// [default: 1].
+    #[arg(long, value_parser = args::batches_per_step)]
+    pub(crate) batches_per_step: Option<usize>,
+    /// GraphSAINT's normalisation: subgraphs pre-sampled (seed 0) until they hold this many
+    /// times the node count; 0: none (each batch's Â renormalised on it, the loss its mean,
+    /// as DGL's SAINTSampler trains) [default: 400].
+    #[arg(long, value_parser = args::coverage)]
+    saint_coverage: Option<f64>,
+}
+
+impl BatchArgs {
+    /// Each flag, and whether it was given.
+    pub(crate) fn given(&self) -> [(&'static str, bool); 11] {
+        [
+            ("--batch", self.batch != BatchArg::Full),
+            ("--parts", self.parts.is_some()),
+            ("--parts-per-batch", self.parts_per_batch.is_some()),
+            ("--clusters", self.clusters.is_some()),
+            ("--diag-lambda", self.diag_lambda.is_some()),
+            ("--batch-size", self.batch_size.is_some()),
+            ("--fanout", self.fanout.is_some()),
+            ("--walk-length", self.walk_length.is_some()),
+            ("--batches-per-epoch", self.batches_per_epoch.is_some()),
+            ("--batches-per-step", self.batches_per_step.is_some()),
+            ("--saint-coverage", self.saint_coverage.is_some()),
+        ]
+    }
+
     /// The batches the flags ask for.
-    pub(super) fn batch_config(&self, n_layers: usize) -> BatchConfig {
+    pub(crate) fn config(&self, n_layers: usize) -> BatchConfig {
         match self.batch {
             BatchArg::Full => BatchConfig::Full,
             BatchArg::Neighbor => {
@@ -90,8 +158,12 @@ impl TrainArgs {
     }
 
     /// A usage error for a batch flag that does not apply, or batches with what they cannot
-    /// run with.
-    pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+    /// run with (`cfg`, Â normalised by rows when `norm_row`).
+    pub(crate) fn check(
+        &self,
+        cfg: &TrainConfig,
+        norm_row: bool,
+    ) -> std::result::Result<(), String> {
         let saint = matches!(cfg.batch, BatchConfig::Saint { .. });
         let cluster = self.batch == BatchArg::Cluster;
         let neighbor = self.batch == BatchArg::Neighbor;
@@ -135,14 +207,6 @@ impl TrainArgs {
                 return Err(format!("{flag}: {what}"));
             }
         }
-        if self.eval == Some(EvalArg::Batch) && !cluster && !neighbor {
-            return Err(
-                "--eval batch: only with --batch cluster or neighbor (the GraphSAINT batches do \
-                 not partition the nodes, so they would score some nodes twice and others not \
-                 at all)"
-                    .into(),
-            );
-        }
         if neighbor {
             let given = self
                 .fanout
@@ -159,7 +223,7 @@ impl TrainArgs {
                      {MAX_FANOUTS}"
                 ));
             }
-            if matches!(self.norm, super::NormArg::Row) {
+            if norm_row {
                 return Err(
                     "--norm row: neighbour sampling normalises each block as DGL's GraphConv \
                      norm='both' does (docs/MATH.md §23.2), not by rows"
@@ -184,7 +248,13 @@ impl TrainArgs {
             }
         }
         if self.batch == BatchArg::Full {
-            return Ok(());
+            return match self.batches_per_step {
+                Some(b) => Err(format!(
+                    "--batches-per-step {b}: only with mini-batches (--batch; full batch takes \
+                     one step an epoch)"
+                )),
+                None => Ok(()),
+            };
         }
         // The library's rules for the batches' settings, each named by its flag.
         if let Err(e) = cfg.batch.check() {
@@ -201,10 +271,40 @@ impl TrainArgs {
                     .into(),
             );
         }
+        let per_step = cfg.batches_per_step;
+        if per_step > 1 && cfg.model.norm == sparse_gcn::nn::NormKind::Batch {
+            return Err(format!(
+                "--batches-per-step {per_step}: not with --norm-layer batch (its running \
+                 statistics would follow each rank's batches)"
+            ));
+        }
         #[cfg(feature = "mpi")]
-        if dist::launched() {
-            return Err("--batch: not under mpirun yet (mini-batches need Â held whole)".into());
+        if let Some(ranks) = dist::launched_size() {
+            if !per_step.is_multiple_of(ranks) {
+                return Err(format!(
+                    "--batches-per-step {per_step}: not a multiple of the {ranks} ranks (each \
+                     rank trains an equal share of a step's batches)"
+                ));
+            }
         }
         Ok(())
+    }
+}
+
+impl TrainArgs {
+    /// [`BatchArgs::check`], and `--eval batch` where the batches cover every node once.
+    pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
+        let b = &self.batches;
+        if self.eval == Some(EvalArg::Batch)
+            && !matches!(b.batch, BatchArg::Cluster | BatchArg::Neighbor)
+        {
+            return Err(
+                "--eval batch: only with --batch cluster or neighbor (the GraphSAINT batches do \
+                 not partition the nodes, so they would score some nodes twice and others not \
+                 at all)"
+                    .into(),
+            );
+        }
+        b.check(cfg, matches!(self.norm, super::NormArg::Row))
     }
 }

@@ -13,7 +13,7 @@ use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
 use sparse_gcn::order::Reorder;
 use sparse_gcn::sample::BatchConfig;
-use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
+use sparse_gcn::train::run::{Prepare, Prepared, RowNorm, Watch};
 use sparse_gcn::train::{
     checkpoint, mean_std, recipe, EpochHook, EpochRecord, OptimizerKind, RunResult, StopRule,
     TrainConfig,
@@ -25,7 +25,7 @@ use super::{args, dist, progress_bar, say, DataArgs};
 mod batch;
 mod report;
 
-pub(crate) use batch::{BatchArg, ClustersArg, EvalArg};
+pub(crate) use batch::{BatchArgs, EvalArg};
 
 use report::{epoch_line, history_csv, json_report, medians, ms_text, Times};
 pub(crate) use report::{plural, stop_text};
@@ -152,51 +152,14 @@ pub(crate) struct TrainArgs {
     /// in backward (0: off; at most 1024).
     #[arg(long, value_parser = args::every)]
     checkpoint_every: Option<usize>,
-    /// Training batches: full (one pass over the whole graph an epoch) or cluster
-    /// (Cluster-GCN: the graph cut once into --parts parts, each epoch --parts-per-batch random
-    /// parts a batch with every edge among them, each batch's Â renormalised on it, one
-    /// optimiser step a batch; validation and test on the whole graph).
-    #[arg(long, value_enum, default_value_t = BatchArg::Full)]
-    batch: BatchArg,
-    /// Parts of --batch cluster, at most the nodes [default: 500].
-    #[arg(long, value_parser = args::parts)]
-    parts: Option<usize>,
-    /// Parts a batch of --batch cluster, at most --parts [default: 10].
-    #[arg(long, value_parser = args::parts)]
-    parts_per_batch: Option<usize>,
-    /// How --batch cluster cuts the graph [default: metis].
-    #[arg(long, value_enum)]
-    clusters: Option<ClustersArg>,
-    /// Cluster-GCN's diagonal enhancement λ (--batch cluster): every Â, the batches' and
-    /// evaluation's, becomes Â + λ·diag(Â); the paper's with --norm row [default: 0].
-    #[arg(long, value_parser = args::non_negative, allow_hyphen_values = true)]
-    diag_lambda: Option<f64>,
-    /// GraphSAINT's nodes (saint-node) [default: 8000], edges (saint-edge) [default: 4000] or
-    /// walk roots (saint-rw) [default: 3000] drawn a batch; neighbour sampling's training nodes
-    /// (seeds) a batch [default: 1024].
-    #[arg(long, value_parser = args::batch_size)]
-    batch_size: Option<usize>,
-    /// Neighbours drawn per node at each hop of --batch neighbor, hop by hop from the seeds
-    /// (PyG's num_neighbors order; DGL's fanouts list reversed), one a layer, 0: every
-    /// neighbour, e.g. 5,10,15 [default: 10 a layer].
-    #[arg(long, value_delimiter = ',', value_parser = args::fanout)]
-    fanout: Option<Vec<usize>>,
-    /// Steps of each walk of --batch saint-rw [default: 2].
-    #[arg(long, value_parser = args::walk_length)]
-    walk_length: Option<usize>,
+    /// The batches (full batch, or a sampler's).
+    #[command(flatten)]
+    pub(crate) batches: BatchArgs,
     /// Validation and test: full (the whole graph's Â) or batch (over the batches of
     /// --batch cluster, each on its own subgraph: no activations of the whole graph held)
     /// [default: full].
     #[arg(long, value_enum)]
     eval: Option<EvalArg>,
-    /// GraphSAINT's batches an epoch [default: as many as draw about the node count].
-    #[arg(long, value_parser = args::batches)]
-    batches_per_epoch: Option<usize>,
-    /// GraphSAINT's normalisation: subgraphs pre-sampled (seed 0) until they hold this many
-    /// times the node count; 0: none (each batch's Â renormalised on it, the loss its mean,
-    /// as DGL's SAINTSampler trains) [default: 400].
-    #[arg(long, value_parser = args::coverage)]
-    saint_coverage: Option<f64>,
     /// GCNII's α (initial residual) and APPNP's α (teleport) [default: 0.1].
     #[arg(long, value_parser = args::unit, allow_hyphen_values = true)]
     alpha: Option<f64>,
@@ -378,8 +341,9 @@ impl TrainArgs {
             OptArg::Sgd => OptimizerKind::Sgd,
         };
         cfg.warmup = self.warmup();
-        cfg.batch = self.batch_config(cfg.model.n_layers);
+        cfg.batch = self.batches.config(cfg.model.n_layers);
         cfg.eval_batches = self.eval == Some(EvalArg::Batch);
+        cfg.batches_per_step = self.batches.batches_per_step.unwrap_or(1);
         cfg
     }
 }
@@ -546,18 +510,10 @@ impl TrainArgs {
             ("--weight-decay-scope", self.weight_decay_scope.is_some()),
             ("--optimizer", self.optimizer.is_some()),
             ("--warmup", self.warmup.is_some()),
-            ("--batch", self.batch != BatchArg::Full),
-            ("--parts", self.parts.is_some()),
-            ("--parts-per-batch", self.parts_per_batch.is_some()),
-            ("--clusters", self.clusters.is_some()),
-            ("--batch-size", self.batch_size.is_some()),
-            ("--fanout", self.fanout.is_some()),
             ("--eval", self.eval.is_some()),
-            ("--walk-length", self.walk_length.is_some()),
-            ("--batches-per-epoch", self.batches_per_epoch.is_some()),
-            ("--saint-coverage", self.saint_coverage.is_some()),
         ];
-        match given.iter().find(|(_, g)| *g) {
+        let given = given.iter().copied().chain(self.batches.given());
+        match given.clone().find(|(_, g)| *g) {
             Some((flag, _)) => Err(format!(
                 "{flag}: plan does not train; it traces one epoch of the model on the data and \
                  prices its exchanges and memory for each rank count"
@@ -579,6 +535,41 @@ pub(crate) fn run(a: TrainArgs) -> Result<()> {
     pool.install(|| train_in_pool(a, threads, job.as_ref()))
 }
 
+/// Trains every seed on the data `ready` holds: in one process, across the ranks of `job`
+/// each holding the whole data (mini-batches), or each its part (full batch).
+fn fit_ready(
+    ready: Ready<'_>,
+    job: Option<&dist::Job>,
+    cfg: &TrainConfig,
+    seeds: &[u64],
+    on_epoch: EpochHook<'_>,
+    on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+) -> Result<(Vec<RunResult>, Option<dist::Report>)> {
+    Ok(match ready {
+        Ready::One(p) => match job {
+            Some(job) => {
+                let on_epoch = Some(on_epoch);
+                let (runs, report) = dist::fit_batches(job, &p, cfg, seeds, on_epoch, on_done)?;
+                (runs, Some(report))
+            }
+            None => {
+                let watch = Watch {
+                    on_epoch: Some(on_epoch),
+                    replicas: None,
+                };
+                (
+                    p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?,
+                    None,
+                )
+            }
+        },
+        Ready::Rank(r, job) => {
+            let (runs, report) = dist::fit_seeds(job, *r, cfg, seeds, on_done)?;
+            (runs, Some(report))
+        }
+    })
+}
+
 /// The data a run trains on: prepared whole in one process, or one rank's part of it.
 enum Ready<'j> {
     One(Box<Prepared>),
@@ -590,7 +581,9 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let t_load = Instant::now();
     let prepare = a.prepare(&cfg);
     let mut content: Option<ContentHash> = None;
-    let ready = match job {
+    // Mini-batches under mpirun: every rank holds the whole data (data parallel).
+    let ranked = job.filter(|_| cfg.batch == BatchConfig::Full);
+    let ready = match ranked {
         None => {
             let data = a.data.load()?;
             data.check_trainable()?;
@@ -665,16 +658,8 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     // A line per epoch above the spinner (a terminal only, as the spinner).
     let max_epochs = cfg.epochs;
     let on_epoch = |seed: u64, r: &EpochRecord| bar.println(epoch_line(seed, r, max_epochs));
-    let (runs, dist_report) = match ready {
-        Ready::One(p) => (
-            p.fit_seeds_watched(&cfg, &seeds, 0, None, Some(EpochHook(&on_epoch)), &on_done)?,
-            None,
-        ),
-        Ready::Rank(r, job) => {
-            let (runs, report) = dist::fit_seeds(job, *r, &cfg, &seeds, &on_done)?;
-            (runs, Some(report))
-        }
-    };
+    let on_epoch = EpochHook(&on_epoch);
+    let (runs, dist_report) = fit_ready(ready, job, &cfg, &seeds, on_epoch, &on_done)?;
     bar.finish_and_clear();
     if let Some(e) = save_error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e);

@@ -99,6 +99,7 @@ pub(super) fn json_report(
             "eval".into(),
             if cfg.eval_batches { "batch" } else { "full" }.into(),
         );
+        obj.insert("batches_per_step".into(), cfg.batches_per_step.into());
         if let Some(e) = extra {
             obj.extend(e);
         }

@@ -5,7 +5,9 @@
 //! - a GEMM's flops at the sgemm rate measured here for its shape (`kernels::gemm` on an
 //!   (m × k)·(k × n) product of random values; a product whose inner dimension is its longest,
 //!   a weight gradient Hᵀ·G over every node, is priced at the rate of the same flops with that
-//!   dimension as the rows, which is how such a product splits across threads);
+//!   dimension as the rows, which is how such a product splits across threads; the rows
+//!   rounded up to a quarter of their octave, so that a mini-batch epoch's batches share
+//!   rates);
 //! - an SpMM's time at the in-cache floor of Â at its width (`in_cache_pattern`: the same
 //!   row lengths and values with every gather hitting L1/L2), scaled by its non-zeros plus rows
 //!   over Â's (also the weight gradient of sparse features, Xᵀ·G, a sparse product of the same
@@ -266,13 +268,21 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
 }
 
 /// The shape whose measured sgemm rate prices an (m × k)·(k × n) product: itself, or with the
-/// inner dimension as the rows when it is the longer one (a weight gradient over every node).
+/// inner dimension as the rows when it is the longer one (a weight gradient over every node);
+/// its rows rounded up to a quarter of their octave (2ᵉ + j·2ᵉ⁻², j = 1…4), so that the
+/// batches of a mini-batch epoch, each of a few more or fewer rows, share a few measured rates.
 fn priced_shape(m: usize, k: usize, n: usize) -> (usize, usize, usize) {
-    if k > m {
-        (k, m, n)
-    } else {
-        (m, k, n)
+    let (rows, inner) = if k > m { (k, m) } else { (m, k) };
+    (round_rows(rows), inner, n)
+}
+
+/// `m` rounded up to a quarter of its octave (at least 1; exact below 8).
+fn round_rows(m: usize) -> usize {
+    if m < 8 {
+        return m.max(1);
     }
+    let step = 1usize << (usize::BITS - 1 - m.leading_zeros() - 2);
+    m.div_ceil(step).saturating_mul(step)
 }
 
 fn phase_report(name: &str, calls: usize, s: f64, floor: f64) -> PhaseReport {
@@ -282,5 +292,32 @@ fn phase_report(name: &str, calls: usize, s: f64, floor: f64) -> PhaseReport {
         ms: s * 1e3,
         floor_ms: floor * 1e3,
         ratio: (floor > 0.0).then(|| s / floor),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_up_to_a_quarter_of_their_octave() {
+        let cases = [
+            (0, 1),
+            (7, 7),
+            (8, 8),
+            (9, 10),
+            (16, 16),
+            (17, 20),
+            (3324, 3584),
+            (3584, 3584),
+            (3585, 4096),
+            (169_343, 196_608),
+        ];
+        for (m, r) in cases {
+            assert_eq!(round_rows(m), r, "{m}");
+        }
+        // The weight gradient's inner dimension as its rows.
+        assert_eq!(priced_shape(128, 3324, 256), (3584, 128, 256));
+        assert_eq!(priced_shape(3324, 128, 256), (3584, 128, 256));
     }
 }

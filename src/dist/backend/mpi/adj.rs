@@ -201,6 +201,12 @@ impl Collective for DistAdj {
         true
     }
 
+    fn process(&self) -> (usize, usize) {
+        let ranks = self.part.ranks();
+        let rank = (0..ranks).find(|&r| self.part.range(r) == self.range);
+        (rank.unwrap_or(0), ranks)
+    }
+
     fn sum_words(&self, words: &mut [i64]) {
         let mut send = self.words.lock().unwrap_or_else(PoisonError::into_inner);
         send.clear();

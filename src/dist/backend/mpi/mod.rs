@@ -182,6 +182,9 @@ impl Collective for Mpi {
     fn spans_processes(&self) -> bool {
         true
     }
+    fn process(&self) -> (usize, usize) {
+        (self.rank, self.size)
+    }
     fn sum_words(&self, words: &mut [i64]) {
         let send = words.to_vec();
         world().all_reduce_into(&send[..], words, SystemOperation::sum());
