@@ -47,14 +47,14 @@ pub(crate) fn launched_size() -> Option<usize> {
     if !launched() {
         return None;
     }
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
 #[cfg(feature = "mpi")]
 pub(crate) use with_mpi::{
-    content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
+    agree, content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
 };
 
 #[cfg(feature = "mpi")]
@@ -247,6 +247,11 @@ mod with_mpi {
         Ok((runs, report))
     }
 
+    /// `r`, agreed by every rank ([`sparse_gcn::train::agree`]).
+    pub(crate) fn agree<T>(job: &Job, r: Result<T>) -> Result<T> {
+        sparse_gcn::train::agree(Some(Replicas(job)), r)
+    }
+
     /// Trains every seed on mini-batches across the job's ranks, each holding the whole data
     /// `p` and training its share of every step's batches (`--batches-per-step`), one seed
     /// after another.
@@ -268,7 +273,17 @@ mod with_mpi {
             on_epoch,
             replicas: Some(Replicas(&counted)),
         };
-        let runs = p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?;
+        let mut runs = p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?;
+        // Each rank built its share of the batches: the report counts every rank's.
+        for r in &mut runs {
+            if let Some(b) = r.batches.as_mut() {
+                b.built = job.sum_u64(b.built);
+                b.nodes_sum = job.sum_u64(b.nodes_sum);
+                b.edges_sum = job.sum_u64(b.edges_sum);
+                b.nodes_max = job.max_u64(b.nodes_max as u64) as usize;
+                b.edges_max = job.max_u64(b.edges_max as u64) as usize;
+            }
+        }
         let s = p.summary();
         let model = ModelConfig {
             in_dim: s.in_dim,
@@ -355,14 +370,17 @@ fn model_bytes(
             dropout: m.dropout > 0.0,
             input_dropout: m.input_dropout > 0.0,
         };
-        total += gcn_run_bytes(halo, &shape, s.sparse_features, r.history.len() as u64);
+        // (An earlier epoch's weights restored are evaluated again.)
+        let final_eval = r.best_epoch + 1 != r.history.len();
+        let epochs = r.history.len() as u64;
+        total += gcn_run_bytes(halo, &shape, s.sparse_features, epochs, final_eval);
     }
     Some(total)
 }
 
 #[cfg(not(feature = "mpi"))]
 pub(crate) use without_mpi::{
-    content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
+    agree, content_hash, fit_batches, fit_seeds, prepare, start, time_all_to_all, Job,
 };
 
 #[cfg(not(feature = "mpi"))]
@@ -399,6 +417,11 @@ mod without_mpi {
         _: &crate::cli::DataArgs,
         _: &Prepare,
     ) -> Result<RankPrepared> {
+        match *job {}
+    }
+
+    /// Unreachable: there is no job to agree with.
+    pub(crate) fn agree<T>(job: &Job, _: Result<T>) -> Result<T> {
         match *job {}
     }
 

@@ -8,8 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod harness;
+pub mod ranks;
 
 pub use harness::{small_adjs, Harness, In};
+pub use ranks::ThreadRanks;
 
 /// |a − n| / max(1, |a|, |n|): the relative error of the gradient checks (`docs/MATH.md`).
 pub fn rel_err(a: f64, n: f64) -> f64 {

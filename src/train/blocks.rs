@@ -168,7 +168,8 @@ impl<F: Scalar> BlockSteps<'_, F> {
             model.release_eval();
         }
         // (Planned for the largest batch, again after evaluation freed it.)
-        model.reserve_blocks(&self.sampler.level_caps(), self.x, false)?;
+        let reserved = model.reserve_blocks(&self.sampler.level_caps(), self.x, false);
+        self.stepper.agree(reserved)?;
         let (sampler, graph, x, labels, seed) =
             (self.sampler, self.graph, self.x, self.labels, self.seed);
         let fill = |b: &mut BlockBatch<F>, index: usize| {

@@ -8,7 +8,7 @@ pub mod profile;
 pub mod recipe;
 pub mod run;
 mod stepper;
-pub use stepper::data_parallel_bytes;
+pub use stepper::{agree, data_parallel_bytes};
 mod steps;
 mod summary;
 
@@ -652,7 +652,8 @@ pub fn train_model<F: Scalar>(
     model.release();
     let mut opt = cfg.optimizer();
     // DropEdge (one Â′ rewritten every epoch, no allocation after the first) or batches.
-    let mut steps = steps::Steps::new(model, data, opts, seed, cfg.batches_per_step)?;
+    let steps = steps::Steps::new(model, data, opts, seed, cfg.batches_per_step);
+    let mut steps = stepper::agree(opts.replicas, steps)?;
 
     let mut history = Vec::with_capacity(cfg.epochs);
     let mut layer_records = Vec::new();
@@ -677,6 +678,25 @@ pub fn train_model<F: Scalar>(
         })?;
         Ok::<(), Error>(res?)
     };
+    // Validation's and test's (loss, accuracy) of the model as it is: over the batches when
+    // the run evaluates on them, one pass over the whole graph otherwise.
+    let evaluate = |steps: &mut steps::Steps<'_, F>, model: &mut Model<F>| {
+        if let Some(scores) = steps.eval(model, par)? {
+            return Ok::<_, Error>(scores);
+        }
+        let mut scores = [(f64::NAN, 0.0); 2];
+        model.eval_pass(adj, x, par, &mut |logits, sums| {
+            for (k, mask) in [&split.valid, &split.test].into_iter().enumerate() {
+                let loss = softmax_cross_entropy_across(logits, labels, mask, None, &sums);
+                scores[k] = (
+                    loss.to_f64_lossless(),
+                    accuracy_across(logits, labels, mask, &sums),
+                );
+            }
+        })?;
+        Ok(scores)
+    };
+    let mut last = None;
     for epoch in 0..cfg.epochs {
         let t0 = Instant::now();
         let (train_loss, train_acc, sample_ms) =
@@ -689,16 +709,9 @@ pub fn train_model<F: Scalar>(
         }
         let train_ms = t0.elapsed().as_secs_f64() * 1e3;
         // Evaluation.
-        let (mut val_loss, mut val_acc) = (f64::NAN, 0.0);
-        if let Some([val, _]) = steps.eval(model, par)? {
-            (val_loss, val_acc) = val;
-        } else {
-            model.eval_pass(adj, x, par, &mut |logits, sums| {
-                val_loss = softmax_cross_entropy_across(logits, labels, &split.valid, None, &sums)
-                    .to_f64_lossless();
-                val_acc = accuracy_across(logits, labels, &split.valid, &sums);
-            })?;
-        }
+        let scores = evaluate(&mut steps, model)?;
+        last = Some(scores);
+        let [(val_loss, val_acc), _] = scores;
         let epoch_ms = t0.elapsed().as_secs_f64() * 1e3;
         history.push(EpochRecord {
             epoch,
@@ -738,17 +751,14 @@ pub fn train_model<F: Scalar>(
         layer_records.retain(|r| r.epoch != best_epoch);
         record(model, best_epoch, &mut layer_records)?;
     }
-    let (mut val_acc, mut test_acc, mut test_loss) = (0.0, 0.0, f64::NAN);
-    if let Some([val, test]) = steps.eval(model, par)? {
-        (val_acc, (test_loss, test_acc)) = (val.1, test);
-    } else {
-        model.eval_pass(adj, x, par, &mut |logits, sums| {
-            test_loss = softmax_cross_entropy_across(logits, labels, &split.test, None, &sums)
-                .to_f64_lossless();
-            val_acc = accuracy_across(logits, labels, &split.valid, &sums);
-            test_acc = accuracy_across(logits, labels, &split.test, &sums);
-        })?;
-    }
+    // The evaluated weights are the last epoch's unless an earlier epoch's were restored:
+    // then its evaluation stands (one pass over the whole graph, or over every evaluation
+    // batch, saved).
+    let scores = match last.filter(|_| best.is_none_or(|e| e + 1 == history.len())) {
+        Some(s) => s,
+        None => evaluate(&mut steps, model)?,
+    };
+    let [(_, val_acc), (test_loss, test_acc)] = scores;
     model.release();
     Ok(RunResult {
         seed,

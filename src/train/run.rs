@@ -449,7 +449,8 @@ impl Prepared {
             Some(_) => 1,
             None => rayon::current_num_threads().min(seeds.len()),
         };
-        let sampler = self.checked_sampler(cfg, runs, metrics_every)?;
+        let sampler = self.checked_sampler(cfg, runs, metrics_every);
+        let sampler = super::agree(watch.replicas, sampler)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample, sampler.as_deref());
         (opts.on_epoch, opts.replicas) = (watch.on_epoch, watch.replicas);
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)

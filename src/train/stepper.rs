@@ -41,6 +41,23 @@ pub(crate) fn batch_rng(seed: u64, epoch: usize, index: usize) -> ChaCha8Rng {
     r
 }
 
+/// `r`, agreed by every process of `replicas`: an error on any of them is an error on all
+/// (on the others an [`Error::Distributed`] saying so), so that no process waits for an
+/// exchange a failed one will not make. One process: `r`.
+///
+/// # Errors
+/// `r`'s, or another process's failure.
+pub fn agree<T>(replicas: Option<super::Replicas<'_>>, r: Result<T>) -> Result<T> {
+    match replicas {
+        Some(c) if c.0.spans_processes() && !c.0.all(r.is_ok()) => {
+            Err(r.err().unwrap_or_else(|| {
+                Error::Distributed("another process failed (its error is in its output)".into())
+            }))
+        }
+        _ => r,
+    }
+}
+
 /// A training batch, as an epoch's loop reads it.
 pub(super) trait Slot<F: Scalar>: Send + Sync {
     /// Nodes and edges (or blocks' entries) of the batch, for [`BatchStats`].
@@ -123,14 +140,16 @@ impl Schedule {
     }
 }
 
-/// A step's (or an epoch's) training totals: Σ loss × rows, correct predictions, rows, and
-/// the batches that trained.
+/// A step's (or an epoch's) training totals: Σ loss × rows, correct predictions, rows, the
+/// batches that trained, and the processes that failed.
 #[derive(Debug, Clone, Default)]
 struct Totals {
     loss: ExactSum,
     correct: i64,
     rows: i64,
     batches: i64,
+    /// Processes that failed in the step (building or training a batch).
+    errors: i64,
 }
 
 impl Totals {
@@ -151,7 +170,7 @@ impl Totals {
 }
 
 /// Words of a step's totals in an exchange.
-const TOTAL_WORDS: usize = ExactSum::WORDS + 3;
+const TOTAL_WORDS: usize = ExactSum::WORDS + 4;
 
 /// An epoch's loop over batches, step by step (see the [module docs](self)).
 pub(super) struct Stepper<'a, F: Scalar> {
@@ -175,7 +194,7 @@ impl<'a, F: Scalar> Stepper<'a, F> {
     /// # Errors
     /// As [`Schedule::new`]; [`ConfigError::Unsupported`] for several batches a step and a
     /// model that keeps running statistics (batch norm: they would follow each process's
-    /// batches); [`Error::OutOfMemory`](crate::Error) when the sums do not fit.
+    /// batches); [`Error::TooLarge`] when the sums do not fit.
     pub(super) fn new(
         model: &mut Model<F>,
         per_step: usize,
@@ -205,8 +224,9 @@ impl<'a, F: Scalar> Stepper<'a, F> {
         } else {
             0
         };
+        // (The exchange's words, and as many in the collective's send buffer.)
         let bytes = crate::data::memory::bytes(n, std::mem::size_of::<F::Exact>())
-            + crate::data::memory::bytes(words, 8);
+            + crate::data::memory::bytes(words, 16);
         crate::data::memory::check(bytes, || {
             format!("the exact sums of {n} gradient values across a step's batches")
         })?;
@@ -247,15 +267,21 @@ impl<'a, F: Scalar> Stepper<'a, F> {
         let (mut batch, mut next) = slots;
         let sched = self.schedule;
         let mut sampling = Duration::ZERO;
+        // The first error of building or training a batch, given to the step's exchange so
+        // that every process stops at the end of the same step.
+        let mut failed: Option<Error> = None;
         if let Some(first) = sched.after(None, n) {
             let t = Instant::now();
-            fill(batch, first)?;
+            failed = fill(batch, first).err();
             sampling += t.elapsed();
         }
         let mut total = Totals::default();
         for step in 0..sched.steps(n) {
             let mut t = Totals::default();
             for index in sched.own(step, n) {
+                if failed.is_some() {
+                    break;
+                }
                 let (nodes, edges) = batch.size();
                 self.stats.add(nodes, edges);
                 let after = sched.after(Some((step, index)), n);
@@ -291,20 +317,32 @@ impl<'a, F: Scalar> Stepper<'a, F> {
                         Ok::<_, Error>(Some((out, rows.len())))
                     },
                 );
-                if let Some(((loss, acc), rows)) = trained? {
-                    t.add(loss, acc, rows);
+                match trained {
+                    Ok(Some(((loss, acc), rows))) => t.add(loss, acc, rows),
+                    Ok(None) => {}
+                    Err(e) => failed = Some(e),
                 }
                 if let Some((r, dt)) = built {
-                    r?;
                     sampling += dt;
-                    std::mem::swap(&mut batch, &mut next);
+                    match r {
+                        Ok(()) => std::mem::swap(&mut batch, &mut next),
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
                 }
             }
-            self.finish(&mut t, model, opt, epoch)?;
+            t.errors = i64::from(failed.is_some());
+            self.finish(&mut t, model, opt, epoch)
+                .map_err(|e| failed.take().unwrap_or(e))?;
             total.merge(&t);
         }
+        // (No training rows in any batch: no loss, as a pass over no rows has none.)
+        let loss = match total.rows {
+            0 => f64::NAN,
+            rows => total.loss.value() / rows as f64,
+        };
         let rows = total.rows.max(1) as f64;
-        let loss = total.loss.value() / rows;
         Ok((
             loss,
             total.correct as f64 / rows,
@@ -312,8 +350,16 @@ impl<'a, F: Scalar> Stepper<'a, F> {
         ))
     }
 
+    /// [`agree`] across this loop's processes.
+    ///
+    /// # Errors
+    /// As [`agree`].
+    pub(super) fn agree<T>(&self, r: Result<T>) -> Result<T> {
+        agree(self.replicas.map(super::Replicas), r)
+    }
+
     /// The end of a step: its sums exchanged across the processes, its gradient written into
-    /// the model (when summed), one update.
+    /// the model (when summed), one update; an error when a process failed in it.
     fn finish(
         &mut self,
         t: &mut Totals,
@@ -329,7 +375,7 @@ impl<'a, F: Scalar> Stepper<'a, F> {
             }
             let (lw, counts) = rest.split_at_mut(ExactSum::WORDS);
             t.loss.to_words(lw);
-            counts.copy_from_slice(&[t.correct, t.rows, t.batches]);
+            counts.copy_from_slice(&[t.correct, t.rows, t.batches, t.errors]);
             c.sum_words(&mut self.words);
             let (g, rest) = self.words.split_at(self.grads.len() * w);
             for (acc, words) in self.grads.iter_mut().zip(g.chunks_exact(w)) {
@@ -338,6 +384,14 @@ impl<'a, F: Scalar> Stepper<'a, F> {
             let (lw, counts) = rest.split_at(ExactSum::WORDS);
             t.loss = ExactSum::from_words(lw);
             (t.correct, t.rows, t.batches) = (counts[0], counts[1], counts[2]);
+            t.errors = counts[3];
+        }
+        if t.errors > 0 {
+            // (This process's own error replaces this one in `epoch`.)
+            return Err(Error::Distributed(format!(
+                "{} process(es) failed in a step of epoch {epoch}",
+                t.errors
+            )));
         }
         if t.batches == 0 {
             return Ok(());
@@ -423,9 +477,15 @@ mod tests {
         }
     }
 
-    /// Every parameter's change over an epoch of 3 batches whose gradients are 1, 2 and 4,
-    /// at `per_step` batches a step, by SGD at rate 1.
-    fn change(per_step: usize) -> Vec<f32> {
+    /// Every parameter's change over an epoch of `grads.len()` batches whose gradients are
+    /// `grads`, at `per_step` batches a step, by SGD at rate 1, on `replicas` (building batch
+    /// `fail_at` fails).
+    fn train(
+        grads: &[f32],
+        per_step: usize,
+        replicas: Option<&dyn Collective>,
+        fail_at: Option<usize>,
+    ) -> Result<Vec<f32>> {
         let (adj, x) = crate::testing::harness::citation();
         let n = adj.n_nodes();
         let cfg = crate::nn::ModelConfig {
@@ -448,41 +508,70 @@ mod tests {
         };
         let (mut a, mut b) = (slot(), slot());
         let fill = |s: &mut Fixed<'_>, index: usize| {
-            s.grad = [1.0, 2.0, 4.0][index];
+            if fail_at == Some(index) {
+                return Err(Error::Config(ConfigError::ZeroCount("a batch")));
+            }
+            s.grad = grads[index];
             Ok(())
         };
         let mut opt = crate::optim::Sgd {
             lr: 1.0,
             weight_decay: vec![0.0],
         };
-        let mut stepper = Stepper::new(&mut model, per_step, None, 0, 3).unwrap();
+        let replicas = replicas.map(super::super::Replicas);
+        let k = grads.len();
+        let mut stepper = Stepper::new(&mut model, per_step, replicas, 0, k)?;
         let mut rng = crate::train::rng_stream(0, 1);
-        let (loss, acc, _) = stepper
-            .epoch(
-                (&mut a, &mut b),
-                &fill,
-                3,
-                &mut model,
-                &mut opt,
-                (0, &mut rng),
-                Par::Seq,
-            )
-            .unwrap();
+        let slots = (&mut a, &mut b);
+        let at = (0, &mut rng);
+        let (loss, acc, _) = stepper.epoch(slots, &fill, k, &mut model, &mut opt, at, Par::Seq)?;
         assert!(loss.is_finite() && (0.0..=1.0).contains(&acc));
-        assert_eq!(stepper.stats.built, 3);
         let mut after = Vec::new();
         model.visit_params(&mut |_, p| after.extend(p.value.iter().copied()));
-        before.iter().zip(&after).map(|(b, a)| b - a).collect()
+        Ok(before.iter().zip(&after).map(|(b, a)| b - a).collect())
     }
 
     #[test]
     fn a_step_applies_the_mean_of_its_batches_gradients() {
         // A step a batch: 1 + 2 + 4; two a step: (1 + 2) / 2 + 4; three: 7 / 3.
         for (per_step, total) in [(1, 7.0f32), (2, 5.5), (3, 7.0 / 3.0), (4, 7.0 / 3.0)] {
-            let c = change(per_step);
+            let c = train(&[1.0, 2.0, 4.0], per_step, None, None).unwrap();
             let worst = c.iter().map(|d| (d - total).abs()).fold(0.0, f32::max);
             assert!(worst < 1e-5, "{per_step}: {worst} off {total}");
         }
+    }
+
+    #[test]
+    fn a_batch_that_fails_on_one_rank_stops_every_rank_at_the_end_of_its_step() {
+        // Two ranks, two batches a step: rank 1 trains batches 1 and 3; building batch 3 (its
+        // next, while batch 1 trains) fails, so both stop after step 0.
+        let grads = [1.0, 2.0, 4.0, 8.0];
+        let out: Vec<Result<Vec<f32>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = crate::testing::ThreadRanks::new(2)
+                .into_iter()
+                .map(|r| s.spawn(move || train(&grads, 2, Some(&r), Some(3))))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        match (&out[0], &out[1]) {
+            (Err(Error::Distributed(m)), Err(Error::Config(_))) => assert!(m.contains("1 process")),
+            other => panic!("{other:?}"),
+        }
+        // Without the failure: the same change on both ranks, and as in one process.
+        let one = train(&grads, 2, None, None).unwrap();
+        let both: Vec<Vec<f32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = crate::testing::ThreadRanks::new(2)
+                .into_iter()
+                .map(|r| s.spawn(move || train(&grads, 2, Some(&r), None).unwrap()))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(both.iter().all(|c| *c == one));
+        // One process: the error itself.
+        assert!(matches!(
+            train(&grads, 2, None, Some(2)),
+            Err(Error::Config(_))
+        ));
     }
 
     #[test]

@@ -151,7 +151,10 @@ fn batch_flags_that_do_not_apply_are_usage_errors() {
         2,
         &["--batches-per-step"],
     );
-    // roofline: the batches of --epoch only.
+}
+
+#[test]
+fn roofline_takes_the_batch_flags_with_epoch_only() {
     for (args, flag) in [
         (&["roofline", "--batch", "cluster"][..], "--batch"),
         (&["roofline", "--epoch", "--parts", "3"][..], "--parts"),

@@ -14,6 +14,7 @@ use sparse_gcn::train::{
 use sparse_gcn::Par;
 
 use super::common::run_bits as bits;
+use sparse_gcn::testing::ThreadRanks;
 
 fn data(n_nodes: usize) -> (Dataset, NormAdj<f32>) {
     let mut d = CitationLike {
@@ -374,39 +375,6 @@ fn a_sampler_of_no_batches_is_a_typed_error() {
     );
 }
 
-/// `size` threads standing for the processes of a data-parallel run: `sum_words` adds every
-/// thread's words (each thread waits for the others, as an all-reduce does).
-struct ThreadRanks {
-    rank: usize,
-    size: usize,
-    shared: std::sync::Arc<(std::sync::Barrier, std::sync::Mutex<Vec<i64>>)>,
-}
-
-impl sparse_gcn::graph::Collective for ThreadRanks {
-    fn spans_processes(&self) -> bool {
-        true
-    }
-    fn process(&self) -> (usize, usize) {
-        (self.rank, self.size)
-    }
-    fn sum_words(&self, words: &mut [i64]) {
-        let (barrier, acc) = &*self.shared;
-        // (Every thread has read the last sum before it is cleared.)
-        barrier.wait();
-        if self.rank == 0 {
-            let mut a = acc.lock().unwrap();
-            a.clear();
-            a.resize(words.len(), 0);
-        }
-        barrier.wait();
-        for (a, w) in acc.lock().unwrap().iter_mut().zip(words.iter()) {
-            *a += *w;
-        }
-        barrier.wait();
-        words.copy_from_slice(&acc.lock().unwrap());
-    }
-}
-
 /// Trains `cfg` with the batches of `batch` on `size` thread ranks (`None`: one process
 /// without replicas); every rank's result.
 fn run_ranks(
@@ -430,15 +398,11 @@ fn run_ranks(
     let Some(size) = size else {
         return vec![fit_model(&data, cfg, 3, &opts).unwrap().0];
     };
-    let shared = std::sync::Arc::new((std::sync::Barrier::new(size), Default::default()));
+    let all = ThreadRanks::new(size);
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..size)
-            .map(|rank| {
-                let ranks = ThreadRanks {
-                    rank,
-                    size,
-                    shared: shared.clone(),
-                };
+        let handles: Vec<_> = all
+            .into_iter()
+            .map(|ranks| {
                 let (data, opts) = (&data, &opts);
                 s.spawn(move || {
                     let opts = FitOptions {
@@ -499,12 +463,27 @@ fn several_batches_a_step_are_the_same_bits_on_any_number_of_ranks_dividing_them
         let one = run_ranks(&d, &adj, &cfg, None);
         let b = one[0].batches.unwrap();
         assert!(
-            b.batches_per_epoch > 4 && !b.batches_per_epoch.is_multiple_of(4),
+            b.batches_per_epoch > 6 && !b.batches_per_epoch.is_multiple_of(4),
             "{b:?}"
         );
-        for size in [1, 2, 4] {
-            for r in run_ranks(&d, &adj, &cfg, Some(size)) {
-                assert_eq!(bits(&r), bits(&one[0]), "{batch:?} on {size} ranks");
+        for (per_step, sizes) in [(4, &[1, 2, 4][..]), (6, &[3, 6][..])] {
+            let cfg = TrainConfig {
+                batches_per_step: per_step,
+                ..cfg.clone()
+            };
+            let one = run_ranks(&d, &adj, &cfg, None);
+            for &size in sizes {
+                let ranks = run_ranks(&d, &adj, &cfg, Some(size));
+                for r in &ranks {
+                    assert_eq!(
+                        bits(r),
+                        bits(&one[0]),
+                        "{batch:?}, {per_step} on {size} ranks"
+                    );
+                }
+                // Every batch trained once, by one rank.
+                let built: u64 = ranks.iter().map(|r| r.batches.unwrap().built).sum();
+                assert_eq!(built, 3 * b.batches_per_epoch as u64, "{batch:?} on {size}");
             }
         }
         // A step a batch is another run (a step of four batches averages their gradients).
@@ -527,12 +506,20 @@ fn ranks_that_do_not_divide_the_step_and_statistics_across_batches_are_refused()
     let (d, adj) = data(200);
     let sampler = ClusterSampler::from_parts(&vec![0; 200], 1, 1).unwrap();
     let data = TrainData::new(&adj, &d.features, &d.labels, d.n_classes, &d.split);
-    let shared = std::sync::Arc::new((std::sync::Barrier::new(1), Default::default()));
-    let ranks = ThreadRanks {
-        rank: 0,
-        size: 2,
-        shared,
-    };
+    // Rank 0 of two whose peer does as it does (each refusal is agreed by both).
+    struct Mirror;
+    impl sparse_gcn::graph::Collective for Mirror {
+        fn spans_processes(&self) -> bool {
+            true
+        }
+        fn process(&self) -> (usize, usize) {
+            (0, 2)
+        }
+        fn sum_words(&self, w: &mut [i64]) {
+            w.iter_mut().for_each(|v| *v *= 2);
+        }
+    }
+    let ranks = Mirror;
     let batches = Some(Batches {
         sampler: &sampler,
         graph: &d.graph,
@@ -584,11 +571,7 @@ fn ranks_that_do_not_divide_the_step_and_statistics_across_batches_are_refused()
         assert!(e.contains(what), "{e}");
     }
     // One rank of one, a step a batch: training as without replicas.
-    let one = ThreadRanks {
-        rank: 0,
-        size: 1,
-        shared: std::sync::Arc::new((std::sync::Barrier::new(1), Default::default())),
-    };
+    let one = ThreadRanks::new(1).swap_remove(0);
     let c = cfg(1, NormKind::None);
     let plain = fit_model(&data, &c, 0, &with(None, batches)).unwrap().0;
     let across = fit_model(&data, &c, 0, &with(Some(Replicas(&one)), batches))

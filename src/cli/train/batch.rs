@@ -47,10 +47,11 @@ pub(crate) enum ClustersArg {
 /// The flags of the batches (`train`, `roofline --epoch`).
 #[derive(clap::Args, Clone)]
 pub(crate) struct BatchArgs {
-    /// Training batches: full (one pass over the whole graph an epoch) or cluster
-    /// (Cluster-GCN: the graph cut once into --parts parts, each epoch --parts-per-batch random
-    /// parts a batch with every edge among them, each batch's Â renormalised on it, one
-    /// optimiser step a batch; validation and test on the whole graph).
+    /// Training batches: full (one pass over the whole graph an epoch), or a sampler's, one
+    /// optimiser step a batch (or --batches-per-step): cluster (Cluster-GCN: the graph cut once
+    /// into --parts parts, each epoch --parts-per-batch random parts a batch with every edge
+    /// among them, each batch's Â renormalised on it), saint-node, saint-edge, saint-rw
+    /// (GraphSAINT) or neighbor (blocks of sampled neighbours); validation and test per --eval.
     #[arg(long, value_enum, default_value_t = BatchArg::Full)]
     pub(crate) batch: BatchArg,
     /// Parts of --batch cluster, at most the nodes [default: 500].

@@ -585,13 +585,20 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let ranked = job.filter(|_| cfg.batch == BatchConfig::Full);
     let ready = match ranked {
         None => {
-            let data = a.data.load()?;
-            data.check_trainable()?;
-            // What a checkpoint records of the data as loaded, for `eval` to check.
-            if a.save.is_some() {
-                content = Some(ContentHash::of(&data));
-            }
-            Ready::One(Box::new(Prepared::new(data, &prepare)?))
+            let one = || {
+                let data = a.data.load()?;
+                data.check_trainable()?;
+                // What a checkpoint records of the data as loaded, for `eval` to check.
+                let content = a.save.is_some().then(|| ContentHash::of(&data));
+                Ok((Prepared::new(data, &prepare)?, content))
+            };
+            // (Under mpirun every rank loads the whole data: they fail together.)
+            let (p, c) = match job {
+                Some(job) => dist::agree(job, one())?,
+                None => one()?,
+            };
+            content = c;
+            Ready::One(Box::new(p))
         }
         Some(job) => {
             if a.save.is_some() {

@@ -89,7 +89,13 @@ impl GcnShape {
 /// non-zeros and the cost model's bound (two counts) after exchanging the halo rows'
 /// non-zero counts (8 bytes a row). An aggregate-first first layer on sparse features
 /// exchanges sparse rows, which this model does not count.
-pub fn gcn_run_bytes(halo: &HaloTotals, shape: &GcnShape, sparse_input: bool, epochs: u64) -> u64 {
+pub fn gcn_run_bytes(
+    halo: &HaloTotals,
+    shape: &GcnShape,
+    sparse_input: bool,
+    epochs: u64,
+    final_eval: bool,
+) -> u64 {
     if halo.ranks <= 1 {
         return 0;
     }
@@ -140,12 +146,13 @@ pub fn gcn_run_bytes(halo: &HaloTotals, shape: &GcnShape, sparse_input: bool, ep
             train_pass += product(halo.bwd, shape.exchanged_width(l));
         }
     }
-    let per_epoch = train_pass + train_forward + eval_forward + loss + accuracy;
-    let final_eval = eval_forward + loss + 2 * accuracy;
+    // An evaluation: validation's and test's loss and accuracy from one forward pass.
+    let eval = eval_forward + 2 * (loss + accuracy);
+    let per_epoch = train_pass + train_forward + eval;
     if epochs == 0 {
         return 0;
     }
-    build + epochs * per_epoch + cached_once + final_eval
+    build + epochs * per_epoch + cached_once + if final_eval { eval } else { 0 }
 }
 
 #[cfg(test)]
@@ -170,35 +177,38 @@ mod tests {
             bwd: 0,
         };
         let t = [Order::TransformFirst; 2];
-        assert_eq!(gcn_run_bytes(&one, &shape(t, true), false, 5), 0);
+        assert_eq!(gcn_run_bytes(&one, &shape(t, true), false, 5, true), 0);
         let h = HaloTotals {
             ranks: 2,
             fwd: 7,
             bwd: 9,
         };
         let (w, c) = (8 * WORDS_F32 * 2, 8 * 2);
-        // Per epoch, transform first: forward 4·(4 + 3)·7 twice (train, validation), backward
-        // 4·(4 + 3)·9; gradients (10·4 + 4 + 4·3 + 3) words; loss and accuracy twice; two
-        // dropout spans.
+        // Per epoch, transform first: forward 4·(4 + 3)·7 twice (train, evaluation), backward
+        // 4·(4 + 3)·9; gradients (10·4 + 4 + 4·3 + 3) words; the training loss and accuracy,
+        // validation's and test's; two dropout spans.
+        let eval = 4 * 7 * 7 + 2 * (c + w + 2 * c);
         let per_epoch =
-            2 * 4 * 7 * 7 + 4 * 7 * 9 + w * (40 + 4 + 12 + 3) + 2 * (c + w + 2 * c) + 2 * c;
-        let final_eval = 4 * 7 * 7 + (c + w) + 2 * 2 * c;
-        assert_eq!(
-            gcn_run_bytes(&h, &shape(t, true), false, 3),
-            3 * per_epoch + final_eval
-        );
+            4 * 7 * 7 + 4 * 7 * 9 + w * (40 + 4 + 12 + 3) + (c + w + 2 * c) + eval + 2 * c;
+        for (final_eval, extra) in [(false, 0), (true, eval)] {
+            assert_eq!(
+                gcn_run_bytes(&h, &shape(t, true), false, 3, final_eval),
+                3 * per_epoch + extra
+            );
+        }
         // Aggregate first without input dropout: the first layer's product (width 10) once, no
         // backward product for it, one dropout span an epoch.
         let a = [Order::AggregateFirst, Order::TransformFirst];
-        let per_epoch = 2 * 4 * 3 * 7 + 4 * 3 * 9 + w * (40 + 4 + 12 + 3) + 2 * (c + w + 2 * c) + c;
+        let eval = 4 * 3 * 7 + 2 * (c + w + 2 * c);
+        let per_epoch = 4 * 3 * 7 + 4 * 3 * 9 + w * (40 + 4 + 12 + 3) + (c + w + 2 * c) + eval + c;
         assert_eq!(
-            gcn_run_bytes(&h, &shape(a, false), false, 3),
-            3 * per_epoch + 4 * 10 * 7 + (4 * 3 * 7 + (c + w) + 2 * 2 * c)
+            gcn_run_bytes(&h, &shape(a, false), false, 3, true),
+            3 * per_epoch + 4 * 10 * 7 + eval
         );
         // Sparse input: two counts and the halo's non-zero counts at build.
         assert_eq!(
-            gcn_run_bytes(&h, &shape(a, false), true, 3),
-            gcn_run_bytes(&h, &shape(a, false), false, 3) + 2 * c + 8 * 7
+            gcn_run_bytes(&h, &shape(a, false), true, 3, false),
+            gcn_run_bytes(&h, &shape(a, false), false, 3, false) + 2 * c + 8 * 7
         );
     }
 }

@@ -54,6 +54,8 @@ pub struct Mpi {
     _universe: Universe,
     rank: usize,
     size: usize,
+    /// The send buffer of [`Collective::sum_words`], kept between calls.
+    send: Mutex<Vec<i64>>,
 }
 
 impl std::fmt::Debug for Mpi {
@@ -102,6 +104,7 @@ impl Mpi {
             _universe: universe,
             rank,
             size,
+            send: Mutex::default(),
         })
     }
 
@@ -186,7 +189,12 @@ impl Collective for Mpi {
         (self.rank, self.size)
     }
     fn sum_words(&self, words: &mut [i64]) {
-        let send = words.to_vec();
+        let mut send = self
+            .send
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        send.clear();
+        send.extend_from_slice(words);
         world().all_reduce_into(&send[..], words, SystemOperation::sum());
     }
     fn global_span(&self, local: usize) -> (usize, usize) {
