@@ -312,7 +312,9 @@ mod with_mpi {
 }
 
 /// A data-parallel run's exchanges (`train --batch … --batches-per-step B` under mpirun): the
-/// job's sums, the payload bytes this rank hands MPI and the time they take counted.
+/// job's sums, the payload bytes this rank hands MPI and the time they take counted — the
+/// steps' sums, what `data_parallel_bytes` models; the ranks' agreements that all is well
+/// ([`Collective::all`](sparse_gcn::graph::Collective::all), one word) are not counted.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 struct Counted<'j, C> {
     job: &'j C,
@@ -336,6 +338,9 @@ impl<C: sparse_gcn::graph::Collective> sparse_gcn::graph::Collective for Counted
             self.bytes.fetch_add(8 * words.len() as u64, Relaxed);
         }
         self.ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+    }
+    fn all(&self, yes: bool) -> bool {
+        self.job.all(yes)
     }
 }
 
