@@ -542,6 +542,42 @@ mod tests {
     }
 
     #[test]
+    fn results_are_agreed_by_every_rank() {
+        let ok = |v: u32| Ok::<u32, Error>(v);
+        let bad = || Err::<u32, Error>(Error::Config(ConfigError::ZeroCount("x")));
+        // One process, or none: the result as it is.
+        assert_eq!(agree(None, ok(3)).unwrap(), 3);
+        let local = crate::graph::Local;
+        assert_eq!(
+            agree(Some(super::super::Replicas(&local)), ok(4)).unwrap(),
+            4
+        );
+        assert!(matches!(agree(None, bad()), Err(Error::Config(_))));
+        // Two ranks: success only when both succeed; the failed rank keeps its own error.
+        let run = |fail: [bool; 2]| -> Vec<Result<u32>> {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = crate::testing::ThreadRanks::new(2)
+                    .into_iter()
+                    .zip(fail)
+                    .map(|(r, f)| {
+                        s.spawn(move || {
+                            let mine = if f { bad() } else { ok(5) };
+                            agree(Some(super::super::Replicas(&r)), mine)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        };
+        assert!(run([false, false]).iter().all(|r| matches!(r, Ok(5))));
+        let one = run([false, true]);
+        assert!(matches!(one[0], Err(Error::Distributed(_))), "{one:?}");
+        assert!(matches!(one[1], Err(Error::Config(_))), "{one:?}");
+        let both = run([true, true]);
+        assert!(both.iter().all(|r| matches!(r, Err(Error::Config(_)))));
+    }
+
+    #[test]
     fn a_batch_that_fails_on_one_rank_stops_every_rank_at_the_end_of_its_step() {
         // Two ranks, two batches a step: rank 1 trains batches 1 and 3; building batch 3 (its
         // next, while batch 1 trains) fails, so both stop after step 0.
