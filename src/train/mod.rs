@@ -22,7 +22,6 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::data::{Features, Split};
-use crate::graph::dropedge::DropEdge;
 use crate::graph::{Collective, Graph, Norm, Propagate};
 use crate::metrics::accuracy_across;
 use crate::metrics::smoothing::{layer_metrics, LayerMetrics};
@@ -367,7 +366,7 @@ pub struct DropEdgeSource<'g> {
 pub struct FitOptions<'g> {
     /// The graph DropEdge samples from, needed when the model's `drop_edge` > 0: each training
     /// pass runs on a fresh random subgraph (RNG stream 2 of the seed), renormalised
-    /// ([`DropEdge::sample_into`], into one Â′ kept for the whole run); evaluation passes use the
+    /// ([`DropEdge::sample_into`](crate::graph::dropedge::DropEdge::sample_into), into one Â′ kept for the whole run); evaluation passes use the
     /// full Â.
     pub drop_edge: Option<DropEdgeSource<'g>>,
     /// Record every layer's oversmoothing metrics (an evaluation pass) every this many epochs,
@@ -585,42 +584,6 @@ pub fn fit_model<F: Scalar>(
     )?;
     let run = train_model(&mut model, data, cfg, seed, opts)?;
     Ok((run, model))
-}
-
-/// DropEdge at `rate` for a run on `adj`: sampled here from the raw graph when `opts` gives it
-/// (`Some`), by the backend (which holds its rows of the graph) otherwise (`None`, checked to
-/// be possible); `None` without DropEdge.
-///
-/// # Errors
-/// [`Error::Mismatch`] for a graph of other nodes; [`Error::Config`] for a rate out of range
-/// or no graph to sample from.
-fn drop_edge_source<'g, F: Scalar>(
-    rate: f64,
-    adj: &dyn Propagate<F>,
-    opts: &FitOptions<'g>,
-) -> Result<Option<(DropEdge, DropEdgeSource<'g>)>> {
-    match (rate > 0.0, &opts.drop_edge) {
-        (false, _) => Ok(None),
-        (true, Some(src)) => {
-            if src.graph.n_nodes() != adj.rows().total {
-                return Err(Error::Mismatch {
-                    what: "DropEdge graph nodes vs nodes".into(),
-                    expected: adj.rows().total,
-                    got: src.graph.n_nodes(),
-                });
-            }
-            Ok(Some((DropEdge::new(rate)?, *src)))
-        }
-        (true, None) if adj.caps().drop_edge => {
-            DropEdge::new(rate)?;
-            Ok(None)
-        }
-        (true, None) => Err(Error::Config(ConfigError::OutOfRange {
-            name: "drop_edge",
-            value: rate,
-            rule: "0 unless the graph to sample from is given (FitOptions::drop_edge)",
-        })),
-    }
 }
 
 /// The epoch loop for a built [`Model`]: trains with `cfg`'s optimiser and stop rule (dropout

@@ -221,7 +221,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
                     rule: "1 without mini-batches (FitOptions::batches), and no replicas",
                 }));
             }
-            let drop_edge = super::drop_edge_source(rate, data.adj, opts)?;
+            let drop_edge = drop_edge_source(rate, data.adj, opts)?;
             return Ok(Steps::Full(Box::new(Full {
                 sampled: drop_edge.map(|(_, s)| NormAdj::<F>::empty(s.norm)),
                 drop_edge,
@@ -562,4 +562,40 @@ pub(super) fn update<F: Scalar>(model: &mut Model<F>, opt: &mut dyn Optimizer<F>
         index += 1;
     });
     opt.finish_step();
+}
+
+/// DropEdge at `rate` for a run on `adj`: sampled here from the raw graph when `opts` gives it
+/// (`Some`), by the backend (which holds its rows of the graph) otherwise (`None`, checked to
+/// be possible); `None` without DropEdge.
+///
+/// # Errors
+/// [`Error::Mismatch`] for a graph of other nodes; [`Error::Config`] for a rate out of range
+/// or no graph to sample from.
+fn drop_edge_source<'g, F: Scalar>(
+    rate: f64,
+    adj: &dyn Propagate<F>,
+    opts: &FitOptions<'g>,
+) -> Result<Option<(DropEdge, DropEdgeSource<'g>)>> {
+    match (rate > 0.0, &opts.drop_edge) {
+        (false, _) => Ok(None),
+        (true, Some(src)) => {
+            if src.graph.n_nodes() != adj.rows().total {
+                return Err(Error::Mismatch {
+                    what: "DropEdge graph nodes vs nodes".into(),
+                    expected: adj.rows().total,
+                    got: src.graph.n_nodes(),
+                });
+            }
+            Ok(Some((DropEdge::new(rate)?, *src)))
+        }
+        (true, None) if adj.caps().drop_edge => {
+            DropEdge::new(rate)?;
+            Ok(None)
+        }
+        (true, None) => Err(Error::Config(ConfigError::OutOfRange {
+            name: "drop_edge",
+            value: rate,
+            rule: "0 unless the graph to sample from is given (FitOptions::drop_edge)",
+        })),
+    }
 }
