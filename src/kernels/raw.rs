@@ -13,7 +13,9 @@
 //! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`),
 //!   its row prefetch, and the huge-page advice for the training workspace's buffers;
 //! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
-//!   (a hint never faults, but the pointer arithmetic stays in bounds).
+//!   (a hint never faults, but the pointer arithmetic stays in bounds);
+//! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
+//!   result is larger than the caches (no read for ownership of the lines it writes).
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
 //! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
@@ -561,6 +563,62 @@ pub(crate) fn prefetch_slice<T>(s: &[T]) {
 pub(crate) fn prefetch_at<T>(s: &[T], i: usize) {
     if let Some(x) = s.get(i) {
         prefetch_line(std::ptr::from_ref(x).cast::<u8>());
+    }
+}
+
+/// `dst ← src` (equal lengths), the 16-byte-aligned part of `dst` written with non-temporal
+/// stores on x86-64 (SSE2, which every x86-64 CPU has): the lines written are not read for
+/// ownership first nor kept in the caches, which halves the memory traffic of a copy larger
+/// than them. The same bytes as `copy_from_slice`; elsewhere it is `copy_from_slice`. Another
+/// thread may read `dst` only after [`store_fence`] on this one.
+///
+/// # Panics
+/// If the lengths differ.
+#[inline]
+pub(crate) fn copy_streaming<T: Copy>(src: &[T], dst: &mut [T]) {
+    assert_eq!(src.len(), dst.len(), "copy_streaming: lengths");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let bytes = std::mem::size_of_val(dst);
+        let d = dst.as_mut_ptr().cast::<u8>();
+        let s = src.as_ptr().cast::<u8>();
+        let head = (d as usize).wrapping_neg() % 16;
+        if bytes < head + 16 {
+            dst.copy_from_slice(src);
+            return;
+        }
+        let chunks = (bytes - head) / 16;
+        let tail = head + 16 * chunks;
+        // SAFETY: `src` and `dst` are distinct slices (one shared, one exclusive borrow) of
+        // `bytes` bytes each; every access below is within `0..bytes` of both: the head
+        // `0..head`, the chunks `head + 16·c .. head + 16·(c + 1)` for c < chunks (so up to
+        // `tail ≤ bytes`) and the tail `tail..bytes`. `d + head` is 16-byte aligned, as
+        // `_mm_stream_si128` requires; the loads are unaligned (`_mm_loadu_si128`). Copying
+        // the bytes of a `Copy` type between slices of that type is what `copy_from_slice`
+        // does. SSE2 is part of the x86-64 baseline.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s, d, head);
+            for c in 0..chunks {
+                let o = head + 16 * c;
+                let v = _mm_loadu_si128(s.add(o).cast::<__m128i>());
+                _mm_stream_si128(d.add(o).cast::<__m128i>(), v);
+            }
+            std::ptr::copy_nonoverlapping(s.add(tail), d.add(tail), bytes - tail);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+/// Orders this thread's earlier non-temporal stores ([`copy_streaming`]) before its later
+/// stores, so that a thread which synchronises with it afterwards sees them (`sfence`).
+#[inline]
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_sfence` only requires SSE, part of the x86-64 baseline; it has no operands.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
     }
 }
 

@@ -13,6 +13,10 @@ use crate::graph::{BlockAdj, Graph};
 use crate::input::Mask;
 use crate::{Error, Result, Scalar};
 
+/// The position a node drawn for the first time in a hop holds until the hop's new nodes
+/// are ordered (never a position: a level holds fewer than 2³² − 1 nodes).
+const NEW: u32 = u32::MAX - 1;
+
 /// The most layers (fanouts) of neighbour sampling.
 pub const MAX_FANOUTS: usize = 16;
 
@@ -309,36 +313,58 @@ impl NeighborSampler {
             let block = &mut adj[layers - 1 - hop];
             let (mut indptr, mut indices) = block.take_pattern();
             indptr.push(0);
+            let (ip, ix) = (graph.indptr(), graph.indices());
             for (r, &v) in dst.iter().enumerate() {
-                let row_start = indices.len();
-                indices.push(r as u32);
+                // The rows drawn from are read at random: their row pointers are fetched
+                // `2·AHEAD` rows ahead, their first, middle and last entries `AHEAD` rows
+                // ahead (hints; what the draw reads first).
+                const AHEAD: usize = 8;
+                if let Some(&u) = dst.get(r + 2 * AHEAD) {
+                    crate::kernels::raw::prefetch_at(ip, u as usize);
+                }
+                if let Some(&u) = dst.get(r + AHEAD) {
+                    let (a, b) = (ip[u as usize], ip[u as usize + 1]);
+                    if b > a {
+                        crate::kernels::raw::prefetch_at(ix, a);
+                        crate::kernels::raw::prefetch_at(ix, a + (b - a) / 2);
+                        crate::kernels::raw::prefetch_at(ix, b - 1);
+                    }
+                }
+                // Each row as node ids for now: its own, then its draws.
+                indices.push(v);
                 draw(graph, v, fanout, batch_key, hop, chosen, picks, table);
                 for &u in chosen.iter() {
                     let p = &mut pos[u as usize];
                     if *p == u32::MAX {
-                        *p = src.len() as u32;
+                        *p = NEW;
                         src.push(u);
                     }
-                    indices.push(*p);
+                    indices.push(u);
                 }
-                indices[row_start..].sort_unstable();
                 indptr.push(indices.len());
+            }
+            // The nodes first drawn in this hop follow the destinations in ascending order of
+            // their ids: the rows of X a batch reads are read in the graph's order, and the
+            // graph's locality (its node ordering) carries over to the block's columns.
+            src[dst.len()..].sort_unstable();
+            for (k, &u) in src.iter().enumerate().skip(dst.len()) {
+                pos[u as usize] = k as u32;
+            }
+            let n_src = if whole && hop + 1 == layers {
+                // (The first layer's block over node ids.)
+                self.n_nodes
+            } else {
+                for j in indices.iter_mut() {
+                    *j = pos[*j as usize];
+                }
+                src.len()
+            };
+            for w in indptr.windows(2) {
+                indices[w[0]..w[1]].sort_unstable();
             }
             for &u in &src {
                 pos[u as usize] = u32::MAX;
             }
-            let n_src = if whole && hop + 1 == layers {
-                // (The first layer's block over node ids: each row re-sorted.)
-                for j in indices.iter_mut() {
-                    *j = src[*j as usize];
-                }
-                for w in indptr.windows(2) {
-                    indices[w[0]..w[1]].sort_unstable();
-                }
-                self.n_nodes
-            } else {
-                src.len()
-            };
             block.set_normalised(n_src, indptr, indices);
             nodes[level] = dst;
             nodes[level - 1] = src;
@@ -468,7 +494,7 @@ mod tests {
     }
 
     /// Every seed is in exactly one batch of an epoch; each level is a prefix of the one
-    /// before; each row draws at most its fanout of its own neighbours (plus its self-loop);
+    /// before, followed by its new nodes in ascending order; each row draws at most its fanout of its own neighbours (plus its self-loop);
     /// a batch is the same when drawn again, and differs in another epoch.
     #[test]
     fn batches_cover_the_seeds_and_each_row_draws_its_fanout_of_its_neighbours() {
@@ -484,6 +510,9 @@ mod tests {
             for l in 0..2 {
                 let (dst, src) = (b.nodes(l + 1), b.nodes(l));
                 assert_eq!(&src[..dst.len()], dst, "level {} is a prefix", l + 1);
+                let new = &src[dst.len()..];
+                assert!(new.windows(2).all(|w| w[0] < w[1]), "new nodes ascending");
+                assert!(new.iter().all(|u| !dst.contains(u)), "new nodes are new");
                 let a = b.block(l).a();
                 assert_eq!(a.shape(), (dst.len(), src.len()));
                 let fanout = [3, 4][l];

@@ -13,7 +13,8 @@ mod dropout;
 pub use codes::{code_at, code_bytes, DROP_KEPT, DROP_ZERO, RELU_OFF};
 pub(crate) use codes::{codes_from, zip_codes, CODES_PER_BYTE};
 pub use dropout::{
-    dropout_mask, fill_dropout_mask, fill_dropout_mask_at, relu_dropout_at, MASK_STREAM,
+    dropout_into_at, dropout_mask, fill_dropout_mask, fill_dropout_mask_at, relu_dropout_at,
+    MASK_STREAM,
 };
 
 /// out ← out + 1·bᵀ (adds `b` to every row).

@@ -12,7 +12,7 @@ use super::{MaskStreams, Model, Node, Src};
 use crate::graph::{LevelRows, Propagate, SumScratch};
 use crate::id::DataId;
 use crate::input::{Features, FeaturesRef, SparseFeatures};
-use crate::kernels::elementwise::fill_dropout_mask_at;
+use crate::kernels::elementwise::{dropout_into_at, fill_dropout_mask_at};
 use crate::nn::layer::{view, view_mut, Bufs, Bwd, Cx, Din, Fwd, GradIo, InSlot, Inputs};
 use crate::nn::layer::{InputDesc, InputKey, Saved, Value};
 use crate::nn::Mode;
@@ -316,10 +316,14 @@ fn drop_input<F: Scalar>(
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let buf = &mut ws.pool[slot][..d.len()];
             let (before, total) = adj.collective().global_span(buf.len());
-            fill_dropout_mask_at(rng, p, buf, before, total, par);
-            Zip::from(view_mut(buf, d.dim()))
-                .and(d)
-                .for_each(|o, &v| *o = v * *o);
+            if let Some(x) = d.as_slice() {
+                dropout_into_at(rng, p, x, buf, before, total, par);
+            } else {
+                fill_dropout_mask_at(rng, p, buf, before, total, par);
+                Zip::from(view_mut(buf, d.dim()))
+                    .and(d)
+                    .for_each(|o, &v| *o = v * *o);
+            }
         }
         FeaturesRef::Sparse(s) => {
             let buf = ws
@@ -328,10 +332,7 @@ fn drop_input<F: Scalar>(
                 .unwrap_or_else(|| unreachable!("X̃'s buffer"));
             let vals = buf.values_mut();
             let (before, total) = adj.collective().global_span(vals.len());
-            fill_dropout_mask_at(rng, p, vals, before, total, par);
-            for (o, &v) in vals.iter_mut().zip(s.x().data()) {
-                *o = v * *o;
-            }
+            dropout_into_at(rng, p, s.x().data(), vals, before, total, par);
             buf.sync_transpose();
         }
     }
