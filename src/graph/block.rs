@@ -13,11 +13,15 @@ use crate::kernels::{spmm, Csr, CsrView, NewTrusted};
 use crate::{Par, Scalar};
 
 /// A rectangular Â (n_dst × n_src) with its transpose, as [`Propagate`] gives it to a layer.
+/// A block for evaluation only holds no transpose (its products by Âᵀ, which evaluation never
+/// takes, transpose it first: the same bits, an allocation a call).
 #[derive(Debug, Clone)]
 pub struct BlockAdj<F> {
     id: DataId,
     a: Csr<F>,
+    /// Âᵀ (empty when `has_t` is false).
     a_t: Csr<F>,
+    has_t: bool,
     /// The storage of the last block's values, transpose and degrees, while the next block's
     /// pattern is being built ([`BlockAdj::take_pattern`]).
     spare: Spare<F>,
@@ -53,9 +57,10 @@ impl<F: Scalar> BlockAdj<F> {
             id: DataId::fresh(),
             a: empty(),
             a_t: empty(),
+            has_t: false,
             spare: Spare::default(),
         };
-        b.set_normalised(n_src, indptr, indices);
+        b.set_normalised(n_src, indptr, indices, true);
         b
     }
 
@@ -64,25 +69,34 @@ impl<F: Scalar> BlockAdj<F> {
     pub(crate) fn take_pattern(&mut self) -> (Vec<usize>, Vec<u32>) {
         let (mut indptr, mut indices, data) =
             std::mem::replace(&mut self.a, empty()).into_raw_storage();
-        let (t_indptr, t_indices, t_data) =
-            std::mem::replace(&mut self.a_t, empty()).into_raw_storage();
         self.spare.data = data;
-        self.spare.t = CsrArrays {
-            indptr: t_indptr,
-            indices: t_indices,
-            data: t_data,
-        };
+        if std::mem::take(&mut self.has_t) {
+            let (t_indptr, t_indices, t_data) =
+                std::mem::replace(&mut self.a_t, empty()).into_raw_storage();
+            self.spare.t = CsrArrays {
+                indptr: t_indptr,
+                indices: t_indices,
+                data: t_data,
+            };
+        }
         indptr.clear();
         indices.clear();
         (indptr, indices)
     }
 
-    /// [`BlockAdj::normalised`] in this block's storage, with a fresh id: no allocation once
-    /// it has held as many rows, sources and entries.
+    /// [`BlockAdj::normalised`] in this block's storage, with a fresh id, its transpose built
+    /// when `transpose` (a block for training) and not otherwise (for evaluation): no
+    /// allocation once it has held as many rows, sources and entries.
     ///
     /// # Panics
     /// As [`BlockAdj::normalised`].
-    pub(crate) fn set_normalised(&mut self, n_src: usize, indptr: Vec<usize>, indices: Vec<u32>) {
+    pub(crate) fn set_normalised(
+        &mut self,
+        n_src: usize,
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        transpose: bool,
+    ) {
         assert!(
             indptr.first() == Some(&0)
                 && indptr.last() == Some(&indices.len())
@@ -115,16 +129,19 @@ impl<F: Scalar> BlockAdj<F> {
             );
         }
         let n_dst = indptr.len() - 1;
-        transpose_into(n_src, &indptr, &indices, Some(data), t, fill, None);
-        let CsrArrays {
-            indptr: t_indptr,
-            indices: t_indices,
-            data: t_data,
-        } = std::mem::take(t);
+        if transpose {
+            transpose_into(n_src, &indptr, &indices, Some(data), t, fill, None);
+            let CsrArrays {
+                indptr: t_indptr,
+                indices: t_indices,
+                data: t_data,
+            } = std::mem::take(t);
+            self.a_t = Csr::new_trusted_pub((n_src, n_dst), t_indptr, t_indices, t_data);
+        }
+        self.has_t = transpose;
         let data = std::mem::take(data);
         self.id = DataId::fresh();
         self.a = Csr::new_trusted_pub((n_dst, n_src), indptr, indices, data);
-        self.a_t = Csr::new_trusted_pub((n_src, n_dst), t_indptr, t_indices, t_data);
     }
 
     /// Â.
@@ -132,9 +149,32 @@ impl<F: Scalar> BlockAdj<F> {
         self.a.view()
     }
 
-    /// Âᵀ.
-    pub fn a_t(&self) -> CsrView<'_, F> {
-        self.a_t.view()
+    /// Âᵀ, when the block holds it (`None` for a block built for evaluation).
+    pub fn a_t(&self) -> Option<CsrView<'_, F>> {
+        self.has_t.then(|| self.a_t.view())
+    }
+
+    /// `f` of Âᵀ: the one held, or one built for the call.
+    fn with_t<R>(&self, f: impl FnOnce(CsrView<'_, F>) -> R) -> R {
+        if self.has_t {
+            return f(self.a_t.view());
+        }
+        let (m, n) = self.a.shape();
+        let mut t = CsrArrays::default();
+        let a = self.a.view();
+        let ip = a.indptr();
+        let ip = ip.raw_storage();
+        transpose_into(
+            n,
+            ip,
+            a.indices(),
+            Some(a.data()),
+            &mut t,
+            &mut Vec::new(),
+            None,
+        );
+        let t = Csr::new_trusted_pub((n, m), t.indptr, t.indices, t.data);
+        f(t.view())
     }
 }
 
@@ -178,7 +218,7 @@ impl<F: Scalar> Propagate<F> for BlockAdj<F> {
         out: ArrayViewMut2<'_, F>,
         par: Par,
     ) {
-        spmm(alpha, self.a_t(), g, beta, out, par);
+        self.with_t(|t| spmm(alpha, t, g, beta, out, par));
     }
 
     fn a_times_blocks(
@@ -201,7 +241,7 @@ impl<F: Scalar> Propagate<F> for BlockAdj<F> {
         f: &mut BlockFn<'_, F>,
         par: Par,
     ) -> Result<(), Unsupported> {
-        blocks(self.a_t(), g, block, buf, f, par);
+        self.with_t(|t| blocks(t, g, block, buf, f, par));
         Ok(())
     }
 }
@@ -304,5 +344,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got_t, back);
+        // Built for evaluation, without Âᵀ: the same products by it, bit for bit.
+        let mut e = BlockAdj::<f64>::normalised(0, vec![0], Vec::new());
+        e.set_normalised(4, vec![0, 3, 5], vec![0, 2, 3, 1, 2], false);
+        assert!(e.a_t().is_none() && b.a_t().is_some());
+        assert_eq!(e.a().data(), b.a().data());
+        let mut back_e = Array2::from_elem((4, 3), f64::NAN);
+        e.at_times(1.0, g.view(), 0.0, back_e.view_mut(), Par::Rayon);
+        assert_eq!(back_e, back);
+        let mut got_e = Array2::zeros((4, 3));
+        e.at_times_blocks(
+            g.view(),
+            1024,
+            &mut buf,
+            &mut |rows, v| got_e.slice_mut(ndarray::s![rows, ..]).assign(&v),
+            Par::Seq,
+        )
+        .unwrap();
+        assert_eq!(got_e, back);
+        // Built again for training, it holds Âᵀ again.
+        let (ip, ix) = e.take_pattern();
+        let (mut ip, mut ix) = (ip, ix);
+        ip.extend([0, 3, 5]);
+        ix.extend([0, 2, 3, 1, 2]);
+        e.set_normalised(4, ip, ix, true);
+        assert_eq!(e.a_t().unwrap().data(), b.a_t().unwrap().data());
     }
 }

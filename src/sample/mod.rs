@@ -17,6 +17,7 @@
 
 mod batch;
 mod cluster;
+mod guide;
 mod neighbor;
 mod saint;
 

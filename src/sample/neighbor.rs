@@ -258,7 +258,8 @@ impl NeighborSampler {
     /// [`NeighborSampler::blocks_into`], with the first layer's block over the whole graph's
     /// nodes when `whole` (its columns the sources' node ids, n_src the node count: it reads
     /// the whole features in place, nothing gathered; the same entries and values, each row's
-    /// in the order of the node ids). Level 0's nodes are listed either way.
+    /// in the order of the node ids), and then for evaluation: no block holds its transpose
+    /// ([`BlockAdj::a_t`]). Level 0's nodes are listed either way.
     ///
     /// # Errors
     /// As [`NeighborSampler::blocks_into`].
@@ -365,7 +366,8 @@ impl NeighborSampler {
             for &u in &src {
                 pos[u as usize] = u32::MAX;
             }
-            block.set_normalised(n_src, indptr, indices);
+            // (Evaluation's blocks take no products by Âᵀ: none is built.)
+            block.set_normalised(n_src, indptr, indices, !whole);
             nodes[level] = dst;
             nodes[level - 1] = src;
         }

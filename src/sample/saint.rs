@@ -6,6 +6,7 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::guide::Guide;
 use super::NodeSampler;
 use crate::graph::{adj_indptr, tilde_row, Graph};
 use crate::{ConfigError, Error, Result};
@@ -83,6 +84,10 @@ pub struct SaintSampler {
     nnz: usize,
     /// The edge sampler's cumulative weights over the graph's stored entries.
     cdf: Vec<f64>,
+    /// Guides to the row of an entry (over the row pointers) and to the entry of a weight
+    /// (over `cdf`): the draws' searches, a bucket deep.
+    rows: Guide,
+    weights: Guide,
     /// `None` without the normalisation.
     counts: Option<SaintCounts>,
     mean_nodes: f64,
@@ -176,6 +181,13 @@ impl SaintSampler {
             SaintKind::Edge => edge_cdf(graph),
             _ => Vec::new(),
         };
+        let ip = graph.indptr();
+        let rows = match kind {
+            SaintKind::RandomWalk { .. } => Guide::default(),
+            _ => Guide::new(ip.len(), |i| ip[i] as f64, graph.nnz() as f64, n),
+        };
+        let total = cdf.last().copied().unwrap_or(0.0);
+        let weights = Guide::new(cdf.len(), |i| cdf[i], total, n);
         let mut s = SaintSampler {
             kind,
             batch_size,
@@ -183,6 +195,8 @@ impl SaintSampler {
             n_nodes: n,
             nnz: graph.nnz(),
             cdf,
+            rows,
+            weights,
             counts: None,
             mean_nodes: 0.0,
         };
@@ -218,8 +232,13 @@ impl SaintSampler {
         let n = graph.n_nodes();
         let ip = graph.indptr();
         let nnz = graph.nnz();
-        // The row of stored entry e.
-        let row_of = |e: usize| (ip.partition_point(|&p| p <= e) - 1) as u32;
+        // The row of stored entry e (`ip.partition_point(|&p| p <= e) - 1`).
+        let row_of = |e: usize| {
+            (self
+                .rows
+                .partition_point(ip.len(), |i| ip[i] as f64, e as f64)
+                - 1) as u32
+        };
         nodes.clear();
         match self.kind {
             SaintKind::Node => {
@@ -239,7 +258,9 @@ impl SaintSampler {
                         continue;
                     }
                     let r = rng.random::<f64>() * total;
-                    let e = self.cdf.partition_point(|&c| c <= r).min(nnz - 1);
+                    let cdf = &self.cdf;
+                    let e = self.weights.partition_point(cdf.len(), |i| cdf[i], r);
+                    let e = e.min(nnz - 1);
                     nodes.push(row_of(e));
                     nodes.push(graph.indices()[e]);
                 }

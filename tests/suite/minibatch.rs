@@ -499,7 +499,11 @@ fn several_batches_a_step_are_the_same_bits_on_any_number_of_ranks_dividing_them
         assert_ne!(bits(&single[0]), bits(&one[0]), "{batch:?}");
         // (Three epochs of a tiny model: it learned something, twice chance at least.)
         let chance = 1.0 / d.n_classes as f64;
-        assert!(one[0].test_acc >= 2.0 * chance, "{batch:?}: {}", one[0].test_acc);
+        assert!(
+            one[0].test_acc >= 2.0 * chance,
+            "{batch:?}: {}",
+            one[0].test_acc
+        );
     }
 }
 
