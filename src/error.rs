@@ -301,8 +301,9 @@ impl Error {
     }
 }
 
-/// Parses `s` as one of `choices` (`(name, value)` pairs): the one way every `FromStr` of the
-/// crate reports an unknown name ([`ConfigError::UnknownName`], listing the known names).
+/// Parses `s` as one of `choices` (`(name, value)` pairs, in any case: `Batch` is `batch`): the
+/// one way every `FromStr` of the crate reports an unknown name ([`ConfigError::UnknownName`],
+/// listing the known names).
 ///
 /// # Errors
 /// [`ConfigError::UnknownName`] when `s` is none of the names.
@@ -313,7 +314,7 @@ pub(crate) fn parse_name<T: Copy>(
 ) -> Result<T, ConfigError> {
     choices
         .iter()
-        .find(|(name, _)| *name == s)
+        .find(|(name, _)| name.eq_ignore_ascii_case(s))
         .map(|&(_, v)| v)
         .ok_or_else(|| ConfigError::UnknownName {
             what,

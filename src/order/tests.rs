@@ -124,7 +124,12 @@ fn reorder_names_round_trip() {
     }
     assert_eq!("random".parse::<Reorder>().unwrap(), Reorder::Random(0));
     assert_eq!("random:42".parse::<Reorder>().unwrap(), Reorder::Random(42));
-    for bad in ["", "metis:4", "random:", "random:x", "Community"] {
+    // Names in any case.
+    assert_eq!(
+        "Community".parse::<Reorder>().unwrap().to_string(),
+        "community"
+    );
+    for bad in ["", "metis:4", "random:", "random:x", "Communities"] {
         assert!(matches!(
             bad.parse::<Reorder>(),
             Err(ConfigError::UnknownName { .. })

@@ -418,8 +418,17 @@ fn stop_rules_are_reported_and_deep_models_default_to_patience() {
 
 #[test]
 fn messages_have_no_nan_and_use_plurals_and_flag_spellings() {
-    let out = run(&["train", "--epochs", "3", "--json"]);
-    expect(&out, 0, &["not timed", "--warmup 5", "over 1 seed ("]);
+    let out = run(&["train", "--epochs", "3", "--warmup", "5", "--json"]);
+    expect(
+        &out,
+        0,
+        &[
+            "not timed",
+            "--warmup 5",
+            "test accuracy",
+            "% with seed 0 (val",
+        ],
+    );
     // The seed's line and the summary both say why, with the run's own counts.
     let t = text(&out);
     assert_eq!(
@@ -438,6 +447,42 @@ fn messages_have_no_nan_and_use_plurals_and_flag_spellings() {
     );
     let j = last_json(&out);
     assert!(j["epoch_ms_median"].is_null());
+    // Without --warmup, a run of fewer than 10 epochs warms up for half of them and is timed;
+    // one seed's accuracy has no spread to print; model names in any case.
+    let out = run(&["train", "--epochs", "3", "--model", "GCN", "--json"]);
+    let t = text(&out);
+    assert!(!t.contains("not timed") && !t.contains(" ± "), "{t}");
+    let j = last_json(&out);
+    assert_eq!(j["warmup_epochs"], 1);
+    assert!(j["epoch_ms_median"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["model"], "gcn");
+    // The hyperparameters in force, in the text and the JSON.
+    assert!(
+        t.contains(
+            "settings  gcn, 2 layers, hidden 16, dropout 0.5 (input 0.5), adam lr 0.01 \
+             weight decay 0.0005, at most 3 epochs, stop kipf (window 10) (--recipe default)"
+        ),
+        "{t}"
+    );
+    assert_eq!(
+        (j["lr"].as_f64(), j["dropout"].as_f64()),
+        (Some(0.01), Some(0.5))
+    );
+    assert_eq!(j["weight_decay"], serde_json::json!([5e-4]));
+    assert_eq!(
+        (j["optimizer"].as_str(), j["recipe"].as_str()),
+        (Some("adam"), Some("default"))
+    );
+    let out = run(&[
+        "train", "--epochs", "2", "--model", "sgc", "--lr", "0.2", "--json",
+    ]);
+    let j = last_json(&out);
+    assert!(
+        j["dropout"].is_null() && j["lr"].as_f64() == Some(0.2),
+        "{j}"
+    );
+    let j = last_json(&run(&["train", "--epochs", "30", "--seeds", "2", "--json"]));
+    assert_eq!(j["warmup_epochs"], 5);
     let out = run(&[
         "train",
         "--epochs",

@@ -178,4 +178,13 @@ fn bad_deep_configurations_get_typed_errors() {
         Err(ConfigError::UnknownName { .. })
     ));
     assert!("jk-att".parse::<Arch>().is_ok());
+    // Names in any case: the architectures and every other named option.
+    for (upper, lower) in [("GCN", "gcn"), ("GCNII", "gcnii"), ("JK-Max", "jk-max")] {
+        assert_eq!(
+            upper.parse::<Arch>().unwrap(),
+            lower.parse::<Arch>().unwrap()
+        );
+    }
+    let norm: sparse_gcn::nn::NormKind = "Pair-SI".parse().unwrap();
+    assert_eq!(norm.name(), "pair-si");
 }

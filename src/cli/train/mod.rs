@@ -91,6 +91,12 @@ pub(crate) enum WdScope {
     All,
 }
 
+/// The warm-up epochs left out of the timing medians when `--warmup` is not given: 5, or half
+/// of the `epochs` when fewer than 10 (so that a short run is timed too).
+fn default_warmup(epochs: usize) -> usize {
+    5.min(epochs / 2)
+}
+
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 pub(crate) struct TrainArgs {
@@ -184,7 +190,8 @@ pub(crate) struct TrainArgs {
     /// Worker threads (0: one per CPU; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = args::threads)]
     threads: usize,
-    /// Epochs left out of the timing medians [default: 5].
+    /// Epochs left out of the timing medians [default: 5, or half of the epochs when fewer
+    /// than 10].
     #[arg(long, value_parser = args::epochs_or_zero)]
     warmup: Option<usize>,
     /// Print one JSON object as the last line of stdout.
@@ -241,9 +248,12 @@ impl TrainArgs {
         self.seeds.unwrap_or(1)
     }
 
-    /// `--warmup` (5 by default).
-    pub(crate) fn warmup(&self) -> usize {
-        self.warmup.unwrap_or(5)
+    /// `--recipe`'s name.
+    pub(crate) fn recipe_name(&self) -> &'static str {
+        match self.recipe {
+            RecipeArg::Default => "default",
+            RecipeArg::Paper => "paper",
+        }
     }
 
     /// The data arguments.
@@ -340,7 +350,7 @@ impl TrainArgs {
             OptArg::Adam => OptimizerKind::Adam,
             OptArg::Sgd => OptimizerKind::Sgd,
         };
-        cfg.warmup = self.warmup();
+        cfg.warmup = self.warmup.unwrap_or(default_warmup(cfg.epochs));
         cfg.batch = self.batches.config(cfg.model.n_layers);
         cfg.eval_batches = self.eval == Some(EvalArg::Batch);
         cfg.batches_per_step = self.batches.batches_per_step.unwrap_or(1);
@@ -576,6 +586,20 @@ enum Ready<'j> {
     Rank(Box<RankPrepared>, &'j dist::Job),
 }
 
+/// The node order applied and the hyperparameters in force, as the run starts.
+fn say_prepared(a: &TrainArgs, d: &sparse_gcn::train::run::Summary, cfg: &TrainConfig) {
+    let (reorder_s, applied) = (d.reorder_s, d.prepare.reorder);
+    match (a.reorder, applied) {
+        (Reorder::None, _) => {}
+        (Reorder::Auto, Reorder::None) => {
+            say!("node order kept (--reorder auto; decided in {reorder_s:.2} s)")
+        }
+        (Reorder::Auto, r) => say!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
+        (r, _) => say!("reordered the nodes ({r}) in {reorder_s:.2} s"),
+    }
+    say!("{}", report::settings_text(a, cfg));
+}
+
 fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Result<()> {
     let cfg = a.config();
     let t_load = Instant::now();
@@ -628,15 +652,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         n_valid,
         n_test
     );
-    let (reorder_s, applied) = (d.reorder_s, d.prepare.reorder);
-    match (a.reorder, applied) {
-        (Reorder::None, _) => {}
-        (Reorder::Auto, Reorder::None) => {
-            say!("node order kept (--reorder auto; decided in {reorder_s:.2} s)")
-        }
-        (Reorder::Auto, r) => say!("reordered the nodes (auto: {r}) in {reorder_s:.2} s"),
-        (r, _) => say!("reordered the nodes ({r}) in {reorder_s:.2} s"),
-    }
+    say_prepared(&a, &d, &cfg);
     let seeds: Vec<u64> = (0..a.seeds() as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
@@ -682,7 +698,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             stop_text(cfg.stop, cfg.epochs, r),
             r.val_acc,
             r.test_acc,
-            ms_text(r.train_ms_median(a.warmup()), r.history.len(), a.warmup())
+            ms_text(r.train_ms_median(cfg.warmup), r.history.len(), cfg.warmup)
         );
     }
     if let (Some(path), true) = (&a.history, super::prints()) {
@@ -693,22 +709,29 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let vals: Vec<f64> = runs.iter().map(|r| r.val_acc).collect();
     let (tm, ts) = mean_std(&tests);
     let (vm, _) = mean_std(&vals);
-    let [step_median, sample_median, epoch_median] = medians(&runs, a.warmup());
+    let [step_median, sample_median, epoch_median] = medians(&runs, cfg.warmup);
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
     let concurrent = if job.is_some() {
         1
     } else {
         threads.min(seeds.len())
     };
+    // (One seed's accuracy has no spread to give.)
+    let acc = match seeds[..] {
+        [one] => format!("{:.2} % with seed {one}", 100.0 * tm),
+        _ => format!(
+            "{:.2} ± {:.2} % over {}",
+            100.0 * tm,
+            100.0 * ts,
+            plural(seeds.len(), "seed")
+        ),
+    };
     say!(
-        "{}: test accuracy {:.2} ± {:.2} % over {} (val {:.2} %); train step median {} ({}, {} at \
-         a time); total {:.2} s",
+        "{}: test accuracy {acc} (val {:.2} %); train step median {} ({}, {} at a time); total \
+         {:.2} s",
         cfg.model.arch,
-        100.0 * tm,
-        100.0 * ts,
-        plural(seeds.len(), "seed"),
         100.0 * vm,
-        ms_text(step_median, longest, a.warmup()),
+        ms_text(step_median, longest, cfg.warmup),
         plural(threads, "thread"),
         plural(concurrent, "run"),
         train_s
@@ -718,7 +741,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
             threads,
             concurrent,
             load_s,
-            reorder_s,
+            reorder_s: d.reorder_s,
             train_s,
             step_median,
             sample_median,

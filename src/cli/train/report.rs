@@ -4,7 +4,9 @@ use serde_json::json;
 
 use sparse_gcn::sample::{BatchConfig, Clusters, SaintKind};
 use sparse_gcn::train::run::Summary;
-use sparse_gcn::train::{mean_std, median, EpochRecord, RunResult, StopRule, TrainConfig};
+use sparse_gcn::train::{
+    mean_std, median, EpochRecord, OptimizerKind, RunResult, StopRule, TrainConfig,
+};
 
 use super::TrainArgs;
 
@@ -82,7 +84,7 @@ pub(super) fn json_report(
         "max_epochs": cfg.epochs,
         "epoch_ms_median": t.step_median,
         "epoch_with_eval_ms_median": t.epoch_median,
-        "warmup_epochs": a.warmup(),
+        "warmup_epochs": cfg.warmup,
         "row_norm": d.row_normalized,
         "load_s": t.load_s,
         "reorder": a.reorder.to_string(),
@@ -91,6 +93,20 @@ pub(super) fn json_report(
         "train_total_s": t.train_s,
         "peak_rss_bytes": crate::cli::peak_rss_bytes(),
     });
+    // The hyperparameters in force (the recipe's, and the flags over it).
+    let dropout = m.arch.uses().dropout.is_none();
+    let optimizer = optimizer_name(cfg.optimizer);
+    for (key, v) in [
+        ("recipe", json!(a.recipe_name())),
+        ("lr", json!(cfg.lr)),
+        ("weight_decay", json!(cfg.weight_decay)),
+        ("dropout", json!(dropout.then_some(m.dropout))),
+        ("input_dropout", json!(dropout.then_some(m.input_dropout))),
+        ("bias", json!(m.bias)),
+        ("optimizer", json!(optimizer)),
+    ] {
+        j[key] = v;
+    }
     if let Some(obj) = j.as_object_mut() {
         // Apart from the macro above, whose nesting is at its limit.
         obj.insert("sample_ms_median".into(), t.sample_median.into());
@@ -255,6 +271,52 @@ pub(super) fn stop_json(rule: StopRule) -> serde_json::Value {
         StopRule::Kipf { window } => json!({ "rule": "kipf", "window": window }),
         StopRule::Patience { patience } => json!({ "rule": "patience", "patience": patience }),
     }
+}
+
+/// `--optimizer`'s name.
+fn optimizer_name(o: OptimizerKind) -> &'static str {
+    match o {
+        OptimizerKind::Adam => "adam",
+        OptimizerKind::Sgd => "sgd",
+    }
+}
+
+/// The hyperparameters in force, as one line: the model and its settings, the optimiser, the
+/// epochs and stop rule, the recipe they came from (the flags override it).
+pub(super) fn settings_text(a: &TrainArgs, cfg: &TrainConfig) -> String {
+    let m = &cfg.model;
+    let uses = m.arch.uses();
+    let mut parts = vec![m.arch.name().to_string()];
+    if uses.layers.is_none() {
+        parts.push(format!("{} layers", m.n_layers));
+    }
+    if uses.hidden.is_none() {
+        parts.push(format!("hidden {}", m.hidden_dim));
+    }
+    parts.extend(m.arch.settings().iter().map(|(k, v)| format!("{k} {v}")));
+    if uses.dropout.is_none() {
+        parts.push(format!("dropout {} (input {})", m.dropout, m.input_dropout));
+    }
+    let wd: Vec<String> = cfg.weight_decay.iter().map(|w| format!("{w}")).collect();
+    let optimizer = optimizer_name(cfg.optimizer);
+    // (Per parameter group when they differ: the stem, the hidden layers, the head, the norms.)
+    let groups = ["stem", "hidden", "head", "norm"];
+    let wd = match wd.len() {
+        1 => wd.join(""),
+        k => format!("{} ({})", wd.join("/"), groups[..k.min(4)].join("/")),
+    };
+    parts.push(format!("{optimizer} lr {} weight decay {wd}", cfg.lr));
+    let stop = match cfg.stop {
+        StopRule::Never => "never".to_string(),
+        StopRule::Kipf { window } => format!("kipf (window {window})"),
+        StopRule::Patience { patience } => format!("patience ({patience})"),
+    };
+    parts.push(format!("at most {} epochs, stop {stop}", cfg.epochs));
+    format!(
+        "settings  {} (--recipe {})",
+        parts.join(", "),
+        a.recipe_name()
+    )
 }
 
 /// Which rule ended a run, after which epoch (1-based), and whose weights it kept.

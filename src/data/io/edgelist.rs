@@ -49,7 +49,9 @@ impl Default for EdgeListOptions {
 ///
 /// **Edge list** (`edges`): one edge per line, two non-negative integer node ids (0-based)
 /// separated by whitespace or by a comma (`0 1`, `0\t1`, `0,1`, `0, 1`); `#` and `%` start a
-/// comment that runs to the end of the line; blank lines are skipped. A name ending in `.gz` is
+/// comment that runs to the end of the line; blank lines are skipped; a first line of two names
+/// (each starting with a letter or `_`: `src,dst`, `source target`) is a header, skipped.
+/// A name ending in `.gz` is
 /// decompressed. Exactly two fields per line: weights or timestamps in a third column are an
 /// error. Undirected by default (see [`EdgeListOptions::direction`]); duplicate edges are
 /// merged and self-loops kept.
@@ -200,6 +202,13 @@ pub fn load_edge_list(
 /// An edge list.
 type Edges = Vec<(u32, u32)>;
 
+/// A header's field: a name, starting with a letter or an underscore (never a node id).
+fn is_name(field: &str) -> bool {
+    field
+        .trim()
+        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+}
+
 /// Reads the edges, each id < `n_nodes` when given, else < `max_nodes`; returns them with the
 /// largest id (`None` without edges).
 fn read_edge_list(
@@ -210,9 +219,14 @@ fn read_edge_list(
     let mut edges = Vec::new();
     let mut max_id: Option<u32> = None;
     let mut r = LineReader::open(path, Syntax::Free)?;
+    let mut first = true;
     while let Some(line) = r.next_line()? {
         let mut fields = line.fields();
         let (a, b) = match (fields.next(), fields.next(), fields.next()) {
+            // A first line of two names (`src,dst`, `source target`) is a header.
+            (Some(a), Some(b), None) if std::mem::take(&mut first) && is_name(a) && is_name(b) => {
+                continue
+            }
             (Some(a), Some(b), None) => (a, b),
             _ => {
                 let k = line.fields().count();
@@ -290,6 +304,25 @@ mod tests {
         assert!(d.name.starts_with("sparse-gcn-io-unit-"));
         let sizes = (d.split.train.len(), d.split.valid.len(), d.split.test.len());
         assert_eq!(sizes, (2, 1, 1));
+    }
+
+    #[test]
+    fn a_first_line_of_names_is_a_header_and_later_names_are_errors() {
+        for head in [&b"src,dst\n"[..], b"# c\nsource target\n", b"_from _to\n"] {
+            let text = [head, b"0,1\n1,2\n"].concat();
+            let e = Tmp::new("g.csv", &text);
+            let d = load_edge_list(&e.0, None, None, &opts()).unwrap();
+            assert_eq!(d.graph.n_edges(), 2, "{head:?}");
+        }
+        // A name after the first line, or beside a number, is still a typed error.
+        for (text, line) in [(&b"0,1\nsrc,dst\n"[..], 2), (b"src,1\n", 1), (b"-1,2\n", 1)] {
+            let e = Tmp::new("g.csv", text);
+            let err = load_edge_list(&e.0, None, None, &opts()).unwrap_err();
+            assert!(
+                matches!(err, Error::Parse { line: l, .. } if l == line),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -195,13 +195,14 @@ macro_rules! architectures {
                 v
             }
 
-            /// The architecture named `s` (a name or an alias), with its default settings.
+            /// The architecture named `s` (a name or an alias, in any case: `GCN` is `gcn`),
+            /// with its default settings.
             pub fn named(s: &str) -> Option<Arch> {
                 $(
                     let found = <$t as Architecture>::NAMES
                         .iter()
                         .chain(<$t as Architecture>::ALIASES)
-                        .find(|(n, _)| *n == s);
+                        .find(|(n, _)| n.eq_ignore_ascii_case(s));
                     if let Some(&(_, a)) = found {
                         return Some(Arch::$v(a));
                     }
