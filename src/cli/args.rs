@@ -189,6 +189,21 @@ pub(crate) fn seeds(s: &str) -> Result<usize, String> {
     count_to(s, MAX_SEEDS, "seeds of one run")
 }
 
+/// The largest first seed: seeds are JSON numbers, exact below 2⁵³.
+pub(crate) const MAX_SEED: u64 = (1 << 53) - 1 - MAX_SEEDS as u64;
+
+/// `--seed`: a whole number from 0 to [`MAX_SEED`].
+pub(crate) fn seed(s: &str) -> Result<u64, String> {
+    let v = s
+        .trim()
+        .parse::<u128>()
+        .map_err(|_| "not a whole number".to_string())?;
+    u64::try_from(v)
+        .ok()
+        .filter(|&v| v <= MAX_SEED)
+        .ok_or_else(|| format!("must be at most {MAX_SEED} (seeds are exact JSON numbers)"))
+}
+
 /// `--epochs`, `--patience`: at most [`MAX_EPOCHS`].
 pub(crate) fn epochs(s: &str) -> Result<usize, String> {
     count_to(s, MAX_EPOCHS, "epochs of one run")

@@ -481,8 +481,20 @@ fn messages_have_no_nan_and_use_plurals_and_flag_spellings() {
         j["dropout"].is_null() && j["lr"].as_f64() == Some(0.2),
         "{j}"
     );
-    let j = last_json(&run(&["train", "--epochs", "30", "--seeds", "2", "--json"]));
+    let j = last_json(&run(&["train", "--epochs", "30", "--seeds", "4", "--json"]));
     assert_eq!(j["warmup_epochs"], 5);
+    // --seed S trains seed S: the same run as the fourth of --seeds 4, bit for bit.
+    let one = last_json(&run(&["train", "--epochs", "30", "--seed", "3", "--json"]));
+    assert_eq!(
+        (one["seeds"].as_u64(), one["first_seed"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(one["test_accs"][0], j["test_accs"][3]);
+    assert_eq!(one["test_losses"][0], j["test_losses"][3]);
+    assert_ne!(one["test_losses"][0], j["test_losses"][0]);
+    for bad in ["x", "-1", "9007199254740991"] {
+        expect(&run(&["train", "--seed", bad]), 2, &["--seed"]);
+    }
     let out = run(&[
         "train",
         "--epochs",

@@ -184,9 +184,14 @@ pub(crate) struct TrainArgs {
     /// (ogbn-arxiv-like embeddings) as they are.
     #[arg(long, value_enum, default_value_t = RowNormArg::Auto)]
     row_norm: RowNormArg,
-    /// Number of seeds (0, 1, …, N−1), trained in parallel; at most 10,000 [default: 1].
+    /// Number of seeds (S, S+1, …, S+N−1, S from --seed), trained in parallel; at most 10,000
+    /// [default: 1].
     #[arg(long, value_parser = args::seeds)]
     seeds: Option<usize>,
+    /// The first (or only) seed trained [default: 0]: `--seed 3` trains seed 3 alone, as
+    /// `--seeds 4` trains it fourth, bit for bit.
+    #[arg(long, value_parser = args::seed)]
+    seed: Option<u64>,
     /// Worker threads (0: one per CPU; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = args::threads)]
     threads: usize,
@@ -512,6 +517,7 @@ impl TrainArgs {
             ("--save", self.save.is_some()),
             ("--history", self.history.is_some()),
             ("--seeds", self.seeds.is_some()),
+            ("--seed", self.seed.is_some()),
             ("--epochs", self.epochs.is_some()),
             ("--stop", self.stop.is_some()),
             ("--patience", self.patience.is_some()),
@@ -653,7 +659,8 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
         n_test
     );
     say_prepared(&a, &d, &cfg);
-    let seeds: Vec<u64> = (0..a.seeds() as u64).collect();
+    let first = a.seed.unwrap_or(0);
+    let seeds: Vec<u64> = (first..first + a.seeds() as u64).collect();
     let bar = progress_bar(
         seeds.len() as u64,
         "{spinner} seeds {pos}/{len} [{elapsed_precise}] {msg}",

@@ -97,6 +97,7 @@ pub(super) fn json_report(
     let dropout = m.arch.uses().dropout.is_none();
     let optimizer = optimizer_name(cfg.optimizer);
     for (key, v) in [
+        ("first_seed", json!(runs.first().map(|r| r.seed))),
         ("recipe", json!(a.recipe_name())),
         ("lr", json!(cfg.lr)),
         ("weight_decay", json!(cfg.weight_decay)),
