@@ -43,8 +43,8 @@ impl Guide {
     /// `keys[i] = key(i)`.
     pub(crate) fn partition_point(&self, len: usize, key: impl Fn(usize) -> f64, r: f64) -> usize {
         let k = self.k;
-        let full = || {
-            let (mut lo, mut hi) = (0, len);
+        // The number of keys at most `r` among those below `lo` and up to `hi`, by bisection.
+        let search = |mut lo: usize, mut hi: usize| {
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
                 if key(mid) <= r {
@@ -56,7 +56,7 @@ impl Guide {
             lo
         };
         if self.first.len() != k + 1 || self.first[k] != len || !(r >= 0.0 && r < self.total) {
-            return full();
+            return search(0, len);
         }
         let mut b = ((r / self.total * k as f64) as usize).min(k - 1);
         while b > 0 && r < self.start(b) {
@@ -65,21 +65,13 @@ impl Guide {
         while b + 1 < k && r >= self.start(b + 1) {
             b += 1;
         }
-        let (mut lo, mut hi) = (self.first[b], self.first[b + 1]);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if key(mid) <= r {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = search(self.first[b], self.first[b + 1]);
         // The answer when these are the keys the guide was built for; checked.
         let ok = (lo == 0 || key(lo - 1) <= r) && (lo == len || key(lo) > r);
         if ok {
             lo
         } else {
-            full()
+            search(0, len)
         }
     }
 }

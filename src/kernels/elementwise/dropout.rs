@@ -130,15 +130,7 @@ pub fn fill_dropout_mask_at<F: Scalar, R: rand::Rng + ?Sized>(
     total: usize,
     par: Par,
 ) {
-    assert!(
-        (0.0..1.0).contains(&p),
-        "dropout_mask: p = {p} not in [0, 1)"
-    );
-    assert!(
-        before + mask.len() <= total,
-        "fill_dropout_mask_at: elements {before}..{} of {total}",
-        before + mask.len()
-    );
+    check_part("fill_dropout_mask_at", p, before, mask.len(), total);
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: std::mem::size_of_val(mask),
     });
@@ -162,20 +154,24 @@ pub fn dropout_into_at<F: Scalar, R: rand::Rng + ?Sized>(
     total: usize,
     par: Par,
 ) {
-    assert!(
-        (0.0..1.0).contains(&p),
-        "dropout_into: p = {p} not in [0, 1)"
-    );
     assert_eq!(x.len(), out.len(), "dropout_into_at: x vs out");
-    assert!(
-        before + out.len() <= total,
-        "dropout_into_at: elements {before}..{} of {total}",
-        before + out.len()
-    );
+    check_part("dropout_into_at", p, before, out.len(), total);
     let _span = span(Phase::Elementwise, || Work::Stream {
         bytes: 2 * std::mem::size_of_val(out),
     });
     draw_factors(rng.next_u64(), Keep::<F>::new(p), out, Some(x), before, par);
+}
+
+/// The checks of a dropout kernel `what` drawing elements `before .. before + len` of a mask of
+/// `total` at rate `p`.
+#[track_caller]
+fn check_part(what: &str, p: f64, before: usize, len: usize, total: usize) {
+    assert!((0.0..1.0).contains(&p), "{what}: p = {p} not in [0, 1)");
+    assert!(
+        before + len <= total,
+        "{what}: elements {before}..{} of {total}",
+        before + len
+    );
 }
 
 /// The factors of mask `key` for elements `before ..` into `out`, each times the element of
