@@ -4,17 +4,19 @@
 //! cargo run --release --example depth_study                 # the short study, minutes
 //! cargo run --release --example depth_study -- --full       # the full grid, hours
 //! cargo run --release --example depth_study -- [--data DIR] [--depths 2,8,32]
-//!     [--variants plain,residual,gcnii,jk-cat] [--seeds 2] [--out OUT] [--quick]
+//!     [--variants gcn,residual,gcnii,jk-cat] [--seeds 2] [--out OUT] [--quick]
 //! ```
 //!
-//! With no flags it runs the short study: depths 2, 8 and 32, the variants plain, residual,
+//! With no flags it runs the short study: depths 2, 8 and 32, the variants gcn, residual,
 //! GCNII and JK-cat, 2 seeds, at most 200 epochs with patience 50 — a few minutes on two cores,
 //! and enough to see plain GCN collapse with depth while the others hold. `--full` is the full
 //! grid: depths 2 to 64, five variants, 5 seeds, each recipe's own epochs and patience. A grid
 //! given with `--depths` or `--variants` trains with the recipes' epochs and patience too;
 //! `--epochs` and `--patience` override any of them. Without `--data` it runs on the built-in synthetic
 //! citation-like graph. Every variant trains with its paper's recipe
-//! (`sparse_gcn::train::recipe`); flags override any field for every variant.
+//! (`sparse_gcn::train::recipe`); flags override any field for every variant. Flags are named as
+//! `sparse-gcn train`'s (`--norm-layer`, `--weight-decay`, `--checkpoint-every`, the model
+//! names) and epochs count from 1, as everywhere the crate prints them.
 //! `--drop-edge paper,0` runs each variant with its recipe's DropEdge rate and again without.
 //! Runs go in parallel (rayon) behind a progress bar.
 //!
@@ -45,18 +47,16 @@ use sparse_gcn::graph::Norm;
 use sparse_gcn::metrics::smoothing::{layer_metrics, LayerMetrics};
 use sparse_gcn::nn::{Arch, NormKind};
 use sparse_gcn::order::Reorder;
-use sparse_gcn::train::run::{Prepare, Prepared, RowNorm};
+use sparse_gcn::train::run::{Prepare, Prepared, RowNorm, Watch};
 use sparse_gcn::train::{mean_std, median, recipe, StopRule};
 use sparse_gcn::Par;
 
-/// A variant's name in the study's tables and plots (`plain` for the GCN stack).
+/// A variant: an architecture, named in the study's tables and plots as `sparse-gcn train
+/// --model` names it (`gcn` for the plain GCN stack).
 type Variant = Arch;
 
 fn vname(v: Variant) -> &'static str {
-    match v {
-        Arch::Gcn(_) => "plain",
-        a => a.name(),
-    }
+    v.name()
 }
 
 /// Depth × variant × seed study of deep GCNs (accuracy and oversmoothing metrics).
@@ -76,8 +76,8 @@ struct Args {
     /// Depths (graph convolutions), comma-separated [default: 2,8,32; --full: 2,4,8,16,32,64].
     #[arg(long, value_delimiter = ',')]
     depths: Vec<usize>,
-    /// Variants: plain, residual, gcnii, jk-cat, jk-max, jk-att [default: plain, residual,
-    /// gcnii, jk-cat; --full: and jk-max].
+    /// Variants (`--model` names): gcn, residual, gcnii, jk-cat, jk-max, jk-att [default: gcn,
+    /// residual, gcnii, jk-cat; --full: and jk-max].
     #[arg(long, value_delimiter = ',')]
     variants: Vec<String>,
     /// Seeds per configuration (0, 1, …) [default: 2; --full: 5].
@@ -105,27 +105,30 @@ struct Args {
     /// Learning rate (overrides).
     #[arg(long)]
     lr: Option<f64>,
-    /// Weight decay per parameter group: stem, hidden, head, norm (overrides).
+    /// Weight decay (overrides): one value for the first layer (as `train --weight-decay`), or
+    /// one per parameter group: stem, hidden, head, norm.
     #[arg(long, value_delimiter = ',')]
-    wd: Option<Vec<f64>>,
+    weight_decay: Option<Vec<f64>>,
     /// Maximum epochs (overrides).
     #[arg(long)]
     epochs: Option<usize>,
     /// Patience in epochs (overrides).
     #[arg(long)]
     patience: Option<usize>,
-    /// Normalisation of hidden layers: none, batch, pair (overrides).
+    /// Normalisation after each hidden convolution (as `train --norm-layer`): none, batch,
+    /// pair, pair-si or pair-scs (overrides).
     #[arg(long)]
-    norm: Option<String>,
+    norm_layer: Option<String>,
     /// GCNII α (overrides).
     #[arg(long)]
     alpha: Option<f64>,
     /// GCNII λ (overrides).
     #[arg(long)]
     lambda: Option<f64>,
-    /// Activation checkpointing segment length (0: off).
+    /// Activation checkpointing (as `train --checkpoint-every`): keep every K-th hidden
+    /// block's input and recompute the others in backward (0: off).
     #[arg(long, default_value_t = 0)]
-    checkpoint: usize,
+    checkpoint_every: usize,
     /// Rows sampled for the numerical rank (0: no rank).
     #[arg(long, default_value_t = 512)]
     rank_sample: usize,
@@ -175,13 +178,13 @@ fn settle_args(args: &mut Args) -> u64 {
     let (depths, variants, seeds): (&[usize], &str, u64) = if args.full {
         (
             &[2, 4, 8, 16, 32, 64],
-            "plain,residual,gcnii,jk-cat,jk-max",
+            "gcn,residual,gcnii,jk-cat,jk-max",
             5,
         )
     } else if args.quick {
-        (&[2, 4, 8], "plain,residual,gcnii,jk-cat,jk-max", 2)
+        (&[2, 4, 8], "gcn,residual,gcnii,jk-cat,jk-max", 2)
     } else {
-        (&[2, 8, 32], "plain,residual,gcnii,jk-cat", 2)
+        (&[2, 8, 32], "gcn,residual,gcnii,jk-cat", 2)
     };
     if args.depths.is_empty() {
         args.depths = depths.to_vec();
@@ -251,7 +254,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|v| v.parse())
         .collect::<Result<_, _>>()?;
-    let norm_override: Option<NormKind> = args.norm.as_deref().map(str::parse).transpose()?;
+    let norm_override: Option<NormKind> = args.norm_layer.as_deref().map(str::parse).transpose()?;
     // The CLI's pipeline: features row-normalised when non-negative, symmetric Â, the graph
     // kept for DropEdge, the given node order.
     let prepared = Prepared::new(
@@ -408,12 +411,12 @@ fn run_job(
             r.model.arch.set(key, v)?;
         }
     }
-    r.model.checkpoint = args.checkpoint;
+    r.model.checkpoint = args.checkpoint_every;
     r.model.drop_edge = job.drop_edge;
     if let Some(lr) = args.lr {
         r.lr = lr;
     }
-    if let Some(wd) = &args.wd {
+    if let Some(wd) = &args.weight_decay {
         r.weight_decay = wd.clone();
     }
     if let Some(e) = args.epochs {
@@ -423,7 +426,7 @@ fn run_job(
         r.stop = StopRule::Patience { patience: p };
     }
     r.par = Par::Rayon;
-    let (run, mut model) = prepared.fit(&r, job.seed, 0, None)?;
+    let (run, mut model) = prepared.fit_watched(&r, job.seed, Watch::default())?;
     let (adj, features) = (&prepared.adj, &prepared.data.features);
     let rank = (args.rank_sample > 0).then_some((args.rank_sample, job.seed));
     let mut layers = Vec::new();
@@ -440,7 +443,8 @@ fn run_job(
         job: job.clone(),
         test_acc: run.test_acc,
         val_acc: run.val_acc,
-        best_epoch: run.best_epoch,
+        // Counted from 1, as the CLI counts epochs.
+        best_epoch: run.best_epoch + 1,
         epochs_run: run.history.len(),
         max_epochs: r.epochs,
         // Warm-up epochs are left out, unless the run is too short to have any others.
@@ -606,9 +610,9 @@ fn summary_head(s: &mut String, args: &Args, data: &Dataset, wall: f64) {
     let _ = writeln!(s, "- machine: {}", machine());
     let _ = writeln!(
         s,
-        "- seeds: {}; checkpoint segment: {}; wall time {:.0} s; peak RSS (VmHWM) {}\n",
+        "- seeds: {}; --checkpoint-every {}; wall time {:.0} s; peak RSS (VmHWM) {}\n",
         args.seeds.unwrap_or(0),
-        args.checkpoint,
+        args.checkpoint_every,
         wall,
         peak_rss().map_or("unknown".into(), |b| format!(
             "{:.2} GiB",
@@ -737,7 +741,7 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
     table(
         &mut s,
         "Best epoch (mean)",
-        "The epoch (counting from 0) whose weights were evaluated: the lowest validation loss.",
+        "The epoch (counting from 1) whose weights were evaluated: the lowest validation loss.",
         &|g| {
             let (m, _) = stat(g, |o| o.best_epoch as f64);
             format!("{m:.0}")

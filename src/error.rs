@@ -177,6 +177,13 @@ pub enum Error {
         /// The first non-finite value.
         value: f64,
     },
+    /// Training stopped between epochs because its caller asked
+    /// ([`FitOptions::interrupt`](crate::train::FitOptions::interrupt)).
+    #[error("training interrupted after epoch {epoch} (counting from 1)")]
+    Interrupted {
+        /// The last epoch run, counting from 1.
+        epoch: usize,
+    },
     /// An environment variable this crate reads holds an invalid value.
     #[error("environment variable {var}={value:?}: {msg}")]
     Environment {

@@ -81,7 +81,12 @@ pub use graph::{Graph, Norm, NormAdj, Propagate};
 pub use nn::{Arch, Model, ModelConfig};
 pub use par::Par;
 pub use scalar::Scalar;
+pub use train::options::TrainOptions;
 pub use train::{fit, TrainConfig, TrainData};
+
+/// The `ndarray` this crate's arrays come from (features, logits, embeddings): the same version
+/// as the caller's, without a second dependency to keep in step.
+pub use ndarray;
 
 /// The longer documents of `docs/` whose code is compiled and run as doctests.
 #[cfg(doctest)]

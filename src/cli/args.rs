@@ -106,12 +106,7 @@ fn zero_to(s: &str, max: usize, why: &str) -> Result<usize, String> {
     }
 }
 
-/// Most seeds of one run.
-pub(crate) const MAX_SEEDS: usize = 10_000;
-/// Most epochs (and patience) of one run.
-pub(crate) const MAX_EPOCHS: usize = 1_000_000;
-/// Most worker threads.
-pub(crate) const MAX_THREADS: usize = 1024;
+pub(crate) use sparse_gcn::train::options::{MAX_EPOCHS, MAX_SEED, MAX_SEEDS, MAX_THREADS};
 
 /// `--layers`: graph convolutions, at most [`MAX_LAYERS`](sparse_gcn::nn::arch::MAX_LAYERS).
 pub(crate) fn layers(s: &str) -> Result<usize, String> {
@@ -188,9 +183,6 @@ pub(crate) fn coverage(s: &str) -> Result<f64, String> {
 pub(crate) fn seeds(s: &str) -> Result<usize, String> {
     count_to(s, MAX_SEEDS, "seeds of one run")
 }
-
-/// The largest first seed: seeds are JSON numbers, exact below 2⁵³.
-pub(crate) const MAX_SEED: u64 = (1 << 53) - 1 - MAX_SEEDS as u64;
 
 /// `--seed`: a whole number from 0 to [`MAX_SEED`].
 pub(crate) fn seed(s: &str) -> Result<u64, String> {

@@ -272,6 +272,7 @@ mod with_mpi {
         let watch = Watch {
             on_epoch,
             replicas: Some(Replicas(&counted)),
+            interrupt: None,
         };
         let mut runs = p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?;
         // Each rank built its share of the batches: the report counts every rank's.

@@ -147,11 +147,12 @@ pub(crate) struct DataArgs {
     /// Node features: `identity` (one-hot node id), `degree` (one-hot degree, PyG's
     /// OneHotDegree), `constant` (one column of ones) or `random:D` (D seeded uniform
     /// columns), built from the graph and replacing any the data has; or a feature file for
-    /// an edge list (one row per node) or a scipy `.npz` adjacency.
+    /// an edge list (one row per node), a scipy `.npz` adjacency or a structure-only OGB
+    /// folder (without raw/node-feat).
     #[arg(long)]
     pub(crate) features: Option<FeatureArg>,
-    /// Label file for an edge list or a scipy `.npz` adjacency (one class id per node; -1 or
-    /// NaN for an unlabelled node).
+    /// Label file for an edge list, a scipy `.npz` adjacency or a structure-only OGB folder
+    /// (without raw/node-label) (one class id per node; -1 or NaN for an unlabelled node).
     #[arg(long)]
     pub(crate) labels: Option<PathBuf>,
     /// Nodes of an edge list (ids 0 to N−1); without it, the rows of --labels or --features,
@@ -287,6 +288,7 @@ impl DataArgs {
             );
         }
         if path.is_dir() {
+            let (own_features, own_labels) = sparse_gcn::data::io::ogb_carries(path);
             let own = "an OGB folder carries its own split (choose one of its split folders \
                        with --split)";
             return match () {
@@ -296,14 +298,16 @@ impl DataArgs {
                 ),
                 () if self.train_per_class.is_some() => no("--train-per-class", own),
                 () if self.split_sizes.is_some() => no("--split-sizes", own),
-                () if self.labels.is_some() => no(
+                () if self.labels.is_some() && own_labels => no(
                     "--labels",
-                    "an OGB folder carries its own labels (raw/node-label)",
+                    "this OGB folder carries its own labels (raw/node-label); a label file is \
+                     for a structure-only folder, an edge list or a scipy .npz",
                 ),
-                () if file_features => no(
+                () if file_features && own_features => no(
                     "--features",
-                    "an OGB folder carries its own features (raw/node-feat); a built kind \
-                     (identity, degree, constant, random:D) replaces them",
+                    "this OGB folder carries its own features (raw/node-feat); a built kind \
+                     (identity, degree, constant, random:D) replaces them, a feature file is \
+                     for a structure-only folder, an edge list or a scipy .npz",
                 ),
                 () => Ok(()),
             };
@@ -548,14 +552,5 @@ pub(crate) fn progress_bar(len: u64, template: &str) -> ProgressBar {
 
 /// Rows of `a` back in the input's node order.
 pub(crate) fn input_order(p: &Prepared, a: ArrayView2<'_, f32>) -> Array2<f32> {
-    match &p.perm {
-        None => a.to_owned(),
-        Some(perm) => {
-            let mut out = Array2::zeros(a.dim());
-            for (old, &new) in perm.old_to_new().iter().enumerate() {
-                out.row_mut(old).assign(&a.row(new as usize));
-            }
-            out
-        }
-    }
+    p.input_order(a)
 }

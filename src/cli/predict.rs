@@ -4,9 +4,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use ndarray::{Array2, ArrayView2};
-
 use sparse_gcn::data::write::npy_f32;
+use sparse_gcn::metrics::softmax_rows;
 use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Par, Result};
 
@@ -30,21 +29,6 @@ pub(crate) struct PredictArgs {
     threads: usize,
 }
 
-/// Row-wise softmax, in f64 then rounded.
-fn softmax(logits: ArrayView2<'_, f32>) -> Array2<f32> {
-    let mut out = Array2::zeros(logits.dim());
-    for (row, mut o) in logits.rows().into_iter().zip(out.rows_mut()) {
-        let m = row
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
-        let z: f64 = row.iter().map(|&v| (f64::from(v) - m).exp()).sum();
-        for (o, &v) in o.iter_mut().zip(row) {
-            *o = ((f64::from(v) - m).exp() / z) as f32;
-        }
-    }
-    out
-}
-
 pub(crate) fn run(a: PredictArgs) -> Result<()> {
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
@@ -52,7 +36,7 @@ pub(crate) fn run(a: PredictArgs) -> Result<()> {
         let logits = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
         let what = format!("the logits of {}", a.checkpoint.display());
         check_finite_output(&p, logits.view(), &what)?;
-        let probs = softmax(input_order(&p, logits.view()).view());
+        let probs = softmax_rows(input_order(&p, logits.view()).view());
         let bytes = if a
             .out
             .extension()

@@ -30,7 +30,7 @@ impl Dataset {
     ///
     /// # Errors
     /// The first inconsistency [`Dataset::validate`] finds.
-    pub(crate) fn try_new(
+    pub fn try_new(
         name: String,
         graph: Graph,
         features: Features<f32>,

@@ -30,7 +30,7 @@ impl Mask {
         self.indices
     }
     /// A mask from a boolean vector of length `n_nodes`.
-    pub(crate) fn from_bool(mask: &[bool]) -> Self {
+    pub fn from_bool(mask: &[bool]) -> Self {
         let indices = (0..mask.len())
             .filter(|&i| mask[i])
             .map(|i| i as u32)

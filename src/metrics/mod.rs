@@ -53,6 +53,22 @@ pub(crate) fn accuracy_across<F: Scalar>(
     counts[0] as f64 / counts[1] as f64
 }
 
+/// Row-wise softmax of `logits` (class probabilities), computed in f64 then rounded to f32:
+/// `sparse-gcn predict`'s and the Python package's `predict_proba`.
+pub fn softmax_rows(logits: ArrayView2<'_, f32>) -> ndarray::Array2<f32> {
+    let mut out = ndarray::Array2::zeros(logits.dim());
+    for (row, mut o) in logits.rows().into_iter().zip(out.rows_mut()) {
+        let m = row
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+        let z: f64 = row.iter().map(|&v| (f64::from(v) - m).exp()).sum();
+        for (o, &v) in o.iter_mut().zip(row) {
+            *o = ((f64::from(v) - m).exp() / z) as f32;
+        }
+    }
+    out
+}
+
 /// Index of the largest value (first on ties; NaN never wins).
 pub fn argmax<F: Scalar>(row: impl Iterator<Item = F>) -> usize {
     let mut best = (0usize, F::neg_infinity());

@@ -4,6 +4,7 @@
 mod blocks;
 pub mod checkpoint;
 pub mod fits;
+pub mod options;
 pub mod profile;
 pub mod recipe;
 pub mod run;
@@ -14,6 +15,7 @@ mod summary;
 
 pub use steps::{train_step, BatchStats, Batches};
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rand::SeedableRng;
@@ -386,6 +388,9 @@ pub struct FitOptions<'g> {
     /// data): each trains its share of every step's batches and the steps' gradients are
     /// summed exactly across them ([`TrainConfig::batches_per_step`]); `None`: one process.
     pub replicas: Option<Replicas<'g>>,
+    /// Checked after each epoch (after `on_epoch`, which may set it): when set, the run ends
+    /// with [`Error::Interrupted`] (Ctrl-C in the Python package).
+    pub interrupt: Option<&'g AtomicBool>,
 }
 
 /// The processes of a data-parallel run ([`FitOptions::replicas`]).
@@ -688,6 +693,9 @@ pub fn train_model<F: Scalar>(
         });
         if let (Some(hook), Some(r)) = (opts.on_epoch, history.last()) {
             (hook.0)(seed, r);
+        }
+        if opts.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+            return Err(Error::Interrupted { epoch: epoch + 1 });
         }
         if opts.metrics_every > 0 && epoch % opts.metrics_every == 0 {
             record(model, epoch, &mut layer_records)?;

@@ -34,6 +34,8 @@ pub struct Watch<'a> {
     pub on_epoch: Option<EpochHook<'a>>,
     /// The processes of a data-parallel run over mini-batches ([`FitOptions::replicas`]).
     pub replicas: Option<Replicas<'a>>,
+    /// Ends the runs between epochs when set ([`FitOptions::interrupt`]).
+    pub interrupt: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// Checks `cfg`'s sizes (`ModelConfig::check_sizes`: layers, hidden width, checkpointing; an
@@ -453,7 +455,48 @@ impl Prepared {
         let sampler = super::agree(watch.replicas, sampler)?;
         let mut opts = self.options(cfg, metrics_every, rank_sample, sampler.as_deref());
         (opts.on_epoch, opts.replicas) = (watch.on_epoch, watch.replicas);
+        opts.interrupt = watch.interrupt;
         fit_seeds(&self.train_data(), cfg, seeds, &opts, on_done)
+    }
+
+    /// Trains one model with `seed`, reporting to `watch` (one process: its `replicas` must
+    /// be `None`), and returns it with its run: the same bits as the run of `seed` in
+    /// [`Prepared::fit_seeds_watched`] (the CLI's `train --seed`).
+    ///
+    /// # Errors
+    /// As [`Prepared::fit_seeds`]; [`crate::Error::Interrupted`] when `watch.interrupt` is set;
+    /// a configuration error for `watch.replicas`.
+    pub fn fit_watched(
+        &self,
+        cfg: &TrainConfig,
+        seed: u64,
+        watch: Watch<'_>,
+    ) -> Result<(RunResult, Model<f32>)> {
+        if watch.replicas.is_some() {
+            return Err(crate::Error::Config(ConfigError::OutOfRange {
+                name: "replicas",
+                value: 1.0,
+                rule: "none: Prepared::fit_watched trains in one process",
+            }));
+        }
+        let sampler = self.checked_sampler(cfg, 1, 0)?;
+        let mut opts = self.options(cfg, 0, None, sampler.as_deref());
+        (opts.on_epoch, opts.interrupt) = (watch.on_epoch, watch.interrupt);
+        super::fit_model(&self.train_data(), cfg, seed, &opts)
+    }
+
+    /// `a`'s rows (one per node of the prepared data) in the input's node order.
+    pub fn input_order(&self, a: ndarray::ArrayView2<'_, f32>) -> ndarray::Array2<f32> {
+        match &self.perm {
+            None => a.to_owned(),
+            Some(perm) => {
+                let mut out = ndarray::Array2::zeros(a.dim());
+                for (old, &new) in perm.old_to_new().iter().enumerate() {
+                    out.row_mut(old).assign(&a.row(new as usize));
+                }
+                out
+            }
+        }
     }
 
     /// Refuses, before anything is allocated for it, a training of `runs` models of `cfg` at
@@ -647,6 +690,7 @@ impl Prepared {
             on_epoch: None,
             eval_batches: cfg.eval_batches,
             replicas: None,
+            interrupt: None,
         }
     }
 

@@ -200,7 +200,11 @@ fn bad_option_values_are_usage_errors_naming_the_flag_before_any_file_is_read() 
         assert!(secs < 1.5, "{flag} {value}: {secs} s");
     }
     let out = run(&["train", "--data", m, "--model", "residual", "--layers", "1"]);
-    expect(&out, 2, &["--layers 1", "residual", "at least 2"]);
+    expect(
+        &out,
+        2,
+        &["--layers", "residual needs at least 2 layers (got 1)"],
+    );
     let out = run(&["generate", "--preset", "tiny", "--out", m]);
     expect(&out, 2, &["--preset"]);
 }
@@ -708,6 +712,31 @@ fn structure_only_graphs_load_for_info_and_roofline_and_training_asks_for_labels
     );
     let out = run(&["train", "--data", h, "--features", "degree"]);
     expect(&out, 1, &["no labels"]);
+    // A structure-only folder takes a label file (and a feature file), one row per node.
+    let d = scratch("structure-labels");
+    let labels = d.join("labels.txt");
+    let rows: String = (0..34546).map(|i| format!("{}\n", i % 3)).collect();
+    std::fs::write(&labels, rows).unwrap();
+    let l = labels.to_str().unwrap();
+    let out = run(&[
+        "train",
+        "--data",
+        h,
+        "--features",
+        "degree",
+        "--labels",
+        l,
+        "--epochs",
+        "2",
+    ]);
+    expect(&out, 0, &["test accuracy"]);
+    std::fs::write(&labels, "0\n1\n").unwrap();
+    let out = run(&["info", "--data", h, "--labels", l]);
+    expect(&out, 1, &["labels.txt", "34546"]);
+    // Cora carries its own labels: a label file is a usage error naming the flag.
+    let cora = data.join("cora");
+    let out = run(&["info", "--data", cora.to_str().unwrap(), "--labels", l]);
+    expect(&out, 2, &["--labels", "carries its own labels"]);
     let out = run(&[
         "roofline",
         "--data",

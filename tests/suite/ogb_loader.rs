@@ -588,6 +588,46 @@ fn structure_only_folders_load_without_features_and_labels() {
 }
 
 #[test]
+fn structure_only_folders_take_feature_and_label_files() {
+    let fx = Fixture::valid(true);
+    fx.remove("raw/node-label");
+    fx.remove("raw/node-feat");
+    fs::write(fx.dir.join("labels.txt"), LABELS).unwrap();
+    fs::write(fx.dir.join("feats.csv"), FEATS).unwrap();
+    let opts = LoadOptions {
+        labels: Some(fx.dir.join("labels.txt")),
+        features: Some(fx.dir.join("feats.csv")),
+        sparse_features_below: None,
+        ..LoadOptions::default()
+    };
+    let d = load(&fx.dir, &opts).unwrap();
+    let whole = Fixture::valid(true).load().unwrap();
+    assert_eq!(d.labels, whole.labels);
+    assert_eq!(d.n_classes, 3);
+    assert_eq!(d.features.to_dense(), whole.features.to_dense());
+    assert_eq!(d.split, whole.split);
+    d.check_trainable().unwrap();
+    // Labels alone: the folder's (absent) features stay absent.
+    let labels_only = LoadOptions {
+        features: None,
+        ..opts.clone()
+    };
+    let d = load(&fx.dir, &labels_only).unwrap();
+    assert_eq!((d.features.n_cols(), d.n_classes), (0, 3));
+    // A label file of another length names it and the folder's node count.
+    fs::write(fx.dir.join("labels.txt"), "0\n1\n").unwrap();
+    let err = load(&fx.dir, &labels_only).unwrap_err().to_string();
+    assert!(
+        err.contains("labels.txt") && err.contains("6 nodes"),
+        "{err}"
+    );
+    // A folder with its own labels refuses a label file.
+    let own = Fixture::valid(true);
+    let err = load(&own.dir, &labels_only).unwrap_err().to_string();
+    assert!(err.contains("carries its own"), "{err}");
+}
+
+#[test]
 fn missing_file_is_an_io_error() {
     let fx = Fixture::valid(true);
     fx.remove("raw/num-node-list");

@@ -10,13 +10,13 @@ use clap::ValueEnum;
 use sparse_gcn::data::content::ContentHash;
 use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
-use sparse_gcn::nn::{Arch, Model, ModelConfig, NormKind, Order};
+use sparse_gcn::nn::{Arch, Model, NormKind, Order};
 use sparse_gcn::order::Reorder;
 use sparse_gcn::sample::BatchConfig;
+use sparse_gcn::train::options::{DecayScope, Names, Recipe, StopKind, TrainOptions};
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm, Watch};
 use sparse_gcn::train::{
-    checkpoint, mean_std, recipe, EpochHook, EpochRecord, OptimizerKind, RunResult, StopRule,
-    TrainConfig,
+    checkpoint, mean_std, EpochHook, EpochRecord, OptimizerKind, RunResult, TrainConfig,
 };
 use sparse_gcn::{par::thread_pool, Result};
 
@@ -89,12 +89,6 @@ pub(crate) enum WdScope {
     First,
     /// Weight decay on every layer but the normalisation layers.
     All,
-}
-
-/// The warm-up epochs left out of the timing medians when `--warmup` is not given: 5, or half
-/// of the `epochs` when fewer than 10 (so that a short run is timed too).
-fn default_warmup(epochs: usize) -> usize {
-    5.min(epochs / 2)
 }
 
 #[derive(clap::Args)]
@@ -227,25 +221,7 @@ pub(crate) struct TrainArgs {
 impl TrainArgs {
     /// How the data is prepared (node order, feature and Â normalisation).
     pub(crate) fn prepare(&self, cfg: &TrainConfig) -> Prepare {
-        Prepare {
-            reorder: self.reorder,
-            row_norm: match self.row_norm {
-                RowNormArg::Auto => RowNorm::Auto,
-                RowNormArg::On => RowNorm::On,
-                RowNormArg::Off => RowNorm::Off,
-            },
-            norm: match self.norm {
-                NormArg::Sym => Norm::Symmetric,
-                NormArg::Row => Norm::Row,
-            },
-            keep_graph: cfg.model.drop_edge > 0.0 || cfg.batch != BatchConfig::Full,
-            // Mini-batches evaluated over their batches never read the whole Â.
-            whole_adj: cfg.batch == BatchConfig::Full || !cfg.eval_batches,
-            diag_lambda: match cfg.batch {
-                BatchConfig::Cluster { diag_lambda, .. } => diag_lambda,
-                _ => 0.0,
-            },
-        }
+        self.options().prepare(cfg)
     }
 
     /// `--seeds` (1 by default).
@@ -271,91 +247,64 @@ impl TrainArgs {
         self.json
     }
 
+    /// The training options the flags give (the library's, shared with the Python package).
+    pub(crate) fn options(&self) -> TrainOptions {
+        TrainOptions {
+            model: self.model,
+            recipe: match self.recipe {
+                RecipeArg::Default => Recipe::Default,
+                RecipeArg::Paper => Recipe::Paper,
+            },
+            layers: self.layers,
+            hidden: self.hidden,
+            dropout: self.dropout,
+            lr: self.lr,
+            weight_decay: self.weight_decay,
+            weight_decay_scope: self.weight_decay_scope.map(|s| match s {
+                WdScope::First => DecayScope::First,
+                WdScope::All => DecayScope::All,
+            }),
+            epochs: self.epochs,
+            stop: self.stop.map(|s| match s {
+                StopArg::Kipf => StopKind::Kipf,
+                StopArg::Patience => StopKind::Patience,
+                StopArg::Never => StopKind::Never,
+            }),
+            patience: self.patience,
+            order: self.order.map(|o| match o {
+                OrderArg::Auto => Order::Auto,
+                OrderArg::AggregateFirst => Order::AggregateFirst,
+                OrderArg::TransformFirst => Order::TransformFirst,
+                OrderArg::Lean => Order::Lean,
+            }),
+            optimizer: self.optimizer.map(|o| match o {
+                OptArg::Adam => OptimizerKind::Adam,
+                OptArg::Sgd => OptimizerKind::Sgd,
+            }),
+            norm_layer: self.norm_layer,
+            drop_edge: self.drop_edge,
+            checkpoint_every: self.checkpoint_every,
+            alpha: self.alpha,
+            lambda: self.lambda,
+            k: self.k,
+            bias: self.bias,
+            warmup: self.warmup,
+            norm: match self.norm {
+                NormArg::Sym => Norm::Symmetric,
+                NormArg::Row => Norm::Row,
+            },
+            row_norm: match self.row_norm {
+                RowNormArg::Auto => RowNorm::Auto,
+                RowNormArg::On => RowNorm::On,
+                RowNormArg::Off => RowNorm::Off,
+            },
+            reorder: self.reorder,
+        }
+    }
+
     /// The training configuration: the recipe, then every flag given.
     pub(crate) fn config(&self) -> TrainConfig {
-        let arch = self.model;
-        let mut cfg = match self.recipe {
-            RecipeArg::Paper => {
-                let depth = self.layers.unwrap_or(if matches!(arch, Arch::Gcnii(_)) {
-                    64
-                } else {
-                    2
-                });
-                recipe::paper(arch, depth)
-            }
-            RecipeArg::Default => recipe::default(arch, self.layers.unwrap_or(2)),
-        };
-        let m = &mut cfg.model;
-        if let Some(l) = self.layers {
-            m.n_layers = l;
-        }
-        if let Some(h) = self.hidden {
-            m.hidden_dim = h;
-        }
-        if let Some(p) = self.dropout {
-            m.dropout = p;
-            m.input_dropout = p;
-        }
-        if let Some(n) = self.norm_layer {
-            m.norm = n;
-        }
-        if let Some(p) = self.drop_edge {
-            m.drop_edge = p;
-        }
-        if let Some(k) = self.checkpoint_every {
-            m.checkpoint = k;
-        }
-        // The architecture's own settings (`check` refuses a flag the model has no setting
-        // for; the value parsers have checked each value's range).
-        for (key, v) in [
-            ("alpha", self.alpha),
-            ("lambda", self.lambda),
-            ("k", self.k.map(|k| k as f64)),
-        ] {
-            if let Some(v) = v {
-                let _ = m.arch.set(key, v);
-            }
-        }
-        m.bias |= self.bias;
-        m.order = match self.order.unwrap_or(OrderArg::Auto) {
-            OrderArg::Auto => Order::Auto,
-            OrderArg::AggregateFirst => Order::AggregateFirst,
-            OrderArg::TransformFirst => Order::TransformFirst,
-            OrderArg::Lean => Order::Lean,
-        };
-        if let Some(lr) = self.lr {
-            cfg.lr = lr;
-        }
-        match (self.weight_decay, self.weight_decay_scope) {
-            (None, None) => {}
-            (wd, scope) => {
-                let wd = wd.unwrap_or(5e-4);
-                cfg.weight_decay = match scope.unwrap_or(WdScope::First) {
-                    WdScope::First => vec![wd],
-                    WdScope::All => vec![wd; 3],
-                };
-            }
-        }
-        if let Some(e) = self.epochs {
-            cfg.epochs = e;
-        }
-        cfg.stop = match (self.stop, self.patience, cfg.stop) {
-            (Some(StopArg::Kipf), p, _) => StopRule::Kipf {
-                window: p.unwrap_or(10),
-            },
-            (Some(StopArg::Patience), p, _) => StopRule::Patience {
-                patience: p.unwrap_or(10),
-            },
-            (Some(StopArg::Never), _, _) => StopRule::Never,
-            (None, Some(p), StopRule::Kipf { .. }) => StopRule::Kipf { window: p },
-            (None, Some(p), StopRule::Patience { .. }) => StopRule::Patience { patience: p },
-            (None, _, rule) => rule,
-        };
-        cfg.optimizer = match self.optimizer.unwrap_or(OptArg::Adam) {
-            OptArg::Adam => OptimizerKind::Adam,
-            OptArg::Sgd => OptimizerKind::Sgd,
-        };
-        cfg.warmup = self.warmup.unwrap_or(default_warmup(cfg.epochs));
+        let mut cfg = self.options().config();
         cfg.batch = self.batches.config(cfg.model.n_layers);
         cfg.eval_batches = self.eval == Some(EvalArg::Batch);
         cfg.batches_per_step = self.batches.batches_per_step.unwrap_or(1);
@@ -368,144 +317,14 @@ impl TrainArgs {
     /// file is read: a usage error naming the flags.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         let cfg = self.config();
-        let m = &cfg.model;
         self.data.check_applicable()?;
         self.check_batch_flags(&cfg)?;
-        self.check_model_flags(&cfg)?;
-        if m.arch == Arch::RESIDUAL && m.n_layers < 2 {
-            return Err(format!(
-                "--layers {}: --model residual needs at least 2 layers",
-                m.n_layers
-            ));
-        }
+        self.options()
+            .check(Names::Flags)
+            .map_err(|e| e.message(Names::Flags))?;
         #[cfg(feature = "mpi")]
-        if m.order == Order::Lean && dist::launched() {
+        if cfg.model.order == Order::Lean && dist::launched() {
             return Err("--order lean: not under mpirun (it needs Â held whole)".into());
-        }
-        let placeholder = ModelConfig {
-            in_dim: 1,
-            out_dim: 2,
-            ..m.clone()
-        };
-        placeholder
-            .check()
-            .and_then(|()| cfg.check_optim())
-            .map_err(|e| format!("the options do not fit together: {e}"))
-    }
-}
-
-impl TrainArgs {
-    /// A usage error for a flag given that the chosen model would not use (it would be accepted
-    /// and echoed in `--json` while doing nothing), saying why.
-    fn check_model_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
-        let m = &cfg.model;
-        let arch = m.arch;
-        let uses = arch.uses();
-        let gcn_convs = uses.gcn_convs;
-        let no = |flag: &str, why: String| Err(format!("{flag}: {why}"));
-        for (flag, given, why) in [
-            ("--layers", self.layers.is_some(), uses.layers),
-            ("--hidden", self.hidden.is_some(), uses.hidden),
-            ("--dropout", self.dropout.is_some(), uses.dropout),
-        ] {
-            if let (true, Some(why)) = (given, why) {
-                return no(flag, why.into());
-            }
-        }
-        if let Some(n) = self.norm_layer.filter(|&n| n != NormKind::None) {
-            if !gcn_convs {
-                return no(
-                    "--norm-layer",
-                    format!(
-                        "normalisation follows the hidden GCN convolutions of gcn, residual and \
-                         jk models; {arch} has none"
-                    ),
-                );
-            }
-            if arch == Arch::GCN && m.n_layers < 2 {
-                return no(
-                    "--norm-layer",
-                    format!("a 1-layer gcn has no hidden convolution to normalise ({n})"),
-                );
-            }
-        }
-        if self.bias && !gcn_convs {
-            return no(
-                "--bias",
-                format!(
-                    "{arch} has no GCN convolutions to give a bias (its Linear layers always have \
-                     one)"
-                ),
-            );
-        }
-        if !gcn_convs && !matches!(self.order, None | Some(OrderArg::Auto)) {
-            return no(
-                "--order",
-                format!("{arch} has no GCN convolutions whose evaluation order to choose"),
-            );
-        }
-        // The architecture's own settings: a flag for a setting it does not have.
-        let settings: Vec<&str> = arch.settings().into_iter().map(|(k, _)| k).collect();
-        for (flag, key, given) in [
-            ("--alpha", "alpha", self.alpha.is_some()),
-            ("--lambda", "lambda", self.lambda.is_some()),
-            ("--k", "k", self.k.is_some()),
-        ] {
-            if given && !settings.contains(&key) {
-                let have = if settings.is_empty() {
-                    "none".to_string()
-                } else {
-                    settings.join(", ")
-                };
-                let has_it: Vec<&str> = Arch::all()
-                    .into_iter()
-                    .filter(|a| a.settings().iter().any(|(k, _)| *k == key))
-                    .map(|a| a.name())
-                    .collect();
-                return no(
-                    flag,
-                    format!(
-                        "{arch} has no setting {key} (its own settings: {have}); {} {}",
-                        has_it.join(" and "),
-                        if has_it.len() == 1 {
-                            "has one"
-                        } else {
-                            "have one"
-                        }
-                    ),
-                );
-            }
-        }
-        if self.checkpoint_every.is_some_and(|k| k > 0) {
-            if m.n_hidden() == 0 {
-                return no(
-                    "--checkpoint-every",
-                    format!("this {arch} model has no hidden blocks to recompute"),
-                );
-            }
-            if arch == Arch::GCN && m.norm == NormKind::None {
-                return no(
-                    "--checkpoint-every",
-                    "a gcn without --norm-layer keeps only ReLU·dropout codes (2 bits a value) \
-                     between its convolutions: recomputing them would free nothing (--order lean \
-                     needs less memory)"
-                        .into(),
-                );
-            }
-        }
-        if self.patience.is_some() && cfg.stop == StopRule::Never {
-            return no(
-                "--patience",
-                "the stop rule is never (--stop never, or the recipe's): it has no window or \
-                 patience; give --stop kipf or --stop patience"
-                    .into(),
-            );
-        }
-        if self.weight_decay_scope.is_some() && self.weight_decay == Some(0.0) {
-            return no(
-                "--weight-decay-scope",
-                "--weight-decay 0 decays nothing".into(),
-            );
         }
         Ok(())
     }
@@ -571,7 +390,7 @@ fn fit_ready(
             None => {
                 let watch = Watch {
                     on_epoch: Some(on_epoch),
-                    replicas: None,
+                    ..Watch::default()
                 };
                 (
                     p.fit_seeds_watched(cfg, seeds, 0, None, watch, on_done)?,

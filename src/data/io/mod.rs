@@ -109,7 +109,9 @@ impl Default for LoadOptions {
 }
 
 /// Loads a dataset of any supported format, detected from `path`:
-/// - a folder holding `raw/` → [`load_ogb`];
+/// - a folder holding `raw/` → [`load_ogb`]; a structure-only folder (without
+///   `raw/node-feat` or `raw/node-label`, see [`ogb_carries`]) takes [`LoadOptions::features`]
+///   and [`LoadOptions::labels`] in their place;
 /// - a `.npz` file holding `adj_indptr` or `adj_data` → [`load_npz_benchmark`];
 /// - another `.npz` file holding `format`, `indptr` or `row` (a `scipy.sparse.save_npz`
 ///   adjacency) → [`load_scipy_npz`] with [`LoadOptions::features`] and
@@ -139,7 +141,8 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 path: path.to_path_buf(),
                 msg: format!(
                     "{format} carries its own features and labels: extra feature or label files \
-                     are only used with edge lists and scipy .npz adjacencies"
+                     are only used with edge lists, scipy .npz adjacencies and structure-only OGB \
+                     folders"
                 ),
             });
         }
@@ -152,13 +155,20 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 msg: "a folder without raw/: not an OGB dataset (the only folder format)".into(),
             });
         }
-        own_files_only("an OGB folder")?;
+        let (own_features, own_labels) = ogb_carries(path);
+        if (opts.features.is_some() && own_features) || (opts.labels.is_some() && own_labels) {
+            own_files_only("an OGB folder with raw/node-feat or raw/node-label")?;
+        }
         let o = OgbOptions {
             split: opts.split.clone(),
             direction: opts.direction,
             sparse_features_below: opts.sparse_features_below,
         };
-        return load_ogb(path, &o);
+        let d = load_ogb(path, &o)?;
+        if opts.features.is_none() && opts.labels.is_none() {
+            return Ok(d);
+        }
+        return with_files(path, d, opts);
     }
     let name = path
         .file_name()
@@ -203,6 +213,43 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 .into(),
         }),
     }
+}
+
+/// Whether the OGB folder `dir` carries its own features and labels (`raw/node-feat`,
+/// `raw/node-label`, each `.csv.gz` or `.csv`): a structure-only folder carries neither, and
+/// takes [`LoadOptions::features`] and [`LoadOptions::labels`] files instead.
+pub fn ogb_carries(dir: &Path) -> (bool, bool) {
+    let has = |stem: &str| {
+        let raw = dir.join("raw");
+        raw.join(format!("{stem}.csv.gz")).exists() || raw.join(format!("{stem}.csv")).exists()
+    };
+    (has("node-feat"), has("node-label"))
+}
+
+/// A structure-only OGB folder's dataset `d` with the feature and label files of `opts` (one
+/// row per node, as for an edge list), the folder's split kept.
+fn with_files(dir: &Path, d: Dataset, opts: &LoadOptions) -> Result<Dataset> {
+    let n = d.graph.n_nodes();
+    let count_name = format!("the {n} nodes of {} (raw/num-node-list)", dir.display());
+    let (labels, n_classes) = match &opts.labels {
+        Some(p) => {
+            let labels = read_labels(p, Syntax::Free, n, &count_name, None)?;
+            let c = checked_class_count(p, &labels, None)?;
+            (labels, c)
+        }
+        None => (d.labels, d.n_classes),
+    };
+    let features = match &opts.features {
+        Some(p) => {
+            let f = Features::dense(read_features(p, Syntax::Free, n, &count_name)?);
+            match opts.sparse_features_below {
+                Some(t) => f.into_sparse_if(t),
+                None => f,
+            }
+        }
+        None => d.features,
+    };
+    Dataset::try_new(d.name, d.graph, features, labels, n_classes, d.split)
 }
 
 // ---------------------------------------------------------------------------------------------
