@@ -320,7 +320,12 @@ class GCNClassifier:
     [0], ``threads`` [one per CPU], and ``**model_options``: ``patience``, ``alpha``,
     ``lambda_`` (or ``lambda``), ``k``, ``norm_layer``, ``drop_edge``, ``order``,
     ``optimizer``, ``weight_decay_scope``, ``checkpoint_every``, ``bias``, ``warmup``,
-    ``norm`` ("sym", "row"), ``row_norm`` ("auto", "on", "off"), ``reorder``.
+    ``norm`` ("sym", "row"), ``row_norm`` ("auto", "on", "off"), ``reorder``; and the
+    mini-batches of ``sparse-gcn train --batch``: ``batch`` ("full", "cluster", "saint-node",
+    "saint-edge", "saint-rw", "neighbor"), ``parts``, ``parts_per_batch``, ``clusters``
+    ("metis", "community"), ``diag_lambda``, ``batch_size``, ``fanout`` (a list, one a layer),
+    ``walk_length``, ``batches_per_epoch``, ``batches_per_step``, ``saint_coverage``, ``eval``
+    ("full", "batch").
 
     An option the model does not use, or a value out of range, raises ``ValueError`` naming it
     (as the CLI's usage errors name the flag); an unknown keyword raises ``TypeError``.

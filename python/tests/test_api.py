@@ -199,6 +199,12 @@ def test_bad_options_name_the_option():
         (dict(seed=-1), ValueError, "seed"),
         (dict(threads=-2), ValueError, "threads"),
         (dict(colour="red"), TypeError, "colour"),
+        (dict(parts=10), ValueError, "parts"),  # only batch="cluster" has parts
+        (dict(batch="neighbor", model="appnp"), ValueError, "batch"),
+        (dict(batch="neighbor", fanout=[5]), ValueError, "fanout"),  # 2 layers, 1 fanout
+        (dict(batch="saint-rw", eval="batch"), ValueError, "eval"),
+        (dict(batch="sideways"), ValueError, "batch"),
+        (dict(fanout="5,5", batch="neighbor"), TypeError, "fanout"),
     ]
     for kw, exc, name in cases:
         with pytest.raises(exc, match=name):
@@ -267,10 +273,25 @@ def test_cora_matches_the_cli_bit_for_bit(tmp_path):
         pytest.skip(f"skipped: {CLI} is not built (cargo build --release)")
     cora = Path(DATA) / "cora"
     ds = sparse_gcn.load(cora)
-    for model, extra in [("gcn", []), ("appnp", ["--epochs", "40"])]:
-        kw = {"epochs": 40} if extra else {}
+    runs = [
+        ("gcn", {}, []),
+        ("appnp", {"epochs": 40}, ["--epochs", "40"]),
+        (
+            "gcn",
+            {"batch": "neighbor", "fanout": [5, 10], "batch_size": 32, "epochs": 5},
+            ["--batch", "neighbor", "--fanout", "5,10", "--batch-size", "32", "--epochs", "5"],
+        ),
+        (
+            "gcn",
+            {"batch": "cluster", "parts": 20, "parts_per_batch": 4, "clusters": "community",
+             "epochs": 10},
+            ["--batch", "cluster", "--parts", "20", "--parts-per-batch", "4", "--clusters",
+             "community", "--epochs", "10"],
+        ),
+    ]
+    for model, kw, extra in runs:
         clf = sparse_gcn.GCNClassifier(model=model, seed=1, **kw).fit_dataset(ds)
-        hist = tmp_path / f"{model}.csv"
+        hist = tmp_path / f"{model}-{len(extra)}.csv"
         out = subprocess.run(
             [str(CLI), "train", "--data", str(cora), "--model", model, "--seed", "1",
              "--history", str(hist), "--json", *extra],

@@ -4,11 +4,11 @@
 #[cfg(feature = "mpi")]
 use super::dist;
 use clap::ValueEnum;
-use sparse_gcn::sample::{BatchConfig, Clusters, Fanouts, SaintKind, MAX_FANOUTS, SAINT_COVERAGE};
+use sparse_gcn::sample::{BatchConfig, Clusters};
+use sparse_gcn::train::options::{BatchKind, BatchOptions, EvalKind, Names};
 use sparse_gcn::train::TrainConfig;
-use sparse_gcn::ConfigError;
 
-use super::{args, TrainArgs};
+use super::args;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum BatchArg {
@@ -98,64 +98,49 @@ pub(crate) struct BatchArgs {
 
 impl BatchArgs {
     /// Each flag, and whether it was given.
-    pub(crate) fn given(&self) -> [(&'static str, bool); 11] {
-        [
-            ("--batch", self.batch != BatchArg::Full),
-            ("--parts", self.parts.is_some()),
-            ("--parts-per-batch", self.parts_per_batch.is_some()),
-            ("--clusters", self.clusters.is_some()),
-            ("--diag-lambda", self.diag_lambda.is_some()),
-            ("--batch-size", self.batch_size.is_some()),
-            ("--fanout", self.fanout.is_some()),
-            ("--walk-length", self.walk_length.is_some()),
-            ("--batches-per-epoch", self.batches_per_epoch.is_some()),
-            ("--batches-per-step", self.batches_per_step.is_some()),
-            ("--saint-coverage", self.saint_coverage.is_some()),
-        ]
+    pub(crate) fn given(&self) -> Vec<(String, bool)> {
+        self.options(None)
+            .given()
+            .into_iter()
+            .filter(|(k, _)| *k != "eval")
+            .map(|(k, g)| (Names::Flags.of(k), g))
+            .collect()
+    }
+
+    /// The library's batch options the flags give, with `--eval`.
+    pub(crate) fn options(&self, eval: Option<EvalArg>) -> BatchOptions {
+        BatchOptions {
+            batch: match self.batch {
+                BatchArg::Full => BatchKind::Full,
+                BatchArg::Cluster => BatchKind::Cluster,
+                BatchArg::SaintNode => BatchKind::SaintNode,
+                BatchArg::SaintEdge => BatchKind::SaintEdge,
+                BatchArg::SaintRw => BatchKind::SaintRw,
+                BatchArg::Neighbor => BatchKind::Neighbor,
+            },
+            parts: self.parts,
+            parts_per_batch: self.parts_per_batch,
+            clusters: self.clusters.map(|c| match c {
+                ClustersArg::Metis => Clusters::Metis,
+                ClustersArg::Community => Clusters::Community,
+            }),
+            diag_lambda: self.diag_lambda,
+            batch_size: self.batch_size,
+            fanout: self.fanout.clone(),
+            walk_length: self.walk_length,
+            batches_per_epoch: self.batches_per_epoch,
+            batches_per_step: self.batches_per_step,
+            saint_coverage: self.saint_coverage,
+            eval: eval.map(|e| match e {
+                EvalArg::Full => EvalKind::Full,
+                EvalArg::Batch => EvalKind::Batch,
+            }),
+        }
     }
 
     /// The batches the flags ask for.
     pub(crate) fn config(&self, n_layers: usize) -> BatchConfig {
-        match self.batch {
-            BatchArg::Full => BatchConfig::Full,
-            BatchArg::Neighbor => {
-                // (A list `check_batch_flags` refuses never reaches training: one fanout then.)
-                let f = self.fanout.clone().unwrap_or_else(|| vec![10; n_layers]);
-                BatchConfig::Neighbor {
-                    fanouts: Fanouts::new(&f).unwrap_or_else(|_| {
-                        Fanouts::new(&[10]).unwrap_or_else(|_| unreachable!("one fanout"))
-                    }),
-                    batch_size: self.batch_size.unwrap_or(1024),
-                }
-            }
-            BatchArg::Cluster => BatchConfig::Cluster {
-                parts: self.parts.unwrap_or(500),
-                per_batch: self.parts_per_batch.unwrap_or(10),
-                clusters: match self.clusters.unwrap_or(ClustersArg::Metis) {
-                    ClustersArg::Metis => Clusters::Metis,
-                    ClustersArg::Community => Clusters::Community,
-                },
-                diag_lambda: self.diag_lambda.unwrap_or(0.0),
-            },
-            BatchArg::SaintNode | BatchArg::SaintEdge | BatchArg::SaintRw => {
-                let (kind, size) = match self.batch {
-                    BatchArg::SaintNode => (SaintKind::Node, 8000),
-                    BatchArg::SaintEdge => (SaintKind::Edge, 4000),
-                    _ => (
-                        SaintKind::RandomWalk {
-                            walk_length: self.walk_length.unwrap_or(2),
-                        },
-                        3000,
-                    ),
-                };
-                BatchConfig::Saint {
-                    kind,
-                    batch_size: self.batch_size.unwrap_or(size),
-                    batches: self.batches_per_epoch,
-                    coverage: self.saint_coverage.unwrap_or(SAINT_COVERAGE),
-                }
-            }
-        }
+        self.options(None).config(n_layers)
     }
 
     /// A usage error for a batch flag that does not apply, or batches with what they cannot
@@ -165,147 +150,25 @@ impl BatchArgs {
         cfg: &TrainConfig,
         norm_row: bool,
     ) -> std::result::Result<(), String> {
-        let saint = matches!(cfg.batch, BatchConfig::Saint { .. });
-        let cluster = self.batch == BatchArg::Cluster;
-        let neighbor = self.batch == BatchArg::Neighbor;
-        for (flags, applies, what) in [
-            (
-                &[
-                    ("--parts", self.parts.is_some()),
-                    ("--parts-per-batch", self.parts_per_batch.is_some()),
-                    ("--clusters", self.clusters.is_some()),
-                    ("--diag-lambda", self.diag_lambda.is_some()),
-                ][..],
-                cluster,
-                "only --batch cluster has parts",
-            ),
-            (
-                &[("--batch-size", self.batch_size.is_some())][..],
-                saint || neighbor,
-                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) and neighbor \
-                 take it",
-            ),
-            (
-                &[
-                    ("--batches-per-epoch", self.batches_per_epoch.is_some()),
-                    ("--saint-coverage", self.saint_coverage.is_some()),
-                ][..],
-                saint,
-                "only the GraphSAINT batches (saint-node, saint-edge, saint-rw) take it",
-            ),
-            (
-                &[("--fanout", self.fanout.is_some())][..],
-                neighbor,
-                "only --batch neighbor samples neighbours",
-            ),
-            (
-                &[("--walk-length", self.walk_length.is_some())][..],
-                self.batch == BatchArg::SaintRw,
-                "only --batch saint-rw walks",
-            ),
-        ] {
-            if let Some((flag, _)) = flags.iter().find(|(_, given)| *given && !applies) {
-                return Err(format!("{flag}: {what}"));
-            }
-        }
-        if neighbor {
-            let given = self
-                .fanout
-                .as_deref()
-                .map_or(cfg.model.n_layers, <[usize]>::len);
-            if given == 0 || given > MAX_FANOUTS {
-                let flag = if self.fanout.is_some() {
-                    "--fanout"
-                } else {
-                    "--layers"
-                };
-                return Err(format!(
-                    "{flag}: {given} fanouts (one a layer); neighbour sampling takes 1 to \
-                     {MAX_FANOUTS}"
-                ));
-            }
-            if norm_row {
-                return Err(
-                    "--norm row: neighbour sampling normalises each block as DGL's GraphConv \
-                     norm='both' does (docs/MATH.md §23.2), not by rows"
-                        .into(),
-                );
-            }
-            if given != cfg.model.n_layers {
-                return Err(format!(
-                    "--fanout: {given} fanouts for a model of {} layers (one a layer, hop by \
-                     hop from the seeds)",
-                    cfg.model.n_layers
-                ));
-            }
-            if !cfg.model.arch.uses().gcn_convs || cfg.model.arch.name() != "gcn" {
-                return Err(format!(
-                    "--batch neighbor: --model {} does not run over bipartite blocks (only gcn: \
-                     a chain of graph convolutions, one block each; the residual, initial-\
-                     residual and jumping-knowledge stacks read a layer's input at its output's \
-                     nodes, SGC and APPNP propagate several times in one layer)",
-                    cfg.model.arch.name()
-                ));
-            }
-        }
-        if self.batch == BatchArg::Full {
-            return match self.batches_per_step {
-                Some(b) => Err(format!(
-                    "--batches-per-step {b}: only with mini-batches (--batch; full batch takes \
-                     one step an epoch)"
-                )),
-                None => Ok(()),
-            };
-        }
-        // The library's rules for the batches' settings, each named by its flag.
-        if let Err(e) = cfg.batch.check() {
-            return Err(match e {
-                ConfigError::OutOfRange { name, value, rule } => {
-                    format!("--{} {value}: {rule}", name.replace('_', "-"))
-                }
-                e => format!("the batch settings: {e}"),
-            });
-        }
-        if cfg.model.drop_edge > 0.0 {
-            return Err(
-                "--drop-edge: not with mini-batches (--batch; a batch is already a subgraph)"
-                    .into(),
-            );
-        }
-        let per_step = cfg.batches_per_step;
-        if per_step > 1 && cfg.model.norm == sparse_gcn::nn::NormKind::Batch {
-            return Err(format!(
-                "--batches-per-step {per_step}: not with --norm-layer batch (its running \
-                 statistics would follow each rank's batches)"
-            ));
-        }
-        #[cfg(feature = "mpi")]
-        if let Some(ranks) = dist::launched_size() {
-            if !per_step.is_multiple_of(ranks) {
-                return Err(format!(
-                    "--batches-per-step {per_step}: not a multiple of the {ranks} ranks (each \
-                     rank trains an equal share of a step's batches)"
-                ));
-            }
-        }
-        Ok(())
+        self.options(None)
+            .check_ranges()
+            .and_then(|()| self.options(None).check(cfg, norm_row, Names::Flags))
+            .map_err(|e| e.message(Names::Flags))
     }
 }
 
-impl TrainArgs {
-    /// [`BatchArgs::check`], and `--eval batch` where the batches cover every node once.
-    pub(super) fn check_batch_flags(&self, cfg: &TrainConfig) -> std::result::Result<(), String> {
-        let b = &self.batches;
-        if self.eval == Some(EvalArg::Batch)
-            && !matches!(b.batch, BatchArg::Cluster | BatchArg::Neighbor)
-        {
-            return Err(
-                "--eval batch: only with --batch cluster or neighbor (the GraphSAINT batches do \
-                 not partition the nodes, so they would score some nodes twice and others not \
-                 at all)"
-                    .into(),
-            );
+/// Under mpirun, a step's batches a multiple of the ranks: a usage error naming
+/// `--batches-per-step` otherwise.
+#[cfg(feature = "mpi")]
+pub(crate) fn check_ranks(cfg: &TrainConfig) -> std::result::Result<(), String> {
+    let per_step = cfg.batches_per_step;
+    if let Some(ranks) = dist::launched_size() {
+        if cfg.batch != BatchConfig::Full && !per_step.is_multiple_of(ranks) {
+            return Err(format!(
+                "--batches-per-step {per_step}: not a multiple of the {ranks} ranks (each \
+                 rank trains an equal share of a step's batches)"
+            ));
         }
-        b.check(cfg, matches!(self.norm, super::NormArg::Row))
     }
+    Ok(())
 }

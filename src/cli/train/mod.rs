@@ -299,16 +299,13 @@ impl TrainArgs {
                 RowNormArg::Off => RowNorm::Off,
             },
             reorder: self.reorder,
+            batches: self.batches.options(self.eval),
         }
     }
 
     /// The training configuration: the recipe, then every flag given.
     pub(crate) fn config(&self) -> TrainConfig {
-        let mut cfg = self.options().config();
-        cfg.batch = self.batches.config(cfg.model.n_layers);
-        cfg.eval_batches = self.eval == Some(EvalArg::Batch);
-        cfg.batches_per_step = self.batches.batches_per_step.unwrap_or(1);
-        cfg
+        self.options().config()
     }
 }
 
@@ -316,15 +313,17 @@ impl TrainArgs {
     /// The checks clap's value parsers cannot make alone (a combination of flags), before any
     /// file is read: a usage error naming the flags.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        let cfg = self.config();
         self.data.check_applicable()?;
-        self.check_batch_flags(&cfg)?;
         self.options()
             .check(Names::Flags)
             .map_err(|e| e.message(Names::Flags))?;
         #[cfg(feature = "mpi")]
-        if cfg.model.order == Order::Lean && dist::launched() {
-            return Err("--order lean: not under mpirun (it needs Â held whole)".into());
+        {
+            let cfg = self.config();
+            if cfg.model.order == Order::Lean && dist::launched() {
+                return Err("--order lean: not under mpirun (it needs Â held whole)".into());
+            }
+            batch::check_ranks(&cfg)?;
         }
         Ok(())
     }
@@ -347,7 +346,10 @@ impl TrainArgs {
             ("--warmup", self.warmup.is_some()),
             ("--eval", self.eval.is_some()),
         ];
-        let given = given.iter().copied().chain(self.batches.given());
+        let given = given
+            .iter()
+            .map(|&(f, g)| (f.to_string(), g))
+            .chain(self.batches.given());
         match given.clone().find(|(_, g)| *g) {
             Some((flag, _)) => Err(format!(
                 "{flag}: plan does not train; it traces one epoch of the model on the data and \

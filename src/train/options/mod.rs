@@ -13,6 +13,10 @@ use super::recipe;
 use super::run::{Prepare, RowNorm};
 use super::{OptimizerKind, StopRule, TrainConfig};
 
+mod batch;
+
+pub use batch::{BatchKind, BatchOptions, EvalKind};
+
 /// Most seeds of one run.
 pub const MAX_SEEDS: usize = 10_000;
 /// Most epochs (and patience) of one run.
@@ -79,23 +83,35 @@ impl Names {
 pub struct OptionError {
     /// The option's key.
     pub option: Option<&'static str>,
+    /// The value refused, when the message names it.
+    pub value: Option<String>,
     /// Why it is refused.
     pub why: String,
 }
 
 impl OptionError {
-    fn of(option: &'static str, why: String) -> Self {
+    pub(crate) fn of(option: &'static str, why: String) -> Self {
         OptionError {
             option: Some(option),
+            value: None,
             why,
         }
     }
 
-    /// The message, the option named as `names` says: `--k: sgc has no …`.
+    pub(crate) fn at(option: &'static str, value: impl ToString, why: String) -> Self {
+        OptionError {
+            option: Some(option),
+            value: Some(value.to_string()),
+            why,
+        }
+    }
+
+    /// The message, the option named as `names` says: `--k: sgc has no …`, `--layers 1: …`.
     pub fn message(&self, names: Names) -> String {
-        match self.option {
-            Some(o) => format!("{}: {}", names.of(o), self.why),
-            None => self.why.clone(),
+        match (self.option, &self.value) {
+            (Some(o), Some(v)) => format!("{} {v}: {}", names.of(o), self.why),
+            (Some(o), None) => format!("{}: {}", names.of(o), self.why),
+            (None, _) => self.why.clone(),
         }
     }
 }
@@ -156,6 +172,8 @@ pub struct TrainOptions {
     pub row_norm: RowNorm,
     /// Relabelling of the nodes after loading (default: auto).
     pub reorder: Reorder,
+    /// The batches (default: full batch) and where validation and test run.
+    pub batches: BatchOptions,
 }
 
 impl Default for TrainOptions {
@@ -185,6 +203,7 @@ impl Default for TrainOptions {
             norm: Norm::Symmetric,
             row_norm: RowNorm::Auto,
             reorder: Reorder::Auto,
+            batches: BatchOptions::default(),
         }
     }
 }
@@ -196,8 +215,7 @@ pub fn default_warmup(epochs: usize) -> usize {
 }
 
 impl TrainOptions {
-    /// The training configuration: the recipe, then every option given (full batch; the
-    /// batch options are set on the result).
+    /// The training configuration: the recipe, then every option given.
     pub fn config(&self) -> TrainConfig {
         let arch = self.model;
         let mut cfg = match self.recipe {
@@ -266,6 +284,10 @@ impl TrainOptions {
         };
         cfg.optimizer = self.optimizer.unwrap_or(OptimizerKind::Adam);
         cfg.warmup = self.warmup.unwrap_or(default_warmup(cfg.epochs));
+        let b = &self.batches;
+        cfg.batch = b.config(cfg.model.n_layers);
+        cfg.eval_batches = b.eval == Some(EvalKind::Batch);
+        cfg.batches_per_step = b.batches_per_step.unwrap_or(1);
         cfg
     }
 
@@ -351,13 +373,16 @@ impl TrainOptions {
     /// The first option to blame, saying why (other options named as `names` says).
     pub fn check(&self, names: Names) -> Result<(), OptionError> {
         self.check_ranges()?;
+        self.batches.check_ranges()?;
         let cfg = self.config();
+        self.batches.check(&cfg, self.norm == Norm::Row, names)?;
         self.check_model_options(&cfg, names)?;
         let m = &cfg.model;
         if m.arch == Arch::RESIDUAL && m.n_layers < 2 {
-            return Err(OptionError::of(
+            return Err(OptionError::at(
                 "layers",
-                format!("residual needs at least 2 layers (got {})", m.n_layers),
+                m.n_layers,
+                "residual needs at least 2 layers".into(),
             ));
         }
         let placeholder = ModelConfig {
@@ -370,6 +395,7 @@ impl TrainOptions {
             .and_then(|()| cfg.check_optim())
             .map_err(|e| OptionError {
                 option: None,
+                value: None,
                 why: format!("the options do not fit together: {e}"),
             })
     }
@@ -499,6 +525,7 @@ impl TrainOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::BatchConfig;
 
     #[test]
     fn defaults_are_the_recipes() {
@@ -548,6 +575,101 @@ mod tests {
             ..TrainOptions::default()
         };
         assert_eq!(k.config().model.arch.settings(), vec![("k", 3.0)]);
+    }
+
+    #[test]
+    fn batch_options_make_the_batches_and_name_misfits() {
+        let cluster = |b: BatchOptions| TrainOptions {
+            batches: b,
+            ..TrainOptions::default()
+        };
+        let o = cluster(BatchOptions {
+            batch: BatchKind::Cluster,
+            parts: Some(20),
+            eval: Some(EvalKind::Batch),
+            batches_per_step: Some(2),
+            ..BatchOptions::default()
+        });
+        let c = o.config();
+        assert!(matches!(
+            c.batch,
+            BatchConfig::Cluster {
+                parts: 20,
+                per_batch: 10,
+                ..
+            }
+        ));
+        assert!(c.eval_batches && c.batches_per_step == 2);
+        assert!(o.prepare(&c).keep_graph && !o.prepare(&c).whole_adj);
+        o.check(Names::Keywords).unwrap();
+        let n = cluster(BatchOptions {
+            batch: BatchKind::named("NEIGHBOR").unwrap(),
+            ..BatchOptions::default()
+        });
+        assert!(matches!(
+            n.config().batch,
+            BatchConfig::Neighbor {
+                batch_size: 1024,
+                ..
+            }
+        ));
+        let cases = [
+            (
+                BatchOptions {
+                    parts: Some(3),
+                    ..BatchOptions::default()
+                },
+                "parts",
+            ),
+            (
+                BatchOptions {
+                    batch: BatchKind::SaintRw,
+                    eval: Some(EvalKind::Batch),
+                    ..BatchOptions::default()
+                },
+                "eval",
+            ),
+            (
+                BatchOptions {
+                    batch: BatchKind::Neighbor,
+                    fanout: Some(vec![5]),
+                    ..BatchOptions::default()
+                },
+                "fanout",
+            ),
+            (
+                BatchOptions {
+                    batch: BatchKind::Cluster,
+                    parts: Some(4),
+                    parts_per_batch: Some(5),
+                    ..BatchOptions::default()
+                },
+                "parts_per_batch",
+            ),
+            (
+                BatchOptions {
+                    batches_per_step: Some(2),
+                    ..BatchOptions::default()
+                },
+                "batches_per_step",
+            ),
+        ];
+        for (b, option) in cases {
+            let e = cluster(b).check(Names::Keywords).unwrap_err();
+            assert_eq!(e.option, Some(option), "{e:?}");
+        }
+        let e = cluster(BatchOptions {
+            batch: BatchKind::SaintNode,
+            eval: Some(EvalKind::Batch),
+            ..BatchOptions::default()
+        })
+        .check(Names::Flags)
+        .unwrap_err();
+        let msg = e.message(Names::Flags);
+        assert!(
+            msg.starts_with("--eval batch: only with --batch cluster"),
+            "{msg}"
+        );
     }
 
     #[test]
