@@ -24,7 +24,8 @@
 //! - `depth_study.csv`: one row per variant, depth, DropEdge rate and seed: accuracies, best
 //!   epoch, median epoch time, and the last hidden layer's metrics;
 //! - `layers.csv`: every layer's metrics (Dirichlet energy, MAD global and over neighbours, mean
-//!   cosine similarity, numerical rank of a row sample) for every run, from the evaluated weights;
+//!   cosine similarity, numerical rank of a row sample; `all_zero` for a collapsed output) for
+//!   every run, from the evaluated weights;
 //! - `summary.md`: mean ± std tables, the command, the machine and the wall time;
 //! - `accuracy_vs_depth.svg`, `dirichlet_vs_layer.svg`, `mad_vs_layer.svg`.
 
@@ -158,6 +159,9 @@ struct Outcome {
     max_epochs: usize,
     epoch_ms: f64,
     layers: Vec<LayerMetrics>,
+    /// Whether each layer's output is all zeros (collapsed: its cosines, and so its MAD, are
+    /// undefined; the metrics' convention gives MAD 1).
+    zero: Vec<bool>,
     /// Index in `layers` of the last hidden layer.
     last_hidden: usize,
 }
@@ -337,21 +341,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let wall = t_start.elapsed().as_secs_f64();
     let summary = summary_md(&args, data, &groups, wall);
     fs::write(args.out.join("summary.md"), &summary)?;
-    plot_accuracy(&args.out.join("accuracy_vs_depth.svg"), &groups)?;
+    let chance = 1.0 / data.n_classes.max(1) as f64;
+    plot_accuracy(&args.out.join("accuracy_vs_depth.svg"), &groups, chance)?;
     let deepest = args.depths.iter().copied().max().unwrap_or(2);
     plot_layers(
         &args.out.join("dirichlet_vs_layer.svg"),
         &groups,
         deepest,
         "Dirichlet energy",
-        |m| m.dirichlet,
+        |m, _| Some(m.dirichlet),
     )?;
     plot_layers(
         &args.out.join("mad_vs_layer.svg"),
         &groups,
         deepest,
         "MAD (global)",
-        |m| m.mad_global,
+        // An all-zero output's MAD is 1 by the cosine convention: shown as collapsed.
+        |m, zero| Some(if zero { 0.0 } else { m.mad_global }),
     )?;
     for svg in [
         "accuracy_vs_depth.svg",
@@ -429,9 +435,10 @@ fn run_job(
     let (run, mut model) = prepared.fit_watched(&r, job.seed, Watch::default())?;
     let (adj, features) = (&prepared.adj, &prepared.data.features);
     let rank = (args.rank_sample > 0).then_some((args.rank_sample, job.seed));
-    let mut layers = Vec::new();
+    let (mut layers, mut zero) = (Vec::new(), Vec::new());
     model.visit_representations(adj, features, Par::Rayon, &mut |_, h| {
         layers.push(layer_metrics(adj, h, rank, Par::Rayon));
+        zero.push(h.iter().all(|&v| v == 0.0));
     })?;
     let layers = layers.into_iter().collect::<Result<Vec<_>, _>>()?;
     let last_hidden = match job.variant {
@@ -460,6 +467,7 @@ fn run_job(
                 .collect(),
         ),
         layers,
+        zero,
         last_hidden,
     })
 }
@@ -482,7 +490,8 @@ fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
          last_hidden_layer,dirichlet,mad_global,mad_neighbors,mean_cosine,rank\n",
     );
     let mut layers = String::from(
-        "variant,depth,drop_edge,seed,layer,dirichlet,mad_global,mad_neighbors,mean_cosine,rank\n",
+        "variant,depth,drop_edge,seed,layer,dirichlet,mad_global,mad_neighbors,mean_cosine,rank,\
+         all_zero\n",
     );
     for o in outcomes {
         let j = &o.job;
@@ -509,7 +518,7 @@ fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
         for (l, m) in o.layers.iter().enumerate() {
             let _ = writeln!(
                 layers,
-                "{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{}",
                 vname(j.variant),
                 j.depth,
                 j.drop_edge,
@@ -519,7 +528,8 @@ fn write_csv(out: &Path, outcomes: &[Outcome]) -> std::io::Result<()> {
                 m.mad_global,
                 m.mad_neighbors,
                 m.mean_cosine,
-                opt_rank(m.rank)
+                opt_rank(m.rank),
+                o.zero.get(l).copied().unwrap_or(false)
             );
         }
     }
@@ -809,7 +819,11 @@ fn decades(a: i32, b: i32) -> Vec<f64> {
     (a..=b).step_by(step).map(f64::from).collect()
 }
 
-fn plot_accuracy(path: &Path, groups: &[Group<'_>]) -> Result<(), Box<dyn std::error::Error>> {
+fn plot_accuracy(
+    path: &Path,
+    groups: &[Group<'_>],
+    chance: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, CANVAS).into_drawing_area();
     root.fill(&WHITE)?;
     // The x axis is log₂(depth), with a tick at each depth run and nowhere else.
@@ -843,6 +857,17 @@ fn plot_accuracy(path: &Path, groups: &[Group<'_>]) -> Result<(), Box<dyn std::e
         .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round() as u64))
         .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()?;
+    // Chance: always predicting one class of C (1/C of a balanced split).
+    let grey = RGBColor(120, 120, 120);
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(x0, chance), (x1, chance)],
+            6,
+            4,
+            grey.stroke_width(1),
+        ))?
+        .label(format!("chance (1/{})", (1.0 / chance).round() as u64))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(1)));
     for (k, (v, de)) in series_keys(groups).into_iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
         let mut pts: Vec<(f64, f64, f64)> = groups
@@ -882,14 +907,24 @@ fn plot_accuracy(path: &Path, groups: &[Group<'_>]) -> Result<(), Box<dyn std::e
     Ok(())
 }
 
+/// Decades shown below the largest value of a per-layer plot: smaller values (and zeros)
+/// sit on the floor, drawn hollow.
+const LOG_DECADES: i32 = 12;
+
+/// A layer's point of a per-layer plot: (layer, mean, min, max) over seeds.
+type LayerPoint = (f64, f64, f64, f64);
+
+/// A per-layer plot of `what` at `depth`, one line per variant: the mean over seeds (log
+/// scale), a bar from the smallest to the largest seed's value, values at or below the floor
+/// (zeros among them) drawn hollow on it.
 fn plot_layers(
     path: &Path,
     groups: &[Group<'_>],
     depth: usize,
     what: &str,
-    metric: impl Fn(&LayerMetrics) -> f64,
+    metric: impl Fn(&LayerMetrics, bool) -> Option<f64>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let mut series = Vec::new();
+    let mut series: Vec<(String, Vec<LayerPoint>)> = Vec::new();
     for (v, de) in series_keys(groups) {
         let Some(g) = groups
             .iter()
@@ -898,30 +933,46 @@ fn plot_layers(
             continue;
         };
         let n_layers = g.runs.iter().map(|o| o.layers.len()).min().unwrap_or(0);
-        // A log scale cannot show 0: such layers (exactly smoothed) are left out of the line.
-        let pts: Vec<(f64, f64)> = (0..n_layers)
-            .map(|l| {
-                let vals: Vec<f64> = g.runs.iter().map(|o| metric(&o.layers[l])).collect();
-                ((l + 1) as f64, mean_std(&vals).0)
+        let pts = (0..n_layers)
+            .filter_map(|l| {
+                let vals: Vec<f64> = g
+                    .runs
+                    .iter()
+                    .filter_map(|o| metric(&o.layers[l], o.zero.get(l).copied().unwrap_or(false)))
+                    .filter(|v| v.is_finite())
+                    .collect();
+                let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (!vals.is_empty()).then(|| ((l + 1) as f64, mean_std(&vals).0, lo, hi))
             })
-            .filter(|p| p.1.is_finite() && p.1 > 0.0)
             .collect();
         series.push((label(v, de), pts));
     }
-    let all: Vec<f64> = series
+    let hi = series
         .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.1))
-        .collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = all.iter().copied().fold(0.0, f64::max);
-    // log₁₀ of the range, snapped out to whole decades: every line lies between two labelled
-    // ticks.
-    let (a, b) = if lo.is_finite() && hi > 0.0 {
-        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        .flat_map(|(_, p)| p.iter().map(|q| q.3))
+        .fold(0.0, f64::max);
+    let lo = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.2))
+        .filter(|&v| v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // log₁₀ of the range, snapped out to whole decades and at most LOG_DECADES deep: every
+    // line lies between two labelled ticks, a tick every decade or two.
+    let (a, b) = if hi > 0.0 {
+        let b = hi.log10().ceil() as i32;
+        let a = if lo.is_finite() {
+            lo.log10().floor() as i32
+        } else {
+            b - 1
+        };
+        let a = a.max(b - LOG_DECADES);
         (a, if b > a { b } else { a + 1 })
     } else {
         (-6, 0)
     };
+    let floor = f64::from(a);
+    let y = |v: f64| if v > 0.0 { v.log10().max(floor) } else { floor };
     let root = SVGBackend::new(path, CANVAS).into_drawing_area();
     root.fill(&WHITE)?;
     let layer_ticks: Vec<f64> = std::iter::once(1usize)
@@ -942,28 +993,48 @@ fn plot_layers(
                 ticks: layer_ticks,
             },
             Ticks {
-                range: f64::from(a)..f64::from(b),
+                range: floor - 0.3..f64::from(b),
                 ticks: decades(a, b),
             },
         )?;
     chart
         .configure_mesh()
         .x_desc("layer")
-        .y_desc(format!("{what} (log scale, mean over seeds)"))
+        .y_desc(format!(
+            "{what} (log; mean, bar: min-max over seeds; hollow: <= 1e{a} or collapsed)"
+        ))
         .x_label_formatter(&|x| format!("{}", x.round() as u64))
-        .y_label_formatter(&|y| decade_label(*y))
+        .y_label_formatter(&|v| {
+            if (*v - floor).abs() < 1e-9 {
+                format!("<={}", decade_label(*v))
+            } else {
+                decade_label(*v)
+            }
+        })
         .draw()?;
     for (k, (name, pts)) in series.into_iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
         chart
             .draw_series(LineSeries::new(
-                pts.into_iter().map(|(l, v)| (l, v.log10())),
+                pts.iter().map(|p| (p.0, y(p.1))),
                 color.stroke_width(2),
             ))?
             .label(name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
+        chart.draw_series(pts.iter().map(|p| {
+            ErrorBar::new_vertical(p.0, y(p.2), y(p.1), y(p.3), color.stroke_width(1), 6)
+        }))?;
+        chart.draw_series(pts.iter().map(|p| {
+            let on_floor = y(p.1) <= floor;
+            let style = if on_floor {
+                color.stroke_width(1)
+            } else {
+                color.filled()
+            };
+            Circle::new((p.0, y(p.1)), 3, style)
+        }))?;
     }
     chart
         .configure_series_labels()

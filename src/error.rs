@@ -117,9 +117,10 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(#[from] Unsupported),
     /// The training loss became NaN or infinite.
-    #[error("loss became non-finite ({loss}) at epoch {epoch}")]
+    #[error("loss became non-finite ({loss}) at epoch {} (counting from 1)", .epoch + 1)]
     NonFiniteLoss {
-        /// 0-based epoch.
+        /// The epoch's index (0 for the first; the message counts from 1, as every output
+        /// does).
         epoch: usize,
         /// The loss value.
         loss: f64,

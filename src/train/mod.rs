@@ -255,7 +255,8 @@ impl TrainConfig {
 /// One epoch of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EpochRecord {
-    /// 0-based epoch.
+    /// The epoch's index: 0 for the first (the CLI's history, its progress lines and the
+    /// Python package's `history_` count from 1: `epoch + 1`).
     pub epoch: usize,
     /// Training loss of the training pass (dropout on), weight decay not included.
     pub train_loss: f64,
