@@ -728,14 +728,33 @@ fn summary_md(args: &Args, data: &Dataset, groups: &[Group<'_>], wall: f64) -> S
         &mut s,
         "MAD (global) of the last hidden layer",
         "Mean average cosine distance between all pairs of rows (Chen et al. 2020): 0 when every \
-         node has the same direction.",
+         node has the same direction; \"collapsed\" when the layer's output is all zeros in \
+         every run (its cosines are undefined; the metric's convention would give 1), the mean \
+         over the other runs when only some collapsed.",
         &|g| {
-            let (m, _) = stat(g, |o| {
-                o.layers
-                    .get(o.last_hidden)
-                    .map_or(f64::NAN, |m| m.mad_global)
-            });
-            format!("{m:.3}")
+            let live: Vec<&Outcome> = g
+                .runs
+                .iter()
+                .copied()
+                .filter(|o| !o.zero.get(o.last_hidden).copied().unwrap_or(false))
+                .collect();
+            if live.is_empty() {
+                return "collapsed".into();
+            }
+            let vals: Vec<f64> = live
+                .iter()
+                .map(|o| {
+                    o.layers
+                        .get(o.last_hidden)
+                        .map_or(f64::NAN, |m| m.mad_global)
+                })
+                .collect();
+            let (m, _) = mean_std(&vals);
+            if live.len() < g.runs.len() {
+                format!("{m:.3} ({} collapsed)", g.runs.len() - live.len())
+            } else {
+                format!("{m:.3}")
+            }
         },
     );
     table(

@@ -312,6 +312,22 @@ def test_cora_matches_the_cli_bit_for_bit(tmp_path):
             assert [float(v) for v in f[2:6]] == [
                 h["train_loss"], h["train_acc"], h["val_loss"], h["val_acc"]
             ]
+    # Cora as a PyG-shaped object (edge_index, dense x, y, masks): the CLI's accuracy too.
+    coo = ds.adjacency.tocoo()
+    data = types.SimpleNamespace(
+        edge_index=np.vstack([coo.row, coo.col]).astype(np.int64),
+        x=ds.features.toarray(),
+        y=ds.labels,
+        train_mask=ds.train_mask,
+        val_mask=ds.val_mask,
+        test_mask=ds.test_mask,
+    )
+    by_pyg = sparse_gcn.GCNClassifier(seed=1).fit_dataset(sparse_gcn.from_pyg(data))
+    out = subprocess.run(
+        [str(CLI), "train", "--data", str(cora), "--seed", "1", "--json"],
+        check=True, capture_output=True, text=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1])["test_acc_mean"] == by_pyg.test_acc_
     # A checkpoint saved here is the CLI's: `eval` gives the same test accuracy.
     clf = sparse_gcn.GCNClassifier(seed=0).fit_dataset(ds)
     ck = tmp_path / "cora.safetensors"
