@@ -497,7 +497,7 @@ class GCNClassifier:
     def predict_proba(self, adjacency: Any = None, features: Any = None) -> np.ndarray:
         """Class probabilities (a softmax in float64, as ``sparse-gcn predict`` writes them)."""
         graph = self._data(adjacency, features)
-        return self._model(graph).probabilities(graph, self._threads())
+        return self._model(graph).logits(graph, self._threads(), True)
 
     def score(self, mask: Any, labels: Any = None) -> float:
         """Accuracy over the nodes of ``mask`` (boolean or indices) of the fit's data, against
@@ -536,7 +536,6 @@ class GCNClassifier:
         info = _native.checkpoint_info(path)
         clf = cls.__new__(cls)
         GCNClassifier.__init__(clf, threads=threads)
-        clf.model = info.get("model", "gcn")
         clf.checkpoint_info_ = info
         clf._checkpoint = path
         return clf

@@ -449,34 +449,21 @@ impl Fitted {
         Ok((c.in_dim, c.out_dim))
     }
 
-    /// The logits of every node (in the input's order): of the fit's data when `graph` is
-    /// None, else of the graph given (prepared as training prepared its data).
-    #[pyo3(signature = (graph=None, threads=0))]
+    /// The logits of every node (in the input's order), or with `proba` its class
+    /// probabilities (a softmax in f64, as `sparse-gcn predict` writes them): of the fit's data
+    /// when `graph` is None, else of the graph given (prepared as training prepared its data).
+    #[pyo3(signature = (graph=None, threads=0, proba=false))]
     fn logits<'py>(
         &self,
         py: Python<'py>,
         graph: Option<&Bound<'py, PyDict>>,
         threads: usize,
+        proba: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let out = self.on_data(py, graph, threads, &|model, p| {
             let z = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
-            Ok(p.input_order(z.view()))
-        })?;
-        Ok(out.into_pyarray(py))
-    }
-
-    /// The class probabilities of every node (a softmax of [`Fitted::logits`] in f64, as
-    /// `sparse-gcn predict` writes them).
-    #[pyo3(signature = (graph=None, threads=0))]
-    fn probabilities<'py>(
-        &self,
-        py: Python<'py>,
-        graph: Option<&Bound<'py, PyDict>>,
-        threads: usize,
-    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let out = self.on_data(py, graph, threads, &|model, p| {
-            let z = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
-            Ok(softmax_rows(p.input_order(z.view()).view()))
+            let z = p.input_order(z.view());
+            Ok(if proba { softmax_rows(z.view()) } else { z })
         })?;
         Ok(out.into_pyarray(py))
     }
