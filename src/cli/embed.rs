@@ -8,7 +8,7 @@ use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Error, Par, Result};
 
 use super::eval::{check_finite_output, load_model, Loaded};
-use super::{args, input_order, DataArgs};
+use super::{args, DataArgs};
 
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
@@ -50,7 +50,7 @@ pub(crate) fn run(a: EmbedArgs) -> Result<()> {
         model.visit_representations(&p.adj, &p.data.features, Par::Rayon, &mut |l, x| {
             if l + 1 == a.layer {
                 bad = check_finite_output(&p, x, &what);
-                h = Some(input_order(&p, x));
+                h = Some(p.input_order(x));
             }
         })?;
         bad?;

@@ -9,14 +9,12 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use ndarray::{Array2, ArrayView2};
 use sparse_gcn::data::io::{load as load_any, LoadOptions, RandomSplit, SplitRule};
 use sparse_gcn::data::node_features::NodeFeatures;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::Direction;
 
-use sparse_gcn::train::run::Prepared;
 use sparse_gcn::{Error, Result};
 
 mod args;
@@ -548,9 +546,4 @@ pub(crate) fn progress_bar(len: u64, template: &str) -> ProgressBar {
     );
     b.enable_steady_tick(std::time::Duration::from_millis(200));
     b
-}
-
-/// Rows of `a` back in the input's node order.
-pub(crate) fn input_order(p: &Prepared, a: ArrayView2<'_, f32>) -> Array2<f32> {
-    p.input_order(a)
 }

@@ -10,7 +10,7 @@ use sparse_gcn::train::checkpoint::write_file_atomic;
 use sparse_gcn::{par::thread_pool, Par, Result};
 
 use super::eval::{check_finite_output, load_model, Loaded};
-use super::{args, input_order, DataArgs};
+use super::{args, DataArgs};
 
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
@@ -36,7 +36,7 @@ pub(crate) fn run(a: PredictArgs) -> Result<()> {
         let logits = model.predict(&p.adj, &p.data.features, Par::Rayon)?;
         let what = format!("the logits of {}", a.checkpoint.display());
         check_finite_output(&p, logits.view(), &what)?;
-        let probs = softmax_rows(input_order(&p, logits.view()).view());
+        let probs = softmax_rows(p.input_order(logits.view()).view());
         let bytes = if a
             .out
             .extension()

@@ -150,9 +150,9 @@ impl BatchArgs {
         cfg: &TrainConfig,
         norm_row: bool,
     ) -> std::result::Result<(), String> {
-        self.options(None)
-            .check_ranges()
-            .and_then(|()| self.options(None).check(cfg, norm_row, Names::Flags))
+        let b = self.options(None);
+        b.check_ranges()
+            .and_then(|()| b.check(cfg, norm_row, Names::Flags))
             .map_err(|e| e.message(Names::Flags))
     }
 }

@@ -258,14 +258,9 @@ impl BatchOptions {
         // The library's rules for the batches' settings, each named by its option.
         if let Err(e) = cfg.batch.check() {
             return Err(match e {
+                // (The library's setting names are the options' keys.)
                 ConfigError::OutOfRange { name, value, rule } => {
-                    let option = self
-                        .given()
-                        .into_iter()
-                        .map(|(k, _)| k)
-                        .find(|k| *k == name)
-                        .unwrap_or("batch");
-                    OptionError::at(option, value, rule.to_string())
+                    OptionError::at(name, value, rule.to_string())
                 }
                 e => OptionError::of("batch", format!("the batch settings: {e}")),
             });
