@@ -9,9 +9,12 @@ as ``sparse-gcn train`` given the same options and seed.
     >>> clf = sparse_gcn.GCNClassifier(seed=0).fit_dataset(ds)     # doctest: +SKIP
     >>> clf.score(ds.test_mask)                                    # doctest: +SKIP
 
-Arrays cross into the engine once per call: features are copied into the engine's own storage
-(it row-normalises them in place, and stores bag-of-words features sparse), index arrays are
-read into 32-bit ids; outputs are new NumPy arrays. Training runs with the interpreter released
+Arrays are read in place, without a copy, when their dtype and layout allow: a SciPy CSR
+adjacency with int32 or int64 indices (or a contiguous int32/int64 edge index), C-ordered
+float32 features or a canonical float32 CSR matrix. Other inputs are converted first (a copy,
+said in each function's docstring). The engine then builds what it trains on from them: its
+own Â, and its own copy of the features (in its node order, row-normalised in place, stored
+sparse when they are bag-of-words). Outputs are new NumPy arrays. Training runs with the interpreter released
 on the engine's threads; Ctrl-C stops it between epochs with ``KeyboardInterrupt``.
 """
 
@@ -162,6 +165,8 @@ def from_pyg(data: Any) -> Dataset:
 
 
 def _edge_index(e: Any, n: int, what: str):
+    """The two rows of a (2, E) edge index as contiguous int32 or int64 arrays: views of `e`
+    when its rows are contiguous and its dtype one of those, else copies."""
     e = np.asarray(e)
     if e.ndim != 2 or e.shape[0] != 2:
         raise ValueError(f"{what}: an edge index of shape (2, E), got shape {e.shape}")
@@ -169,7 +174,8 @@ def _edge_index(e: Any, n: int, what: str):
         raise TypeError(f"{what}: integer node ids, got dtype {e.dtype}")
     if e.size and (e.min() < 0 or e.max() >= n):
         raise ValueError(f"{what}: node ids must lie in 0..{n - 1} (got {e.min()}..{e.max()})")
-    return e[0], e[1]
+    dtype = e.dtype if e.dtype in (np.int32, np.int64) else np.int64
+    return (np.ascontiguousarray(e[0], dtype=dtype), np.ascontiguousarray(e[1], dtype=dtype))
 
 
 def _labels(y: Any, n: int, what: str) -> np.ndarray:
@@ -212,41 +218,68 @@ def _mask(m: Any, n: int, what: str) -> Optional[np.ndarray]:
 
 
 def _adjacency(adjacency: Any, n: Optional[int]):
-    """(n, rows, cols) of a SciPy sparse matrix or a (2, E) edge index."""
+    """(n, arrays) of a SciPy sparse matrix (``indptr`` and ``indices`` of its CSR form) or a
+    (2, E) edge index (``rows`` and ``cols``), for the engine to read in place.
+
+    No copy is made of a CSR matrix whose ``indptr`` and ``indices`` share the dtype int32 or
+    int64 and that stores no explicit zero, nor of an int32 or int64 edge index whose rows are
+    contiguous; other formats (COO, CSC, …), dtypes and layouts are converted first (a copy).
+    """
     if sp.issparse(adjacency):
         if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
             raise ValueError(f"adjacency: a square matrix, got shape {adjacency.shape}")
-        coo = adjacency.tocoo()
-        data = np.asarray(coo.data)
-        keep = data != 0
-        if not np.all(data[keep] == 1):
+        csr = adjacency if adjacency.format == "csr" else adjacency.tocsr()
+        data = np.asarray(csr.data)
+        if data.size and np.count_nonzero(data) != data.size:
+            csr = csr.copy()
+            csr.eliminate_zeros()
+            data = np.asarray(csr.data)
+        if data.size and not (data.min() == 1 and data.max() == 1):
             raise ValueError(
                 "adjacency: entries of weight 1 (an unweighted graph); weighted entries are "
                 "not supported (the engine builds its own normalisation D^-1/2 (A+I) D^-1/2)"
             )
-        return adjacency.shape[0], coo.row[keep], coo.col[keep]
+        indptr, indices = np.asarray(csr.indptr), np.asarray(csr.indices)
+        dtype = indptr.dtype
+        if dtype != indices.dtype or dtype not in (np.int32, np.int64):
+            dtype = np.int64
+        return adjacency.shape[0], {
+            "indptr": np.ascontiguousarray(indptr, dtype=dtype),
+            "indices": np.ascontiguousarray(indices, dtype=dtype),
+        }
     if n is None:
         raise TypeError("adjacency: a SciPy sparse matrix or a (2, E) edge index")
     e = _numpy(adjacency)
     if not isinstance(e, np.ndarray) and not isinstance(e, (list, tuple)):
         raise TypeError("adjacency: a SciPy sparse matrix or a (2, E) edge index")
     rows, cols = _edge_index(e, n, "adjacency")
-    return n, rows, cols
+    return n, {"rows": rows, "cols": cols}
 
 
 def _features(features: Any):
-    """The features as the engine takes them: a C-ordered float32 array (a copy when the
-    dtype or layout differ), or a dict of a canonical float32 CSR matrix's arrays."""
+    """The features as the engine reads them: a C-ordered float32 array, or a dict of a
+    canonical float32 CSR matrix's arrays. No copy is made of a C-ordered float32 array, nor of
+    a float32 CSR matrix in canonical form (sorted indices, no duplicates, no explicit zeros);
+    other dtypes, layouts and formats are converted first (a copy). The engine then keeps its
+    own copy, in its node order and row-normalised as its options say."""
     if sp.issparse(features):
         if features.ndim != 2:
             raise ValueError(f"features: a 2-D matrix, got shape {features.shape}")
         if features.dtype.kind not in "fiub":
             raise TypeError(f"features: numbers, got dtype {features.dtype}")
-        csr = sp.csr_matrix(features, dtype=np.float32, copy=True)
-        csr.sum_duplicates()
-        csr.eliminate_zeros()
+        csr = features
+        canonical = (
+            csr.format == "csr"
+            and csr.dtype == np.float32
+            and csr.has_canonical_format
+            and np.count_nonzero(csr.data) == csr.data.size
+        )
+        if not canonical:
+            csr = sp.csr_matrix(features, dtype=np.float32, copy=True)
+            csr.sum_duplicates()
+            csr.eliminate_zeros()
         return {
-            "indptr": csr.indptr.astype(np.int64),
+            "indptr": csr.indptr,
             "indices": csr.indices,
             "data": csr.data,
             "shape": csr.shape,
@@ -257,9 +290,6 @@ def _features(features: Any):
         raise ValueError(f"features: a 2-D array (nodes × features), got shape {x.shape}")
     if x.dtype.kind not in "fiub":
         raise TypeError(f"features: numbers, got dtype {x.dtype}")
-    if not np.all(np.isfinite(x)):
-        bad = np.argwhere(~np.isfinite(x))[0]
-        raise ValueError(f"features: a non-finite value at row {bad[0]}, column {bad[1]}")
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
@@ -273,7 +303,7 @@ def _graph(
 ) -> Dict[str, Any]:
     x = _features(features)
     n_rows = x["shape"][0] if isinstance(x, dict) else x.shape[0]
-    n, rows, cols = _adjacency(adjacency, n_rows)
+    n, arrays = _adjacency(adjacency, n_rows)
     if n_rows != n:
         raise ValueError(f"features: {n_rows} rows for {n} nodes (the adjacency's)")
     lab = None if labels is None else _labels(_numpy(labels), n, "labels")
@@ -282,8 +312,7 @@ def _graph(
     )
     return {
         "n_nodes": n,
-        "rows": np.asarray(rows),
-        "cols": np.asarray(cols),
+        **arrays,
         "features": x,
         "labels": lab,
         "train": train,
@@ -399,8 +428,10 @@ class GCNClassifier:
         directed: bool = False,
     ) -> "GCNClassifier":
         """Trains on the graph (``adjacency``: a SciPy sparse matrix of weight-1 entries, or a
-        (2, E) edge index; undirected unless ``directed``), its ``features`` (dense or SciPy
-        sparse; float32 C-ordered arrays are taken as they are, others converted) and
+        (2, E) edge index, read in place when CSR or the edge index has int32/int64 indices,
+        else converted first, a copy; undirected unless ``directed``), its ``features`` (dense or SciPy
+        sparse; read in place when C-ordered float32 or canonical float32 CSR, else converted
+        first, a copy) and
         ``labels`` (−1: unlabelled). Masks are boolean or index arrays; ``val_mask`` is needed
         (the stop rule and ``history_`` read validation every epoch); without ``train_mask``
         the labelled nodes outside validation and test train; without ``test_mask`` the

@@ -4,8 +4,10 @@
 use numpy::{PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use sparse_gcn::data::{Mask, UNLABELLED};
+use sparse_gcn::graph::{Direction, Graph};
 
 /// Most classes (as the loaders infer them: the largest label + 1).
 const MAX_CLASSES: i64 = 1 << 20;
@@ -99,4 +101,133 @@ pub(crate) fn mask_of(a: &Bound<'_, PyAny>, what: &str, n: usize) -> PyResult<Ma
     }
     let v: Vec<bool> = arr.as_array().iter().copied().collect();
     Ok(Mask::from_bool(&v))
+}
+
+/// The adjacency a graph description gives, read in place: a CSR pattern (`indptr`,
+/// `indices`) or the two rows of an edge index (`rows`, `cols`), both arrays int32 or both
+/// int64 and contiguous (`sparse_gcn._adjacency` makes them so). Every id and offset is checked
+/// first, naming the argument; the graph is then built from the arrays without an edge list.
+pub(crate) fn graph_of(g: &Bound<'_, PyDict>, n: usize, dir: Direction) -> PyResult<Graph> {
+    let item = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> { g.get_item(key) };
+    let (first, second, csr) = match (item("indptr")?, item("indices")?) {
+        (Some(p), Some(i)) => (p, i, true),
+        _ => match (item("rows")?, item("cols")?) {
+            (Some(r), Some(c)) => (r, c, false),
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "graph description without 'indptr' and 'indices' or 'rows' and 'cols'",
+                ))
+            }
+        },
+    };
+    macro_rules! try_dtype {
+        ($t:ty) => {
+            if let (Ok(a), Ok(b)) = (
+                first.extract::<PyReadonlyArray1<'_, $t>>(),
+                second.extract::<PyReadonlyArray1<'_, $t>>(),
+            ) {
+                let (a, b) = (a.as_slice()?, b.as_slice()?);
+                return if csr {
+                    graph_from_csr(a, b, n, dir)
+                } else {
+                    graph_from_pairs(a, b, n, dir)
+                };
+            }
+        };
+    }
+    try_dtype!(i64);
+    try_dtype!(i32);
+    Err(PyTypeError::new_err(
+        "adjacency: index arrays of one dtype, int32 or int64",
+    ))
+}
+
+fn engine_err(arg: &str, e: sparse_gcn::Error) -> PyErr {
+    value_err(arg, e)
+}
+
+/// Checks that every id of `a` lies in `0..n`, naming the first that does not.
+fn check_ids<T: Copy + Into<i64>>(a: &[T], n: usize, what: &str) -> PyResult<()> {
+    match a.iter().position(|&v| !(0..n as i64).contains(&v.into())) {
+        None => Ok(()),
+        Some(k) => Err(value_err(
+            what,
+            format!("entry {k} = {} is out of range for {n} nodes", a[k].into()),
+        )),
+    }
+}
+
+fn graph_from_pairs<T: Copy + Into<i64>>(
+    rows: &[T],
+    cols: &[T],
+    n: usize,
+    dir: Direction,
+) -> PyResult<Graph> {
+    if rows.len() != cols.len() {
+        return Err(value_err(
+            "adjacency",
+            format!(
+                "{} row indices but {} column indices",
+                rows.len(),
+                cols.len()
+            ),
+        ));
+    }
+    check_ids(rows, n, "adjacency (row indices)")?;
+    check_ids(cols, n, "adjacency (column indices)")?;
+    let edges = || {
+        rows.iter()
+            .zip(cols)
+            .map(|(&u, &v)| (u.into() as u32, v.into() as u32))
+    };
+    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| engine_err("adjacency", e))
+}
+
+fn graph_from_csr<T: Copy + Into<i64>>(
+    indptr: &[T],
+    indices: &[T],
+    n: usize,
+    dir: Direction,
+) -> PyResult<Graph> {
+    let what = "adjacency (indptr)";
+    if indptr.len() != n + 1 {
+        return Err(value_err(
+            what,
+            format!("{} offsets for {n} rows (n + 1 expected)", indptr.len()),
+        ));
+    }
+    let mut last = 0i64;
+    for (k, &p) in indptr.iter().enumerate() {
+        let p: i64 = p.into();
+        if (k == 0 && p != 0) || p < last || p > indices.len() as i64 {
+            return Err(value_err(
+                what,
+                format!(
+                    "offset {k} = {p}: offsets run from 0, never decrease and end at the {} \
+                     stored entries",
+                    indices.len()
+                ),
+            ));
+        }
+        last = p;
+    }
+    if last != indices.len() as i64 {
+        return Err(value_err(
+            what,
+            format!(
+                "the last offset is {last}, but {} entries are stored",
+                indices.len()
+            ),
+        ));
+    }
+    check_ids(indices, n, "adjacency (column indices)")?;
+    let at = |k: usize| indptr[k].into() as usize;
+    let edges = || {
+        (0..n).flat_map(move |i| {
+            indices[at(i)..at(i + 1)]
+                .iter()
+                .map(move |&j| (i as u32, j.into() as u32))
+        })
+    };
+    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| engine_err("adjacency", e))
 }

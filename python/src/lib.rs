@@ -21,7 +21,7 @@ use sparse_gcn::data::content::ContentHash;
 use sparse_gcn::data::io::{load as load_any, LoadOptions, RandomSplit, SplitRule};
 use sparse_gcn::data::node_features::NodeFeatures;
 use sparse_gcn::data::{Dataset, Features, SparseFeatures, Split, UNLABELLED};
-use sparse_gcn::graph::{Direction, Graph};
+use sparse_gcn::graph::Direction;
 use sparse_gcn::kernels::Csr;
 use sparse_gcn::metrics::softmax_rows;
 use sparse_gcn::nn::Model;
@@ -34,7 +34,7 @@ use sparse_gcn::{Error, Par};
 mod convert;
 mod options;
 
-use convert::{ids, labels_of, mask_of};
+use convert::{graph_of, ids, labels_of, mask_of};
 use options::options_of;
 
 /// The Python exception for an engine error: `OSError` for files, `MemoryError` for a size that
@@ -69,8 +69,9 @@ fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
     sparse_gcn::par::thread_pool(threads).map_err(py_err)
 }
 
-/// The dataset a dict of arrays describes (`sparse_gcn._as_graph` builds it): `n_nodes`,
-/// `rows` and `cols` (the adjacency's entries), `features` (a 2-D float32 array, or a dict of
+/// The dataset a dict of arrays describes (`sparse_gcn._graph` builds it): `n_nodes`, the
+/// adjacency as `indptr` and `indices` (CSR) or `rows` and `cols` (an edge index), read in
+/// place ([`graph_of`]), `features` (a 2-D float32 array, or a dict of
 /// CSR `indptr`, `indices`, `data` and `shape`), `labels` (int64, −1 unlabelled, or None),
 /// `train`, `valid`, `test` (bool arrays or None), `directed`, `name`.
 fn dataset_of(g: &Bound<'_, PyDict>) -> PyResult<Dataset> {
@@ -79,27 +80,13 @@ fn dataset_of(g: &Bound<'_, PyDict>) -> PyResult<Dataset> {
             .ok_or_else(|| PyTypeError::new_err(format!("graph description without '{key}'")))
     };
     let n: usize = item("n_nodes")?.extract()?;
-    let rows = ids(&item("rows")?, "adjacency (row indices)", n)?;
-    let cols = ids(&item("cols")?, "adjacency (column indices)", n)?;
-    if rows.len() != cols.len() {
-        return Err(value_err(
-            "adjacency",
-            format!(
-                "{} row indices but {} column indices",
-                rows.len(),
-                cols.len()
-            ),
-        ));
-    }
     let directed: bool = item("directed")?.extract()?;
     let dir = if directed {
         Direction::Directed
     } else {
         Direction::Undirected
     };
-    let edges: Vec<(u32, u32)> = rows.into_iter().zip(cols).collect();
-    let graph = Graph::try_from_edges(n, &edges, dir).map_err(py_err)?;
-    drop(edges);
+    let graph = graph_of(g, n, dir)?;
     let features = features_of(&item("features")?, n)?;
     let (labels, n_classes) = labels_of(&item("labels")?, n)?;
     let split = Split {

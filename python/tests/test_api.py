@@ -218,6 +218,84 @@ def test_bad_options_name_the_option():
     sparse_gcn.GCNClassifier(model="GCN", stop="Never")
 
 
+def test_every_adjacency_layout_gives_the_same_bits():
+    clf, (a, x, y, tr, va, te) = fit()
+    want = bits(clf.history_)
+    a64 = a.copy()
+    a64.indptr, a64.indices = a.indptr.astype(np.int64), a.indices.astype(np.int64)
+    coo = a.tocoo()
+    diag = np.arange(600, dtype=coo.row.dtype)
+    zero = sp.csr_matrix(
+        (
+            np.concatenate([coo.data, np.zeros(600, np.float32)]),
+            (np.concatenate([coo.row, diag]), np.concatenate([coo.col, diag])),
+        ),
+        shape=(600, 600),
+    )
+    assert zero.nnz == a.nnz + 600  # explicit zeros on the diagonal
+    pairs = np.stack([coo.row.astype(np.int64), coo.col.astype(np.int64)], axis=1)
+    layouts = {
+        "csr int32": a,
+        "csr int64": a64,
+        "csc": a.tocsc(),
+        "coo": coo,
+        "explicit zeros": zero,
+        "edge index int32": np.vstack([coo.row, coo.col]).astype(np.int32),
+        "edge index strided": pairs.T,  # rows not contiguous: a copy
+        "edge index uint16": np.vstack([coo.row, coo.col]).astype(np.uint16),
+    }
+    for name, adj in layouts.items():
+        other = sparse_gcn.GCNClassifier(epochs=30, stop="never").fit(adj, x, y, tr, va, te)
+        assert bits(other.history_) == want, name
+
+
+def test_a_malformed_csr_names_its_array():
+    a, x, y, tr, va, te = blocks()
+    clf = sparse_gcn.GCNClassifier(epochs=2, stop="never")
+
+    def tampered(array, k, v):
+        b = a.copy()
+        arr = getattr(b, array).copy()
+        arr[k] = v
+        setattr(b, array, arr)
+        return b
+
+    cases = [
+        (tampered("indptr", 3, a.indptr[5]), "adjacency \\(indptr\\)"),  # decreasing
+        (tampered("indptr", -1, a.nnz - 1), "adjacency \\(indptr\\)"),  # short of nnz
+        (tampered("indptr", 0, 1), "adjacency \\(indptr\\)"),
+        (tampered("indices", 7, 600), "adjacency \\(column indices\\)"),
+        (tampered("indices", 0, -1), "adjacency \\(column indices\\)"),
+    ]
+    for adj, name in cases:
+        with pytest.raises(ValueError, match=name):
+            clf.fit(adj, x, y, tr, va, te)
+
+
+def test_a_csr_adjacency_is_read_in_place():
+    """Python-side allocations while fitting on a CSR adjacency of 2M entries stay far below
+    one copy of its indices (tracemalloc sees NumPy's buffers, not the engine's)."""
+    import tracemalloc
+
+    n, per_row = 100_000, 20
+    rng = np.random.default_rng(0)
+    cols = rng.integers(0, n, n * per_row).astype(np.int32)
+    cols.reshape(n, per_row).sort(axis=1)
+    indptr = np.arange(0, n * per_row + 1, per_row, dtype=np.int32)
+    a = sp.csr_matrix((np.ones(n * per_row, np.float32), cols, indptr), shape=(n, n))
+    x = rng.random((n, 4), dtype=np.float32)
+    y = rng.integers(0, 2, n)
+    tr, va = np.arange(0, 100), np.arange(100, 200)
+    clf = sparse_gcn.GCNClassifier(epochs=1, stop="never", hidden=4)
+    tracemalloc.start()
+    try:
+        clf.fit(a, x, y, tr, va)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < a.indices.nbytes / 4, f"{peak} bytes traced, indices {a.indices.nbytes}"
+
+
 def test_bad_data_names_the_argument():
     a, x, y, tr, va, te = blocks()
     clf = sparse_gcn.GCNClassifier(epochs=2, stop="never")

@@ -83,6 +83,35 @@ impl Graph {
     /// assert!(Graph::try_from_edges(3, &[(0, 3)], Direction::Undirected).is_err());
     /// ```
     pub fn try_from_edges(n_nodes: usize, edges: &[(u32, u32)], dir: Direction) -> Result<Self> {
+        Self::try_from_edge_iter(n_nodes, || edges.iter().copied(), dir)
+    }
+
+    /// Builds the adjacency of `n_nodes` nodes from edges that `edges()` yields, as
+    /// [`Graph::try_from_edges`] does from a slice, without an edge list in memory: `edges` is
+    /// called twice (a check and count, then a fill) and must yield the same edges each time.
+    /// Callers whose edges live in other arrays (a CSR pattern, the two rows of an edge index)
+    /// read them in place.
+    ///
+    /// # Errors
+    /// As [`Graph::try_from_edges`]; [`Error::Mismatch`] if the second call yields other
+    /// edges than the first.
+    ///
+    /// # Examples
+    /// ```
+    /// use sparse_gcn::graph::{Direction, Graph};
+    /// // a CSR pattern read in place: row 0 lists 1 and 2, row 1 lists 2
+    /// let (indptr, indices): (&[usize], &[u32]) = (&[0, 2, 3, 3], &[1, 2, 2]);
+    /// let edges = || (0..3).flat_map(move |i| {
+    ///     indices[indptr[i]..indptr[i + 1]].iter().map(move |&j| (i as u32, j))
+    /// });
+    /// let g = Graph::try_from_edge_iter(3, edges, Direction::Undirected).unwrap();
+    /// assert_eq!(g.neighbors(2), &[0, 1]);
+    /// ```
+    pub fn try_from_edge_iter<I, F>(n_nodes: usize, edges: F, dir: Direction) -> Result<Self>
+    where
+        F: Fn() -> I,
+        I: Iterator<Item = (u32, u32)>,
+    {
         if n_nodes > u32::MAX as usize {
             return Err(Error::Mismatch {
                 what: "node count (must fit in u32)".into(),
@@ -90,7 +119,12 @@ impl Graph {
                 got: n_nodes,
             });
         }
-        for &(u, v) in edges {
+        let both = dir == Direction::Undirected;
+        // One pass checks the ids and counts each row's entries.
+        let mut indptr = vec![0usize; n_nodes + 1];
+        let mut input_edges = 0usize;
+        for (u, v) in edges() {
+            input_edges += 1;
             for id in [u, v] {
                 if id as usize >= n_nodes {
                     return Err(Error::NodeOutOfRange {
@@ -99,10 +133,6 @@ impl Graph {
                     });
                 }
             }
-        }
-        let both = dir == Direction::Undirected;
-        let mut indptr = vec![0usize; n_nodes + 1];
-        for &(u, v) in edges {
             indptr[u as usize + 1] += 1;
             if both && u != v {
                 indptr[v as usize + 1] += 1;
@@ -111,15 +141,34 @@ impl Graph {
         for i in 0..n_nodes {
             indptr[i + 1] += indptr[i];
         }
+        // The second fills them; a pass that yields other edges than the first is refused
+        // (never an index out of bounds, never an entry left unfilled).
         let mut fill = indptr.clone();
         let mut indices = vec![0u32; indptr[n_nodes]];
-        for &(u, v) in edges {
-            indices[fill[u as usize]] = v;
-            fill[u as usize] += 1;
-            if both && u != v {
-                indices[fill[v as usize]] = u;
-                fill[v as usize] += 1;
+        let mut filled = 0usize;
+        let mut place = |row: u32, col: u32| -> bool {
+            let r = row as usize;
+            if r >= n_nodes || fill[r] >= indptr[r + 1] {
+                return false;
             }
+            indices[fill[r]] = col;
+            fill[r] += 1;
+            filled += 1;
+            true
+        };
+        let mut same = true;
+        for (u, v) in edges() {
+            if !place(u, v) || (both && u != v && !place(v, u)) {
+                same = false;
+                break;
+            }
+        }
+        if !same || filled != indptr[n_nodes] {
+            return Err(Error::Mismatch {
+                what: "entries placed by a second pass over the edges (it must yield the first pass's edges)".into(),
+                expected: indptr[n_nodes],
+                got: filled,
+            });
         }
         drop(fill);
         // Sort and deduplicate each row, compacting in place.
@@ -148,7 +197,7 @@ impl Graph {
         indices.truncate(write);
         indices.shrink_to_fit();
         let stats = BuildStats {
-            input_edges: edges.len(),
+            input_edges,
             duplicates_merged: stored - write,
             self_loops,
         };

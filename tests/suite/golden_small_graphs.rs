@@ -269,3 +269,62 @@ fn empty_and_oversized_graphs() {
     let r = Graph::try_from_edges(u32::MAX as usize + 1, &[], Direction::Undirected);
     assert!(matches!(r, Err(Error::Mismatch { .. })), "{r:?}");
 }
+
+#[test]
+fn edges_read_in_place_build_the_same_graph() {
+    // A CSR pattern with a duplicate, a self-loop and an unsorted row, read in place.
+    let (indptr, indices): (&[usize], &[u32]) = (&[0, 3, 4, 6, 6], &[2, 1, 2, 0, 3, 2]);
+    let csr = || {
+        (0..4).flat_map(move |i| {
+            indices[indptr[i]..indptr[i + 1]]
+                .iter()
+                .map(move |&j| (i as u32, j))
+        })
+    };
+    let list: Vec<(u32, u32)> = csr().collect();
+    for dir in [Direction::Undirected, Direction::Directed] {
+        let a = Graph::try_from_edge_iter(4, csr, dir).unwrap();
+        let b = Graph::try_from_edges(4, &list, dir).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.stats().input_edges, 6);
+    }
+    // An out-of-range id is the same error as from a list.
+    let r = Graph::try_from_edge_iter(3, csr, Direction::Undirected);
+    assert!(
+        matches!(
+            r,
+            Err(Error::NodeOutOfRange {
+                index: 3,
+                n_nodes: 3
+            })
+        ),
+        "{r:?}"
+    );
+    // A source whose second pass yields other edges (more, fewer, or another row) is refused,
+    // never an index out of bounds nor an entry left unfilled.
+    for second in [
+        vec![(0u32, 1u32), (1, 2), (2, 0)],
+        vec![(0, 1)],
+        vec![(0, 1), (2, 2)],
+        vec![(0, 1), (7, 1)],
+    ] {
+        let calls = std::cell::Cell::new(0);
+        let first = vec![(0u32, 1u32), (1, 2)];
+        let source = || {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                first.clone().into_iter()
+            } else {
+                second.clone().into_iter()
+            }
+        };
+        for dir in [Direction::Undirected, Direction::Directed] {
+            calls.set(0);
+            let r = Graph::try_from_edge_iter(3, source, dir);
+            assert!(
+                matches!(r, Err(Error::Mismatch { .. })),
+                "{second:?} {dir:?}: {r:?}"
+            );
+        }
+    }
+}
