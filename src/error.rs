@@ -110,6 +110,17 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// A binary graph store (`data::store`) that is truncated, mismatched or tampered with:
+    /// the array named, and what is wrong with it.
+    #[error("{path}: array `{array}`: {msg}")]
+    Store {
+        /// The store folder, or the array's file.
+        path: PathBuf,
+        /// The array (`indptr`, `indices`, `features`, …, or `store.json` for the header).
+        array: String,
+        /// What is wrong.
+        msg: String,
+    },
     /// An invalid hyper-parameter or option.
     #[error("invalid config: {0}")]
     Config(#[from] ConfigError),

@@ -18,6 +18,7 @@ use sparse_gcn::graph::Direction;
 use sparse_gcn::{Error, Result};
 
 mod args;
+mod convert;
 mod dist;
 mod embed;
 mod eval;
@@ -55,6 +56,10 @@ enum Cmd {
     Embed(embed::EmbedArgs),
     /// Generate a synthetic citation-like graph and write it in the OGB raw layout.
     Generate(generate::GenerateArgs),
+    /// Write any dataset `--data` reads (or a preset) as a binary store: a folder of
+    /// little-endian arrays with a checksummed JSON header, which `--data DIR` then opens
+    /// memory-mapped without parsing.
+    Convert(convert::ConvertArgs),
     /// Measure this machine's memory bounds (stream triad, random row gather), sgemm, and the
     /// SpMM in a random and in a reordered node order, as fractions of those bounds.
     Roofline(roofline::RooflineArgs),
@@ -89,6 +94,7 @@ pub fn main() -> ExitCode {
         Cmd::Info(a) => a.check(),
         Cmd::Roofline(a) => a.check(),
         Cmd::Generate(a) => generate::check_out(&a.out, a.force),
+        Cmd::Convert(a) => a.check(),
         _ => Ok(()),
     };
     if let Err(msg) = usage {
@@ -101,6 +107,7 @@ pub fn main() -> ExitCode {
         Cmd::Predict(a) => predict::run(a),
         Cmd::Embed(a) => embed::run(a),
         Cmd::Generate(a) => generate::run(a),
+        Cmd::Convert(a) => convert::run(a),
         Cmd::Roofline(a) => roofline::run(a),
         Cmd::Plan(a) => plan::run(*a),
         Cmd::Commbench(a) => plan::commbench(a),
@@ -124,9 +131,9 @@ pub(crate) fn usage_error(msg: impl std::fmt::Display) -> ! {
 /// Where the data comes from: a file or folder, or a synthetic preset built in memory.
 #[derive(clap::Args, Clone)]
 pub(crate) struct DataArgs {
-    /// Dataset: an OGB raw-layout folder, a gnn-benchmark `.npz`, or an edge list
-    /// (`.txt`/`.csv`/`.tsv`/`.edges`/`.el`). Without it, the synthetic `--preset` is built in
-    /// memory.
+    /// Dataset: an OGB raw-layout folder, a store (`sparse-gcn convert`), a gnn-benchmark
+    /// `.npz`, or an edge list (`.txt`/`.csv`/`.tsv`/`.edges`/`.el`). Without it, the synthetic
+    /// `--preset` is built in memory.
     #[arg(long)]
     pub(crate) data: Option<PathBuf>,
     /// Synthetic preset used when `--data` is absent: cora-like, arxiv-like or products-like
@@ -284,6 +291,22 @@ impl DataArgs {
                 "seeds the synthetic preset and --features random:D; --data is given without \
                  random features",
             );
+        }
+        if path.is_dir() && path.join(sparse_gcn::data::store::HEADER).is_file() {
+            let own = "a store carries its own split (the one it was converted with)";
+            let files = "a store carries its own features and labels (convert the data again \
+                         with the files); a built kind (identity, degree, constant, random:D) \
+                         replaces its features";
+            return match () {
+                () if self.num_nodes.is_some() => {
+                    no("--num-nodes", "a store declares its node count")
+                }
+                () if self.train_per_class.is_some() => no("--train-per-class", own),
+                () if self.split_sizes.is_some() => no("--split-sizes", own),
+                () if self.labels.is_some() => no("--labels", files),
+                () if file_features => no("--features", files),
+                () => Ok(()),
+            };
         }
         if path.is_dir() {
             let (own_features, own_labels) = sparse_gcn::data::io::ogb_carries(path);

@@ -1,5 +1,6 @@
 //! Datasets: node features, labels and splits, the loaders (OGB raw layout, gnn-benchmark `.npz`,
-//! edge lists), the synthetic generator, the writer, and dataset statistics.
+//! edge lists), the binary graph store, the synthetic generator, the writer, and dataset
+//! statistics.
 
 pub mod content;
 pub mod dataset;
@@ -8,6 +9,7 @@ pub mod memory;
 pub mod node_features;
 pub mod split;
 pub mod stats;
+pub mod store;
 pub mod synthetic;
 pub mod write;
 

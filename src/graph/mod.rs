@@ -210,6 +210,82 @@ impl Graph {
         })
     }
 
+    /// A graph from its CSR pattern as [`Graph::indptr`] and [`Graph::indices`] give it (each
+    /// row's ids sorted and unique), as a store written from a graph holds it; `stats` is what
+    /// the original build reported (its self-loops are counted again here).
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] naming the first offset or row that breaks the pattern's rules
+    /// (offsets from 0, never decreasing, ending at `indices.len()`; ids below `n_nodes`,
+    /// strictly increasing within a row); [`Error::Mismatch`] if `n_nodes` does not fit in
+    /// `u32` or the self-loops differ from `stats`.
+    pub fn try_from_csr(
+        n_nodes: usize,
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        directed: bool,
+        stats: BuildStats,
+    ) -> Result<Self> {
+        let bad = |what: String, expected: usize, got: usize| Error::Mismatch {
+            what,
+            expected,
+            got,
+        };
+        if n_nodes > u32::MAX as usize {
+            return Err(bad(
+                "node count (must fit in u32)".into(),
+                u32::MAX as usize,
+                n_nodes,
+            ));
+        }
+        if indptr.len() != n_nodes + 1 {
+            return Err(bad(
+                "row offsets (nodes + 1)".into(),
+                n_nodes + 1,
+                indptr.len(),
+            ));
+        }
+        if indptr[0] != 0 || indptr[n_nodes] != indices.len() {
+            return Err(bad(
+                "the last row offset (stored entries)".into(),
+                indices.len(),
+                indptr[n_nodes],
+            ));
+        }
+        let mut self_loops = 0usize;
+        for i in 0..n_nodes {
+            let (a, b) = (indptr[i], indptr[i + 1]);
+            if a > b || b > indices.len() {
+                return Err(bad(format!("row offset {}", i + 1), a, b));
+            }
+            let row = &indices[a..b];
+            if let Some(k) = row.iter().position(|&j| j as usize >= n_nodes) {
+                return Err(Error::NodeOutOfRange {
+                    index: row[k] as i64,
+                    n_nodes,
+                });
+            }
+            if let Some(k) = row.windows(2).position(|w| w[0] >= w[1]) {
+                return Err(bad(
+                    format!("row {i}: ids strictly increasing (entry {})", a + k + 1),
+                    row[k] as usize + 1,
+                    row[k + 1] as usize,
+                ));
+            }
+            self_loops += usize::from(row.binary_search(&(i as u32)).is_ok());
+        }
+        if self_loops != stats.self_loops {
+            return Err(bad("self-loops".into(), stats.self_loops, self_loops));
+        }
+        Ok(Graph {
+            n_nodes,
+            indptr,
+            indices,
+            directed,
+            stats,
+        })
+    }
+
     /// Number of nodes.
     pub fn n_nodes(&self) -> usize {
         self.n_nodes

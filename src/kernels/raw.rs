@@ -15,7 +15,8 @@
 //! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
 //!   (a hint never faults, but the pointer arithmetic stays in bounds);
 //! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
-//!   result is larger than the caches (no read for ownership of the lines it writes).
+//!   result is larger than the caches (no read for ownership of the lines it writes);
+//! - [`map_readonly`]: a file memory-mapped read-only (the graph store's arrays).
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
 //! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
@@ -620,6 +621,18 @@ pub(crate) fn store_fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence();
     }
+}
+
+/// `file` mapped read-only: the binary graph store's arrays (`data::store`).
+///
+/// A map stays sound while no process truncates or rewrites the file: the store's files are
+/// written once, into a folder renamed into place when complete, and never modified by this
+/// crate afterwards; another program that rewrites them under a running reader breaks that, the
+/// caveat of every memory-mapped reader (memmap2's documentation).
+pub(crate) fn map_readonly(file: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
+    // SAFETY: see above — the mapped file is not modified while the map lives; the map is
+    // read-only, so this process never writes through it.
+    unsafe { memmap2::Mmap::map(file) }
 }
 
 #[inline(always)]

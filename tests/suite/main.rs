@@ -25,6 +25,8 @@ mod cli_limits;
 #[cfg(feature = "cli")]
 mod cli_memory;
 #[cfg(feature = "cli")]
+mod cli_store;
+#[cfg(feature = "cli")]
 mod cli_user_path;
 mod clustering;
 mod deep_training;
@@ -46,5 +48,6 @@ mod ogb_loader;
 mod optim;
 mod planetoid_accuracy;
 mod restore_best;
+mod store;
 mod synthetic;
 mod training_smoke;

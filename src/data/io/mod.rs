@@ -3,6 +3,7 @@
 //! | format | loader | picked by [`load`] for |
 //! |---|---|---|
 //! | OGB node-property-prediction raw layout | [`load_ogb`] | a folder holding `raw/` |
+//! | the binary graph store ([`crate::data::store`], `sparse-gcn convert`) | [`store::load`](crate::data::store::load) | a folder holding `store.json` |
 //! | gnn-benchmark `.npz` (`adj_*`, `attr_*` or `attr_matrix`, `labels`) | [`load_npz_benchmark`] | a `.npz` holding `adj_indptr` or `adj_data` |
 //! | `scipy.sparse.save_npz` adjacency, optional features and labels | [`load_scipy_npz`] | a `.npz` holding `format`, `indptr` or `row` |
 //! | plain edge list, optional feature and label files | [`load_edge_list`] | a `.txt`, `.csv`, `.tsv`, `.edges` or `.el` file (each optionally `.gz`) |
@@ -109,6 +110,8 @@ impl Default for LoadOptions {
 }
 
 /// Loads a dataset of any supported format, detected from `path`:
+/// - a folder holding `store.json` → [`store::load`](crate::data::store::load) (memory-mapped;
+///   feature and label files, another split or `--directed` on an undirected store refused);
 /// - a folder holding `raw/` → [`load_ogb`]; a structure-only folder (without
 ///   `raw/node-feat` or `raw/node-label`, see [`ogb_carries`]) takes [`LoadOptions::features`]
 ///   and [`LoadOptions::labels`] in their place;
@@ -149,10 +152,15 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
         Ok(())
     };
     if meta.is_dir() {
+        if path.join(crate::data::store::HEADER).is_file() {
+            return crate::data::store::load(path, opts);
+        }
         if !path.join("raw").is_dir() {
             return Err(Error::Dataset {
                 path: path.to_path_buf(),
-                msg: "a folder without raw/: not an OGB dataset (the only folder format)".into(),
+                msg: "a folder without raw/ nor store.json: neither an OGB dataset nor a \
+                      store (the two folder formats)"
+                    .into(),
             });
         }
         let (own_features, own_labels) = ogb_carries(path);

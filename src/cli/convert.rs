@@ -1,0 +1,102 @@
+//! `sparse-gcn convert`: any dataset `--data` reads, or a preset, as a binary store.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::json;
+
+use sparse_gcn::data::store::{write_store, FeatureDtype};
+use sparse_gcn::{par::thread_pool, Result};
+
+use super::{progress_bar, DataArgs};
+
+#[derive(clap::Args)]
+pub(crate) struct ConvertArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    /// Output folder: a new one, or an empty one (a store is never written over other files).
+    #[arg(long)]
+    out: PathBuf,
+    /// How the store holds feature values: f32 (as read, the same bits when read back) or f16
+    /// (half the bytes, rounded to nearest).
+    #[arg(long, default_value = "f32")]
+    feature_dtype: FeatureDtype,
+    /// Worker threads for loading (0: one per CPU; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
+    threads: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ConvertArgs {
+    /// Usage errors (exit 2) before any file is read: data options that do not apply, an
+    /// `--out` that exists and is not an empty folder, or that is `--data` itself.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        self.data.check_applicable()?;
+        let out = &self.out;
+        if out.exists() {
+            let empty = std::fs::read_dir(out).is_ok_and(|mut r| r.next().is_none());
+            if !out.is_dir() || !empty {
+                return Err(format!(
+                    "--out {}: exists and is not an empty folder; a store is written to a new \
+                     folder",
+                    out.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn run(a: ConvertArgs) -> Result<()> {
+    let pool = thread_pool(a.threads)?;
+    pool.install(|| {
+        let bar = progress_bar(0, "{spinner} {msg} [{elapsed_precise}]");
+        bar.set_message("reading the data");
+        let t0 = Instant::now();
+        let d = a.data.load()?;
+        let load_s = t0.elapsed().as_secs_f64();
+        bar.set_message(format!("writing {}", a.out.display()));
+        let t1 = Instant::now();
+        let s = write_store(&d, &a.out, a.feature_dtype)?;
+        let write_s = t1.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        let h = &s.header;
+        let dtype = match a.feature_dtype {
+            FeatureDtype::F32 => "f32",
+            FeatureDtype::F16 => "f16",
+        };
+        let layout = if h.sparse_features { "sparse" } else { "dense" };
+        println!(
+            "{}: {} nodes, {} stored adjacency entries, {} features ({layout}, {dtype}), {} \
+             classes, split {:?}; read in {load_s:.2} s, {} bytes written to {} in {write_s:.2} s",
+            h.name,
+            h.n_nodes,
+            d.graph.nnz(),
+            h.n_features,
+            h.n_classes,
+            h.split,
+            s.bytes,
+            a.out.display(),
+        );
+        if a.json {
+            let j = json!({
+                "dataset": h.name,
+                "out": a.out.display().to_string(),
+                "n_nodes": h.n_nodes,
+                "nnz": d.graph.nnz(),
+                "n_edges": d.graph.n_edges(),
+                "in_dim": h.n_features,
+                "n_classes": h.n_classes,
+                "feature_dtype": dtype,
+                "sparse_features": h.sparse_features,
+                "bytes": s.bytes,
+                "load_s": load_s,
+                "write_s": write_s,
+            });
+            println!("{j}");
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,553 @@
+//! The binary graph store: a dataset as a folder of little-endian arrays with a versioned JSON
+//! header, written once by [`write_store`] (`sparse-gcn convert`) and opened memory-mapped by
+//! [`Store::open`] in a time that does not grow with its size.
+//!
+//! A folder holds `store.json` ([`Header`]) and one file per array, named `NAME.DTYPE`:
+//!
+//! | array | dtype | length | what |
+//! |---|---|---|---|
+//! | `indptr` | u64 | n + 1 | the adjacency's CSR row offsets ([`Graph::indptr`]) |
+//! | `indices` | u32 | nnz | its column ids, sorted and unique within each row |
+//! | `degree` | u32 | n | each row's stored entries (a self-loop counted once) |
+//! | `features` | f32 or f16 | n · d | dense features, row-major (when `sparse_features` is false) |
+//! | `feature_indptr`, `feature_indices`, `feature_values` | u64, u32, f32 or f16 | n + 1, k, k | sparse features as CSR (when it is true) |
+//! | `labels` | u32 | n | class ids, `u32::MAX` for an unlabelled node ([`UNLABELLED`](super::UNLABELLED)) |
+//! | `train`, `valid`, `test` | u32 | any | the split's node ids, ascending |
+//!
+//! The header records each array's file, dtype, length and CRC-32, and the graph's shape
+//! (nodes, direction, what its build did), the feature width and layout, the class count and
+//! the split's name. Opening checks the header and every file's size against it (a truncated or
+//! mismatched store is an [`Error::Store`] naming the array, before anything is read);
+//! [`Store::verify`] checks every checksum; [`Store::dataset`] checks the checksum of each
+//! array it reads, and the graph's pattern, so that a tampered store is an error, never a wrong
+//! result.
+
+mod write;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+
+pub use write::{write_store, FeatureDtype, StoreSummary};
+
+use super::io::LoadOptions;
+use super::{Dataset, Features, Mask, SparseFeatures, Split};
+use crate::graph::{BuildStats, Direction, Graph};
+use crate::kernels::Csr;
+use crate::{Error, Result};
+
+/// The header's file name: a folder holding it is a store.
+pub const HEADER: &str = "store.json";
+/// The header's `format`.
+pub const FORMAT: &str = "sparse-gcn-store";
+/// The header's `version` this build writes and reads.
+pub const VERSION: u32 = 1;
+/// The largest header read (a header is a few kilobytes).
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// An array's element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// Unsigned 64-bit integers.
+    U64,
+    /// Unsigned 32-bit integers.
+    U32,
+    /// IEEE single precision.
+    F32,
+    /// IEEE half precision.
+    F16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn width(self) -> u64 {
+        match self {
+            Dtype::U64 => 8,
+            Dtype::U32 | Dtype::F32 => 4,
+            Dtype::F16 => 2,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Dtype::U64 => "u64",
+            Dtype::U32 => "u32",
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+        }
+    }
+}
+
+/// One array of a store, as its header describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayInfo {
+    /// The file, in the store's folder: `NAME.DTYPE`.
+    pub file: String,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Elements.
+    pub len: u64,
+    /// CRC-32 (IEEE) of the file's bytes.
+    pub crc32: u32,
+}
+
+/// A store's `store.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// [`FORMAT`].
+    pub format: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The dataset's name.
+    pub name: String,
+    /// Nodes.
+    pub n_nodes: u64,
+    /// Whether the adjacency is directed (else each edge is stored both ways).
+    pub directed: bool,
+    /// Edge records in the input the graph was built from ([`BuildStats`]).
+    pub input_edges: u64,
+    /// Entries merged as duplicates by that build.
+    pub duplicates_merged: u64,
+    /// Self-loops in the graph.
+    pub self_loops: u64,
+    /// Feature columns.
+    pub n_features: u64,
+    /// Whether the features are stored sparse (`feature_*` arrays) or dense (`features`).
+    pub sparse_features: bool,
+    /// Classes.
+    pub n_classes: u64,
+    /// The split's name.
+    pub split: String,
+    /// Every array, by name.
+    pub arrays: BTreeMap<String, ArrayInfo>,
+}
+
+/// An array a header must hold: its name, dtype (`None`: f32 or f16) and length (`None`: any).
+type Expected = (&'static str, Option<Dtype>, Option<u64>);
+
+/// The arrays a header must hold, given its shape.
+fn expected(h: &Header) -> Result<Vec<Expected>> {
+    let n = h.n_nodes;
+    let mut v = vec![
+        ("indptr", Some(Dtype::U64), Some(n + 1)),
+        ("indices", Some(Dtype::U32), None),
+        ("degree", Some(Dtype::U32), Some(n)),
+        ("labels", Some(Dtype::U32), Some(n)),
+        ("train", Some(Dtype::U32), None),
+        ("valid", Some(Dtype::U32), None),
+        ("test", Some(Dtype::U32), None),
+    ];
+    if h.sparse_features {
+        v.push(("feature_indptr", Some(Dtype::U64), Some(n + 1)));
+        v.push(("feature_indices", Some(Dtype::U32), None));
+        v.push(("feature_values", None, None));
+    } else {
+        let len = n.checked_mul(h.n_features).ok_or_else(|| Error::Store {
+            path: PathBuf::from(HEADER),
+            array: "features".into(),
+            msg: format!("{n} × {} values overflow", h.n_features),
+        })?;
+        v.push(("features", None, Some(len)));
+    }
+    Ok(v)
+}
+
+/// A store opened memory-mapped: its header, checked against the files, and one read-only map
+/// per array.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    header: Header,
+    maps: BTreeMap<String, Option<memmap2::Mmap>>,
+}
+
+impl Store {
+    /// Opens the store in `dir`: reads and checks its header, checks each array's file size
+    /// against it, and maps the files (nothing else is read).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if a file cannot be opened; [`Error::Store`] naming the array for a header
+    /// that is not a store's, of another version or of an inconsistent shape, a missing or
+    /// extra array, a wrong dtype or length, or a file whose size is not its length's.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let bad = |array: &str, msg: String| Error::Store {
+            path: dir.to_path_buf(),
+            array: array.to_string(),
+            msg,
+        };
+        if cfg!(target_endian = "big") {
+            return Err(bad(
+                HEADER,
+                "stores are little-endian; this CPU is not".into(),
+            ));
+        }
+        let hp = dir.join(HEADER);
+        let size = std::fs::metadata(&hp).map_err(|e| Error::io(&hp, e))?.len();
+        if size > MAX_HEADER_BYTES {
+            return Err(bad(HEADER, format!("{size} bytes: not a store header")));
+        }
+        let text = std::fs::read_to_string(&hp).map_err(|e| Error::io(&hp, e))?;
+        let header: Header = serde_json::from_str(&text)
+            .map_err(|e| bad(HEADER, format!("not a store header: {e}")))?;
+        if header.format != FORMAT {
+            return Err(bad(
+                HEADER,
+                format!("format {:?}, expected {FORMAT:?}", header.format),
+            ));
+        }
+        if header.version != VERSION {
+            return Err(bad(
+                HEADER,
+                format!(
+                    "version {}; this build reads version {VERSION} (convert the data again)",
+                    header.version
+                ),
+            ));
+        }
+        if header.n_nodes > u32::MAX as u64 {
+            return Err(bad(
+                HEADER,
+                format!("{} nodes: at most 2^32 − 1", header.n_nodes),
+            ));
+        }
+        let want = expected(&header)?;
+        if let Some(extra) = header
+            .arrays
+            .keys()
+            .find(|k| !want.iter().any(|(name, _, _)| name == k))
+        {
+            return Err(bad(extra, "not an array of this store's layout".into()));
+        }
+        let mut maps = BTreeMap::new();
+        for (name, dtype, len) in want {
+            let info = header
+                .arrays
+                .get(name)
+                .ok_or_else(|| bad(name, "missing from the header".into()))?;
+            match dtype {
+                Some(d) if d != info.dtype => {
+                    return Err(bad(
+                        name,
+                        format!("dtype {}, expected {}", info.dtype.name(), d.name()),
+                    ))
+                }
+                None if !matches!(info.dtype, Dtype::F32 | Dtype::F16) => {
+                    return Err(bad(
+                        name,
+                        format!("dtype {}, expected f32 or f16", info.dtype.name()),
+                    ))
+                }
+                _ => {}
+            }
+            if let Some(l) = len {
+                if info.len != l {
+                    return Err(bad(
+                        name,
+                        format!("{} elements in the header, {l} expected", info.len),
+                    ));
+                }
+            }
+            let file = format!("{name}.{}", info.dtype.name());
+            if info.file != file {
+                return Err(bad(
+                    name,
+                    format!("file {:?}, expected {file:?}", info.file),
+                ));
+            }
+            let path = dir.join(&file);
+            let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+            let bytes = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+            let need = info.len.checked_mul(info.dtype.width());
+            if need != Some(bytes) {
+                return Err(bad(
+                    name,
+                    format!(
+                        "{file} holds {bytes} bytes; {} elements of {} need {}{}",
+                        info.len,
+                        info.dtype.name(),
+                        need.map_or("more than 2^64".into(), |b| b.to_string()),
+                        if need.is_some_and(|b| bytes < b) {
+                            " (truncated)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+            let map = if bytes == 0 {
+                None
+            } else {
+                Some(crate::kernels::raw::map_readonly(&f).map_err(|e| Error::io(&path, e))?)
+            };
+            maps.insert(name.to_string(), map);
+        }
+        let store = Store {
+            dir: dir.to_path_buf(),
+            header,
+            maps,
+        };
+        store.check_shape()?;
+        Ok(store)
+    }
+
+    /// The lengths that depend on other arrays' contents: `indices` against `indptr`'s last
+    /// offset, the sparse features' three arrays against each other.
+    fn check_shape(&self) -> Result<()> {
+        let last =
+            |name: &str| -> Result<u64> { Ok(self.u64s(name)?.last().copied().unwrap_or(0)) };
+        for (ptr, idx) in [("indptr", "indices"), ("feature_indptr", "feature_indices")] {
+            if !self.maps.contains_key(ptr) {
+                continue;
+            }
+            let (end, len) = (last(ptr)?, self.header.arrays[idx].len);
+            if end != len {
+                return Err(self.bad(
+                    ptr,
+                    format!("the last offset is {end}, but `{idx}` holds {len} entries"),
+                ));
+            }
+        }
+        if self.header.sparse_features {
+            let (k, v) = (
+                self.header.arrays["feature_indices"].len,
+                self.header.arrays["feature_values"].len,
+            );
+            if k != v {
+                return Err(self.bad("feature_values", format!("{v} values for {k} column ids")));
+            }
+        }
+        Ok(())
+    }
+
+    fn bad(&self, array: &str, msg: String) -> Error {
+        Error::Store {
+            path: self.dir.clone(),
+            array: array.to_string(),
+            msg,
+        }
+    }
+
+    /// The header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The bytes of array `name` (empty for an array of no element or of another layout).
+    pub fn bytes(&self, name: &str) -> &[u8] {
+        self.maps
+            .get(name)
+            .and_then(|m| m.as_deref())
+            .unwrap_or(&[])
+    }
+
+    fn cast<T: bytemuck::AnyBitPattern>(&self, name: &str) -> Result<&[T]> {
+        bytemuck::try_cast_slice(self.bytes(name))
+            .map_err(|e| self.bad(name, format!("cannot be read as an array: {e}")))
+    }
+
+    /// Array `name` as u64 values.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if its map is not aligned for them (never, for a page-aligned map).
+    pub fn u64s(&self, name: &str) -> Result<&[u64]> {
+        self.cast(name)
+    }
+
+    /// Array `name` as u32 values (see [`Store::u64s`]).
+    pub fn u32s(&self, name: &str) -> Result<&[u32]> {
+        self.cast(name)
+    }
+
+    /// Checks array `name`'s CRC-32 against the header's.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming the array when they differ.
+    pub fn verify_array(&self, name: &str) -> Result<()> {
+        let Some(info) = self.header.arrays.get(name) else {
+            return Err(self.bad(name, "not in this store".into()));
+        };
+        let crc = crc32fast::hash(self.bytes(name));
+        if crc != info.crc32 {
+            return Err(self.bad(
+                name,
+                format!(
+                    "checksum {crc:08x}, the header records {:08x}: the file was modified or \
+                     damaged after it was written",
+                    info.crc32
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every array's CRC-32 ([`Store::verify_array`]).
+    ///
+    /// # Errors
+    /// The first array whose checksum differs.
+    pub fn verify(&self) -> Result<()> {
+        self.header
+            .arrays
+            .keys()
+            .try_for_each(|name| self.verify_array(name))
+    }
+
+    /// The values of float array `name` (f32, or f16 widened) in a new vector, its checksum
+    /// checked.
+    fn floats(&self, name: &str) -> Result<Vec<f32>> {
+        self.verify_array(name)?;
+        Ok(match self.header.arrays[name].dtype {
+            Dtype::F16 => self
+                .cast::<u16>(name)?
+                .iter()
+                .map(|&b| half::f16::from_bits(b).to_f32())
+                .collect(),
+            _ => self.cast::<f32>(name)?.to_vec(),
+        })
+    }
+
+    /// A u32 array in a new vector, its checksum checked.
+    fn u32_vec(&self, name: &str) -> Result<Vec<u32>> {
+        self.verify_array(name)?;
+        Ok(self.u32s(name)?.to_vec())
+    }
+
+    /// An offsets array as `usize`, its checksum checked.
+    fn offsets(&self, name: &str) -> Result<Vec<usize>> {
+        self.verify_array(name)?;
+        self.u64s(name)?
+            .iter()
+            .map(|&v| usize::try_from(v).map_err(|_| self.bad(name, format!("offset {v}"))))
+            .collect()
+    }
+
+    /// The whole dataset in memory, each array's checksum checked as it is read; dense
+    /// features go sparse below `sparse_below` density as the loaders do.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if it does not fit in the memory available; [`Error::Store`]
+    /// naming the first array whose checksum differs or whose contents break the graph's or
+    /// the features' pattern; then [`Dataset::validate`]'s errors.
+    pub fn dataset(&self, sparse_below: Option<f64>) -> Result<Dataset> {
+        let h = &self.header;
+        let total: u64 = h
+            .arrays
+            .values()
+            .map(|a| a.len.saturating_mul(a.dtype.width().max(4)))
+            .fold(0, u64::saturating_add);
+        crate::data::memory::check(total, || {
+            format!("the dataset of the store {}", self.dir.display())
+        })?;
+        let n = h.n_nodes as usize;
+        let stats = BuildStats {
+            input_edges: h.input_edges as usize,
+            duplicates_merged: h.duplicates_merged as usize,
+            self_loops: h.self_loops as usize,
+        };
+        let graph = Graph::try_from_csr(
+            n,
+            self.offsets("indptr")?,
+            self.u32_vec("indices")?,
+            h.directed,
+            stats,
+        )
+        .map_err(|e| self.bad("indices", e.to_string()))?;
+        self.verify_array("degree")?;
+        let degree = self.u32s("degree")?;
+        if let Some(i) = (0..n).find(|&i| degree[i] as usize != graph.degree(i)) {
+            return Err(self.bad(
+                "degree",
+                format!(
+                    "node {i}: {}, but its row stores {} entries",
+                    degree[i],
+                    graph.degree(i)
+                ),
+            ));
+        }
+        let d = h.n_features as usize;
+        let features = if h.sparse_features {
+            let csr = Csr::try_new(
+                (n, d),
+                self.offsets("feature_indptr")?,
+                self.u32_vec("feature_indices")?,
+                self.floats("feature_values")?,
+            )
+            .map_err(|(_, _, _, e)| self.bad("feature_indices", e.to_string()))?;
+            Features::sparse(SparseFeatures::new(csr))
+        } else {
+            let x = Array2::from_shape_vec((n, d), self.floats("features")?)
+                .map_err(|e| self.bad("features", e.to_string()))?;
+            let f = Features::dense(x);
+            match sparse_below {
+                Some(t) => f.into_sparse_if(t),
+                None => f,
+            }
+        };
+        let labels = self.u32_vec("labels")?;
+        let mask = |name: &str| -> Result<Mask> {
+            Mask::try_from_indices(self.u32_vec(name)?, n)
+                .map_err(|e| self.bad(name, e.to_string()))
+        };
+        let split = Split {
+            name: h.split.clone(),
+            train: mask("train")?,
+            valid: mask("valid")?,
+            test: mask("test")?,
+        };
+        Dataset::try_new(
+            h.name.clone(),
+            graph,
+            features,
+            labels,
+            h.n_classes as usize,
+            split,
+        )
+    }
+}
+
+/// Loads the store in `dir` for [`load`](super::io::load): the options a store cannot honour
+/// are refused (feature and label files, another split's name, `--directed` on an undirected
+/// store); a directed store is read directed whatever [`LoadOptions::direction`] says.
+///
+/// # Errors
+/// [`Error::Dataset`] for an option the store cannot honour; then [`Store::open`]'s and
+/// [`Store::dataset`]'s.
+pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    let refuse = |msg: String| Error::Dataset {
+        path: dir.to_path_buf(),
+        msg,
+    };
+    if opts.features.is_some() || opts.labels.is_some() {
+        return Err(refuse(
+            "a store carries its own features and labels: convert the data again with the \
+             feature or label files"
+                .into(),
+        ));
+    }
+    let store = Store::open(dir)?;
+    let h = store.header();
+    if let Some(s) = &opts.split {
+        if *s != h.split {
+            return Err(refuse(format!(
+                "the store holds split {:?}, not {s:?} (a store holds the one split it was \
+                 converted with)",
+                h.split
+            )));
+        }
+    }
+    if opts.direction == Direction::Directed && !h.directed {
+        return Err(refuse(
+            "the store holds an undirected graph: convert the data again with --directed".into(),
+        ));
+    }
+    store.dataset(opts.sparse_features_below)
+}
