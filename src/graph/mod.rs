@@ -252,8 +252,17 @@ impl Graph {
                 indptr[n_nodes],
             ));
         }
-        let mut self_loops = 0usize;
-        for i in 0..n_nodes {
+        // Rows are checked in parallel; the first bad one (in order) is then described.
+        let row_ok = |i: usize| {
+            let (a, b) = (indptr[i], indptr[i + 1]);
+            a <= b
+                && b <= indices.len()
+                && indices[a..b].iter().all(|&j| (j as usize) < n_nodes)
+                && indices[a..b].windows(2).all(|w| w[0] < w[1])
+        };
+        use rayon::prelude::*;
+        let first_bad = (0..n_nodes).into_par_iter().find_first(|&i| !row_ok(i));
+        if let Some(i) = first_bad {
             let (a, b) = (indptr[i], indptr[i + 1]);
             if a > b || b > indices.len() {
                 return Err(bad(format!("row offset {}", i + 1), a, b));
@@ -272,8 +281,14 @@ impl Graph {
                     row[k + 1] as usize,
                 ));
             }
-            self_loops += usize::from(row.binary_search(&(i as u32)).is_ok());
         }
+        let self_loops: usize = (0..n_nodes)
+            .into_par_iter()
+            .map(|i| {
+                let row = &indices[indptr[i]..indptr[i + 1]];
+                usize::from(row.binary_search(&(i as u32)).is_ok())
+            })
+            .sum();
         if self_loops != stats.self_loops {
             return Err(bad("self-loops".into(), stats.self_loops, self_loops));
         }

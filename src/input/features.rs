@@ -311,6 +311,20 @@ impl<F: Scalar> Features<F> {
             col,
             value: v.to_f64_lossless(),
         };
+        // A parallel pass over the values first (most data passes): the search for the first
+        // bad entry, in order, runs only when one exists.
+        let values: Option<&[F]> = match &self.repr {
+            Repr::Dense(x) => x.as_slice(),
+            Repr::Sparse(s) => Some(s.x.data()),
+        };
+        if let Some(v) = values {
+            use rayon::prelude::*;
+            if v.par_chunks(1 << 16)
+                .all(|c| c.iter().all(|v| v.is_finite()))
+            {
+                return Ok(());
+            }
+        }
         match &self.repr {
             Repr::Dense(x) => {
                 for ((r, c), &v) in x.indexed_iter() {

@@ -629,10 +629,15 @@ pub(crate) fn store_fence() {
 /// written once, into a folder renamed into place when complete, and never modified by this
 /// crate afterwards; another program that rewrites them under a running reader breaks that, the
 /// caveat of every memory-mapped reader (memmap2's documentation).
-pub(crate) fn map_readonly(file: &std::fs::File) -> std::io::Result<memmap2::Mmap> {
+/// `populate` reads every page in now (`MAP_POPULATE`), for a caller about to read it all.
+pub(crate) fn map_readonly(file: &std::fs::File, populate: bool) -> std::io::Result<memmap2::Mmap> {
+    let mut o = memmap2::MmapOptions::new();
+    if populate {
+        o.populate();
+    }
     // SAFETY: see above — the mapped file is not modified while the map lives; the map is
     // read-only, so this process never writes through it.
-    unsafe { memmap2::Mmap::map(file) }
+    unsafe { o.map(file) }
 }
 
 #[inline(always)]

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use ndarray::Array2;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use write::{write_store, FeatureDtype, StoreSummary};
@@ -175,6 +176,20 @@ impl Store {
     /// that is not a store's, of another version or of an inconsistent shape, a missing or
     /// extra array, a wrong dtype or length, or a file whose size is not its length's.
     pub fn open(dir: &Path) -> Result<Store> {
+        Self::open_with(dir, false)
+    }
+
+    /// [`Store::open`], reading every page of every array into memory now (the kernel's
+    /// read-ahead, without a page fault per page later), for a caller about to read the whole
+    /// store ([`Store::dataset`]).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_populated(dir: &Path) -> Result<Store> {
+        Self::open_with(dir, true)
+    }
+
+    fn open_with(dir: &Path, populate: bool) -> Result<Store> {
         let bad = |array: &str, msg: String| Error::Store {
             path: dir.to_path_buf(),
             array: array.to_string(),
@@ -282,7 +297,10 @@ impl Store {
             let map = if bytes == 0 {
                 None
             } else {
-                Some(crate::kernels::raw::map_readonly(&f).map_err(|e| Error::io(&path, e))?)
+                Some(
+                    crate::kernels::raw::map_readonly(&f, populate)
+                        .map_err(|e| Error::io(&path, e))?,
+                )
             };
             maps.insert(name.to_string(), map);
         }
@@ -376,7 +394,7 @@ impl Store {
         let Some(info) = self.header.arrays.get(name) else {
             return Err(self.bad(name, "not in this store".into()));
         };
-        let crc = crc32fast::hash(self.bytes(name));
+        let crc = crc32_par(self.bytes(name));
         if crc != info.crc32 {
             return Err(self.bad(
                 name,
@@ -411,23 +429,24 @@ impl Store {
                 .iter()
                 .map(|&b| half::f16::from_bits(b).to_f32())
                 .collect(),
-            _ => self.cast::<f32>(name)?.to_vec(),
+            _ => copy_par(self.cast::<f32>(name)?),
         })
     }
 
     /// A u32 array in a new vector, its checksum checked.
     fn u32_vec(&self, name: &str) -> Result<Vec<u32>> {
         self.verify_array(name)?;
-        Ok(self.u32s(name)?.to_vec())
+        Ok(copy_par(self.u32s(name)?))
     }
 
     /// An offsets array as `usize`, its checksum checked.
     fn offsets(&self, name: &str) -> Result<Vec<usize>> {
         self.verify_array(name)?;
-        self.u64s(name)?
-            .iter()
-            .map(|&v| usize::try_from(v).map_err(|_| self.bad(name, format!("offset {v}"))))
-            .collect()
+        let v = self.u64s(name)?;
+        if let Some(&big) = v.iter().find(|&&o| usize::try_from(o).is_err()) {
+            return Err(self.bad(name, format!("offset {big} does not fit in memory")));
+        }
+        Ok(v.par_iter().map(|&o| o as usize).collect())
     }
 
     /// The whole dataset in memory, each array's checksum checked as it is read; dense
@@ -514,6 +533,37 @@ impl Store {
     }
 }
 
+/// Bytes a parallel step takes at a time: checksums and copies.
+const PAR_CHUNK: usize = 1 << 22;
+
+/// The CRC-32 of `bytes`, its chunks hashed in parallel and combined in order: the same value
+/// as `crc32fast::hash` for any thread count.
+fn crc32_par(bytes: &[u8]) -> u32 {
+    let parts: Vec<crc32fast::Hasher> = bytes
+        .par_chunks(PAR_CHUNK)
+        .map(|c| {
+            let mut h = crc32fast::Hasher::new();
+            h.update(c);
+            h
+        })
+        .collect();
+    let mut all = crc32fast::Hasher::new();
+    for p in &parts {
+        all.combine(p);
+    }
+    all.finalize()
+}
+
+/// A copy of `src` made by the pool's threads.
+fn copy_par<T: Copy + Default + Send + Sync>(src: &[T]) -> Vec<T> {
+    let mut v = vec![T::default(); src.len()];
+    let chunk = (PAR_CHUNK / std::mem::size_of::<T>().max(1)).max(1);
+    v.par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+    v
+}
+
 /// Loads the store in `dir` for [`load`](super::io::load): the options a store cannot honour
 /// are refused (feature and label files, another split's name, `--directed` on an undirected
 /// store); a directed store is read directed whatever [`LoadOptions::direction`] says.
@@ -549,5 +599,7 @@ pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
             "the store holds an undirected graph: convert the data again with --directed".into(),
         ));
     }
-    store.dataset(opts.sparse_features_below)
+    // The options fit: map it again, every page read in now, and read it.
+    drop(store);
+    Store::open_populated(dir)?.dataset(opts.sparse_features_below)
 }
