@@ -588,8 +588,9 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     format!(
-        "{cpu}, {} threads",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "{cpu}, {} hardware threads, {} used",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        rayon::current_num_threads()
     )
 }
 

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use sparse_gcn::data::store::{write_store, FeatureDtype};
+use sparse_gcn::data::store::{write_store, FeatureDtype, OrderInfo, StoredOrder};
+use sparse_gcn::order::{reorder_dataset, Reorder};
 use sparse_gcn::{par::thread_pool, Result};
 
 use super::{progress_bar, DataArgs};
@@ -21,6 +22,12 @@ pub(crate) struct ConvertArgs {
     /// (half the bytes, rounded to nearest).
     #[arg(long, default_value = "f32")]
     feature_dtype: FeatureDtype,
+    /// Store the nodes in this order (as `train --reorder`; default auto: the community order
+    /// where it pays): `train --data DIR` with the same `--reorder` (its default, auto) then
+    /// starts without reordering, with the same bits as from the source. `info`, `eval`,
+    /// `predict`, `embed` and the Python package read it in the input's order.
+    #[arg(long, default_value = "auto")]
+    reorder: Reorder,
     /// Worker threads for loading (0: one per CPU; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
@@ -57,9 +64,20 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
         let t0 = Instant::now();
         let d = a.data.load()?;
         let load_s = t0.elapsed().as_secs_f64();
+        bar.set_message(format!("ordering the nodes ({})", a.reorder));
+        let t_order = Instant::now();
+        let (d, perm, applied) = reorder_dataset(d, a.reorder, None)?;
+        let reorder_s = t_order.elapsed().as_secs_f64();
+        let order = perm.map(|perm| StoredOrder {
+            info: OrderInfo {
+                asked: a.reorder.to_string(),
+                applied: applied.to_string(),
+            },
+            perm,
+        });
         bar.set_message(format!("writing {}", a.out.display()));
         let t1 = Instant::now();
-        let s = write_store(&d, &a.out, a.feature_dtype)?;
+        let s = write_store(&d, order.as_ref(), &a.out, a.feature_dtype)?;
         let write_s = t1.elapsed().as_secs_f64();
         bar.finish_and_clear();
         let h = &s.header;
@@ -70,13 +88,15 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
         let layout = if h.sparse_features { "sparse" } else { "dense" };
         println!(
             "{}: {} nodes, {} stored adjacency entries, {} features ({layout}, {dtype}), {} \
-             classes, split {:?}; read in {load_s:.2} s, {} bytes written to {} in {write_s:.2} s",
+             classes, split {:?}; read in {load_s:.2} s, nodes ordered ({} → {applied}) in \
+             {reorder_s:.2} s, {} bytes written to {} in {write_s:.2} s",
             h.name,
             h.n_nodes,
             d.graph.nnz(),
             h.n_features,
             h.n_classes,
             h.split,
+            a.reorder,
             s.bytes,
             a.out.display(),
         );
@@ -92,7 +112,10 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
                 "feature_dtype": dtype,
                 "sparse_features": h.sparse_features,
                 "bytes": s.bytes,
+                "reorder": a.reorder.to_string(),
+                "reorder_applied": applied.to_string(),
                 "load_s": load_s,
+                "reorder_s": reorder_s,
                 "write_s": write_s,
             });
             println!("{j}");

@@ -9,6 +9,11 @@ use super::DataArgs;
 pub(crate) struct InfoArgs {
     #[command(flatten)]
     data: DataArgs,
+    /// Check every array of a store (`--data DIR` written by `convert`) against its CRC-32
+    /// first, and say so (reading a store always checks the arrays it reads; this checks them
+    /// all, whatever a command would read).
+    #[arg(long)]
+    verify: bool,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -17,11 +22,35 @@ pub(crate) struct InfoArgs {
 impl InfoArgs {
     /// The data options that do not apply to the source: usage errors.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        self.data.check_applicable()
+        self.data.check_applicable()?;
+        let store = self
+            .data
+            .data
+            .as_ref()
+            .is_some_and(|p| p.join(sparse_gcn::data::store::HEADER).is_file());
+        if self.verify && !store {
+            return Err(
+                "--verify: checks the arrays of a store (--data DIR written by `sparse-gcn \
+                 convert`); the data given is not one"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 }
 
 pub(crate) fn run(a: InfoArgs) -> Result<()> {
+    if let (true, Some(dir)) = (a.verify, &a.data.data) {
+        let t = std::time::Instant::now();
+        let store = sparse_gcn::data::store::Store::open(dir)?;
+        store.verify()?;
+        println!(
+            "store {}: all {} arrays match their checksums ({:.2} s)",
+            dir.display(),
+            store.header().arrays.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
     let d = a.data.load()?;
     let s = DatasetStats::try_compute(&d)?;
     let kind = if s.directed { "directed" } else { "undirected" };

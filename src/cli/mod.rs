@@ -513,6 +513,33 @@ impl DataArgs {
         }
     }
 
+    /// [`DataArgs::load`] for training: a store converted with `--reorder` is read in the
+    /// order it holds, with that order, which training keeps when it asks for the same one
+    /// ([`sparse_gcn::order::reorder_dataset`]). Built features (`--features identity`, …) are
+    /// built in the input's order, so with them the data comes in the input's order.
+    pub(crate) fn load_ordered(&self) -> Result<(Dataset, Option<sparse_gcn::order::Ordered>)> {
+        let (Some(path), None) = (&self.data, &self.features) else {
+            return Ok((self.load()?, None));
+        };
+        let (d, stored) = sparse_gcn::data::io::load_ordered(path, &self.load_options())?;
+        let Some(o) = stored else {
+            return Ok((d, None));
+        };
+        let kind = |name: &str| -> Result<sparse_gcn::order::Reorder> {
+            name.parse().map_err(|e| Error::Store {
+                path: path.clone(),
+                array: sparse_gcn::data::store::HEADER.into(),
+                msg: format!("order {name:?}: {e}"),
+            })
+        };
+        let ordered = sparse_gcn::order::Ordered {
+            asked: kind(&o.info.asked)?,
+            applied: kind(&o.info.applied)?,
+            perm: o.perm,
+        };
+        Ok((d, Some(ordered)))
+    }
+
     /// Loads the dataset (or generates the preset).
     pub(crate) fn load(&self) -> Result<Dataset> {
         let mut d = match &self.data {

@@ -26,6 +26,29 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The dataset relabelled by `perm` (node `perm.new_to_old()[r]` becomes node `r`): its
+    /// graph, features, labels and split, the features permuted in place.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] if `perm.len()` is not the node count; then [`Dataset::validate`]'s.
+    pub fn relabel(mut self, perm: &crate::graph::Permutation) -> Result<Dataset> {
+        use crate::graph::permutation::{permute_graph, permute_slice};
+        let n = self.graph.n_nodes();
+        if perm.len() != n || self.features.n_rows() != n {
+            return Err(Error::Mismatch {
+                what: "permutation length vs dataset nodes".into(),
+                expected: n,
+                got: perm.len(),
+            });
+        }
+        self.graph = permute_graph(&self.graph, perm);
+        self.features.permute_rows(perm.new_to_old());
+        self.labels = permute_slice(perm, &self.labels);
+        self.split = self.split.permuted(perm);
+        self.validate()?;
+        Ok(self)
+    }
+
     /// Assembles a dataset and [validates](Dataset::validate) it.
     ///
     /// # Errors

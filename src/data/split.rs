@@ -17,6 +17,27 @@ pub struct Split {
 }
 
 impl Split {
+    /// The split in the node order of `perm` (node `perm.new_to_old()[r]` becomes node `r`).
+    ///
+    /// # Panics
+    /// If a node of a part is not below `perm.len()`.
+    pub fn permuted(&self, perm: &crate::graph::Permutation) -> Split {
+        let p = perm.old_to_new();
+        let part = |m: &Mask| {
+            let mut b = vec![false; m.n_nodes()];
+            for &i in m.indices() {
+                b[p[i as usize] as usize] = true;
+            }
+            Mask::from_bool(&b)
+        };
+        Split {
+            name: self.name.clone(),
+            train: part(&self.train),
+            valid: part(&self.valid),
+            test: part(&self.test),
+        }
+    }
+
     /// Checks that no part is empty and the parts do not overlap (what training needs).
     ///
     /// # Errors

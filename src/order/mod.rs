@@ -38,7 +38,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::data::{Dataset, Features, Mask, Skeleton, Split};
+use crate::data::{Dataset, Features, Skeleton};
 use crate::graph::permutation::len_check;
 use crate::graph::Graph;
 use crate::{ConfigError, Error, Result, Scalar};
@@ -322,14 +322,55 @@ pub(crate) fn permute_features<F: Scalar>(
     features.select_rows(perm.new_to_old())
 }
 
-/// A mask in the new order.
-fn permute_mask(mask: &Mask, perm: &Permutation) -> Mask {
-    let p = perm.old_to_new();
-    let mut b = vec![false; mask.n_nodes()];
-    for &i in mask.indices() {
-        b[p[i as usize] as usize] = true;
+/// A dataset already relabelled by a node order (a store converted with `--reorder`): the
+/// order asked for, the order it resolved to, and the permutation (row `r` is the input's node
+/// `perm.new_to_old()[r]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ordered {
+    /// The order asked for (`auto` stays `auto`).
+    pub asked: Reorder,
+    /// The order it resolved to.
+    pub applied: Reorder,
+    /// The relabelling.
+    pub perm: Permutation,
+}
+
+/// `data` relabelled as `reorder` asks, with the permutation (`None`: the input order) and the
+/// order it resolved to: what training prepares. Data already relabelled (`given`) is kept as
+/// it is when `reorder` is the order it was relabelled by (asked or applied); otherwise it is
+/// first put back in the input order. Either way the result is the same data as from the
+/// input, bit for bit.
+///
+/// # Errors
+/// As [`order`]; [`Error::Mismatch`] if a permutation does not fit the data.
+pub fn reorder_dataset(
+    mut data: Dataset,
+    reorder: Reorder,
+    given: Option<Ordered>,
+) -> Result<(Dataset, Option<Permutation>, Reorder)> {
+    if let Some(o) = given {
+        if reorder == o.asked || reorder == o.applied {
+            check_len(data.graph.n_nodes(), &o.perm)?;
+            return Ok((data, Some(o.perm), o.applied));
+        }
+        data = apply_owned(data, &o.perm.inverse(), None)?;
     }
-    Mask::from_bool(&b)
+    let (perm, applied) = if reorder == Reorder::Auto {
+        // The relabelled graph auto's model builds is the one `apply` would build.
+        let (perm, applied, graph) = auto_order_with_graph(&data.graph);
+        if let Some(graph) = graph {
+            data = apply_owned(data, &perm, Some(graph))?;
+        }
+        ((!perm.is_identity()).then_some(perm), applied)
+    } else {
+        let perm = order(&data.graph, reorder)?;
+        let perm = (!perm.is_identity()).then_some(perm);
+        if let Some(perm) = &perm {
+            data = apply_owned(data, perm, None)?;
+        }
+        (perm, reorder)
+    };
+    Ok((data, perm, applied))
 }
 
 /// [`apply`] consuming the dataset, with the relabelled graph when the caller has it (it must
@@ -362,7 +403,7 @@ pub(crate) fn apply_owned(
     len_check("permute_features", dataset.features.n_rows(), perm.len());
     dataset.features.permute_rows(perm.new_to_old());
     dataset.labels = permute_slice(perm, &dataset.labels);
-    dataset.split = permute_split(&dataset.split, perm);
+    dataset.split = dataset.split.permuted(perm);
     dataset.validate()?;
     Ok(dataset)
 }
@@ -385,7 +426,7 @@ pub fn apply(dataset: &Dataset, perm: &Permutation) -> Result<Dataset> {
         permute_features(&dataset.features, perm),
         permute_slice(perm, &dataset.labels),
         dataset.n_classes,
-        permute_split(s, perm),
+        s.permuted(perm),
     )
 }
 
@@ -400,7 +441,7 @@ pub(crate) fn apply_skeleton(skeleton: &Skeleton, perm: &Permutation) -> Result<
         graph: permute_graph(&skeleton.graph, perm),
         labels: permute_slice(perm, &skeleton.labels),
         n_classes: skeleton.n_classes,
-        split: permute_split(&skeleton.split, perm),
+        split: skeleton.split.permuted(perm),
     })
 }
 
@@ -413,14 +454,4 @@ fn check_len(n: usize, perm: &Permutation) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// The split's masks in the new order.
-fn permute_split(s: &Split, perm: &Permutation) -> Split {
-    Split {
-        name: s.name.clone(),
-        train: permute_mask(&s.train, perm),
-        valid: permute_mask(&s.valid, perm),
-        test: permute_mask(&s.test, perm),
-    }
 }

@@ -345,7 +345,21 @@ impl Prepared {
     /// # Errors
     /// [`crate::Error::TooLarge`] when Â and a reordered copy of the data would not fit in the
     /// memory available; from reordering (a permutation that does not fit the data).
-    pub fn new(mut data: Dataset, p: &Prepare) -> Result<Self> {
+    pub fn new(data: Dataset, p: &Prepare) -> Result<Self> {
+        Self::new_ordered(data, None, p)
+    }
+
+    /// [`Prepared::new`] on data that may come relabelled already (`given`, a store converted
+    /// with `--reorder`): kept in that order when it is the one `p` asks for, else put back in
+    /// the input order first ([`order::reorder_dataset`]); the same prepared data either way.
+    ///
+    /// # Errors
+    /// As [`Prepared::new`].
+    pub fn new_ordered(
+        mut data: Dataset,
+        given: Option<order::Ordered>,
+        p: &Prepare,
+    ) -> Result<Self> {
         if !p.whole_adj && !p.keep_graph {
             return Err(crate::Error::Config(ConfigError::OutOfRange {
                 name: "whole_adj",
@@ -356,20 +370,8 @@ impl Prepared {
         crate::sample::check_diag_lambda(p.diag_lambda)?;
         check_prepare_fits(&data)?;
         let t = Instant::now();
-        let (perm, applied) = if p.reorder == Reorder::Auto {
-            // The relabelled graph auto's model builds is the one `apply` would build.
-            let (perm, applied, graph) = order::auto_order_with_graph(&data.graph);
-            if let Some(graph) = graph {
-                data = order::apply_owned(data, &perm, Some(graph))?;
-            }
-            ((!perm.is_identity()).then_some(perm), applied)
-        } else {
-            let (perm, applied) = choose_order(&data.graph, p.reorder)?;
-            if let Some(perm) = &perm {
-                data = order::apply_owned(data, perm, None)?;
-            }
-            (perm, applied)
-        };
+        let (reordered, perm, applied) = order::reorder_dataset(data, p.reorder, given)?;
+        data = reordered;
         let reorder_s = t.elapsed().as_secs_f64();
         let row_normalized = p.row_norm.applies(|| data.features.is_non_negative());
         if row_normalized {

@@ -26,11 +26,55 @@ fn bits(j: &serde_json::Value) -> serde_json::Value {
     j
 }
 
-/// Trains from `data` and from its store (converted first), for each model, and compares.
+/// Trains from `data` and from its store (converted first, in each node order), for each
+/// model and training order, and compares.
 fn same_bits_from_store(data: &Path, dir: &Path, models: &[&str]) {
     let store = dir.join("store");
     let r = run(&["convert", "--data", s(data), "--out", s(&store), "--json"]);
     expect(&r, 0, &[]);
+    for (stored, trained) in [("community", "community"), ("rcm", "none"), ("rcm", "auto")] {
+        let ordered = dir.join(format!("store-{stored}"));
+        if !ordered.exists() {
+            let r = run(&[
+                "convert",
+                "--data",
+                s(data),
+                "--out",
+                s(&ordered),
+                "--reorder",
+                stored,
+                "--json",
+            ]);
+            expect(&r, 0, &[]);
+            assert_eq!(json(&r)["reorder_applied"], stored);
+        }
+        let from = |d: &Path| {
+            let r = run(&[
+                "train",
+                "--data",
+                s(d),
+                "--seeds",
+                "2",
+                "--epochs",
+                "20",
+                "--reorder",
+                trained,
+                "--json",
+            ]);
+            expect(&r, 0, &[]);
+            json(&r)
+        };
+        let (a, b) = (from(data), from(&ordered));
+        assert_eq!(
+            bits(&a),
+            bits(&b),
+            "stored {stored}, trained {trained}:\n{a}\n{b}"
+        );
+        // Trained in the store's order: no time spent ordering.
+        if stored == trained {
+            assert!(b["reorder_s"].as_f64().unwrap() < 0.01, "{b}");
+        }
+    }
     for model in models {
         let args = |d: &Path| -> Vec<String> {
             [
@@ -73,14 +117,32 @@ fn same_bits_from_store(data: &Path, dir: &Path, models: &[&str]) {
     ]);
     expect(&r, 0, &[]);
     let trained = json(&r)["test_accs"][0].as_f64().unwrap();
+    for st in [&store, &dir.join("store-community")] {
+        let r = run(&["eval", "--checkpoint", s(&ck), "--data", s(st), "--json"]);
+        expect(&r, 0, &[]);
+        assert_eq!(
+            json(&r)["test_acc"].as_f64().unwrap().to_bits(),
+            trained.to_bits()
+        );
+    }
+    // Trained from an ordered store with --save: the checkpoint knows the input's data.
+    let ck2 = dir.join("m2.safetensors");
+    let st = dir.join("store-community");
     let r = run(&[
-        "eval",
-        "--checkpoint",
-        s(&ck),
+        "train",
         "--data",
-        s(&store),
+        s(&st),
+        "--epochs",
+        "10",
+        "--reorder",
+        "community",
+        "--save",
+        s(&ck2),
         "--json",
     ]);
+    expect(&r, 0, &[]);
+    let trained = json(&r)["test_accs"][0].as_f64().unwrap();
+    let r = run(&["eval", "--checkpoint", s(&ck2), "--data", s(data), "--json"]);
     expect(&r, 0, &[]);
     assert_eq!(
         json(&r)["test_acc"].as_f64().unwrap().to_bits(),
@@ -151,6 +213,17 @@ fn convert_refuses_misuse_before_reading() {
     expect(&r, 1, &["undirected"]);
     let r = run(&["info", "--data", s(&store), "--split", "other"]);
     expect(&r, 1, &["holds split"]);
+    // --verify: every checksum, on a store only.
+    let r = run(&["info", "--data", s(&store), "--verify"]);
+    expect(&r, 0, &["arrays match their checksums"]);
+    let r = run(&["info", "--verify"]);
+    expect(&r, 2, &["--verify", "not one"]);
+    let p = store.join("degree.u32");
+    let mut b = std::fs::read(&p).unwrap();
+    b[0] ^= 1;
+    std::fs::write(&p, &b).unwrap();
+    let r = run(&["info", "--data", s(&store), "--verify"]);
+    expect(&r, 1, &["array `degree`", "checksum"]);
     // A damaged store: exit 1 naming the array.
     std::fs::write(store.join("labels.u32"), b"").unwrap();
     let r = run(&["train", "--data", s(&store)]);

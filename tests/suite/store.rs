@@ -60,7 +60,7 @@ fn a_store_gives_back_its_dataset() {
     let dense = dense_data(1);
     for (name, d) in [("dense", dense), ("sparse", sparse_data())] {
         let out = dir.join(name);
-        let s = write_store(&d, &out, FeatureDtype::F32).unwrap();
+        let s = write_store(&d, None, &out, FeatureDtype::F32).unwrap();
         assert_eq!(s.header.sparse_features, d.features.is_sparse());
         let store = Store::open(&out).unwrap();
         store.verify().unwrap();
@@ -87,10 +87,41 @@ fn a_store_gives_back_its_dataset() {
     )
     .unwrap();
     let out = dir.join("directed");
-    write_store(&d, &out, FeatureDtype::F32).unwrap();
+    write_store(&d, None, &out, FeatureDtype::F32).unwrap();
     let back = Store::open(&out).unwrap().dataset(None).unwrap();
     assert!(back.graph.is_directed());
     same(&d, &back);
+}
+
+#[test]
+fn an_ordered_store_reads_back_in_the_input_order() {
+    use sparse_gcn::data::io::load_ordered;
+    use sparse_gcn::data::store::{OrderInfo, StoredOrder};
+    use sparse_gcn::graph::Permutation;
+    let dir = scratch("ordered");
+    let d = sparse_data();
+    let perm = Permutation::random(d.graph.n_nodes(), 7);
+    let relabelled = d.clone().relabel(&perm).unwrap();
+    let order = StoredOrder {
+        info: OrderInfo {
+            asked: "random:7".into(),
+            applied: "random:7".into(),
+        },
+        perm: perm.clone(),
+    };
+    let out = dir.join("s");
+    write_store(&relabelled, Some(&order), &out, FeatureDtype::F32).unwrap();
+    // `load` gives the input order back; `load_ordered` the stored order, with it.
+    same(&d, &load(&out, &LoadOptions::default()).unwrap());
+    let (stored, o) = load_ordered(&out, &LoadOptions::default()).unwrap();
+    same(&relabelled, &stored);
+    assert_eq!(o.unwrap(), order);
+    // An order array that is not a permutation (its checksum forged to match).
+    let case = dir.join("case");
+    with_header(&out, &case, |_| {});
+    forge(&case, "order", "order.u32", 0, &[0, 0, 0, 0, 0, 0, 0, 0]);
+    let e = load(&case, &LoadOptions::default()).unwrap_err();
+    names_array(&e, "order", "");
 }
 
 #[test]
@@ -98,7 +129,7 @@ fn half_precision_features_round_to_nearest() {
     let dir = scratch("f16");
     for d in [dense_data(1), sparse_data()] {
         let out = dir.join(if d.features.is_sparse() { "s" } else { "d" });
-        write_store(&d, &out, FeatureDtype::F16).unwrap();
+        write_store(&d, None, &out, FeatureDtype::F16).unwrap();
         let back = Store::open(&out).unwrap().dataset(None).unwrap();
         assert_eq!(back.graph, d.graph);
         let (a, b) = (d.features.to_dense(), back.features.to_dense());
@@ -165,7 +196,7 @@ fn forge(dir: &Path, array: &str, file: &str, at: usize, bytes: &[u8]) {
 fn a_damaged_store_names_the_array() {
     let dir = scratch("damaged");
     let good = dir.join("good");
-    write_store(&sparse_data(), &good, FeatureDtype::F32).unwrap();
+    write_store(&sparse_data(), None, &good, FeatureDtype::F32).unwrap();
     let case = dir.join("case");
     let copy = |edit: &dyn Fn(&mut serde_json::Value)| with_header(&good, &case, edit);
 
@@ -248,23 +279,23 @@ fn a_store_is_never_written_over_other_files() {
     let file = dir.join("file");
     std::fs::write(&file, b"keep").unwrap();
     assert!(matches!(
-        write_store(&d, &file, FeatureDtype::F32),
+        write_store(&d, None, &file, FeatureDtype::F32),
         Err(Error::Dataset { .. })
     ));
     assert_eq!(std::fs::read(&file).unwrap(), b"keep");
     let full = dir.join("full");
     std::fs::create_dir(&full).unwrap();
     std::fs::write(full.join("x"), b"keep").unwrap();
-    assert!(write_store(&d, &full, FeatureDtype::F32).is_err());
+    assert!(write_store(&d, None, &full, FeatureDtype::F32).is_err());
     assert_eq!(std::fs::read(full.join("x")).unwrap(), b"keep");
     // An empty folder is filled; a folder whose parent is missing fails without a trace.
     let empty = dir.join("empty");
     std::fs::create_dir(&empty).unwrap();
-    write_store(&d, &empty, FeatureDtype::F32).unwrap();
+    write_store(&d, None, &empty, FeatureDtype::F32).unwrap();
     assert!(Store::open(&empty).is_ok());
     let orphan = dir.join("missing").join("store");
     assert!(matches!(
-        write_store(&d, &orphan, FeatureDtype::F32),
+        write_store(&d, None, &orphan, FeatureDtype::F32),
         Err(Error::Io { .. })
     ));
     assert!(!dir.join("missing").exists());
@@ -276,6 +307,7 @@ fn load_refuses_what_a_store_cannot_honour() {
     let out = dir.join("s");
     write_store(
         &Preset::CoraLike.generate(1).unwrap(),
+        None,
         &out,
         FeatureDtype::F32,
     )

@@ -427,6 +427,19 @@ fn say_prepared(a: &TrainArgs, d: &sparse_gcn::train::run::Summary, cfg: &TrainC
     say!("{}", report::settings_text(a, cfg));
 }
 
+/// The data of a single-process run, loaded and prepared, with what a checkpoint records of it
+/// (with `--save`: its content hashes in the input's order, for `eval` to check).
+fn load_prepared(a: &TrainArgs, prepare: &Prepare) -> Result<(Prepared, Option<ContentHash>)> {
+    let (data, given) = a.data.load_ordered()?;
+    data.check_trainable()?;
+    let content = match (&a.save, &given) {
+        (None, _) => None,
+        (Some(_), None) => Some(ContentHash::of(&data)),
+        (Some(_), Some(o)) => Some(ContentHash::of(&data.clone().relabel(&o.perm.inverse())?)),
+    };
+    Ok((Prepared::new_ordered(data, given, prepare)?, content))
+}
+
 fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Result<()> {
     let cfg = a.config();
     let t_load = Instant::now();
@@ -436,13 +449,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let ranked = job.filter(|_| cfg.batch == BatchConfig::Full);
     let ready = match ranked {
         None => {
-            let one = || {
-                let data = a.data.load()?;
-                data.check_trainable()?;
-                // What a checkpoint records of the data as loaded, for `eval` to check.
-                let content = a.save.is_some().then(|| ContentHash::of(&data));
-                Ok((Prepared::new(data, &prepare)?, content))
-            };
+            let one = || load_prepared(&a, &prepare);
             // (Under mpirun every rank loads the whole data: they fail together.)
             let (p, c) = match job {
                 Some(job) => dist::agree(job, one())?,

@@ -223,6 +223,22 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
 }
 
+/// [`load`], with a store read in the node order it holds, and that order (`None` for the
+/// input's, and for every other format): for training, which relabels the data into that
+/// order anyway ([`crate::order::reorder_dataset`]).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_ordered(
+    path: &Path,
+    opts: &LoadOptions,
+) -> Result<(Dataset, Option<crate::data::store::StoredOrder>)> {
+    if path.is_dir() && path.join(crate::data::store::HEADER).is_file() {
+        return crate::data::store::load_ordered(path, opts);
+    }
+    Ok((load(path, opts)?, None))
+}
+
 /// Whether the OGB folder `dir` carries its own features and labels (`raw/node-feat`,
 /// `raw/node-label`, each `.csv.gz` or `.csv`): a structure-only folder carries neither, and
 /// takes [`LoadOptions::features`] and [`LoadOptions::labels`] files instead.

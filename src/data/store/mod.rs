@@ -36,7 +36,7 @@ pub use write::{write_store, FeatureDtype, StoreSummary};
 
 use super::io::LoadOptions;
 use super::{Dataset, Features, Mask, SparseFeatures, Split};
-use crate::graph::{BuildStats, Direction, Graph};
+use crate::graph::{BuildStats, Direction, Graph, Permutation};
 use crate::kernels::Csr;
 use crate::{Error, Result};
 
@@ -96,6 +96,27 @@ pub struct ArrayInfo {
     pub crc32: u32,
 }
 
+/// How a store's rows are ordered: the order asked for and the one it resolved to, as
+/// `--reorder` names them (`auto` resolves to `community` or `none`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderInfo {
+    /// The order asked for.
+    pub asked: String,
+    /// The order applied.
+    pub applied: String,
+}
+
+/// A dataset's node order as a store holds it: [`OrderInfo`] and the permutation (row `r` is
+/// the input's node `perm.new_to_old()[r]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOrder {
+    /// The order's names.
+    pub info: OrderInfo,
+    /// The relabelling.
+    pub perm: Permutation,
+}
+
 /// A store's `store.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +145,10 @@ pub struct Header {
     pub n_classes: u64,
     /// The split's name.
     pub split: String,
+    /// The node order the data is stored in, when it is not the input's (`sparse-gcn convert
+    /// --reorder`); the `order` array then maps each stored row to its input node.
+    #[serde(default)]
+    pub order: Option<OrderInfo>,
     /// Every array, by name.
     pub arrays: BTreeMap<String, ArrayInfo>,
 }
@@ -143,6 +168,9 @@ fn expected(h: &Header) -> Result<Vec<Expected>> {
         ("valid", Some(Dtype::U32), None),
         ("test", Some(Dtype::U32), None),
     ];
+    if h.order.is_some() {
+        v.push(("order", Some(Dtype::U32), Some(n)));
+    }
     if h.sparse_features {
         v.push(("feature_indptr", Some(Dtype::U64), Some(n + 1)));
         v.push(("feature_indices", Some(Dtype::U32), None));
@@ -449,7 +477,23 @@ impl Store {
         Ok(v.par_iter().map(|&o| o as usize).collect())
     }
 
-    /// The whole dataset in memory, each array's checksum checked as it is read; dense
+    /// The node order the rows are stored in ([`Header::order`]), its checksum checked; `None`
+    /// for the input's order.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming `order` for a checksum that differs or values that are not a
+    /// permutation.
+    pub fn order(&self) -> Result<Option<StoredOrder>> {
+        let Some(info) = self.header.order.clone() else {
+            return Ok(None);
+        };
+        let perm = Permutation::try_from_new_to_old(self.u32_vec("order")?)
+            .map_err(|e| self.bad("order", e.to_string()))?;
+        Ok(Some(StoredOrder { info, perm }))
+    }
+
+    /// The whole dataset in memory, in the order it is stored in ([`Store::order`]), each
+    /// array's checksum checked as it is read; dense
     /// features go sparse below `sparse_below` density as the loaders do.
     ///
     /// # Errors
@@ -564,14 +608,28 @@ fn copy_par<T: Copy + Default + Send + Sync>(src: &[T]) -> Vec<T> {
     v
 }
 
-/// Loads the store in `dir` for [`load`](super::io::load): the options a store cannot honour
-/// are refused (feature and label files, another split's name, `--directed` on an undirected
+/// Loads the store in `dir` for [`load`](super::io::load), in the input's node order (a store
+/// converted with `--reorder` is relabelled back): the options a store cannot honour are
+/// refused (feature and label files, another split's name, `--directed` on an undirected
 /// store); a directed store is read directed whatever [`LoadOptions::direction`] says.
 ///
 /// # Errors
 /// [`Error::Dataset`] for an option the store cannot honour; then [`Store::open`]'s and
 /// [`Store::dataset`]'s.
 pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    let (d, order) = load_ordered(dir, opts)?;
+    match order {
+        None => Ok(d),
+        Some(o) => d.relabel(&o.perm.inverse()),
+    }
+}
+
+/// [`load`] in the order the store holds, with that order (`None`: the input's): for
+/// training, which would relabel it into that order again.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_ordered(dir: &Path, opts: &LoadOptions) -> Result<(Dataset, Option<StoredOrder>)> {
     let refuse = |msg: String| Error::Dataset {
         path: dir.to_path_buf(),
         msg,
@@ -601,5 +659,7 @@ pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
     // The options fit: map it again, every page read in now, and read it.
     drop(store);
-    Store::open_populated(dir)?.dataset(opts.sparse_features_below)
+    let store = Store::open_populated(dir)?;
+    let order = store.order()?;
+    Ok((store.dataset(opts.sparse_features_below)?, order))
 }

@@ -5,7 +5,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::{ArrayInfo, Dtype, Header, FORMAT, HEADER, VERSION};
+use super::{ArrayInfo, Dtype, Header, StoredOrder, FORMAT, HEADER, VERSION};
 use crate::data::{Dataset, FeaturesRef};
 use crate::{Error, Result};
 
@@ -159,7 +159,9 @@ impl Drop for Partial {
 }
 
 /// Writes `dataset` as a store in the folder `out`, which must not exist or be an empty
-/// folder. The arrays go to a temporary folder beside it (`.NAME.partial-PID`), each synced,
+/// folder; `order`, when given, says that `dataset` is relabelled by it (its rows are stored
+/// as they are, with the permutation, and read back by
+/// [`load`](super::load) in the input's order). The arrays go to a temporary folder beside it (`.NAME.partial-PID`), each synced,
 /// then the header; the folder is renamed to `out` only when complete, so that a failure leaves
 /// no store and nothing else replaced. Sparse features stay sparse, dense ones dense (values in
 /// `dtype`); `Store::open(out)?.dataset(..)` gives back the same dataset, bit for bit with
@@ -174,12 +176,17 @@ impl Drop for Partial {
 /// use sparse_gcn::data::store::{write_store, FeatureDtype, Store};
 /// use sparse_gcn::data::synthetic::Preset;
 /// let d = Preset::CoraLike.generate(0)?;
-/// write_store(&d, "cora-store".as_ref(), FeatureDtype::F32)?;
+/// write_store(&d, None, "cora-store".as_ref(), FeatureDtype::F32)?;
 /// let back = Store::open("cora-store".as_ref())?.dataset(None)?;
 /// assert_eq!(back.graph, d.graph);
 /// # Ok::<(), sparse_gcn::Error>(())
 /// ```
-pub fn write_store(dataset: &Dataset, out: &Path, dtype: FeatureDtype) -> Result<StoreSummary> {
+pub fn write_store(
+    dataset: &Dataset,
+    order: Option<&StoredOrder>,
+    out: &Path,
+    dtype: FeatureDtype,
+) -> Result<StoreSummary> {
     if out.exists() {
         let empty = fs::read_dir(out).is_ok_and(|mut r| r.next().is_none());
         if !out.is_dir() || !empty {
@@ -229,6 +236,16 @@ pub fn write_store(dataset: &Dataset, out: &Path, dtype: FeatureDtype) -> Result
             true
         }
     };
+    if let Some(o) = order {
+        if o.perm.len() != n {
+            return Err(Error::Mismatch {
+                what: "node order length vs dataset nodes".into(),
+                expected: n,
+                got: o.perm.len(),
+            });
+        }
+        p.u32s("order", o.perm.new_to_old())?;
+    }
     p.u32s("labels", &dataset.labels)?;
     let split = &dataset.split;
     p.u32s("train", split.train.indices())?;
@@ -248,6 +265,7 @@ pub fn write_store(dataset: &Dataset, out: &Path, dtype: FeatureDtype) -> Result
         sparse_features: sparse,
         n_classes: dataset.n_classes as u64,
         split: split.name.clone(),
+        order: order.map(|o| o.info.clone()),
         arrays: std::mem::take(&mut p.arrays),
     };
     let hp = p.dir.join(HEADER);
