@@ -219,6 +219,23 @@ fn a_damaged_store_names_the_array() {
     names_array(&store.verify().unwrap_err(), "feature_values", "checksum");
     // The header: another version, another format, not JSON, a missing, extra or renamed
     // array, a wrong dtype or length.
+    // A header past 1 MiB is refused before it is parsed, even when it would parse.
+    copy(&|_| {});
+    let mut text = std::fs::read(case.join(HEADER)).unwrap();
+    text.extend(std::iter::repeat_n(b' ', 1 << 20));
+    std::fs::write(case.join(HEADER), text).unwrap();
+    names_array(&error_of(&case), HEADER, "bytes: not a store header");
+    // Exactly 1 MiB is still read.
+    copy(&|_| {});
+    let mut text = std::fs::read(case.join(HEADER)).unwrap();
+    text.resize(1 << 20, b' ');
+    std::fs::write(case.join(HEADER), text).unwrap();
+    assert!(Store::open(&case).is_ok());
+    // Node ids are u32: 2^32 nodes are refused, 2^32 − 1 get as far as the arrays' lengths.
+    copy(&|h| h["n_nodes"] = (1u64 << 32).into());
+    names_array(&error_of(&case), HEADER, "at most 2^32");
+    copy(&|h| h["n_nodes"] = u64::from(u32::MAX).into());
+    names_array(&error_of(&case), "indptr", "elements in the header");
     copy(&|h| h["version"] = 2.into());
     names_array(&error_of(&case), HEADER, "version 2");
     copy(&|h| h["format"] = "npz".into());
@@ -236,6 +253,8 @@ fn a_damaged_store_names_the_array() {
     names_array(&error_of(&case), "labels", "expected \"labels.u32\"");
     copy(&|h| h["arrays"]["indices"]["dtype"] = "u64".into());
     names_array(&error_of(&case), "indices", "dtype u64");
+    copy(&|h| h["arrays"]["feature_values"]["dtype"] = "u32".into());
+    names_array(&error_of(&case), "feature_values", "expected f32 or f16");
     copy(&|h| h["arrays"]["degree"]["len"] = 7.into());
     names_array(&error_of(&case), "degree", "elements in the header");
     copy(&|h| h["sparse_features"] = false.into());
