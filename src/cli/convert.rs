@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use sparse_gcn::data::store::{write_store, FeatureDtype, OrderInfo, StoredOrder};
+use sparse_gcn::data::store::{write_store, FeatureDtype, OrderInfo, StoreSummary, StoredOrder};
+use sparse_gcn::data::Dataset;
 use sparse_gcn::order::{reorder_dataset, Reorder};
 use sparse_gcn::{par::thread_pool, Result};
 
@@ -64,21 +65,10 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
         let t0 = Instant::now();
         let d = a.data.load()?;
         let load_s = t0.elapsed().as_secs_f64();
-        bar.set_message(format!("ordering the nodes ({})", a.reorder));
-        let t_order = Instant::now();
-        let (d, perm, applied) = reorder_dataset(d, a.reorder, None)?;
-        let reorder_s = t_order.elapsed().as_secs_f64();
-        let order = perm.map(|perm| StoredOrder {
-            info: OrderInfo {
-                asked: a.reorder.to_string(),
-                applied: applied.to_string(),
-            },
-            perm,
-        });
-        bar.set_message(format!("writing {}", a.out.display()));
-        let t1 = Instant::now();
-        let s = write_store(&d, order.as_ref(), &a.out, a.feature_dtype)?;
-        let write_s = t1.elapsed().as_secs_f64();
+        bar.set_message(format!("ordering the nodes ({}) and writing", a.reorder));
+        let (n_nnz, n_edges) = (d.graph.nnz(), d.graph.n_edges());
+        let w = write_ordered(d, a.reorder, &a.out, a.feature_dtype)?;
+        let (s, applied, reorder_s, write_s) = (w.summary, w.applied, w.reorder_s, w.write_s);
         bar.finish_and_clear();
         let h = &s.header;
         let dtype = match a.feature_dtype {
@@ -92,7 +82,7 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
              {reorder_s:.2} s, {} bytes written to {} in {write_s:.2} s",
             h.name,
             h.n_nodes,
-            d.graph.nnz(),
+            n_nnz,
             h.n_features,
             h.n_classes,
             h.split,
@@ -105,8 +95,8 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
                 "dataset": h.name,
                 "out": a.out.display().to_string(),
                 "n_nodes": h.n_nodes,
-                "nnz": d.graph.nnz(),
-                "n_edges": d.graph.n_edges(),
+                "nnz": n_nnz,
+                "n_edges": n_edges,
                 "in_dim": h.n_features,
                 "n_classes": h.n_classes,
                 "feature_dtype": dtype,
@@ -121,5 +111,41 @@ pub(crate) fn run(a: ConvertArgs) -> Result<()> {
             println!("{j}");
         }
         Ok(())
+    })
+}
+
+/// What [`write_ordered`] did.
+pub(crate) struct Written {
+    pub(crate) summary: StoreSummary,
+    pub(crate) applied: Reorder,
+    pub(crate) reorder_s: f64,
+    pub(crate) write_s: f64,
+}
+
+/// `d` in the node order `reorder` gives (as training would order it), written as a store with
+/// that order (`convert`, `generate --format store`).
+pub(crate) fn write_ordered(
+    d: Dataset,
+    reorder: Reorder,
+    out: &std::path::Path,
+    dtype: FeatureDtype,
+) -> Result<Written> {
+    let t = Instant::now();
+    let (d, perm, applied) = reorder_dataset(d, reorder, None)?;
+    let reorder_s = t.elapsed().as_secs_f64();
+    let order = perm.map(|perm| StoredOrder {
+        info: OrderInfo {
+            asked: reorder.to_string(),
+            applied: applied.to_string(),
+        },
+        perm,
+    });
+    let t = Instant::now();
+    let summary = write_store(&d, order.as_ref(), out, dtype)?;
+    Ok(Written {
+        summary,
+        applied,
+        reorder_s,
+        write_s: t.elapsed().as_secs_f64(),
     })
 }

@@ -5,8 +5,10 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use sparse_gcn::data::store::FeatureDtype;
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::write::write_ogb;
+use sparse_gcn::order::Reorder;
 use sparse_gcn::{par::thread_pool, Error, Result};
 
 use super::progress_bar;
@@ -28,12 +30,57 @@ pub(crate) struct GenerateArgs {
     /// dataset).
     #[arg(long)]
     pub(crate) force: bool,
+    /// What to write: `ogb` (the OGB raw layout, text that other tools read) or `store` (the
+    /// binary store `convert` writes, which `--data` opens without parsing).
+    #[arg(long, default_value = "ogb")]
+    format: OutFormat,
+    /// With `--format store`: how it holds feature values (as `convert --feature-dtype`).
+    #[arg(long)]
+    feature_dtype: Option<FeatureDtype>,
+    /// With `--format store`: the node order it is stored in (as `convert --reorder`) [default:
+    /// auto].
+    #[arg(long)]
+    reorder: Option<Reorder>,
     /// Worker threads (0: one per CPU; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = super::args::threads)]
     threads: usize,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// What `generate` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutFormat {
+    /// The OGB raw layout (`raw/*.csv.gz`, `split/`).
+    Ogb,
+    /// The binary store (`sparse_gcn::data::store`).
+    Store,
+}
+
+impl GenerateArgs {
+    /// Usage errors (exit 2) before anything is generated: the output folder, and the store's
+    /// options without `--format store` (or `--force` with it).
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        if self.format == OutFormat::Ogb {
+            let why = "only with --format store";
+            if self.feature_dtype.is_some() {
+                return Err(format!("--feature-dtype: {why}"));
+            }
+            if self.reorder.is_some() {
+                return Err(format!("--reorder: {why}"));
+            }
+            return check_out(&self.out, self.force);
+        }
+        if self.force {
+            return Err(
+                "--force: a store is written to a new or empty folder, never over \
+                        another dataset (--format store)"
+                    .into(),
+            );
+        }
+        check_out(&self.out, false)
+    }
 }
 
 /// A usage error (exit 2) unless `out` is missing, an empty folder, or `force` is given.
@@ -66,38 +113,51 @@ pub(crate) fn run(a: GenerateArgs) -> Result<()> {
     }
     let pool = thread_pool(a.threads)?;
     pool.install(|| {
-        let bar = progress_bar(0, "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}");
+        let bar = progress_bar(
+            0,
+            "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}",
+        );
         bar.set_message(format!("generating {preset}"));
         let t0 = Instant::now();
         let d = preset.generate(a.seed)?;
         let gen_s = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        write_ogb(&d, &a.out, &|stage, done, total| {
-            bar.set_message(format!("writing {stage}"));
-            bar.set_length(total);
-            bar.set_position(done);
-        })?;
-        let write_s = t1.elapsed().as_secs_f64();
-        bar.finish_and_clear();
-        println!(
-            "{}: {} nodes, {} edges, {} features, {} classes; generated in {:.2} s, written to {} in {:.2} s",
-            d.name,
+        let (name, n_nodes, n_edges, in_dim, n_classes) = (
+            d.name.clone(),
             d.graph.n_nodes(),
             d.graph.n_edges(),
             d.features.n_cols(),
             d.n_classes,
-            gen_s,
+        );
+        let t1 = Instant::now();
+        match a.format {
+            OutFormat::Ogb => write_ogb(&d, &a.out, &|stage, done, total| {
+                bar.set_message(format!("writing {stage}"));
+                bar.set_length(total);
+                bar.set_position(done);
+            })?,
+            OutFormat::Store => {
+                bar.set_message(format!("writing {}", a.out.display()));
+                let reorder = a.reorder.unwrap_or(Reorder::Auto);
+                let dtype = a.feature_dtype.unwrap_or_default();
+                super::convert::write_ordered(d, reorder, &a.out, dtype)?;
+            }
+        }
+        let write_s = t1.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        println!(
+            "{name}: {n_nodes} nodes, {n_edges} edges, {in_dim} features, {n_classes} classes; \
+             generated in {gen_s:.2} s, written to {} in {write_s:.2} s",
             a.out.display(),
-            write_s
         );
         if a.json {
             let j = json!({
-                "dataset": d.name,
+                "dataset": name,
                 "out": a.out.display().to_string(),
-                "n_nodes": d.graph.n_nodes(),
-                "n_edges": d.graph.n_edges(),
-                "in_dim": d.features.n_cols(),
-                "n_classes": d.n_classes,
+                "format": if a.format == OutFormat::Store { "store" } else { "ogb" },
+                "n_nodes": n_nodes,
+                "n_edges": n_edges,
+                "in_dim": in_dim,
+                "n_classes": n_classes,
                 "generate_s": gen_s,
                 "write_s": write_s,
             });

@@ -54,7 +54,8 @@ enum Cmd {
     Predict(predict::PredictArgs),
     /// Write one layer's output for every node as an N × width `.npy` array.
     Embed(embed::EmbedArgs),
-    /// Generate a synthetic citation-like graph and write it in the OGB raw layout.
+    /// Generate a synthetic citation-like graph and write it in the OGB raw layout (or, with
+    /// `--format store`, as a binary store).
     Generate(generate::GenerateArgs),
     /// Write any dataset `--data` reads (or a preset) as a binary store: a folder of
     /// little-endian arrays with a checksummed JSON header, which `--data DIR` then opens
@@ -93,7 +94,7 @@ pub fn main() -> ExitCode {
         Cmd::Plan(a) => a.check(),
         Cmd::Info(a) => a.check(),
         Cmd::Roofline(a) => a.check(),
-        Cmd::Generate(a) => generate::check_out(&a.out, a.force),
+        Cmd::Generate(a) => a.check(),
         Cmd::Convert(a) => a.check(),
         _ => Ok(()),
     };

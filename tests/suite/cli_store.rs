@@ -172,6 +172,63 @@ fn a_store_trains_as_its_source() {
 }
 
 #[test]
+fn generate_writes_a_store_as_convert_does() {
+    let dir = scratch("store-generate");
+    let (text, direct, converted) = (dir.join("text"), dir.join("direct"), dir.join("conv"));
+    let gen = |out: &Path, more: &[&str]| {
+        let mut args = vec!["generate", "--seed", "3", "--out", s(out)];
+        args.extend(more);
+        expect(&run(&args), 0, &[]);
+    };
+    gen(&text, &[]);
+    gen(&direct, &["--format", "store", "--reorder", "community"]);
+    let r = run(&[
+        "convert",
+        "--data",
+        s(&text),
+        "--out",
+        s(&converted),
+        "--reorder",
+        "community",
+    ]);
+    expect(&r, 0, &[]);
+    // The same arrays but the name (the preset's, or the folder's) and its checksums.
+    for f in [
+        "indptr.u64",
+        "indices.u32",
+        "order.u32",
+        "labels.u32",
+        "train.u32",
+    ] {
+        let (a, b) = (direct.join(f), converted.join(f));
+        assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap(), "{f}");
+    }
+    // The store's options only with --format store, and never over another dataset.
+    let r = run(&["generate", "--out", s(&dir.join("x")), "--reorder", "rcm"]);
+    expect(&r, 2, &["--reorder", "--format store"]);
+    let r = run(&[
+        "generate",
+        "--out",
+        s(&dir.join("x")),
+        "--feature-dtype",
+        "f16",
+    ]);
+    expect(&r, 2, &["--feature-dtype"]);
+    let r = run(&[
+        "generate",
+        "--out",
+        s(&text),
+        "--format",
+        "store",
+        "--force",
+    ]);
+    expect(&r, 2, &["--force"]);
+    let r = run(&["generate", "--out", s(&text), "--format", "store"]);
+    expect(&r, 2, &["not empty"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn convert_refuses_misuse_before_reading() {
     let dir = scratch("store-usage");
     let taken = dir.join("taken");
