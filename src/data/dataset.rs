@@ -34,12 +34,17 @@ impl Dataset {
     pub fn relabel(mut self, perm: &crate::graph::Permutation) -> Result<Dataset> {
         use crate::graph::permutation::{permute_graph, permute_slice};
         let n = self.graph.n_nodes();
-        if perm.len() != n || self.features.n_rows() != n {
-            return Err(Error::Mismatch {
-                what: "permutation length vs dataset nodes".into(),
-                expected: n,
-                got: perm.len(),
-            });
+        for (what, got) in [
+            ("permutation length vs dataset nodes", perm.len()),
+            ("feature rows vs dataset nodes", self.features.n_rows()),
+        ] {
+            if got != n {
+                return Err(Error::Mismatch {
+                    what: what.into(),
+                    expected: n,
+                    got,
+                });
+            }
         }
         self.graph = permute_graph(&self.graph, perm);
         self.features.permute_rows(perm.new_to_old());

@@ -88,13 +88,15 @@ impl Graph {
 
     /// Builds the adjacency of `n_nodes` nodes from edges that `edges()` yields, as
     /// [`Graph::try_from_edges`] does from a slice, without an edge list in memory: `edges` is
-    /// called twice (a check and count, then a fill) and must yield the same edges each time.
+    /// called twice (a check and count, then a fill) and must yield the same edges each time (a
+    /// second pass with an id out of range, or with more or fewer entries in a row, is refused;
+    /// other edges in the same rows are not detected).
     /// Callers whose edges live in other arrays (a CSR pattern, the two rows of an edge index)
     /// read them in place.
     ///
     /// # Errors
-    /// As [`Graph::try_from_edges`]; [`Error::Mismatch`] if the second call yields other
-    /// edges than the first.
+    /// As [`Graph::try_from_edges`]; [`Error::Mismatch`] if the second call yields an id out of
+    /// range or another count of entries in a row than the first.
     ///
     /// # Examples
     /// ```
@@ -148,7 +150,7 @@ impl Graph {
         let mut filled = 0usize;
         let mut place = |row: u32, col: u32| -> bool {
             let r = row as usize;
-            if r >= n_nodes || fill[r] >= indptr[r + 1] {
+            if r >= n_nodes || col as usize >= n_nodes || fill[r] >= indptr[r + 1] {
                 return false;
             }
             indices[fill[r]] = col;
@@ -217,8 +219,9 @@ impl Graph {
     /// # Errors
     /// [`Error::Mismatch`] naming the first offset or row that breaks the pattern's rules
     /// (offsets from 0, never decreasing, ending at `indices.len()`; ids below `n_nodes`,
-    /// strictly increasing within a row); [`Error::Mismatch`] if `n_nodes` does not fit in
-    /// `u32` or the self-loops differ from `stats`.
+    /// strictly increasing within a row; each entry stored both ways unless `directed`);
+    /// [`Error::Mismatch`] if `n_nodes` does not fit in `u32` or the self-loops differ from
+    /// `stats`.
     pub fn try_from_csr(
         n_nodes: usize,
         indptr: Vec<usize>,
@@ -245,7 +248,10 @@ impl Graph {
                 indptr.len(),
             ));
         }
-        if indptr[0] != 0 || indptr[n_nodes] != indices.len() {
+        if indptr[0] != 0 {
+            return Err(bad("the first row offset".into(), 0, indptr[0]));
+        }
+        if indptr[n_nodes] != indices.len() {
             return Err(bad(
                 "the last row offset (stored entries)".into(),
                 indices.len(),
@@ -291,6 +297,30 @@ impl Graph {
             .sum();
         if self_loops != stats.self_loops {
             return Err(bad("self-loops".into(), stats.self_loops, self_loops));
+        }
+        // An undirected graph stores each edge both ways: Â's transpose is Â itself.
+        let row = |i: usize| &indices[indptr[i]..indptr[i + 1]];
+        let one_way = |i: usize| {
+            row(i)
+                .iter()
+                .any(|&j| row(j as usize).binary_search(&(i as u32)).is_err())
+        };
+        let first = if directed {
+            None
+        } else {
+            (0..n_nodes).into_par_iter().find_first(|&i| one_way(i))
+        };
+        if let Some(i) = first {
+            let j = row(i)
+                .iter()
+                .find(|&&j| row(j as usize).binary_search(&(i as u32)).is_err())
+                .copied()
+                .unwrap_or_default();
+            return Err(bad(
+                format!("an undirected graph's entry ({i}, {j}) without ({j}, {i})"),
+                1,
+                0,
+            ));
         }
         Ok(Graph {
             n_nodes,

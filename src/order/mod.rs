@@ -397,7 +397,7 @@ pub(crate) fn apply_owned(
             }
             g
         }
-        None => permute_graph(&dataset.graph, perm),
+        None => return dataset.relabel(perm),
     };
     dataset.graph = graph;
     len_check("permute_features", dataset.features.n_rows(), perm.len());

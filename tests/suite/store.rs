@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sparse_gcn::data::content::ContentHash;
 use sparse_gcn::data::io::{load, LoadOptions};
-use sparse_gcn::data::store::{write_store, FeatureDtype, Store, HEADER};
+use sparse_gcn::data::store::{header_crc, write_store, FeatureDtype, Store, HEADER};
 use sparse_gcn::data::synthetic::Preset;
 use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::Direction;
@@ -175,6 +175,8 @@ fn with_header(src: &Path, dst: &Path, edit: impl FnOnce(&mut serde_json::Value)
     let mut h: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dst.join(HEADER)).unwrap()).unwrap();
     edit(&mut h);
+    // Its own checksum made to match, so that the checks behind it are reached.
+    h["header_crc32"] = header_crc(&h).into();
     std::fs::write(dst.join(HEADER), serde_json::to_vec(&h).unwrap()).unwrap();
 }
 
@@ -189,6 +191,7 @@ fn forge(dir: &Path, array: &str, file: &str, at: usize, bytes: &[u8]) {
     let hp = dir.join(HEADER);
     let mut h: serde_json::Value = serde_json::from_slice(&std::fs::read(&hp).unwrap()).unwrap();
     h["arrays"][array]["crc32"] = crc.into();
+    h["header_crc32"] = header_crc(&h).into();
     std::fs::write(&hp, serde_json::to_vec(&h).unwrap()).unwrap();
 }
 
@@ -236,6 +239,23 @@ fn a_damaged_store_names_the_array() {
     names_array(&error_of(&case), HEADER, "at most 2^32");
     copy(&|h| h["n_nodes"] = u64::from(u32::MAX).into());
     names_array(&error_of(&case), "indptr", "elements in the header");
+    // An edited header whose own checksum was not updated: refused, whatever the edit.
+    copy(&|_| {});
+    let text = std::fs::read_to_string(case.join(HEADER)).unwrap();
+    let flipped = text.replacen("\"directed\":false", "\"directed\":true", 1);
+    assert_ne!(text, flipped);
+    std::fs::write(case.join(HEADER), flipped).unwrap();
+    names_array(&error_of(&case), HEADER, "edited or damaged");
+    // Counts past the loaders' limits.
+    copy(&|h| h["n_classes"] = (1u64 << 40).into());
+    names_array(&error_of(&case), HEADER, "n_classes");
+    copy(&|h| h["n_features"] = u64::MAX.into());
+    names_array(&error_of(&case), HEADER, "n_features");
+    // A FIFO, or a folder, where an array should be: refused, never waited on.
+    copy(&|_| {});
+    std::fs::remove_file(case.join("labels.u32")).unwrap();
+    std::fs::create_dir(case.join("labels.u32")).unwrap();
+    names_array(&error_of(&case), "labels", "not a regular file");
     copy(&|h| h["version"] = 2.into());
     names_array(&error_of(&case), HEADER, "version 2");
     copy(&|h| h["format"] = "npz".into());
@@ -261,13 +281,14 @@ fn a_damaged_store_names_the_array() {
     names_array(&error_of(&case), "feature_indices", "not an array");
     copy(&|h| {
         h["sparse_features"] = false.into();
-        h["n_features"] = u64::MAX.into();
+        h["n_nodes"] = u64::from(u32::MAX).into();
+        h["n_features"] = (1u64 << 24).into();
     });
-    names_array(&error_of(&case), "features", "overflow");
+    names_array(&error_of(&case), "feature_indices", "not an array");
     // Contents whose checksums were forged to match: the pattern checks catch them.
     copy(&|_| {});
     forge(&case, "indices", "indices.u32", 0, &u32::MAX.to_le_bytes());
-    names_array(&error_of(&case), "indices", "out of range");
+    names_array(&error_of(&case), "indptr, indices", "out of range");
     copy(&|_| {});
     forge(&case, "indptr", "indptr.u64", 8, &3u64.to_le_bytes());
     let e = error_of(&case);
@@ -288,6 +309,25 @@ fn a_damaged_store_names_the_array() {
         &1u64.to_le_bytes(),
     );
     names_array(&error_of(&case), "indptr", "last offset");
+}
+
+#[test]
+fn a_one_way_graph_is_not_read_as_undirected() {
+    let dir = scratch("one-way");
+    let mut d = sparse_data();
+    d.graph = sparse_gcn::graph::Graph::try_from_edges(
+        d.graph.n_nodes(),
+        &[(0, 1), (1, 2), (2, 0)],
+        Direction::Directed,
+    )
+    .unwrap();
+    let out = dir.join("directed");
+    write_store(&d, None, &out, FeatureDtype::F32).unwrap();
+    assert!(Store::open(&out).unwrap().dataset(None).is_ok());
+    // The header says undirected (its checksum made to match): the pattern is not symmetric.
+    let case = dir.join("case");
+    with_header(&out, &case, |h| h["directed"] = false.into());
+    names_array(&error_of(&case), "indptr, indices", "(0, 1) without (1, 0)");
 }
 
 #[test]

@@ -12,7 +12,8 @@
 //! | `features` | f32 or f16 | n · d | dense features, row-major (when `sparse_features` is false) |
 //! | `feature_indptr`, `feature_indices`, `feature_values` | u64, u32, f32 or f16 | n + 1, k, k | sparse features as CSR (when it is true) |
 //! | `labels` | u32 | n | class ids, `u32::MAX` for an unlabelled node ([`UNLABELLED`](super::UNLABELLED)) |
-//! | `train`, `valid`, `test` | u32 | any | the split's node ids, ascending |
+//! | `train`, `valid`, `test` | u32 | any | the split's node ids (written ascending) |
+//! | `order` | u32 | n | with `order` in the header: the input node of each stored row |
 //!
 //! The header records each array's file, dtype, length and CRC-32, and the graph's shape
 //! (nodes, direction, what its build did), the feature width and layout, the class count and
@@ -20,7 +21,12 @@
 //! mismatched store is an [`Error::Store`] naming the array, before anything is read);
 //! [`Store::verify`] checks every checksum; [`Store::dataset`] checks the checksum of each
 //! array it reads, and the graph's pattern, so that a tampered store is an error, never a wrong
-//! result.
+//! result: the header carries a CRC-32 of its own fields, and an undirected graph's pattern is
+//! checked symmetric. A stored order is the one the writing build computed: training with the
+//! same `--reorder` keeps it ([`crate::order::reorder_dataset`]).
+//!
+//! Features stored sparse are read sparse whatever [`LoadOptions::sparse_features_below`]
+//! says (the store keeps the layout the loader that read the source chose).
 
 mod write;
 
@@ -36,6 +42,7 @@ pub use write::{write_store, FeatureDtype, StoreSummary};
 
 use super::io::LoadOptions;
 use super::{Dataset, Features, Mask, SparseFeatures, Split};
+use crate::data::io::{MAX_CLASSES, MAX_FEATURE_COLS};
 use crate::graph::{BuildStats, Direction, Graph, Permutation};
 use crate::kernels::Csr;
 use crate::{Error, Result};
@@ -151,6 +158,57 @@ pub struct Header {
     pub order: Option<OrderInfo>,
     /// Every array, by name.
     pub arrays: BTreeMap<String, ArrayInfo>,
+    /// CRC-32 of the header itself: of its compact JSON with this field 0 ([`Header::crc`]).
+    pub header_crc32: u32,
+}
+
+impl Header {
+    /// What `header_crc32` records: [`header_crc`] of this header, so that an edited header (a
+    /// flipped `directed`, another class count or order) is refused like an edited array.
+    pub fn crc(&self) -> u32 {
+        serde_json::to_value(self).map_or(0, |v| header_crc(&v))
+    }
+}
+
+/// The CRC-32 of a header given as JSON: of its canonical compact text (object keys sorted,
+/// whatever order the JSON library keeps them in) with `header_crc32` set to 0.
+pub fn header_crc(header: &serde_json::Value) -> u32 {
+    fn canonical(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (k, key) in keys.into_iter().enumerate() {
+                    if k > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                    out.push(':');
+                    if key == "header_crc32" {
+                        out.push('0');
+                    } else {
+                        canonical(&m[key], out);
+                    }
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(a) => {
+                out.push('[');
+                for (k, x) in a.iter().enumerate() {
+                    if k > 0 {
+                        out.push(',');
+                    }
+                    canonical(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(header, &mut text);
+    crc32fast::hash(text.as_bytes())
 }
 
 /// An array a header must hold: its name, dtype (`None`: f32 or f16) and length (`None`: any).
@@ -177,7 +235,7 @@ fn expected(h: &Header) -> Result<Vec<Expected>> {
         v.push(("feature_values", None, None));
     } else {
         let len = n.checked_mul(h.n_features).ok_or_else(|| Error::Store {
-            path: PathBuf::from(HEADER),
+            path: PathBuf::from(&h.name),
             array: "features".into(),
             msg: format!("{n} × {} values overflow", h.n_features),
         })?;
@@ -230,7 +288,11 @@ impl Store {
             ));
         }
         let hp = dir.join(HEADER);
-        let size = std::fs::metadata(&hp).map_err(|e| Error::io(&hp, e))?.len();
+        let meta = std::fs::metadata(&hp).map_err(|e| Error::io(&hp, e))?;
+        if !meta.is_file() {
+            return Err(bad(HEADER, "not a regular file".into()));
+        }
+        let size = meta.len();
         if size > MAX_HEADER_BYTES {
             return Err(bad(HEADER, format!("{size} bytes: not a store header")));
         }
@@ -251,6 +313,26 @@ impl Store {
                     header.version
                 ),
             ));
+        }
+        if header.crc() != header.header_crc32 {
+            return Err(bad(
+                HEADER,
+                format!(
+                    "checksum {:08x}, the header records {:08x}: it was edited or damaged after \
+                     it was written",
+                    header.crc(),
+                    header.header_crc32
+                ),
+            ));
+        }
+        let limits = [
+            ("n_features", header.n_features, MAX_FEATURE_COLS as u64),
+            ("n_classes", header.n_classes, MAX_CLASSES as u64),
+        ];
+        for (what, v, max) in limits {
+            if v > max {
+                return Err(bad(HEADER, format!("{what} = {v}: at most {max}")));
+            }
         }
         if header.n_nodes > u32::MAX as u64 {
             return Err(bad(
@@ -303,6 +385,10 @@ impl Store {
                 ));
             }
             let path = dir.join(&file);
+            let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+            if !meta.is_file() {
+                return Err(bad(name, format!("{file} is not a regular file")));
+            }
             let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
             let bytes = f.metadata().map_err(|e| Error::io(&path, e))?.len();
             let need = info.len.checked_mul(info.dtype.width());
@@ -523,7 +609,7 @@ impl Store {
             h.directed,
             stats,
         )
-        .map_err(|e| self.bad("indices", e.to_string()))?;
+        .map_err(|e| self.bad("indptr, indices", e.to_string()))?;
         self.verify_array("degree")?;
         let degree = self.u32s("degree")?;
         if let Some(i) = (0..n).find(|&i| degree[i] as usize != graph.degree(i)) {
@@ -639,6 +725,14 @@ pub fn load_ordered(dir: &Path, opts: &LoadOptions) -> Result<(Dataset, Option<S
             "a store carries its own features and labels: convert the data again with the \
              feature or label files"
                 .into(),
+        ));
+    }
+    if opts.n_nodes.is_some() {
+        return Err(refuse("a store declares its node count".into()));
+    }
+    if opts.random_split != super::io::RandomSplit::default() {
+        return Err(refuse(
+            "a store carries its own split: a random split's options do not apply".into(),
         ));
     }
     let store = Store::open(dir)?;

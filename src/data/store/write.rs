@@ -267,6 +267,11 @@ pub fn write_store(
         split: split.name.clone(),
         order: order.map(|o| o.info.clone()),
         arrays: std::mem::take(&mut p.arrays),
+        header_crc32: 0,
+    };
+    let header = Header {
+        header_crc32: header.crc(),
+        ..header
     };
     let hp = p.dir.join(HEADER);
     let text = serde_json::to_string_pretty(&header).map_err(|e| Error::Store {
