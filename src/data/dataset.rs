@@ -26,6 +26,22 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The bytes its graph, features and labels hold (what a copy of it allocates).
+    pub fn size_bytes(&self) -> u64 {
+        use crate::data::memory::bytes;
+        let g = &self.graph;
+        let x = &self.features;
+        let features = if x.is_sparse() {
+            bytes(x.nnz(), 8).saturating_add(bytes(x.n_rows() + 1, 8))
+        } else {
+            bytes(x.n_rows(), 4 * x.n_cols())
+        };
+        bytes(g.n_nodes() + 1, 8)
+            .saturating_add(bytes(g.nnz(), 4))
+            .saturating_add(features)
+            .saturating_add(bytes(self.labels.len(), 4))
+    }
+
     /// The dataset relabelled by `perm` (node `perm.new_to_old()[r]` becomes node `r`): its
     /// graph, features, labels and split, the features permuted in place.
     ///
@@ -34,6 +50,12 @@ impl Dataset {
     pub fn relabel(mut self, perm: &crate::graph::Permutation) -> Result<Dataset> {
         use crate::graph::permutation::{permute_graph, permute_slice};
         let n = self.graph.n_nodes();
+        // The relabelled graph is built beside the old one.
+        let graph_bytes = crate::data::memory::bytes(n + 1, 8)
+            .saturating_add(crate::data::memory::bytes(self.graph.nnz(), 4));
+        crate::data::memory::check(graph_bytes, || {
+            format!("relabelling the graph of {} ({n} nodes)", self.name)
+        })?;
         for (what, got) in [
             ("permutation length vs dataset nodes", perm.len()),
             ("feature rows vs dataset nodes", self.features.n_rows()),

@@ -435,7 +435,13 @@ fn load_prepared(a: &TrainArgs, prepare: &Prepare) -> Result<(Prepared, Option<C
     let content = match (&a.save, &given) {
         (None, _) => None,
         (Some(_), None) => Some(ContentHash::of(&data)),
-        (Some(_), Some(o)) => Some(ContentHash::of(&data.clone().relabel(&o.perm.inverse())?)),
+        (Some(_), Some(o)) => {
+            // The hashes are of the input's order: a copy put back in it.
+            sparse_gcn::data::memory::check(data.size_bytes(), || {
+                format!("a copy of {} in its input order, to hash for --save", data.name)
+            })?;
+            Some(ContentHash::of(&data.clone().relabel(&o.perm.inverse())?))
+        }
     };
     Ok((Prepared::new_ordered(data, given, prepare)?, content))
 }
