@@ -328,3 +328,69 @@ fn edges_read_in_place_build_the_same_graph() {
         }
     }
 }
+
+#[test]
+fn a_graph_from_its_csr_parts_is_checked() {
+    let g = undirected(4, &[(0, 1), (1, 2), (2, 2), (3, 0)]);
+    let parts = |g: &Graph| (g.indptr().to_vec(), g.indices().to_vec());
+    let (p, i) = parts(&g);
+    let back = Graph::try_from_csr(4, p.clone(), i.clone(), false, g.stats()).unwrap();
+    assert_eq!(back, g);
+    let mismatch = |r: sparse_gcn::Result<Graph>, what: &str| match r {
+        Err(Error::Mismatch { what: w, .. }) => assert!(w.contains(what), "{w}"),
+        r => panic!("{what}: {r:?}"),
+    };
+    let st = g.stats();
+    mismatch(
+        Graph::try_from_csr(u32::MAX as usize + 1, vec![], vec![], false, st),
+        "node count",
+    );
+    mismatch(
+        Graph::try_from_csr(3, p.clone(), i.clone(), false, st),
+        "row offsets",
+    );
+    let mut q = p.clone();
+    q[0] = 1;
+    mismatch(
+        Graph::try_from_csr(4, q, i.clone(), false, st),
+        "first row offset",
+    );
+    let mut q = p.clone();
+    q[4] -= 1;
+    mismatch(
+        Graph::try_from_csr(4, q, i.clone(), false, st),
+        "last row offset",
+    );
+    let mut q = p.clone();
+    q[2] = q[1] - 1; // row 1 ends before it starts
+    mismatch(
+        Graph::try_from_csr(4, q, i.clone(), false, st),
+        "row offset",
+    );
+    let mut j = i.clone();
+    j.swap(0, 1); // row 0 = [1, 3] → [3, 1]
+    mismatch(
+        Graph::try_from_csr(4, p.clone(), j, false, st),
+        "strictly increasing",
+    );
+    let mut j = i.clone();
+    j[0] = 9;
+    assert!(matches!(
+        Graph::try_from_csr(4, p.clone(), j, false, st),
+        Err(Error::NodeOutOfRange { index: 9, .. })
+    ));
+    let mut other = st;
+    other.self_loops = 0;
+    mismatch(
+        Graph::try_from_csr(4, p.clone(), i.clone(), false, other),
+        "self-loops",
+    );
+    // One way only: fine directed, refused undirected.
+    let d = Graph::try_from_edges(3, &[(0, 1), (1, 2)], Direction::Directed).unwrap();
+    let (p, i) = parts(&d);
+    assert!(Graph::try_from_csr(3, p.clone(), i.clone(), true, d.stats()).is_ok());
+    mismatch(
+        Graph::try_from_csr(3, p, i, false, d.stats()),
+        "(0, 1) without (1, 0)",
+    );
+}

@@ -438,7 +438,10 @@ fn load_prepared(a: &TrainArgs, prepare: &Prepare) -> Result<(Prepared, Option<C
         (Some(_), Some(o)) => {
             // The hashes are of the input's order: a copy put back in it.
             sparse_gcn::data::memory::check(data.size_bytes(), || {
-                format!("a copy of {} in its input order, to hash for --save", data.name)
+                format!(
+                    "a copy of {} in its input order, to hash for --save",
+                    data.name
+                )
             })?;
             Some(ContentHash::of(&data.clone().relabel(&o.perm.inverse())?))
         }
