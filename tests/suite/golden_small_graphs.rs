@@ -374,10 +374,16 @@ fn a_graph_from_its_csr_parts_is_checked() {
         "strictly increasing",
     );
     let mut j = i.clone();
-    j[0] = 9;
+    j[1] = 1; // row 0 = [1, 3] → [1, 1]
+    mismatch(
+        Graph::try_from_csr(4, p.clone(), j, false, st),
+        "strictly increasing",
+    );
+    let mut j = i.clone();
+    j[1] = 4; // the first id out of range: n itself
     assert!(matches!(
         Graph::try_from_csr(4, p.clone(), j, false, st),
-        Err(Error::NodeOutOfRange { index: 9, .. })
+        Err(Error::NodeOutOfRange { index: 4, .. })
     ));
     let mut other = st;
     other.self_loops = 0;
