@@ -142,10 +142,6 @@ pub(crate) fn graph_of(g: &Bound<'_, PyDict>, n: usize, dir: Direction) -> PyRes
     ))
 }
 
-fn engine_err(arg: &str, e: sparse_gcn::Error) -> PyErr {
-    value_err(arg, e)
-}
-
 /// Checks that every id of `a` lies in `0..n`, naming the first that does not.
 fn check_ids<T: Copy + Into<i64>>(a: &[T], n: usize, what: &str) -> PyResult<()> {
     match a.iter().position(|&v| !(0..n as i64).contains(&v.into())) {
@@ -180,7 +176,7 @@ fn graph_from_pairs<T: Copy + Into<i64>>(
             .zip(cols)
             .map(|(&u, &v)| (u.into() as u32, v.into() as u32))
     };
-    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| engine_err("adjacency", e))
+    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| value_err("adjacency", e))
 }
 
 fn graph_from_csr<T: Copy + Into<i64>>(
@@ -229,5 +225,5 @@ fn graph_from_csr<T: Copy + Into<i64>>(
                 .map(move |&j| (i as u32, j.into() as u32))
         })
     };
-    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| engine_err("adjacency", e))
+    Graph::try_from_edge_iter(n, edges, dir).map_err(|e| value_err("adjacency", e))
 }

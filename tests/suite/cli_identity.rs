@@ -16,7 +16,7 @@ use sparse_gcn::train::run::{Prepare, Prepared};
 
 use super::cli_limits::{expect, run, s, scratch, Ran};
 
-fn json(r: &Ran) -> serde_json::Value {
+pub(crate) fn json(r: &Ran) -> serde_json::Value {
     let line = r
         .text
         .lines()

@@ -4,17 +4,8 @@
 
 use std::path::Path;
 
-use super::cli_limits::{expect, run, s, scratch, Ran};
-
-fn json(r: &Ran) -> serde_json::Value {
-    let line = r
-        .text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text))
-}
+use super::cli_identity::json;
+use super::cli_limits::{expect, run, s, scratch};
 
 /// What a training run reports that does not depend on time, memory or the data's path.
 fn bits(j: &serde_json::Value) -> serde_json::Value {
