@@ -42,18 +42,7 @@ impl ConvertArgs {
     /// `--out` that exists and is not an empty folder, or that is `--data` itself.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         self.data.check_applicable()?;
-        let out = &self.out;
-        if out.exists() {
-            let empty = std::fs::read_dir(out).is_ok_and(|mut r| r.next().is_none());
-            if !out.is_dir() || !empty {
-                return Err(format!(
-                    "--out {}: exists and is not an empty folder; a store is written to a new \
-                     folder",
-                    out.display()
-                ));
-            }
-        }
-        Ok(())
+        super::check_new_folder("--out", &self.out)
     }
 }
 

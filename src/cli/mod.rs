@@ -26,6 +26,7 @@ mod generate;
 mod info;
 mod plan;
 mod predict;
+mod propagate;
 mod roofline;
 mod train;
 
@@ -61,6 +62,10 @@ enum Cmd {
     /// little-endian arrays with a checksummed JSON header, which `--data DIR` then opens
     /// memory-mapped without parsing.
     Convert(convert::ConvertArgs),
+    /// Propagate a store's features out of core within `--memory-limit`: the rows of Â^K X
+    /// (SGC) or [X, ÂX, …, Â^K X] (SIGN) that training, validation and test need, written as a
+    /// store of those rows to train a linear model or an MLP on.
+    Propagate(propagate::PropagateArgs),
     /// Measure this machine's memory bounds (stream triad, random row gather), sgemm, and the
     /// SpMM in a random and in a reordered node order, as fractions of those bounds.
     Roofline(roofline::RooflineArgs),
@@ -96,6 +101,7 @@ pub fn main() -> ExitCode {
         Cmd::Roofline(a) => a.check(),
         Cmd::Generate(a) => a.check(),
         Cmd::Convert(a) => a.check(),
+        Cmd::Propagate(a) => a.check(),
         _ => Ok(()),
     };
     if let Err(msg) = usage {
@@ -109,6 +115,7 @@ pub fn main() -> ExitCode {
         Cmd::Embed(a) => embed::run(a),
         Cmd::Generate(a) => generate::run(a),
         Cmd::Convert(a) => convert::run(a),
+        Cmd::Propagate(a) => propagate::run(a),
         Cmd::Roofline(a) => roofline::run(a),
         Cmd::Plan(a) => plan::run(*a),
         Cmd::Commbench(a) => plan::commbench(a),
@@ -120,6 +127,21 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A usage error unless `path` (given as `flag`) is free for a new store: absent, or an empty
+/// folder (a store is never written over other files).
+pub(crate) fn check_new_folder(flag: &str, path: &Path) -> std::result::Result<(), String> {
+    if path.exists() {
+        let empty = std::fs::read_dir(path).is_ok_and(|mut r| r.next().is_none());
+        if !path.is_dir() || !empty {
+            return Err(format!(
+                "{flag} {}: exists and is not an empty folder; a store is written to a new folder",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Exits with a usage error (exit 2, clap's format) saying `msg`, which names the flag.

@@ -31,8 +31,8 @@ pub struct Available {
 }
 
 /// Parses a size: digits, optionally followed by `K`, `M`, `G` or `T` (with or without `iB`
-/// or `B`; powers of 1024).
-fn parse_size(s: &str) -> Option<u64> {
+/// or `B`; powers of 1024): `64MiB`, `12G`, `4096`.
+pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(digits);
@@ -71,6 +71,21 @@ fn cgroup_left() -> Option<u64> {
     let max: u64 = read("memory.max")?.trim().parse().ok()?;
     let current: u64 = read("memory.current")?.trim().parse().ok()?;
     Some(max.saturating_sub(current))
+}
+
+/// The machine's memory: `MemTotal` of `/proc/meminfo`, or the cgroup's `memory.max` when
+/// that is lower; `None` where neither can be read.
+pub fn total() -> Option<u64> {
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| proc_kb(&s, "MemTotal"));
+    let cg = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    match (mem, cg) {
+        (Some(m), Some(c)) => Some(m.min(c)),
+        (m, c) => m.or(c),
+    }
 }
 
 /// The memory available now (see the [module docs](self)); `None` where it is unknown.

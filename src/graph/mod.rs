@@ -308,12 +308,7 @@ impl Graph {
         // First a streaming test: the wrapping sums of a mixed hash of every (i, j) and of every
         // (j, i) are equal when each entry is stored both ways (and differ otherwise but with
         // probability about 2^-64); only then the exact search, whose random reads are slow.
-        let mixed = |a: u32, b: u32| {
-            let mut z = (u64::from(a) << 32 | u64::from(b)).wrapping_add(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
+        let mixed = pair_hash;
         let sums = |swap: bool| {
             (0..n_nodes)
                 .into_par_iter()
@@ -406,4 +401,16 @@ impl Graph {
             .filter(|&i| self.neighbors(i).iter().all(|&j| j as usize == i))
             .count()
     }
+}
+
+/// A mixed 64-bit hash of the pair (a, b) (SplitMix64's finaliser of `a << 32 | b`): the
+/// wrapping sums of `pair_hash(i, j)` and of `pair_hash(j, i)` over a pattern's entries are
+/// equal when every entry is stored both ways, and differ otherwise but with probability about
+/// 2^-64 ([`Graph::try_from_csr`]'s streaming symmetry test, and the out-of-core one of
+/// [`crate::data::store::propagate`]).
+pub(crate) fn pair_hash(a: u32, b: u32) -> u64 {
+    let mut z = (u64::from(a) << 32 | u64::from(b)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -278,3 +278,106 @@ fn convert_refuses_misuse_before_reading() {
     expect(&r, 1, &["array `labels`", "truncated"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn propagate_out_of_core_gives_the_in_memory_bits_and_trains() {
+    let dir = scratch("store-propagate");
+    let store = dir.join("store");
+    let r = run(&[
+        "generate",
+        "--preset",
+        "arxiv-like",
+        "--format",
+        "store",
+        "--out",
+        s(&store),
+    ]);
+    expect(&r, 0, &[]);
+    let prop = |out: &str, more: &[&str]| {
+        let o = dir.join(out);
+        let mut args = vec!["propagate", "--data", s(&store), "--out", s(&o), "--json"];
+        args.extend(more);
+        let r = run(&args);
+        expect(&r, 0, &[]);
+        (o, json(&r))
+    };
+    // 169,343 nodes of 128 columns, every row kept at 4 hops (347 MB): 450 MiB leaves room for
+    // about 70 columns per tile.
+    let (ooc, j) = prop("ooc", &["--k", "3", "--sign", "--memory-limit", "450MiB"]);
+    assert!(j["tiles"].as_u64().unwrap() > 1, "{j}");
+    assert!(j["planned_bytes"].as_u64().unwrap() <= 450 << 20);
+    let (mem, j) = prop("mem", &["--k", "3", "--sign", "--in-memory"]);
+    assert_eq!(j["tiles"], 1);
+    for f in [
+        "features.f32",
+        "labels.u32",
+        "train.u32",
+        "valid.u32",
+        "test.u32",
+    ] {
+        let (a, b) = (ooc.join(f), mem.join(f));
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{f}"
+        );
+    }
+    // The rows train as an MLP, and evaluate from its checkpoint.
+    let ckpt = dir.join("m.safetensors");
+    let r = run(&[
+        "train",
+        "--data",
+        s(&ooc),
+        "--model",
+        "gcn",
+        "--row-norm",
+        "off",
+        "--epochs",
+        "5",
+        "--save",
+        s(&ckpt),
+        "--json",
+    ]);
+    expect(&r, 0, &[]);
+    assert!(json(&r)["test_acc_mean"].as_f64().unwrap() > 0.3);
+    let r = run(&["eval", "--data", s(&ooc), "--checkpoint", s(&ckpt)]);
+    expect(&r, 0, &[]);
+    // Misuse: usage errors before anything is read.
+    let r = run(&["propagate", "--data", s(&dir), "--out", s(&dir.join("x"))]);
+    expect(&r, 2, &["--data", "not a store"]);
+    let r = run(&[
+        "propagate",
+        "--data",
+        s(&store),
+        "--out",
+        s(&dir.join("x")),
+        "--in-memory",
+        "--memory-limit",
+        "1GiB",
+    ]);
+    expect(&r, 2, &["--memory-limit", "--in-memory"]);
+    let r = run(&[
+        "propagate",
+        "--data",
+        s(&store),
+        "--out",
+        s(&dir.join("x")),
+        "--memory-limit",
+        "12XB",
+    ]);
+    expect(&r, 2, &["--memory-limit"]);
+    let r = run(&["propagate", "--data", s(&store), "--out", s(&ooc)]);
+    expect(&r, 2, &["--out", "not an empty folder"]);
+    // Too little memory for one column per tile: exit 1 naming the limit.
+    let r = run(&[
+        "propagate",
+        "--data",
+        s(&store),
+        "--out",
+        s(&dir.join("x")),
+        "--memory-limit",
+        "8MiB",
+    ]);
+    expect(&r, 1, &["--memory-limit", "refused"]);
+    assert!(!dir.join("x").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -49,5 +49,6 @@ mod optim;
 mod planetoid_accuracy;
 mod restore_best;
 mod store;
+mod store_propagate;
 mod synthetic;
 mod training_smoke;

@@ -13,7 +13,7 @@ use sparse_gcn::data::Dataset;
 use sparse_gcn::graph::Direction;
 use sparse_gcn::Error;
 
-fn scratch(name: &str) -> PathBuf {
+pub(super) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sparse-gcn-store-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -29,7 +29,7 @@ fn sparse_data() -> Dataset {
 }
 
 /// Cora-like with its features stored dense.
-fn dense_data(seed: u64) -> Dataset {
+pub(super) fn dense_data(seed: u64) -> Dataset {
     let mut d = Preset::CoraLike.generate(seed).unwrap();
     d.features = sparse_gcn::data::Features::dense(d.features.to_dense());
     d
@@ -165,7 +165,7 @@ fn names_array(e: &Error, array: &str, words: &str) {
 }
 
 /// A copy of the store `src` in `dst`, with `edit` applied to its header (as JSON).
-fn with_header(src: &Path, dst: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+pub(super) fn with_header(src: &Path, dst: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let _ = std::fs::remove_dir_all(dst);
     std::fs::create_dir_all(dst).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
@@ -182,7 +182,7 @@ fn with_header(src: &Path, dst: &Path, edit: impl FnOnce(&mut serde_json::Value)
 
 /// Overwrites bytes of `file` at `at` and sets its CRC in the header to match, so that only
 /// the contents' own checks can catch it.
-fn forge(dir: &Path, array: &str, file: &str, at: usize, bytes: &[u8]) {
+pub(super) fn forge(dir: &Path, array: &str, file: &str, at: usize, bytes: &[u8]) {
     let p = dir.join(file);
     let mut b = std::fs::read(&p).unwrap();
     b[at..at + bytes.len()].copy_from_slice(bytes);
@@ -405,4 +405,17 @@ fn load_refuses_what_a_store_cannot_honour() {
         },
     );
     assert!(same.is_ok());
+}
+
+#[test]
+fn a_store_without_edges_reads_back() {
+    // No edges (a propagated store's): an array of no element has no map to cast.
+    let dir = scratch("empty-arrays");
+    let mut d = dense_data(4);
+    let n = d.graph.n_nodes();
+    d.graph = sparse_gcn::graph::Graph::try_from_edges(n, &[], Direction::Undirected).unwrap();
+    let st = dir.join("s");
+    write_store(&d, None, &st, FeatureDtype::F32).unwrap();
+    same(&d, &Store::open(&st).unwrap().dataset(None).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }

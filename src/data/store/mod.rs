@@ -28,6 +28,7 @@
 //! Features stored sparse are read sparse whatever [`LoadOptions::sparse_features_below`]
 //! says (the store keeps the layout the loader that read the source chose).
 
+pub mod propagate;
 mod write;
 
 use std::collections::BTreeMap;
@@ -38,6 +39,7 @@ use ndarray::Array2;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use propagate::{propagate, propagate_in_memory, KeepRows, PropagateOptions, Propagated};
 pub use write::{write_store, FeatureDtype, StoreSummary};
 
 use super::io::LoadOptions;
@@ -483,7 +485,12 @@ impl Store {
     }
 
     fn cast<T: bytemuck::AnyBitPattern>(&self, name: &str) -> Result<&[T]> {
-        bytemuck::try_cast_slice(self.bytes(name))
+        let bytes = self.bytes(name);
+        if bytes.is_empty() {
+            // An array of no element has no map (an empty slice's address is not aligned).
+            return Ok(&[]);
+        }
+        bytemuck::try_cast_slice(bytes)
             .map_err(|e| self.bad(name, format!("cannot be read as an array: {e}")))
     }
 
