@@ -51,6 +51,10 @@ pub const BLOCK_NNZ: usize = 1 << 21;
 const BLOCK_ROWS: usize = 1 << 16;
 /// Bytes of features read at a time, about.
 const FEATURE_BLOCK_BYTES: usize = 1 << 23;
+/// What the process holds besides the plan's buffers (its code, thread stacks, the allocator's
+/// slack), counted in the plan so that the limit bounds the resident set (measured: about
+/// 48 MiB on products-like).
+const PROCESS_BYTES: u64 = 96 << 20;
 
 /// Which rows a propagation keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +102,7 @@ pub struct Propagated {
 
 /// The memory a propagation needs for `n` nodes, `d` feature columns, `kept` rows of
 /// `hops_out` blocks of `d` columns, and tiles of `w` columns: the two n × w tiles, the result,
-/// the per-node scales and the streaming buffers.
+/// the per-node scales, the streaming buffers and an allowance for the process itself.
 pub fn plan_bytes(n: usize, d: usize, kept: usize, hops_out: usize, w: usize) -> u64 {
     let tiles = 2 * (n as u64) * (w as u64) * 4;
     tiles + fixed_bytes(n, d, kept, hops_out)
@@ -110,7 +114,7 @@ fn fixed_bytes(n: usize, d: usize, kept: usize, hops_out: usize) -> u64 {
     // Â's block (indices, values, their bytes), its offsets, one block of feature rows.
     let block = (BLOCK_NNZ as u64 + BLOCK_ROWS as u64) * 12 + (BLOCK_ROWS as u64 + 1) * 16;
     let features = 2 * FEATURE_BLOCK_BYTES as u64 + d as u64 * 8;
-    result + scale + block + features
+    result + scale + block + features + PROCESS_BYTES
 }
 
 /// A store's array read sequentially with plain reads, its CRC-32 kept along the way.
