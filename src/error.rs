@@ -164,6 +164,24 @@ pub enum Error {
         /// `SPARSE_GCN_MAX_MEMORY` budget).
         budget: String,
     },
+    /// An output that would not fit in the free space of its disk: refused before anything is
+    /// written (`data::disk`).
+    #[error(
+        "{what}: needs about {} of disk, more than the {} free on {}; refused before writing",
+        human_bytes(*needed_bytes),
+        human_bytes(*available_bytes),
+        path.display()
+    )]
+    DiskSpace {
+        /// What would be written, with the sizes it follows from.
+        what: String,
+        /// The estimate, in bytes.
+        needed_bytes: u64,
+        /// The space available to this user, in bytes.
+        available_bytes: u64,
+        /// The folder written to.
+        path: PathBuf,
+    },
     /// An output path that exists and is not a regular file (a device, a FIFO, a folder, a
     /// socket): never replaced.
     #[error("{path}: exists and is {kind}, not a regular file; refusing to replace it")]

@@ -43,7 +43,9 @@ use options::options_of;
 fn py_err(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
-        Error::Io { .. } | Error::NotRegularFile { .. } => PyOSError::new_err(msg),
+        Error::Io { .. } | Error::NotRegularFile { .. } | Error::DiskSpace { .. } => {
+            PyOSError::new_err(msg)
+        }
         Error::TooLarge { .. } => PyMemoryError::new_err(msg),
         Error::Interrupted { .. } => PyKeyboardInterrupt::new_err(msg),
         Error::ThreadPool(_) | Error::Distributed(_) | Error::Environment { .. } => {

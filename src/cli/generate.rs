@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use sparse_gcn::data::store::FeatureDtype;
-use sparse_gcn::data::synthetic::Preset;
+use sparse_gcn::data::synthetic::{FeatureKind, Preset};
 use sparse_gcn::data::write::write_ogb;
 use sparse_gcn::order::Reorder;
 use sparse_gcn::{par::thread_pool, Error, Result};
@@ -16,9 +16,13 @@ use super::progress_bar;
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 pub(crate) struct GenerateArgs {
-    /// cora-like, arxiv-like or products-like.
+    /// cora-like, arxiv-like, products-like or papers100m-like.
     #[arg(long, default_value = "cora-like")]
     preset: Preset,
+    /// A smaller graph of the preset's shape: this fraction of its nodes, edges and split, in
+    /// (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = scale)]
+    scale: f64,
     /// Generator seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -34,11 +38,13 @@ pub(crate) struct GenerateArgs {
     /// binary store `convert` writes, which `--data` opens without parsing).
     #[arg(long, default_value = "ogb")]
     format: OutFormat,
-    /// With `--format store`: how it holds feature values (as `convert --feature-dtype`).
+    /// With `--format store`: how it holds feature values (as `convert --feature-dtype`)
+    /// [default: f16 for papers100m-like, f32 otherwise].
     #[arg(long)]
     feature_dtype: Option<FeatureDtype>,
     /// With `--format store`: the node order it is stored in (as `convert --reorder`) [default:
-    /// auto].
+    /// auto; none for papers100m-like]. With `none`, a preset with dense features is written
+    /// out of core (bounded memory, the same store as in memory).
     #[arg(long)]
     reorder: Option<Reorder>,
     /// Worker threads (0: one per CPU; at most 1024).
@@ -56,6 +62,14 @@ pub(crate) enum OutFormat {
     Ogb,
     /// The binary store (`sparse_gcn::data::store`).
     Store,
+}
+
+/// `--scale`: a fraction in (0, 1].
+fn scale(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("a fraction in (0, 1] of the preset's nodes and edges".into()),
+    }
 }
 
 impl GenerateArgs {
@@ -76,6 +90,14 @@ impl GenerateArgs {
             return Err(
                 "--force: a store is written to a new or empty folder, never over \
                         another dataset (--format store)"
+                    .into(),
+            );
+        }
+        if self.preset == Preset::Papers100mLike && self.reorder.is_some_and(|r| r != Reorder::None)
+        {
+            return Err(
+                "--reorder: papers100m-like is written out of core in the order it is \
+                 generated (--reorder none)"
                     .into(),
             );
         }
@@ -118,8 +140,43 @@ pub(crate) fn run(a: GenerateArgs) -> Result<()> {
             "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}",
         );
         bar.set_message(format!("generating {preset}"));
+        let params = preset.params_scaled(a.scale)?;
+        let name = preset.dataset_name(a.scale, a.seed);
+        let papers = preset == Preset::Papers100mLike;
+        let reorder = a
+            .reorder
+            .unwrap_or(if papers { Reorder::None } else { Reorder::Auto });
+        let dtype = a.feature_dtype.unwrap_or(if papers {
+            FeatureDtype::F16
+        } else {
+            FeatureDtype::F32
+        });
+        let dense = matches!(params.features, FeatureKind::Dense { .. });
         let t0 = Instant::now();
-        let d = preset.generate(a.seed)?;
+        if a.format == OutFormat::Store && reorder == Reorder::None && dense {
+            // Out of core: the store is written as the graph is drawn.
+            let say = |m: String| bar.set_message(m);
+            let s = params.write_store(a.seed, &name, &a.out, dtype, &say)?;
+            let gen_s = t0.elapsed().as_secs_f64();
+            bar.finish_and_clear();
+            let h = &s.header;
+            let n_edges = h.arrays["indices"].len / 2;
+            return report(
+                &a,
+                Shape {
+                    name: &h.name,
+                    n_nodes: h.n_nodes as usize,
+                    n_edges: n_edges as usize,
+                    in_dim: h.n_features as usize,
+                    n_classes: h.n_classes as usize,
+                },
+                gen_s,
+                None,
+                Some(s.bytes),
+            );
+        }
+        let mut d = params.generate(a.seed)?;
+        d.name = name;
         let gen_s = t0.elapsed().as_secs_f64();
         let (name, n_nodes, n_edges, in_dim, n_classes) = (
             d.name.clone(),
@@ -137,32 +194,81 @@ pub(crate) fn run(a: GenerateArgs) -> Result<()> {
             })?,
             OutFormat::Store => {
                 bar.set_message(format!("writing {}", a.out.display()));
-                let reorder = a.reorder.unwrap_or(Reorder::Auto);
-                let dtype = a.feature_dtype.unwrap_or_default();
                 super::convert::write_ordered(d, reorder, &a.out, dtype)?;
             }
         }
         let write_s = t1.elapsed().as_secs_f64();
         bar.finish_and_clear();
-        println!(
-            "{name}: {n_nodes} nodes, {n_edges} edges, {in_dim} features, {n_classes} classes; \
-             generated in {gen_s:.2} s, written to {} in {write_s:.2} s",
-            a.out.display(),
-        );
-        if a.json {
-            let j = json!({
-                "dataset": name,
-                "out": a.out.display().to_string(),
-                "format": if a.format == OutFormat::Store { "store" } else { "ogb" },
-                "n_nodes": n_nodes,
-                "n_edges": n_edges,
-                "in_dim": in_dim,
-                "n_classes": n_classes,
-                "generate_s": gen_s,
-                "write_s": write_s,
-            });
-            println!("{j}");
-        }
-        Ok(())
+        report(
+            &a,
+            Shape {
+                name: &name,
+                n_nodes,
+                n_edges,
+                in_dim,
+                n_classes,
+            },
+            gen_s,
+            Some(write_s),
+            None,
+        )
     })
+}
+
+/// What `generate` made.
+struct Shape<'a> {
+    name: &'a str,
+    n_nodes: usize,
+    n_edges: usize,
+    in_dim: usize,
+    n_classes: usize,
+}
+
+/// Prints what was generated: `write_s` when the data was written after it was generated,
+/// `bytes` for a store written out of core (`generate_s` then covers both).
+fn report(
+    a: &GenerateArgs,
+    d: Shape<'_>,
+    gen_s: f64,
+    write_s: Option<f64>,
+    bytes: Option<u64>,
+) -> Result<()> {
+    let Shape {
+        name,
+        n_nodes,
+        n_edges,
+        in_dim,
+        n_classes,
+    } = d;
+    match write_s {
+        Some(w) => println!(
+            "{name}: {n_nodes} nodes, {n_edges} edges, {in_dim} features, {n_classes} classes; \
+             generated in {gen_s:.2} s, written to {} in {w:.2} s",
+            a.out.display(),
+        ),
+        None => println!(
+            "{name}: {n_nodes} nodes, {n_edges} edges, {in_dim} features, {n_classes} classes; \
+             generated and written out of core to {} ({} bytes) in {gen_s:.2} s",
+            a.out.display(),
+            bytes.unwrap_or(0),
+        ),
+    }
+    if a.json {
+        let j = json!({
+            "dataset": name,
+            "out": a.out.display().to_string(),
+            "format": if a.format == OutFormat::Store { "store" } else { "ogb" },
+            "out_of_core": write_s.is_none(),
+            "scale": a.scale,
+            "n_nodes": n_nodes,
+            "n_edges": n_edges,
+            "in_dim": in_dim,
+            "n_classes": n_classes,
+            "generate_s": gen_s,
+            "write_s": write_s,
+            "bytes": bytes,
+        });
+        println!("{j}");
+    }
+    Ok(())
 }

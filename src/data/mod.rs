@@ -4,6 +4,7 @@
 
 pub mod content;
 pub mod dataset;
+pub mod disk;
 pub mod io;
 pub mod memory;
 pub mod node_features;

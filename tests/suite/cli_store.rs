@@ -381,3 +381,103 @@ fn propagate_out_of_core_gives_the_in_memory_bits_and_trains() {
     assert!(!dir.join("x").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn papers100m_like_is_generated_out_of_core_at_any_scale() {
+    let dir = scratch("store-papers");
+    // A small scale: out of core (f16 features by default), the preset's shape.
+    let st = dir.join("p");
+    let r = run(&[
+        "generate",
+        "--preset",
+        "papers100m-like",
+        "--scale",
+        "0.0005",
+        "--format",
+        "store",
+        "--out",
+        s(&st),
+        "--json",
+    ]);
+    expect(&r, 0, &["out of core"]);
+    let j = json(&r);
+    assert_eq!(j["n_nodes"], 55_530);
+    assert_eq!(j["n_edges"], 807_843);
+    assert_eq!(j["n_classes"], 172);
+    let r = run(&["info", "--data", s(&st), "--verify", "--json"]);
+    expect(&r, 0, &["arrays match their checksums"]);
+    let h: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(st.join("store.json")).unwrap()).unwrap();
+    assert_eq!(h["arrays"]["features"]["dtype"], "f16");
+    assert_eq!(h["arrays"]["train"]["len"], 604);
+    assert_eq!(h["arrays"]["valid"]["len"], 63);
+    assert_eq!(h["arrays"]["test"]["len"], 107);
+    // The same store as generated in memory, written as text and converted (no reordering,
+    // the same dtype).
+    let mem = dir.join("mem");
+    let r = run(&[
+        "generate",
+        "--preset",
+        "papers100m-like",
+        "--scale",
+        "0.0005",
+        "--out",
+        s(&mem),
+    ]);
+    expect(&r, 0, &[]);
+    let conv = dir.join("conv");
+    let r = run(&[
+        "convert",
+        "--data",
+        s(&dir.join("mem")),
+        "--reorder",
+        "none",
+        "--feature-dtype",
+        "f16",
+        "--out",
+        s(&conv),
+    ]);
+    expect(&r, 0, &[]);
+    for f in [
+        "indptr.u64",
+        "indices.u32",
+        "degree.u32",
+        "features.f16",
+        "labels.u32",
+        "test.u32",
+    ] {
+        assert!(
+            std::fs::read(st.join(f)).unwrap() == std::fs::read(conv.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // Full size in memory is refused before allocating; misuse is a usage error.
+    let r = run(&[
+        "generate",
+        "--preset",
+        "papers100m-like",
+        "--out",
+        s(&dir.join("x")),
+    ]);
+    expect(&r, 1, &["refused before allocating"]);
+    let r = run(&["train", "--preset", "papers100m-like"]);
+    expect(&r, 1, &["refused before allocating"]);
+    for bad in ["0", "1.5", "-1", "x"] {
+        let r = run(&["generate", "--scale", bad, "--out", s(&dir.join("x"))]);
+        expect(&r, 2, &["--scale"]);
+    }
+    let r = run(&[
+        "generate",
+        "--preset",
+        "papers100m-like",
+        "--format",
+        "store",
+        "--reorder",
+        "rcm",
+        "--out",
+        s(&dir.join("x")),
+    ]);
+    expect(&r, 2, &["--reorder", "out of core"]);
+    assert!(!dir.join("x").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -40,6 +40,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use propagate::{propagate, propagate_in_memory, KeepRows, PropagateOptions, Propagated};
+pub(crate) use write::StoreWriter;
 pub use write::{write_store, FeatureDtype, StoreSummary};
 
 use super::io::LoadOptions;

@@ -150,6 +150,140 @@ impl Partial {
     }
 }
 
+/// A store being written array by array (several at once if need be), into a temporary
+/// folder beside its destination that [`StoreWriter::commit`] renames into place; dropped
+/// before, it leaves nothing behind. What [`write_store`] and the out-of-core generator
+/// (`data::synthetic`) write with.
+pub(crate) struct StoreWriter {
+    partial: Partial,
+    out: PathBuf,
+}
+
+/// One array of a [`StoreWriter`] being written, its values given in order.
+pub(crate) struct ArrayOut {
+    name: String,
+    file: String,
+    dtype: Dtype,
+    a: ArrayFile,
+}
+
+impl ArrayOut {
+    /// Appends values (their little-endian bytes: this CPU's, checked little-endian).
+    pub(crate) fn put<T: bytemuck::NoUninit>(&mut self, values: &[T]) -> Result<()> {
+        self.a.put(bytemuck::cast_slice(values), values.len())
+    }
+}
+
+impl StoreWriter {
+    /// Starts a store in `out`, which must not exist or be an empty folder.
+    ///
+    /// # Errors
+    /// [`Error::Dataset`] if `out` is taken; [`Error::Io`] creating the temporary folder.
+    pub(crate) fn begin(out: &Path) -> Result<Self> {
+        if out.exists() {
+            let empty = fs::read_dir(out).is_ok_and(|mut r| r.next().is_none());
+            if !out.is_dir() || !empty {
+                return Err(Error::Dataset {
+                    path: out.to_path_buf(),
+                    msg: "exists and is not an empty folder: a store is written to a new \
+                          folder (or an empty one), never over other files"
+                        .into(),
+                });
+            }
+        }
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "store".into());
+        let parent = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = parent.join(format!(".{name}.partial-{}", std::process::id()));
+        fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        Ok(StoreWriter {
+            partial: Partial {
+                dir,
+                arrays: BTreeMap::new(),
+                bytes: 0,
+                done: false,
+            },
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// The temporary folder (for scratch files that go with the store's).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.partial.dir
+    }
+
+    /// Opens array `name` of `dtype` for writing.
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub(crate) fn open(&self, name: &str, dtype: Dtype) -> Result<ArrayOut> {
+        let file = format!("{name}.{}", dtype.name());
+        Ok(ArrayOut {
+            name: name.to_string(),
+            a: ArrayFile::create(self.partial.dir.join(&file))?,
+            file,
+            dtype,
+        })
+    }
+
+    /// Finishes an array opened by [`StoreWriter::open`] (synced, its checksum recorded).
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub(crate) fn close(&mut self, a: ArrayOut) -> Result<()> {
+        let (len, crc32) = a.a.finish()?;
+        self.partial.bytes += len * a.dtype.width();
+        self.partial.arrays.insert(
+            a.name,
+            ArrayInfo {
+                file: a.file,
+                dtype: a.dtype,
+                len,
+                crc32,
+            },
+        );
+        Ok(())
+    }
+
+    /// Writes `header` (its arrays and checksum filled in) and renames the folder into place.
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::Store`] if the header cannot be serialised.
+    pub(crate) fn commit(mut self, header: Header) -> Result<StoreSummary> {
+        let p = &mut self.partial;
+        let header = Header {
+            arrays: std::mem::take(&mut p.arrays),
+            header_crc32: 0,
+            ..header
+        };
+        let header = Header {
+            header_crc32: header.crc(),
+            ..header
+        };
+        let hp = p.dir.join(HEADER);
+        let text = serde_json::to_string_pretty(&header).map_err(|e| Error::Store {
+            path: hp.clone(),
+            array: HEADER.into(),
+            msg: e.to_string(),
+        })?;
+        let mut f = File::create(&hp).map_err(|e| Error::io(&hp, e))?;
+        f.write_all(text.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| Error::io(&hp, e))?;
+        fs::rename(&p.dir, &self.out).map_err(|e| Error::io(&self.out, e))?;
+        p.done = true;
+        Ok(StoreSummary {
+            header,
+            bytes: p.bytes,
+        })
+    }
+}
+
 impl Drop for Partial {
     fn drop(&mut self) {
         if !self.done {
@@ -187,33 +321,8 @@ pub fn write_store(
     out: &Path,
     dtype: FeatureDtype,
 ) -> Result<StoreSummary> {
-    if out.exists() {
-        let empty = fs::read_dir(out).is_ok_and(|mut r| r.next().is_none());
-        if !out.is_dir() || !empty {
-            return Err(Error::Dataset {
-                path: out.to_path_buf(),
-                msg: "exists and is not an empty folder: a store is written to a new folder \
-                      (or an empty one), never over other files"
-                    .into(),
-            });
-        }
-    }
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "store".into());
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let dir = parent.join(format!(".{name}.partial-{}", std::process::id()));
-    fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-    let mut p = Partial {
-        dir,
-        arrays: BTreeMap::new(),
-        bytes: 0,
-        done: false,
-    };
+    let mut w = StoreWriter::begin(out)?;
+    let p = &mut w.partial;
     let g = &dataset.graph;
     let n = g.n_nodes();
     p.offsets("indptr", g.indptr())?;
@@ -252,7 +361,7 @@ pub fn write_store(
     p.u32s("valid", split.valid.indices())?;
     p.u32s("test", split.test.indices())?;
     let stats = g.stats();
-    let header = Header {
+    w.commit(Header {
         format: FORMAT.into(),
         version: VERSION,
         name: dataset.name.clone(),
@@ -266,27 +375,7 @@ pub fn write_store(
         n_classes: dataset.n_classes as u64,
         split: split.name.clone(),
         order: order.map(|o| o.info.clone()),
-        arrays: std::mem::take(&mut p.arrays),
+        arrays: BTreeMap::new(),
         header_crc32: 0,
-    };
-    let header = Header {
-        header_crc32: header.crc(),
-        ..header
-    };
-    let hp = p.dir.join(HEADER);
-    let text = serde_json::to_string_pretty(&header).map_err(|e| Error::Store {
-        path: hp.clone(),
-        array: HEADER.into(),
-        msg: e.to_string(),
-    })?;
-    let mut f = File::create(&hp).map_err(|e| Error::io(&hp, e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io(&hp, e))?;
-    fs::rename(&p.dir, out).map_err(|e| Error::io(out, e))?;
-    p.done = true;
-    Ok(StoreSummary {
-        header,
-        bytes: p.bytes,
     })
 }

@@ -26,7 +26,7 @@ fn to53(p: f64) -> u64 {
 }
 
 /// O(1)-per-edge sampler of the DC-SBM with topics.
-struct EdgeSampler<'a> {
+pub(super) struct EdgeSampler<'a> {
     nodes: &'a Nodes,
     /// Classes ∝ Θ_k.
     classes: Vec<Slot>,
@@ -39,13 +39,13 @@ struct EdgeSampler<'a> {
     /// `topic_locality` · 2^53 (0: no draw is made, the plain DC-SBM stream).
     rho53: u64,
     /// Whether two classes have nodes (else every edge stays inside its class).
-    inter: bool,
+    pub(super) inter: bool,
     /// Bits of a node id in a packed key.
     bits: u32,
 }
 
 impl<'a> EdgeSampler<'a> {
-    fn new(nodes: &'a Nodes, p: &CitationLike, seed: u64, bits: u32) -> Self {
+    pub(super) fn new(nodes: &'a Nodes, p: &CitationLike, seed: u64, bits: u32) -> Self {
         let c = nodes.offsets.len() - 1;
         let mut mass = vec![0.0f64; c];
         let mut members = vec![Slot::default(); nodes.theta.len()];
@@ -147,34 +147,103 @@ impl<'a> EdgeSampler<'a> {
         k
     }
 
-    /// `attempts` candidates (inter-class ones if `cross`) of round `round`, in parallel
-    /// fixed-size blocks: sorted, unique packed keys.
-    fn round(&self, seed: u64, cross: bool, round: u64, attempts: usize) -> Vec<u64> {
-        let mut buf = vec![0u64; attempts];
+    /// The candidates of blocks `blocks` of round `round` (inter-class ones if `cross`; the
+    /// round draws `attempts` in all, in blocks of [`EDGE_BLOCK`]), in parallel: their packed
+    /// keys, self-loops dropped, in block order.
+    pub(super) fn candidates(
+        &self,
+        seed: u64,
+        cross: bool,
+        round: u64,
+        attempts: usize,
+        blocks: std::ops::Range<usize>,
+    ) -> Vec<u64> {
+        let first = blocks.start * EDGE_BLOCK;
+        let end = (blocks.end * EDGE_BLOCK).min(attempts);
+        let mut buf = vec![0u64; end.saturating_sub(first)];
         let counts: Vec<usize> = buf
             .par_chunks_mut(EDGE_BLOCK)
             .enumerate()
-            .map(|(b, chunk)| {
+            .map(|(k, chunk)| {
+                let b = (blocks.start + k) as u64;
                 let part = u64::from(cross) << STREAM_PART_SHIFT;
-                let mut rng = rng_for(seed, STREAM_EDGES | part | (round << 40) | b as u64);
+                let mut rng = rng_for(seed, STREAM_EDGES | part | (round << 40) | b);
                 self.fill(&mut rng, cross, chunk)
             })
             .collect();
         let mut w = 0;
-        for (b, &c) in counts.iter().enumerate() {
-            let start = b * EDGE_BLOCK;
+        for (k, &c) in counts.iter().enumerate() {
+            let start = k * EDGE_BLOCK;
             buf.copy_within(start..start + c, w);
             w += c;
         }
         buf.truncate(w);
-        radix_sort(&mut buf, 2 * self.bits);
-        buf.dedup();
         buf
     }
 }
 
+/// A set of unique packed keys that grows round by round ([`CitationLike::unique_keys`]): in
+/// memory a sorted `Vec<u64>`, out of core `disk::DiskKeys`. Both give the same set, so the
+/// rounds (whose sizes follow from its counts) and the trim draw the same edges.
+pub(super) trait KeySet {
+    /// Unique keys held.
+    fn count(&self) -> usize;
+    /// Adds the `attempts` candidates of round `round` (inter-class ones if `cross`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] out of core.
+    fn add_round(
+        &mut self,
+        sampler: &EdgeSampler<'_>,
+        seed: u64,
+        cross: bool,
+        round: u64,
+        attempts: usize,
+    ) -> Result<()>;
+    /// Removes the keys at the positions `drop` marks (a bitset over the sorted keys).
+    ///
+    /// # Errors
+    /// [`Error::Io`] out of core.
+    fn remove_marked(&mut self, drop: &[u64]) -> Result<()>;
+}
+
+impl KeySet for Vec<u64> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn add_round(
+        &mut self,
+        sampler: &EdgeSampler<'_>,
+        seed: u64,
+        cross: bool,
+        round: u64,
+        attempts: usize,
+    ) -> Result<()> {
+        let mut fresh = sampler.candidates(
+            seed,
+            cross,
+            round,
+            attempts,
+            0..attempts.div_ceil(EDGE_BLOCK),
+        );
+        radix_sort(&mut fresh, 2 * sampler.bits);
+        fresh.dedup();
+        merge_unique(self, fresh);
+        Ok(())
+    }
+    fn remove_marked(&mut self, drop: &[u64]) -> Result<()> {
+        let mut i = 0;
+        self.retain(|_| {
+            let keep = drop[i / 64] & (1u64 << (i % 64)) == 0;
+            i += 1;
+            keep
+        });
+        Ok(())
+    }
+}
+
 /// Sorts keys that fit in `bits` bits: LSD radix sort with 11-bit digits (one scratch copy).
-fn radix_sort(keys: &mut Vec<u64>, bits: u32) {
+pub(super) fn radix_sort(keys: &mut Vec<u64>, bits: u32) {
     const DIGIT: u32 = 11;
     const BUCKETS: usize = 1 << DIGIT;
     if keys.len() < 2 {
@@ -212,7 +281,7 @@ fn radix_sort(keys: &mut Vec<u64>, bits: u32) {
 
 /// Merges the sorted unique `fresh` into the sorted unique `keys` (in place, from the back)
 /// and removes the duplicates between them.
-fn merge_unique(keys: &mut Vec<u64>, fresh: Vec<u64>) {
+pub(super) fn merge_unique(keys: &mut Vec<u64>, fresh: Vec<u64>) {
     if keys.is_empty() {
         *keys = fresh;
         return;
@@ -233,12 +302,10 @@ fn merge_unique(keys: &mut Vec<u64>, fresh: Vec<u64>) {
     keys.dedup();
 }
 
-/// Removes `keys.len() - target` keys chosen uniformly at random (Floyd's subset sampling).
-fn trim_to(keys: &mut Vec<u64>, target: usize, seed: u64, stream: u64) {
-    let d = keys.len();
-    if d <= target {
-        return;
-    }
+/// The positions (a bitset over `d` sorted keys) of `d − target` keys chosen uniformly at
+/// random (Floyd's subset sampling) from the stream `stream` of `seed`: what a set trimmed to
+/// `target` keys loses.
+pub(super) fn marked_for_trim(d: usize, target: usize, seed: u64, stream: u64) -> Vec<u64> {
     let mut rng = rng_for(seed, stream);
     let mut drop = vec![0u64; d.div_ceil(64)];
     let mut mark = |i: usize| -> bool {
@@ -253,12 +320,16 @@ fn trim_to(keys: &mut Vec<u64>, target: usize, seed: u64, stream: u64) {
             mark(j);
         }
     }
-    let mut i = 0;
-    keys.retain(|_| {
-        let keep = drop[i / 64] & (1u64 << (i % 64)) == 0;
-        i += 1;
-        keep
-    });
+    drop
+}
+
+/// Removes `keys.count() - target` keys chosen uniformly at random ([`marked_for_trim`]).
+fn trim_to<K: KeySet>(keys: &mut K, target: usize, seed: u64, stream: u64) -> Result<()> {
+    let d = keys.count();
+    if d <= target {
+        return Ok(());
+    }
+    keys.remove_marked(&marked_for_trim(d, target, seed, stream))
 }
 
 impl CitationLike {
@@ -269,21 +340,8 @@ impl CitationLike {
         let target = self.target_edges();
         let bits = (usize::BITS - n.saturating_sub(1).leading_zeros()).max(1);
         let sampler = EdgeSampler::new(nodes, self, seed, bits);
-        let intra = if sampler.inter {
-            (self.homophily * target as f64).round() as usize
-        } else {
-            target
-        };
-        // A part that cannot be filled (too few pairs inside, or between, the classes) is
-        // made up by the other.
-        let mut keys = self.unique_keys(&sampler, seed, false, intra);
-        let inter = self.unique_keys(&sampler, seed, true, target - keys.len());
-        if keys.len() + inter.len() < target && keys.len() == intra {
-            keys = self.unique_keys(&sampler, seed, false, target - inter.len());
-        }
-        if keys.len() + inter.len() < target {
-            return Err(self.unreachable(keys.len() + inter.len()));
-        }
+        let (mut keys, inter): (Vec<u64>, Vec<u64>) =
+            self.edge_sets(&sampler, seed, &mut |_| Ok(Vec::new()))?;
         // Intra- and inter-class pairs are disjoint: the merge loses nothing.
         merge_unique(&mut keys, inter);
         let mask = (1u64 << bits) - 1;
@@ -304,31 +362,66 @@ impl CitationLike {
         Ok(graph)
     }
 
-    /// `target` unique packed keys of intra-class (`cross` false) or inter-class edges, drawn
-    /// in rounds; fewer if the candidate budget runs out first.
-    fn unique_keys(
+    /// The intra-class and the inter-class keys of the graph, drawn into sets `new_set` makes
+    /// (`false` for the intra-class set, `true` for the inter-class one): exactly
+    /// [`CitationLike::target_edges`] unique keys together, round(`homophily`·E) of them inside
+    /// a class unless one part cannot be filled, when the other makes up the difference.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when the target cannot be reached; the sets' errors.
+    pub(super) fn edge_sets<K: KeySet>(
+        &self,
+        sampler: &EdgeSampler<'_>,
+        seed: u64,
+        new_set: &mut dyn FnMut(bool) -> Result<K>,
+    ) -> Result<(K, K)> {
+        let target = self.target_edges();
+        let intra = if sampler.inter {
+            (self.homophily * target as f64).round() as usize
+        } else {
+            target
+        };
+        // A part that cannot be filled (too few pairs inside, or between, the classes) is
+        // made up by the other.
+        let mut keys = new_set(false)?;
+        self.unique_keys(sampler, seed, false, intra, &mut keys)?;
+        let mut inter = new_set(true)?;
+        self.unique_keys(sampler, seed, true, target - keys.count(), &mut inter)?;
+        if keys.count() + inter.count() < target && keys.count() == intra {
+            drop(keys);
+            keys = new_set(false)?;
+            self.unique_keys(sampler, seed, false, target - inter.count(), &mut keys)?;
+        }
+        if keys.count() + inter.count() < target {
+            return Err(self.unreachable(keys.count() + inter.count()));
+        }
+        Ok((keys, inter))
+    }
+
+    /// Draws `target` unique packed keys of intra-class (`cross` false) or inter-class edges
+    /// into the empty `keys`, in rounds; fewer if the candidate budget runs out first.
+    fn unique_keys<K: KeySet>(
         &self,
         sampler: &EdgeSampler<'_>,
         seed: u64,
         cross: bool,
         target: usize,
-    ) -> Vec<u64> {
-        let mut keys: Vec<u64> = Vec::new();
+        keys: &mut K,
+    ) -> Result<()> {
         // Give up after this many candidates (only a target close to the most the model can
         // reach gets near it).
         let budget = MAX_CANDIDATES_PER_EDGE * target.max(EDGE_BLOCK);
         let (mut spent, mut attempts, mut round) = (0usize, target, 0u64);
         let mut novelty = 1.0f64;
-        while keys.len() < target {
+        while keys.count() < target {
             if spent >= budget {
                 break;
             }
-            let fresh = sampler.round(seed, cross, round, attempts);
+            let before = keys.count();
+            keys.add_round(sampler, seed, cross, round, attempts)?;
             spent += attempts;
-            let before = keys.len();
-            merge_unique(&mut keys, fresh);
-            let gained = keys.len() - before;
-            if keys.len() >= target {
+            let gained = keys.count() - before;
+            if keys.count() >= target {
                 break;
             }
             // New unique edges per candidate. The first round averages over a growing set, so
@@ -341,7 +434,7 @@ impl CitationLike {
             } else {
                 gained as f64 / attempts as f64
             };
-            let deficit = target - keys.len();
+            let deficit = target - keys.count();
             attempts = ((deficit as f64 / novelty).ceil() as usize)
                 .saturating_add(16)
                 .min(target.max(EDGE_BLOCK))
@@ -349,8 +442,7 @@ impl CitationLike {
                 .max(1);
             round += 1;
         }
-        trim_to(&mut keys, target, seed, STREAM_TRIM | u64::from(cross) << 8);
-        keys
+        trim_to(keys, target, seed, STREAM_TRIM | u64::from(cross) << 8)
     }
 
     fn unreachable(&self, got: usize) -> Error {
@@ -385,7 +477,7 @@ mod tests {
         let mut a = vec![1, 3, 5, 7];
         merge_unique(&mut a, vec![0, 3, 4, 9]);
         assert_eq!(a, vec![0, 1, 3, 4, 5, 7, 9]);
-        trim_to(&mut a, 4, 1, STREAM_TRIM);
+        trim_to(&mut a, 4, 1, STREAM_TRIM).unwrap();
         assert_eq!(a.len(), 4);
         assert!(a.windows(2).all(|p| p[0] < p[1]));
     }

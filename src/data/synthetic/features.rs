@@ -146,6 +146,43 @@ impl RowDraw {
     }
 }
 
+/// The dense feature rows of the generator drawn block by block, for a writer that streams
+/// them out (the out-of-core generator): the rows of [`CitationLike::generate`], bit for bit.
+pub(super) struct DenseRows {
+    draw: RowDraw,
+    f: usize,
+}
+
+impl DenseRows {
+    /// `None` for bag-of-words features.
+    pub(super) fn new(p: &CitationLike, seed: u64) -> Option<DenseRows> {
+        match p.features {
+            FeatureKind::Dense { .. } => Some(DenseRows {
+                draw: RowDraw::new(p, seed),
+                f: p.n_features,
+            }),
+            FeatureKind::BagOfWords => None,
+        }
+    }
+
+    /// The rows of the nodes `first..first + labels.len()` (`first` a multiple of the block
+    /// size; `labels` theirs), row-major into `out`, blocks drawn in parallel.
+    pub(super) fn fill(&self, seed: u64, first: usize, labels: &[u32], out: &mut [f32]) {
+        let f = self.f;
+        out.par_chunks_mut(ROW_BLOCK * f)
+            .zip(labels.par_chunks(ROW_BLOCK))
+            .enumerate()
+            .for_each(|(k, (out, block))| {
+                self.draw
+                    .block(seed, first / ROW_BLOCK + k, block, f, |r, row| {
+                        if let Row::Dense(v) = row {
+                            out[r * f..(r + 1) * f].copy_from_slice(v);
+                        }
+                    });
+            });
+    }
+}
+
 /// One drawn feature row.
 #[derive(Clone, Copy)]
 enum Row<'a> {

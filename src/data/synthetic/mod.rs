@@ -70,6 +70,7 @@
 //! `nodes` (classes, topics, degree propensities, alias tables), `edges` (the DC-SBM edge rounds
 //! up to the exact target), `features` (bag-of-words or dense centroids) and `split`.
 
+mod disk;
 mod edges;
 mod features;
 mod nodes;
@@ -131,6 +132,18 @@ pub enum SplitKind {
         train: f64,
         /// Fraction of nodes in the validation set.
         valid: f64,
+    },
+    /// Random sets of given sizes, the other nodes in none (ogbn-papers100M labels 1.5 M of
+    /// its 111 M papers): over the seeded random node order, the first `train` nodes train,
+    /// the next `valid` validate and the next `test` test (each capped by what is left). Split
+    /// name `"random"`.
+    Sizes {
+        /// Training nodes.
+        train: usize,
+        /// Validation nodes.
+        valid: usize,
+        /// Test nodes.
+        test: usize,
     },
 }
 
@@ -242,11 +255,23 @@ pub enum Preset {
     ArxivLike,
     /// ogbn-products-sized, dense 100-d features, 47 classes.
     ProductsLike,
+    /// ogbn-papers100M-sized: 111,059,956 nodes, 1,615,685,872 edges, dense 128-d features,
+    /// 172 classes, 1,207,179 / 125,265 / 214,338 training / validation / test nodes (the
+    /// others in no set); arxiv-like's degree law, homophily and classes otherwise. Too large
+    /// for memory at full size: [`CitationLike::write_store`] writes it out of core
+    /// (`sparse-gcn generate --preset papers100m-like --format store`), and
+    /// [`Preset::params_scaled`] gives smaller graphs of its shape.
+    Papers100mLike,
 }
 
 impl Preset {
     /// Every preset, smallest first.
-    pub const ALL: [Preset; 3] = [Preset::CoraLike, Preset::ArxivLike, Preset::ProductsLike];
+    pub const ALL: [Preset; 4] = [
+        Preset::CoraLike,
+        Preset::ArxivLike,
+        Preset::ProductsLike,
+        Preset::Papers100mLike,
+    ];
 
     /// The preset's name (`"cora-like"`, `"arxiv-like"`, `"products-like"`).
     pub fn name(self) -> &'static str {
@@ -254,6 +279,7 @@ impl Preset {
             Preset::CoraLike => "cora-like",
             Preset::ArxivLike => "arxiv-like",
             Preset::ProductsLike => "products-like",
+            Preset::Papers100mLike => "papers100m-like",
         }
     }
 
@@ -303,14 +329,66 @@ impl Preset {
                 },
                 ..CitationLike::default()
             },
+            Preset::Papers100mLike => CitationLike {
+                n_nodes: 111_059_956,
+                n_classes: 172,
+                avg_degree: 2.0 * 1_615_685_872.0 / 111_059_956.0,
+                n_edges: Some(1_615_685_872),
+                split: SplitKind::Sizes {
+                    train: 1_207_179,
+                    valid: 125_265,
+                    test: 214_338,
+                },
+                ..Preset::ArxivLike.params()
+            },
+        }
+    }
+
+    /// [`Preset::params`] scaled by `scale` ∈ (0, 1]: round(`scale`·n) nodes (at least two
+    /// per class), round(`scale`·E) edges and split sizes (at least one each), the same
+    /// degree law, homophily, classes, topics and features — a smaller graph of the same shape.
+    /// `scale` 1 is [`Preset::params`].
+    ///
+    /// # Errors
+    /// A `scale` outside (0, 1].
+    pub fn params_scaled(self, scale: f64) -> Result<CitationLike> {
+        if !(scale > 0.0 && scale <= 1.0) {
+            return Err(invalid("scale", scale, "in (0, 1]"));
+        }
+        let mut p = self.params();
+        if scale == 1.0 {
+            return Ok(p);
+        }
+        let by = |v: usize| ((v as f64 * scale).round() as usize).max(1);
+        p.n_nodes = by(p.n_nodes).max(2 * p.n_classes);
+        p.n_edges = p.n_edges.map(by);
+        p.n_valid = by(p.n_valid);
+        p.n_test = by(p.n_test);
+        if let SplitKind::Sizes { train, valid, test } = p.split {
+            p.split = SplitKind::Sizes {
+                train: by(train),
+                valid: by(valid),
+                test: by(test),
+            };
+        }
+        Ok(p)
+    }
+
+    /// The name [`Preset::generate`] gives its dataset at `scale`: `NAME-seedS`, or
+    /// `NAME-xSCALE-seedS` below scale 1.
+    pub fn dataset_name(self, scale: f64, seed: u64) -> String {
+        if scale == 1.0 {
+            format!("{}-seed{seed}", self.name())
+        } else {
+            format!("{}-x{scale}-seed{seed}", self.name())
         }
     }
 
     /// Generates the preset with `seed`; the dataset is named `"<preset>-seed<seed>"`.
     ///
     /// # Errors
-    /// From [`CitationLike::generate`] (the presets are valid, so only on allocation-sized
-    /// trouble it cannot report otherwise).
+    /// From [`CitationLike::generate`]: [`Error::TooLarge`] for a preset that does not fit in
+    /// the memory available (papers100m-like: see [`CitationLike::write_store`]).
     pub fn generate(self, seed: u64) -> Result<Dataset> {
         let mut d = self.params().generate(seed)?;
         d.name = format!("{}-seed{seed}", self.name());
@@ -469,6 +547,37 @@ impl CitationLike {
         Ok(())
     }
 
+    /// Refuses (before anything is allocated) a graph, and its features if `features`, that
+    /// would not fit in the memory available: the node tables (about 36 bytes a node), the
+    /// edge keys with their sort's scratch and the edge list (about 24 bytes an edge), the CSR
+    /// (8 bytes an edge, 8 a node), and dense or bag-of-words features.
+    fn check_memory(&self, features: bool) -> Result<()> {
+        let (n, e) = (self.n_nodes as u64, self.target_edges() as u64);
+        let graph = 44u64.saturating_mul(n).saturating_add(e.saturating_mul(32));
+        let x = match self.features {
+            FeatureKind::Dense { .. } => n.saturating_mul(self.n_features as u64).saturating_mul(4),
+            FeatureKind::BagOfWords => n
+                .saturating_mul(self.words_per_node as u64)
+                .saturating_mul(8),
+        };
+        let need = if features {
+            graph.saturating_add(x)
+        } else {
+            graph
+        };
+        crate::data::memory::check(need, || {
+            format!(
+                "generating {n} nodes and {e} edges in memory{} (sparse-gcn generate --format \
+                 store writes a dense preset out of core)",
+                if features {
+                    ", with their features"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+
     /// n(n−1)/2, the most unique undirected edges without self-loops.
     fn max_edges(&self) -> usize {
         let n = self.n_nodes as u128;
@@ -532,6 +641,8 @@ impl CitationLike {
     /// assert_eq!(d.split.train.len(), 7 * 20);
     /// ```
     pub fn generate(&self, seed: u64) -> Result<Dataset> {
+        self.check()?;
+        self.check_memory(true)?;
         let s = self.generate_skeleton(seed)?;
         let features = self.features(&s.labels, seed)?;
         Ok(s.with_features(features))
@@ -544,6 +655,7 @@ impl CitationLike {
     /// As [`CitationLike::generate`].
     pub fn generate_skeleton(&self, seed: u64) -> Result<Skeleton> {
         self.check()?;
+        self.check_memory(false)?;
         let n = self.n_nodes;
         let c = self.n_classes;
         let nodes = Nodes::new(self, seed);

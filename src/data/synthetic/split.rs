@@ -1,6 +1,6 @@
 //! The split of the generator: a seeded random node order, then Planetoid's first
 //! `train_per_class` nodes of each class, `n_valid` and `n_test` (see [`SplitKind::Planetoid`]),
-//! or random fractions ([`SplitKind::Random`]).
+//! or random fractions ([`SplitKind::Random`]) or sizes ([`SplitKind::Sizes`]).
 
 use rand::RngExt;
 
@@ -41,6 +41,15 @@ impl CitationLike {
                 let n_valid = ((n as f64 * valid).round() as usize).min(n - n_train);
                 let test = order.split_off(n_train + n_valid);
                 let valid = order.split_off(n_train);
+                ("random", order, valid, test)
+            }
+            SplitKind::Sizes { train, valid, test } => {
+                let n_train = train.min(n);
+                let n_valid = valid.min(n - n_train);
+                let n_test = test.min(n - n_train - n_valid);
+                let test = order[n_train + n_valid..n_train + n_valid + n_test].to_vec();
+                let valid = order[n_train..n_train + n_valid].to_vec();
+                order.truncate(n_train);
                 ("random", order, valid, test)
             }
         };
