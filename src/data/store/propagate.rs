@@ -38,7 +38,6 @@ use rayon::prelude::*;
 
 use super::{Dtype, Store};
 use crate::data::Dataset;
-use crate::graph::normalize::tilde_row;
 use crate::graph::{pair_hash, Norm, NormAdj, Propagate};
 use crate::input::FeaturesRef;
 use crate::kernels::{spmm, Csr, NewTrusted};
@@ -289,6 +288,7 @@ fn first_pass(store: &Store, norm: Norm) -> Result<Vec<f32>> {
     let h = store.header();
     let n = h.n_nodes as usize;
     let mut scale = vec![0f32; n];
+    crate::kernels::raw::huge::advise_slice(&mut scale);
     let mut blocks = Blocks::new(store)?;
     let (mut ip_crc, mut idx_crc) = (crc32fast::Hasher::new(), crc32fast::Hasher::new());
     let (mut fwd, mut back, mut loops) = (0u64, 0u64, 0u64);
@@ -505,7 +505,7 @@ fn normalize_row(row: &mut [f32]) {
 }
 
 /// Rows `r0..` of Â (the current block of `blocks`) into `ip`, `idx`, `val`: each stored row
-/// with its self-loop added where it has none, valued s_i·s_j (symmetric) or s_i (row), built
+/// with its self-loop added where it has none (as `normalize::tilde_row` lays it out), valued s_i·s_j (symmetric) or s_i (row), built
 /// in parallel in row groups.
 fn build_block(
     blocks: &Blocks<'_>,
@@ -548,15 +548,30 @@ fn build_block(
     parts.into_par_iter().for_each(|(a, b, pi, pv)| {
         let mut k = 0;
         for i in r0 + a..r0 + b {
+            // The row of Ã as `tilde_row` lays it out: the ids below i, i, the ids above i.
+            let (row, u) = (blocks.row(r0, i), i as u32);
+            let pos = row.partition_point(|&j| j < u);
+            let above = if row.get(pos) == Some(&u) {
+                &row[pos + 1..]
+            } else {
+                &row[pos..]
+            };
+            let len = pos + 1 + above.len();
+            let ids = &mut pi[k..k + len];
+            ids[..pos].copy_from_slice(&row[..pos]);
+            ids[pos] = u;
+            ids[pos + 1..].copy_from_slice(above);
             let si = scale[i];
-            for j in tilde_row(blocks.row(r0, i), i as u32) {
-                pi[k] = j;
-                pv[k] = match norm {
-                    Norm::Symmetric => si * scale[j as usize],
-                    Norm::Row => si,
-                };
-                k += 1;
+            let vals = &mut pv[k..k + len];
+            match norm {
+                Norm::Symmetric => {
+                    for (v, &j) in vals.iter_mut().zip(ids.iter()) {
+                        *v = si * scale[j as usize];
+                    }
+                }
+                Norm::Row => vals.fill(si),
             }
+            k += len;
         }
     });
 }
@@ -624,8 +639,12 @@ pub fn propagate(
     progress("reading the adjacency (degrees, checks)".into());
     let scale = first_pass(store, opts.norm)?;
     let mut x = Array2::<f32>::zeros((rows.len(), hops_out * d));
+    // Fresh (untouched) buffers advised for huge pages: each gather of a random row then
+    // costs a cache miss but no TLB miss.
     let mut a = vec![0f32; n * w];
     let mut b = vec![0f32; n * w];
+    crate::kernels::raw::huge::advise_slice(&mut a);
+    crate::kernels::raw::huge::advise_slice(&mut b);
     let mut blocks = Blocks::new(store)?;
     let (mut bip, mut bidx, mut bval) = (Vec::new(), Vec::new(), Vec::new());
     let mut feat_crc = Some(crc32fast::Hasher::new());
