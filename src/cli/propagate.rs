@@ -134,7 +134,11 @@ pub(crate) fn run(a: PropagateArgs) -> Result<()> {
         let propagate_s = t0.elapsed().as_secs_f64();
         bar.set_message("writing");
         let t1 = Instant::now();
-        // The kept rows, their labels and split, without edges.
+        // The kept rows, their labels and split, without edges: arrays copied into a new store
+        // only once their checksums match.
+        for array in ["labels", "train", "valid", "test"] {
+            store.verify_array(array)?;
+        }
         let labels_all = store.u32s("labels")?;
         let labels: Vec<u32> = p.rows.iter().map(|&r| labels_all[r as usize]).collect();
         let local = |name: &str| -> Result<Mask> {

@@ -444,6 +444,8 @@ fn papers100m_like_is_generated_out_of_core_at_any_scale() {
         "degree.u32",
         "features.f16",
         "labels.u32",
+        "train.u32",
+        "valid.u32",
         "test.u32",
     ] {
         assert!(

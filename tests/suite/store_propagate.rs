@@ -222,10 +222,30 @@ fn a_damaged_store_is_refused_naming_the_array() {
     with_header(&st, &bad, |_| {});
     forge(&bad, "indptr", "indptr.u64", 8 * 5, &u64::MAX.to_le_bytes());
     assert_eq!(store_err(&bad, &o).0, "indptr");
-    // A directed pattern declared undirected.
+    // A directed store's id changed to another in range and in order, its checksum left: only
+    // the checksum can tell.
     let dd = directed();
-    let dst = dir.join("directed");
+    let dst = dir.join("directed-src");
     write_store(&dd, None, &dst, FeatureDtype::F32).unwrap();
+    let (i, k) = (0..dd.graph.n_nodes())
+        .find_map(|i| {
+            let row = dd.graph.neighbors(i);
+            (0..row.len().saturating_sub(1))
+                .find(|&k| row[k] + 1 < row[k + 1] && row[k] + 1 != i as u32)
+                .map(|k| (i, k))
+        })
+        .unwrap();
+    let at = 4 * (dd.graph.indptr()[i] + k);
+    let moved = dir.join("moved");
+    with_header(&dst, &moved, |_| {});
+    let p = moved.join("indices.u32");
+    let mut b = std::fs::read(&p).unwrap();
+    b[at..at + 4].copy_from_slice(&(dd.graph.neighbors(i)[k] + 1).to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let (array, msg) = store_err(&moved, &o);
+    assert_eq!(array, "indices");
+    assert!(msg.contains("checksum"), "{msg}");
+    // A directed pattern declared undirected.
     let lied = dir.join("lied");
     with_header(&dst, &lied, |h| h["directed"] = false.into());
     let (array, msg) = store_err(&lied, &o);

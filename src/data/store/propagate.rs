@@ -48,6 +48,19 @@ use crate::{Error, Result};
 pub const BLOCK_NNZ: usize = 1 << 21;
 /// Rows of Â streamed at a time, at most.
 const BLOCK_ROWS: usize = 1 << 16;
+
+/// How Â is cut into blocks: at most `rows` rows and `nnz` entries each (a longer row is a
+/// block of its own).
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    nnz: usize,
+    rows: usize,
+}
+
+const LIMITS: Limits = Limits {
+    nnz: BLOCK_NNZ,
+    rows: BLOCK_ROWS,
+};
 /// Bytes of features read at a time, about.
 const FEATURE_BLOCK_BYTES: usize = 1 << 23;
 /// What the process holds besides the plan's buffers (its code, thread stacks, the allocator's
@@ -100,20 +113,48 @@ pub struct Propagated {
 }
 
 /// The memory a propagation needs for `n` nodes, `d` feature columns, `kept` rows of
-/// `hops_out` blocks of `d` columns, and tiles of `w` columns: the two n × w tiles, the result,
-/// the per-node scales, the streaming buffers and an allowance for the process itself.
+/// `hops_out` blocks of `d` columns, and tiles of `w` columns, when no row of Â holds more than
+/// [`BLOCK_NNZ`] entries: the two n × w tiles, the result, the per-node scales, the streaming
+/// buffers and an allowance for the process itself.
 pub fn plan_bytes(n: usize, d: usize, kept: usize, hops_out: usize, w: usize) -> u64 {
     let tiles = 2 * (n as u64) * (w as u64) * 4;
-    tiles + fixed_bytes(n, d, kept, hops_out)
+    tiles + fixed_bytes(n, d, kept, hops_out, 0, LIMITS)
 }
 
-fn fixed_bytes(n: usize, d: usize, kept: usize, hops_out: usize) -> u64 {
-    let result = (kept as u64) * (hops_out as u64) * (d as u64) * 4;
+/// [`plan_bytes`] without the tiles, for a longest row of `longest` entries.
+fn fixed_bytes(
+    n: usize,
+    d: usize,
+    kept: usize,
+    hops_out: usize,
+    longest: u64,
+    limits: Limits,
+) -> u64 {
+    let result = (kept as u64) * (hops_out as u64 * d as u64 + 1) * 4;
     let scale = n as u64 * 4;
-    // Â's block (indices, values, their bytes), its offsets, one block of feature rows.
-    let block = (BLOCK_NNZ as u64 + BLOCK_ROWS as u64) * 12 + (BLOCK_ROWS as u64 + 1) * 16;
+    // Â's block: its entries' bytes, ids, the built block's ids and values (16 bytes an entry,
+    // a self-loop a row more), its offsets (read, as bytes, and built); one block of features.
+    let entries = (limits.nnz as u64).max(longest) + limits.rows as u64;
+    let block = entries * 16 + (limits.rows as u64 + 1) * 24;
     let features = 2 * FEATURE_BLOCK_BYTES as u64 + d as u64 * 8;
     result + scale + block + features + PROCESS_BYTES
+}
+
+/// The longest stored row (offsets read in chunks; their order is checked later).
+fn longest_row(store: &Store) -> Result<u64> {
+    let n = store.header().n_nodes as usize;
+    let mut r = Reader::open(store, "indptr")?;
+    let (mut bytes, mut ip) = (Vec::new(), Vec::new());
+    let (mut longest, mut i0) = (0u64, 0usize);
+    while i0 < n {
+        let rows = BLOCK_ROWS.min(n - i0);
+        r.read(i0 as u64 * 8, (rows + 1) * 8, &mut bytes)?;
+        u64s_into(&bytes, &mut ip);
+        let m = ip.windows(2).map(|w| w[1].saturating_sub(w[0])).max();
+        longest = longest.max(m.unwrap_or(0));
+        i0 += rows;
+    }
+    Ok(longest)
 }
 
 /// A store's array read sequentially with plain reads, its CRC-32 kept along the way.
@@ -191,6 +232,7 @@ fn kept_rows(store: &Store, keep: KeepRows) -> Result<Vec<u32>> {
 /// [`BLOCK_NNZ`] entries (or one row), with their offsets.
 struct Blocks<'s> {
     store: &'s Store,
+    limits: Limits,
     indptr: Reader,
     indices: Reader,
     n: usize,
@@ -204,10 +246,11 @@ struct Blocks<'s> {
 }
 
 impl<'s> Blocks<'s> {
-    fn new(store: &'s Store) -> Result<Self> {
+    fn new(store: &'s Store, limits: Limits) -> Result<Self> {
         let h = store.header();
         Ok(Blocks {
             store,
+            limits,
             indptr: Reader::open(store, "indptr")?,
             indices: Reader::open(store, "indices")?,
             n: h.n_nodes as usize,
@@ -229,7 +272,7 @@ impl<'s> Blocks<'s> {
         if r0 >= self.n {
             return Ok(None);
         }
-        let rows = BLOCK_ROWS.min(self.n - r0);
+        let rows = self.limits.rows.min(self.n - r0);
         self.indptr
             .read(r0 as u64 * 8, (rows + 1) * 8, &mut self.bytes)?;
         let mut ip = std::mem::take(&mut self.ip);
@@ -252,8 +295,8 @@ impl<'s> Blocks<'s> {
         if r0 == 0 && ip[0] != 0 {
             return Err(bad(self.store, "indptr", format!("first offset {}", ip[0])));
         }
-        // Up to BLOCK_NNZ entries, at least one row.
-        let limit = ip[0] + BLOCK_NNZ as u64;
+        // Up to `limits.nnz` entries, at least one row.
+        let limit = ip[0] + self.limits.nnz as u64;
         let take = ip[1..=rows].partition_point(|&o| o <= limit).max(1);
         ip.truncate(take + 1);
         if let Some((ip_crc, _)) = crc.as_mut() {
@@ -284,12 +327,12 @@ impl<'s> Blocks<'s> {
 }
 
 /// What the first pass learns: Â's row scales (D̃^-1/2 or D̃^-1), and whether Â is symmetric.
-fn first_pass(store: &Store, norm: Norm) -> Result<Vec<f32>> {
+fn first_pass(store: &Store, norm: Norm, limits: Limits) -> Result<Vec<f32>> {
     let h = store.header();
     let n = h.n_nodes as usize;
     let mut scale = vec![0f32; n];
     crate::kernels::raw::huge::advise_slice(&mut scale);
-    let mut blocks = Blocks::new(store)?;
+    let mut blocks = Blocks::new(store, limits)?;
     let (mut ip_crc, mut idx_crc) = (crc32fast::Hasher::new(), crc32fast::Hasher::new());
     let (mut fwd, mut back, mut loops) = (0u64, 0u64, 0u64);
     while let Some(r0) = blocks.next(Some((&mut ip_crc, &mut idx_crc)))? {
@@ -576,17 +619,15 @@ fn build_block(
     });
 }
 
-/// Copies the kept rows of `tile` (n × `w`, row-major) into columns `c0..c0 + w` of `out`.
-fn keep(tile: &[f32], w: usize, rows: &[u32], out: &mut Array2<f32>, c0: usize) {
-    let cols = out.ncols();
-    if let Some(o) = out.as_slice_mut() {
-        o.par_chunks_mut(cols.max(1))
-            .zip(rows.par_iter())
-            .for_each(|(o, &r)| {
-                let r = r as usize;
-                o[c0..c0 + w].copy_from_slice(&tile[r * w..(r + 1) * w]);
-            });
-    }
+/// Copies the kept rows of `tile` (n × `w`, row-major) into columns `c0..c0 + w` of `out`
+/// (rows × `cols`, row-major).
+fn keep(tile: &[f32], w: usize, rows: &[u32], out: &mut [f32], cols: usize, c0: usize) {
+    out.par_chunks_mut(cols.max(1))
+        .zip(rows.par_iter())
+        .for_each(|(o, &r)| {
+            let r = r as usize;
+            o[c0..c0 + w].copy_from_slice(&tile[r * w..(r + 1) * w]);
+        });
 }
 
 /// The kept rows of Â^K X (or of X, ÂX, …, Â^K X) of `store`, out of core (see the [module
@@ -602,21 +643,57 @@ pub fn propagate(
     opts: &PropagateOptions,
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<Propagated> {
+    propagate_in(store, opts, progress, LIMITS)
+}
+
+/// [`propagate`] with Â cut into blocks within `limits`.
+fn propagate_in(
+    store: &Store,
+    opts: &PropagateOptions,
+    progress: &(dyn Fn(String) + Sync),
+    limits: Limits,
+) -> Result<Propagated> {
     let h = store.header();
     let (n, d) = (h.n_nodes as usize, h.n_features as usize);
+    if n == 0 {
+        return Err(bad(
+            store,
+            "indptr",
+            "a store of no node: nothing to propagate".into(),
+        ));
+    }
     let mut feats = FeatureRows::new(store)?;
-    let rows = kept_rows(store, opts.keep)?;
     let hops_out = if opts.every_hop { opts.k + 1 } else { 1 };
-    let fixed = fixed_bytes(n, d, rows.len(), hops_out);
+    if hops_out.saturating_mul(d) > crate::data::io::MAX_FEATURE_COLS {
+        return Err(Error::Dataset {
+            path: store.dir().to_path_buf(),
+            msg: format!(
+                "{hops_out} hops of {d} columns: at most {} columns in all",
+                crate::data::io::MAX_FEATURE_COLS
+            ),
+        });
+    }
+    // The kept rows (at most the split's listed ids), and the longest row of Â: both planned
+    // before anything of their size is allocated.
+    let kept = match opts.keep {
+        KeepRows::All => n,
+        KeepRows::Split => ["train", "valid", "test"]
+            .iter()
+            .map(|a| h.arrays[*a].len as usize)
+            .fold(0usize, usize::saturating_add)
+            .min(n),
+    };
+    let longest = longest_row(store)?;
+    let fixed = fixed_bytes(n, d, kept, hops_out, longest, limits);
     let per_col = 8 * n as u64;
     let room = opts.memory_limit.saturating_sub(fixed);
     let fit = usize::try_from(room / per_col.max(1)).unwrap_or(usize::MAX);
     if fit == 0 && d > 0 {
         return Err(Error::TooLarge {
             what: format!(
-                "out-of-core propagation of {n} nodes: {} result values and one feature column \
-                 per tile",
-                rows.len() * hops_out * d
+                "out-of-core propagation of {n} nodes: {} result values, a row of {longest} \
+                 entries and one feature column per tile",
+                kept * hops_out * d
             ),
             needed_bytes: fixed + per_col,
             available_bytes: opts.memory_limit,
@@ -625,10 +702,11 @@ pub fn propagate(
     }
     let tiles = d.div_ceil(fit.clamp(1, d.max(1))).max(1);
     let w = d.div_ceil(tiles).max(1);
-    let planned = plan_bytes(n, d, rows.len(), hops_out, w);
+    let planned = fixed + per_col * w as u64;
     crate::data::memory::check(planned, || {
         format!("out-of-core propagation of {n} nodes in {tiles} tiles of {w} columns")
     })?;
+    let rows = kept_rows(store, opts.keep)?;
     let row_normalized = match opts.row_normalize {
         Some(b) => b,
         None => {
@@ -637,15 +715,16 @@ pub fn propagate(
         }
     };
     progress("reading the adjacency (degrees, checks)".into());
-    let scale = first_pass(store, opts.norm)?;
-    let mut x = Array2::<f32>::zeros((rows.len(), hops_out * d));
+    let scale = first_pass(store, opts.norm, limits)?;
+    let cols = hops_out * d;
+    let mut x = vec![0f32; rows.len() * cols];
     // Fresh (untouched) buffers advised for huge pages: each gather of a random row then
     // costs a cache miss but no TLB miss.
     let mut a = vec![0f32; n * w];
     let mut b = vec![0f32; n * w];
     crate::kernels::raw::huge::advise_slice(&mut a);
     crate::kernels::raw::huge::advise_slice(&mut b);
-    let mut blocks = Blocks::new(store)?;
+    let mut blocks = Blocks::new(store, limits)?;
     let (mut bip, mut bidx, mut bval) = (Vec::new(), Vec::new(), Vec::new());
     let mut feat_crc = Some(crc32fast::Hasher::new());
     for t in 0..tiles {
@@ -661,7 +740,7 @@ pub fn propagate(
             &mut a[..n * tw],
         )?;
         if opts.every_hop {
-            keep(&a[..n * tw], tw, &rows, &mut x, c0);
+            keep(&a[..n * tw], tw, &rows, &mut x, cols, c0);
         }
         for hop in 1..=opts.k {
             progress(format!(
@@ -681,20 +760,29 @@ pub fn propagate(
                     std::mem::take(&mut bidx),
                     std::mem::take(&mut bval),
                 );
-                let src = ArrayView2::from_shape((n, tw), &a[..n * tw]);
-                let dst = ArrayViewMut2::from_shape((nr, tw), &mut b[r0 * tw..(r0 + nr) * tw]);
-                if let (Ok(src), Ok(dst)) = (src, dst) {
-                    spmm(1.0, blk.view(), src, 0.0, dst, Par::Rayon);
-                }
+                let shape = |e: ndarray::ShapeError| Error::Mismatch {
+                    what: format!("propagation tile ({e})"),
+                    expected: n * tw,
+                    got: a.len(),
+                };
+                let src = ArrayView2::from_shape((n, tw), &a[..n * tw]).map_err(shape)?;
+                let dst = ArrayViewMut2::from_shape((nr, tw), &mut b[r0 * tw..(r0 + nr) * tw])
+                    .map_err(shape)?;
+                spmm(1.0, blk.view(), src, 0.0, dst, Par::Rayon);
                 (bip, bidx, bval) = blk.into_raw_storage();
             }
             std::mem::swap(&mut a, &mut b);
             if opts.every_hop || hop == opts.k {
                 let slot = if opts.every_hop { hop * d } else { 0 };
-                keep(&a[..n * tw], tw, &rows, &mut x, slot + c0);
+                keep(&a[..n * tw], tw, &rows, &mut x, cols, slot + c0);
             }
         }
     }
+    let x = Array2::from_shape_vec((rows.len(), cols), x).map_err(|e| Error::Mismatch {
+        what: format!("propagated rows ({e})"),
+        expected: rows.len() * cols,
+        got: rows.len() * cols,
+    })?;
     Ok(Propagated {
         rows,
         x,
@@ -739,19 +827,21 @@ pub fn propagate_in_memory(d: &Dataset, opts: &PropagateOptions) -> Result<Propa
     };
     let row_normalized = opts
         .row_normalize
-        .unwrap_or_else(|| x0.iter().all(|&v| v >= 0.0));
-    let mut a = x0.as_standard_layout().into_owned();
-    if row_normalized {
-        for mut row in a.axis_iter_mut(ndarray::Axis(0)) {
-            if let Some(r) = row.as_slice_mut() {
-                normalize_row(r);
-            }
-        }
-    }
+        .unwrap_or_else(|| d.features.is_non_negative());
+    // Both buffers in standard layout: `as_slice` always gives them.
+    let mut a = if row_normalized {
+        // Training's own row normalisation, the reference for the out-of-core one.
+        let mut f = d.features.clone();
+        f.row_normalize();
+        f.to_dense().as_standard_layout().into_owned()
+    } else {
+        x0.as_standard_layout().into_owned()
+    };
     let hops_out = if opts.every_hop { opts.k + 1 } else { 1 };
-    let mut x = Array2::<f32>::zeros((rows.len(), hops_out * dim));
+    let cols = hops_out * dim;
+    let mut x = vec![0f32; rows.len() * cols];
     if opts.every_hop {
-        keep(a.as_slice().unwrap_or(&[]), dim, &rows, &mut x, 0);
+        keep(a.as_slice().unwrap_or(&[]), dim, &rows, &mut x, cols, 0);
     }
     let adj = NormAdj::<f32>::new(g, opts.norm);
     let mut b = Array2::<f32>::zeros((n, dim));
@@ -760,9 +850,14 @@ pub fn propagate_in_memory(d: &Dataset, opts: &PropagateOptions) -> Result<Propa
         std::mem::swap(&mut a, &mut b);
         if opts.every_hop || hop == opts.k {
             let slot = if opts.every_hop { hop * dim } else { 0 };
-            keep(a.as_slice().unwrap_or(&[]), dim, &rows, &mut x, slot);
+            keep(a.as_slice().unwrap_or(&[]), dim, &rows, &mut x, cols, slot);
         }
     }
+    let x = Array2::from_shape_vec((rows.len(), cols), x).map_err(|e| Error::Mismatch {
+        what: format!("propagated rows ({e})"),
+        expected: rows.len() * cols,
+        got: rows.len() * cols,
+    })?;
     Ok(Propagated {
         rows,
         x,
@@ -771,4 +866,65 @@ pub fn propagate_in_memory(d: &Dataset, opts: &PropagateOptions) -> Result<Propa
         tiles: 1,
         planned_bytes: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::store::{write_store, FeatureDtype};
+    use crate::data::synthetic::Preset;
+    use crate::data::Features;
+
+    /// Blocks of a few entries or rows (rows longer than a block are blocks of their own) give
+    /// the in-memory bits, in one tile or several.
+    #[test]
+    fn small_blocks_and_long_rows_give_the_same_bits() {
+        let dir = std::env::temp_dir().join(format!("sparse-gcn-prop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut d = Preset::CoraLike.generate(2).unwrap();
+        let x = d
+            .features
+            .to_dense()
+            .slice(ndarray::s![.., ..24])
+            .to_owned();
+        d.features = Features::dense(x);
+        let st = dir.join("s");
+        write_store(&d, None, &st, FeatureDtype::F32).unwrap();
+        let store = Store::open(&st).unwrap();
+        let longest = (0..d.graph.n_nodes())
+            .map(|i| d.graph.degree(i))
+            .max()
+            .unwrap();
+        assert!(longest > 7, "some rows span several small blocks");
+        for every_hop in [false, true] {
+            let o = PropagateOptions {
+                k: 2,
+                every_hop,
+                norm: Norm::Symmetric,
+                row_normalize: Some(true),
+                keep: KeepRows::All,
+                memory_limit: 1 << 30,
+            };
+            let want = propagate_in_memory(&store.dataset(None).unwrap(), &o).unwrap();
+            for (limits, memory_limit) in [
+                (Limits { nnz: 7, rows: 5 }, 1 << 30),
+                (Limits { nnz: 1, rows: 1 }, 1 << 30),
+                (
+                    Limits { nnz: 64, rows: 3 },
+                    fixed_bytes(2708, 24, 2708, 3, 200, LIMITS) + 8 * 2708 * 5,
+                ),
+            ] {
+                let o = PropagateOptions {
+                    memory_limit,
+                    ..o.clone()
+                };
+                let got = propagate_in(&store, &o, &|_| {}, limits).unwrap();
+                assert_eq!(got.rows, want.rows);
+                let bits = |p: &Propagated| p.x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert!(bits(&got) == bits(&want), "{limits:?}, {} tiles", got.tiles);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -345,7 +345,8 @@ impl Preset {
     }
 
     /// [`Preset::params`] scaled by `scale` ∈ (0, 1]: round(`scale`·n) nodes (at least two
-    /// per class), round(`scale`·E) edges and split sizes (at least one each), the same
+    /// per class), round(`scale`·E) edges and split sizes (training nodes per class,
+    /// validation and test nodes; at least one each), the same
     /// degree law, homophily, classes, topics and features — a smaller graph of the same shape.
     /// `scale` 1 is [`Preset::params`].
     ///
@@ -362,6 +363,7 @@ impl Preset {
         let by = |v: usize| ((v as f64 * scale).round() as usize).max(1);
         p.n_nodes = by(p.n_nodes).max(2 * p.n_classes);
         p.n_edges = p.n_edges.map(by);
+        p.train_per_class = by(p.train_per_class);
         p.n_valid = by(p.n_valid);
         p.n_test = by(p.n_test);
         if let SplitKind::Sizes { train, valid, test } = p.split {
