@@ -117,8 +117,8 @@ pub struct Propagated {
 /// [`BLOCK_NNZ`] entries: the two n × w tiles, the result, the per-node scales, the streaming
 /// buffers and an allowance for the process itself.
 pub fn plan_bytes(n: usize, d: usize, kept: usize, hops_out: usize, w: usize) -> u64 {
-    let tiles = 2 * (n as u64) * (w as u64) * 4;
-    tiles + fixed_bytes(n, d, kept, hops_out, 0, LIMITS)
+    let tiles = (n as u64).saturating_mul(w as u64).saturating_mul(8);
+    tiles.saturating_add(fixed_bytes(n, d, kept, hops_out, 0, LIMITS))
 }
 
 /// [`plan_bytes`] without the tiles, for a longest row of `longest` entries.
@@ -130,19 +130,31 @@ fn fixed_bytes(
     longest: u64,
     limits: Limits,
 ) -> u64 {
-    let result = (kept as u64) * (hops_out as u64 * d as u64 + 1) * 4;
-    let scale = n as u64 * 4;
+    // Saturating: a damaged store's offsets can claim any row length (refused later, by the
+    // plan or by the first pass).
+    let result = (kept as u64)
+        .saturating_mul((hops_out as u64).saturating_mul(d as u64).saturating_add(1))
+        .saturating_mul(4);
+    let scale = (n as u64).saturating_mul(4);
     // Â's block: its entries' bytes, ids, the built block's ids and values (16 bytes an entry,
     // a self-loop a row more), its offsets (read, as bytes, and built); one block of features.
-    let entries = (limits.nnz as u64).max(longest) + limits.rows as u64;
-    let block = entries * 16 + (limits.rows as u64 + 1) * 24;
-    let features = 2 * FEATURE_BLOCK_BYTES as u64 + d as u64 * 8;
-    result + scale + block + features + PROCESS_BYTES
+    let entries = (limits.nnz as u64)
+        .max(longest)
+        .saturating_add(limits.rows as u64);
+    let block = entries
+        .saturating_mul(16)
+        .saturating_add((limits.rows as u64 + 1) * 24);
+    let features = 2 * FEATURE_BLOCK_BYTES as u64 + (d as u64).saturating_mul(8);
+    [result, scale, block, features, PROCESS_BYTES]
+        .into_iter()
+        .fold(0u64, u64::saturating_add)
 }
 
-/// The longest stored row (offsets read in chunks; their order is checked later).
+/// The longest stored row (offsets read in chunks, each checked not to decrease nor to pass
+/// the entries stored).
 fn longest_row(store: &Store) -> Result<u64> {
     let n = store.header().n_nodes as usize;
+    let nnz = store.header().arrays["indices"].len;
     let mut r = Reader::open(store, "indptr")?;
     let (mut bytes, mut ip) = (Vec::new(), Vec::new());
     let (mut longest, mut i0) = (0u64, 0usize);
@@ -150,7 +162,20 @@ fn longest_row(store: &Store) -> Result<u64> {
         let rows = BLOCK_ROWS.min(n - i0);
         r.read(i0 as u64 * 8, (rows + 1) * 8, &mut bytes)?;
         u64s_into(&bytes, &mut ip);
-        let m = ip.windows(2).map(|w| w[1].saturating_sub(w[0])).max();
+        if let Some(k) = (0..rows).find(|&k| ip[k] > ip[k + 1] || ip[k + 1] > nnz) {
+            return Err(bad(
+                store,
+                "indptr",
+                format!(
+                    "offsets {} and {} of rows {} and {}: not increasing within {nnz} entries",
+                    ip[k],
+                    ip[k + 1],
+                    i0 + k,
+                    i0 + k + 1,
+                ),
+            ));
+        }
+        let m = ip.windows(2).map(|w| w[1] - w[0]).max();
         longest = longest.max(m.unwrap_or(0));
         i0 += rows;
     }
@@ -695,14 +720,14 @@ fn propagate_in(
                  entries and one feature column per tile",
                 kept * hops_out * d
             ),
-            needed_bytes: fixed + per_col,
+            needed_bytes: fixed.saturating_add(per_col),
             available_bytes: opts.memory_limit,
             budget: "--memory-limit".into(),
         });
     }
     let tiles = d.div_ceil(fit.clamp(1, d.max(1))).max(1);
     let w = d.div_ceil(tiles).max(1);
-    let planned = fixed + per_col * w as u64;
+    let planned = fixed.saturating_add(per_col.saturating_mul(w as u64));
     crate::data::memory::check(planned, || {
         format!("out-of-core propagation of {n} nodes in {tiles} tiles of {w} columns")
     })?;
