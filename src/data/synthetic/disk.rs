@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::edges::{merge_unique, radix_sort, EdgeSampler, KeySet};
+use super::edges::{merge_unique, radix_sort, retain_unmarked, EdgeSampler, KeySet};
 use super::features::DenseRows;
 use super::nodes::Nodes;
 use super::{CitationLike, EDGE_BLOCK, ROW_BLOCK};
@@ -186,12 +186,7 @@ impl KeySet for DiskKeys {
             .into_par_iter()
             .map(|b| -> Result<usize> {
                 let mut keys = self.bucket(b)?;
-                let mut i = starts[b];
-                keys.retain(|_| {
-                    let keep = drop[i / 64] & (1u64 << (i % 64)) == 0;
-                    i += 1;
-                    keep
-                });
+                retain_unmarked(&mut keys, drop, starts[b]);
                 if keys.len() != self.counts[b] {
                     self.set_bucket(b, &keys)?;
                 }

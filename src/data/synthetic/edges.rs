@@ -232,12 +232,7 @@ impl KeySet for Vec<u64> {
         Ok(())
     }
     fn remove_marked(&mut self, drop: &[u64]) -> Result<()> {
-        let mut i = 0;
-        self.retain(|_| {
-            let keep = drop[i / 64] & (1u64 << (i % 64)) == 0;
-            i += 1;
-            keep
-        });
+        retain_unmarked(self, drop, 0);
         Ok(())
     }
 }
@@ -321,6 +316,17 @@ pub(super) fn marked_for_trim(d: usize, target: usize, seed: u64, stream: u64) -
         }
     }
     drop
+}
+
+/// Removes from `keys`, the sorted keys at positions `first..` of a set, those whose position
+/// `drop` marks (a bitset over the set).
+pub(super) fn retain_unmarked(keys: &mut Vec<u64>, drop: &[u64], first: usize) {
+    let mut i = first;
+    keys.retain(|_| {
+        let keep = drop[i / 64] & (1u64 << (i % 64)) == 0;
+        i += 1;
+        keep
+    });
 }
 
 /// Removes `keys.count() - target` keys chosen uniformly at random ([`marked_for_trim`]).
