@@ -69,10 +69,11 @@ impl<F> Default for AdjScratch<F> {
 impl<F: Scalar> NormAdj<F> {
     /// Normalises `graph`'s adjacency.
     ///
-    /// It is `NormAdj::assign_filtered` keeping every edge, into an [`NormAdj::empty`].
+    /// Bit for bit `NormAdj::assign_filtered` keeping every edge, into an [`NormAdj::empty`],
+    /// with the same capacity; built by the pool's threads, the same bits for any count.
     ///
     /// # Complexity
-    /// O(n + nnz) time; memory for Â (and Âᵀ when not symmetric), plus O(n) scratch while it
+    /// O(n + nnz) work; memory for Â (and Âᵀ when not symmetric), plus O(n) scratch while it
     /// is built.
     ///
     /// # Examples
@@ -87,8 +88,70 @@ impl<F: Scalar> NormAdj<F> {
     /// assert!((a.get(1, 1).unwrap() - 1.0 / 3.0).abs() < 1e-15);       // 1/3
     /// ```
     pub fn new(graph: &Graph, norm: Norm) -> Self {
-        let mut adj = NormAdj::empty(norm);
-        adj.assign_filtered(graph, norm, |_, _| true, &mut AdjScratch::default());
+        use rayon::prelude::*;
+        let n = graph.n_nodes();
+        let indptr = adj_indptr(graph);
+        let nnz = indptr[n];
+        // The capacity `NormAdj::assign_filtered` gives (every self-loop added), so that a
+        // later sample into this Â never grows it; zeroed pages, touched by the threads that
+        // fill them.
+        let cap = graph.nnz() + n;
+        let mut indices = vec![0u32; cap];
+        let mut data = vec![F::zero(); cap];
+        indices.truncate(nnz);
+        data.truncate(nnz);
+        // D̃^-1/2 or D̃^-1, each rounded from f64 as `assign_filtered` rounds it.
+        let scale: Vec<F> = indptr
+            .par_windows(2)
+            .map(|w| {
+                let d = (w[1] - w[0]) as f64;
+                match norm {
+                    Norm::Symmetric => F::from_f64_lossy(1.0 / d.sqrt()),
+                    Norm::Row => F::from_f64_lossy(1.0 / d),
+                }
+            })
+            .collect();
+        // Rows in runs of about `FILL_NNZ` entries, each run's slices filled by one task:
+        // every value is computed alone, so the bits do not depend on the split.
+        let mut runs = Vec::new();
+        let (mut ind, mut dat) = (&mut indices[..], &mut data[..]);
+        let mut start = 0;
+        while start < n {
+            let mut end = start + 1;
+            while end < n && indptr[end] - indptr[start] < FILL_NNZ {
+                end += 1;
+            }
+            let len = indptr[end] - indptr[start];
+            let (a, rest_i) = std::mem::take(&mut ind).split_at_mut(len);
+            let (b, rest_d) = std::mem::take(&mut dat).split_at_mut(len);
+            runs.push((start..end, a, b));
+            (ind, dat) = (rest_i, rest_d);
+            start = end;
+        }
+        runs.into_par_iter().for_each(|(rows, ind, dat)| {
+            let base = indptr[rows.start];
+            for i in rows {
+                // Node ids fit in u32: `Graph` guarantees n ≤ u32::MAX.
+                let u = i as u32;
+                let at = indptr[i] - base..indptr[i + 1] - base;
+                let row = tilde_row(graph.neighbors(i), u);
+                for ((slot, v), j) in ind[at.clone()].iter_mut().zip(&mut dat[at]).zip(row) {
+                    *slot = j;
+                    *v = match norm {
+                        Norm::Symmetric => scale[i] * scale[j as usize],
+                        Norm::Row => scale[i],
+                    };
+                }
+            }
+        });
+        let mut adj = NormAdj {
+            id: DataId::fresh(),
+            a: Csr::new_trusted_pub((n, n), indptr, indices, data),
+            a_t: None,
+            norm,
+        };
+        let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
+        adj.store_transpose(symmetric, cap, Vec::new(), &mut AdjScratch::default());
         adj
     }
 
@@ -364,13 +427,22 @@ fn tilde_len(graph: &Graph, i: usize) -> usize {
 /// The row pointers of Â (`n + 1` of them): those of `NormAdj::new(graph, _).a()`, without
 /// building it (what a row partition balances, [`crate::dist::RowPartition::of_graph`]).
 pub fn adj_indptr(graph: &Graph) -> Vec<usize> {
-    let mut ip = Vec::with_capacity(graph.n_nodes() + 1);
-    ip.push(0);
-    for i in 0..graph.n_nodes() {
-        ip.push(ip[i] + tilde_len(graph, i));
+    use rayon::prelude::*;
+    let n = graph.n_nodes();
+    // The row lengths in parallel, then their running sum.
+    let mut ip = vec![0usize; n + 1];
+    ip[1..]
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(i, d)| *d = tilde_len(graph, i));
+    for i in 0..n {
+        ip[i + 1] += ip[i];
     }
     ip
 }
+
+/// Entries of Â that one task of [`NormAdj::new`] fills at a time.
+const FILL_NNZ: usize = 1 << 16;
 
 /// The rows `range` of Â, and of Âᵀ when Â is not symmetric, built from the graph without
 /// the whole Â: what one rank of a row-partitioned run holds. Columns keep their global ids;
@@ -550,6 +622,47 @@ mod tests {
                         rows(whole.a_t(), range.clone()),
                         "{direction:?} {norm:?} {range:?}"
                     );
+                }
+            }
+        }
+    }
+
+    /// `NormAdj::new`'s parallel build is `assign_filtered` keeping everything, bit for bit and
+    /// with the same capacity, at any thread count (runs of rows several, one row longer than
+    /// a run).
+    #[test]
+    fn the_parallel_build_is_the_filtered_build_of_everything() {
+        // 40,000 nodes, one of them a hub whose row is longer than a run.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut edges: Vec<(u32, u32)> = (0..120_000)
+            .map(|_| (rng.random_range(0..40_000), rng.random_range(0..40_000)))
+            .collect();
+        edges.extend((1..3 * FILL_NNZ as u32 / 2).map(|j| (7, j % 40_000)));
+        let big = Graph::try_from_edges(40_000, &edges, Direction::Undirected).unwrap();
+        let graphs = [
+            big,
+            graph(500, 4, Direction::Directed),
+            graph(5, 5, Direction::Undirected),
+            Graph::try_from_edges(0, &[], Direction::Undirected).unwrap(),
+        ];
+        for g in graphs {
+            for norm in [Norm::Symmetric, Norm::Row] {
+                let mut want = NormAdj::<f32>::empty(norm);
+                want.assign_filtered(&g, norm, |_, _| true, &mut AdjScratch::default());
+                let all = |m: CsrView<'_, f32>| rows(m, 0..m.rows());
+                for threads in [1, 3] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let got = pool.install(|| NormAdj::<f32>::new(&g, norm));
+                    assert_eq!(got.is_symmetric(), want.is_symmetric());
+                    assert_eq!(all(got.a()), all(want.a()), "{norm:?} {threads}");
+                    assert_eq!(all(got.a_t()), all(want.a_t()), "{norm:?} {threads}");
+                    // Room for a later sample of the graph, as `assign_filtered` leaves.
+                    let (_, indices, data) = got.a.into_raw_storage();
+                    let cap = g.nnz() + g.n_nodes();
+                    assert!(indices.capacity() >= cap && data.capacity() >= cap);
                 }
             }
         }
