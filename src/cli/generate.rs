@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use sparse_gcn::data::store::FeatureDtype;
-use sparse_gcn::data::synthetic::{FeatureKind, Preset};
+use sparse_gcn::data::synthetic::{FeatureKind, NodeIds, Preset};
 use sparse_gcn::data::write::write_ogb;
 use sparse_gcn::order::Reorder;
 use sparse_gcn::{par::thread_pool, Error, Result};
@@ -26,6 +26,11 @@ pub(crate) struct GenerateArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// How the nodes are numbered: `shuffled` (a seeded random permutation) or `topics`
+    /// (class by class, topic by topic: contiguous ids hold whole topics, as a partitioner's
+    /// order leaves them, so that Cluster-GCN's parts are ranges of rows).
+    #[arg(long, default_value = "shuffled")]
+    ids: Ids,
     /// Output folder: created, or empty (see --force).
     #[arg(long)]
     pub(crate) out: PathBuf,
@@ -53,6 +58,15 @@ pub(crate) struct GenerateArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// `--ids`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Ids {
+    /// A seeded random permutation.
+    Shuffled,
+    /// Class by class, topic by topic.
+    Topics,
 }
 
 /// What `generate` writes.
@@ -140,8 +154,12 @@ pub(crate) fn run(a: GenerateArgs) -> Result<()> {
             "{spinner} {msg} [{elapsed_precise}] {bar:30} {pos}/{len}",
         );
         bar.set_message(format!("generating {preset}"));
-        let params = preset.params_scaled(a.scale)?;
-        let name = preset.dataset_name(a.scale, a.seed);
+        let mut params = preset.params_scaled(a.scale)?;
+        let mut name = preset.dataset_name(a.scale, a.seed);
+        if a.ids == Ids::Topics {
+            params.ids = NodeIds::Topics;
+            name.push_str("-topic-ids");
+        }
         let papers = preset == Preset::Papers100mLike;
         let reorder = a
             .reorder
@@ -260,6 +278,7 @@ fn report(
             "format": if a.format == OutFormat::Store { "store" } else { "ogb" },
             "out_of_core": write_s.is_none(),
             "scale": a.scale,
+            "ids": if a.ids == Ids::Topics { "topics" } else { "shuffled" },
             "n_nodes": n_nodes,
             "n_edges": n_edges,
             "in_dim": in_dim,

@@ -545,7 +545,12 @@ mod tests {
             },
             ..small.clone()
         };
-        for (k, p) in [small, arxiv, dense, sized].into_iter().enumerate() {
+        // Nodes numbered topic by topic.
+        let topics = CitationLike {
+            ids: super::super::NodeIds::Topics,
+            ..arxiv.clone()
+        };
+        for (k, p) in [small, arxiv, dense, sized, topics].into_iter().enumerate() {
             for (bucket_keys, dtype) in [(usize::MAX, FeatureDtype::F32), (512, FeatureDtype::F16)]
             {
                 let (a, b) = (

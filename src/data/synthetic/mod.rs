@@ -203,6 +203,23 @@ pub struct CitationLike {
     /// 0.24, CiteSeer's 0.14; the plain DC-SBM at Cora's size gives 0.04), and this is what
     /// gives them the communities that a locality-improving node order exploits.
     pub topic_locality: f64,
+    /// How the nodes are numbered: spread over the ids by a seeded random permutation (the
+    /// default, as the module docs say), or in the generator's own order.
+    pub ids: NodeIds,
+}
+
+/// How [`CitationLike`] numbers its nodes ([`CitationLike::ids`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeIds {
+    /// A seeded random permutation spreads classes and topics over the ids.
+    #[default]
+    Shuffled,
+    /// Class by class, topic by topic: contiguous ranges of ids hold whole topics, the order a
+    /// graph partitioner would leave the nodes in. The same model and random streams as
+    /// [`NodeIds::Shuffled`]: the same classes, topics, degree propensities and candidate
+    /// edges under other names (the last round's trim, the features and the split are drawn
+    /// over the ids, so they differ).
+    Topics,
 }
 
 impl Default for CitationLike {
@@ -225,6 +242,7 @@ impl Default for CitationLike {
             n_test: 1000,
             topic_size: DEFAULT_TOPIC_SIZE,
             topic_locality: DEFAULT_TOPIC_LOCALITY,
+            ids: NodeIds::Shuffled,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use rand::RngExt;
 
-use super::{rng_for, CitationLike, STREAM_NODES};
+use super::{rng_for, CitationLike, NodeIds, STREAM_NODES};
 
 /// One slot of a Vose alias table: keep the slot with probability `thresh / 2^32`, else take
 /// `alias`. Slots that are always kept have `alias` = themselves.
@@ -124,6 +124,12 @@ impl Nodes {
         for i in (1..n).rev() {
             ext.swap(i, rng.random_range(0..=i));
         }
+        if p.ids == NodeIds::Topics {
+            // The same draws (θ follows from the same stream), the internal ids kept.
+            for (i, e) in ext.iter_mut().enumerate() {
+                *e = i as u32;
+            }
+        }
         let gamma = p.degree_exponent;
         let cap = (n as f64).sqrt() * 4.0;
         let theta = (0..n)
@@ -182,6 +188,54 @@ mod tests {
             let p = w[i] / 8.0;
             assert!((c as f64 / m as f64 - p).abs() < 0.005, "{i}: {c}");
         }
+    }
+
+    /// Topic ids keep the internal numbering (labels ascending, each topic a range of ids)
+    /// and the same draws as shuffled ids; the generated graph has the same size, and most of
+    /// its edges join nearby ids.
+    #[test]
+    fn topic_ids_number_the_nodes_topic_by_topic() {
+        let shuffled = CitationLike {
+            n_nodes: 5000,
+            n_edges: Some(20_000),
+            ..CitationLike::default()
+        };
+        let topics = CitationLike {
+            ids: NodeIds::Topics,
+            ..shuffled.clone()
+        };
+        let (a, b) = (Nodes::new(&shuffled, 3), Nodes::new(&topics, 3));
+        assert_eq!(b.ext, (0..5000).collect::<Vec<u32>>());
+        assert_ne!(a.ext, b.ext);
+        assert_eq!((&a.theta, &a.topic_of), (&b.theta, &b.topic_of));
+        let labels = b.labels();
+        assert!(labels.windows(2).all(|w| w[0] <= w[1]));
+        let mut sorted = a.labels();
+        sorted.sort_unstable();
+        assert_eq!(sorted, labels);
+        let (ga, gb) = (
+            shuffled.generate(3).unwrap().graph,
+            topics.generate(3).unwrap().graph,
+        );
+        assert_eq!(ga.n_edges(), gb.n_edges());
+        // Within 64 ids: an edge inside a topic (16 nodes) always is.
+        let near = |g: &crate::graph::Graph| {
+            (0..g.n_nodes())
+                .map(|i| {
+                    g.neighbors(i)
+                        .iter()
+                        .filter(|&&j| i.abs_diff(j as usize) < 64)
+                        .count()
+                })
+                .sum::<usize>() as f64
+                / g.nnz() as f64
+        };
+        assert!(
+            near(&gb) > 0.4 && near(&ga) < 0.05,
+            "{} {}",
+            near(&gb),
+            near(&ga)
+        );
     }
 
     #[test]
