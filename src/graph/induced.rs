@@ -43,41 +43,63 @@ impl Graph {
     /// O(|nodes| + Σ degree(nodes)) time (a sort per row when `nodes` is not sorted); no
     /// allocation once `out` has held as many nodes and entries.
     pub fn induced_into(&self, nodes: &[u32], pos: &mut [u32], out: &mut Graph) {
-        debug_assert!(pos.iter().all(|&p| p == u32::MAX));
-        for (k, &v) in nodes.iter().enumerate() {
-            assert_eq!(pos[v as usize], u32::MAX, "induced_into: node {v} repeated");
-            pos[v as usize] = k as u32;
-        }
-        let sorted = nodes.windows(2).all(|w| w[0] < w[1]);
-        out.n_nodes = nodes.len();
-        out.directed = self.directed;
-        out.indptr.clear();
-        out.indptr.push(0);
-        out.indices.clear();
-        let mut self_loops = 0;
-        for &v in nodes {
-            let start = out.indices.len();
-            for &j in self.neighbors(v as usize) {
-                let p = pos[j as usize];
-                if p != u32::MAX {
-                    out.indices.push(p);
-                    self_loops += usize::from(j == v);
-                }
-            }
-            if !sorted {
-                out.indices[start..].sort_unstable();
-            }
-            out.indptr.push(out.indices.len());
-        }
-        for &v in nodes {
-            pos[v as usize] = u32::MAX;
-        }
-        out.stats = BuildStats {
-            input_edges: out.indices.len(),
-            duplicates_merged: 0,
-            self_loops,
-        };
+        induced_rows_into(
+            self.directed,
+            nodes,
+            |_, v| self.neighbors(v as usize),
+            pos,
+            out,
+        );
     }
+}
+
+/// [`Graph::induced_into`] of a graph given by its rows: `row(k, v)` is the stored row of node
+/// `v = nodes[k]` (ids below `pos.len()`, ascending), wherever it is held (a store's rows read
+/// from disk, [`crate::data::store::StoreRows`]). `directed` is the graph's direction.
+///
+/// # Panics
+/// As [`Graph::induced_into`]; or if a row holds an id of `pos.len()` or more.
+pub(crate) fn induced_rows_into<'r>(
+    directed: bool,
+    nodes: &[u32],
+    mut row: impl FnMut(usize, u32) -> &'r [u32],
+    pos: &mut [u32],
+    out: &mut Graph,
+) {
+    debug_assert!(pos.iter().all(|&p| p == u32::MAX));
+    for (k, &v) in nodes.iter().enumerate() {
+        assert_eq!(pos[v as usize], u32::MAX, "induced_into: node {v} repeated");
+        pos[v as usize] = k as u32;
+    }
+    let sorted = nodes.windows(2).all(|w| w[0] < w[1]);
+    out.n_nodes = nodes.len();
+    out.directed = directed;
+    out.indptr.clear();
+    out.indptr.push(0);
+    out.indices.clear();
+    let mut self_loops = 0;
+    for (k, &v) in nodes.iter().enumerate() {
+        let start = out.indices.len();
+        for &j in row(k, v) {
+            let p = pos[j as usize];
+            if p != u32::MAX {
+                out.indices.push(p);
+                self_loops += usize::from(j == v);
+            }
+        }
+        if !sorted {
+            out.indices[start..].sort_unstable();
+        }
+        out.indptr.push(out.indices.len());
+    }
+    for &v in nodes {
+        pos[v as usize] = u32::MAX;
+    }
+    out.stats = BuildStats {
+        input_edges: out.indices.len(),
+        duplicates_merged: 0,
+        self_loops,
+    };
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod block;
 pub mod collective;
 pub mod dropedge;
 mod induced;
+pub(crate) use induced::induced_rows_into;
 pub(crate) mod normalize;
 pub mod permutation;
 pub mod propagate;

@@ -204,6 +204,35 @@ impl<F: Scalar> Features<F> {
     /// `Features::select_rows` into `out` (a fresh id): dense rows are gathered into `out`'s
     /// storage when it is dense (no allocation once it has held as many values); sparse
     /// features are built anew.
+    /// Overwrites `self` with `rows` × `d` dense values that `fill` appends to the (cleared)
+    /// storage of the last dense values, so that refilling allocates nothing once it has held
+    /// as many; a fresh id.
+    ///
+    /// # Errors
+    /// `fill`'s; [`crate::Error::Mismatch`] when it did not write `rows · d` values.
+    pub(crate) fn assign_dense_with(
+        &mut self,
+        rows: usize,
+        d: usize,
+        fill: impl FnOnce(&mut Vec<F>) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let mut v = match std::mem::replace(&mut self.repr, Repr::Dense(Array2::zeros((0, 0)))) {
+            Repr::Dense(x) => x.into_raw_vec_and_offset().0,
+            Repr::Sparse(_) => Vec::new(),
+        };
+        v.clear();
+        fill(&mut v)?;
+        let got = v.len();
+        let x = Array2::from_shape_vec((rows, d), v).map_err(|_| crate::Error::Mismatch {
+            what: "dense feature values written".into(),
+            expected: rows.saturating_mul(d),
+            got,
+        })?;
+        self.repr = Repr::Dense(x);
+        self.id = DataId::fresh();
+        Ok(())
+    }
+
     pub(crate) fn select_rows_into(&self, rows: &[u32], out: &mut Features<F>) {
         match (&self.repr, &mut out.repr) {
             (Repr::Dense(x), Repr::Dense(o)) => {
@@ -364,9 +393,14 @@ impl<F: Scalar> Features<F> {
         match &mut self.repr {
             Repr::Dense(x) => {
                 for mut row in x.axis_iter_mut(Axis(0)) {
-                    let s: F = row.iter().map(|v| v.abs()).sum();
-                    if s != F::zero() {
-                        row.map_inplace(|v| *v /= s);
+                    match row.as_slice_mut() {
+                        Some(r) => normalize_row(r),
+                        None => {
+                            let s: F = row.iter().map(|v| v.abs()).sum();
+                            if s != F::zero() {
+                                row.map_inplace(|v| *v /= s);
+                            }
+                        }
                     }
                 }
             }
@@ -455,5 +489,14 @@ impl<F: Scalar> Features<F> {
                 s.x.data().iter().map(c).collect(),
             ))),
         }
+    }
+}
+
+/// Row-normalises one dense row as [`Features::row_normalize`] does: x ← x / Σ|x|, the sum
+/// taken in order (an all-zero row stays zero).
+pub(crate) fn normalize_row<F: Scalar>(row: &mut [F]) {
+    let s: F = row.iter().map(|v| v.abs()).sum();
+    if s != F::zero() {
+        row.iter_mut().for_each(|v| *v /= s);
     }
 }

@@ -2,20 +2,36 @@
 //! and training nodes, rewritten in place from one batch to the next.
 
 use super::NodeSampler;
+use crate::data::store::{RowsScratch, StoreRows};
 use crate::graph::{tilde_row, AdjScratch, Graph, Norm, NormAdj};
 use crate::input::{Features, Mask};
 use crate::{Error, Result, Scalar};
 
-/// What batches are cut from: the whole graph, its features, labels and training nodes, and
-/// the normalisation of each batch's Â.
+/// What batches are cut from: the whole graph and its features (in memory, or a store's rows
+/// read per batch), labels and training nodes, and the normalisation of each batch's Â.
 #[derive(Debug)]
 pub struct BatchSource<'a, F: Scalar> {
-    graph: &'a Graph,
+    whole: Whole<'a, F>,
     norm: Norm,
-    x: &'a Features<F>,
     labels: &'a [u32],
     in_train: Vec<bool>,
     n_train: usize,
+}
+
+/// Where the whole graph and its features are.
+#[derive(Debug)]
+enum Whole<'a, F: Scalar> {
+    Memory {
+        graph: &'a Graph,
+        x: &'a Features<F>,
+    },
+    /// A store's rows, read per batch; the features row-normalised as read when `normalize`;
+    /// `max_entries` the most stored entries of a batch's rows.
+    Store {
+        rows: &'a StoreRows,
+        normalize: bool,
+        max_entries: usize,
+    },
 }
 
 impl<'a, F: Scalar> BatchSource<'a, F> {
@@ -50,18 +66,76 @@ impl<'a, F: Scalar> BatchSource<'a, F> {
             }
         }
         Ok(BatchSource {
-            graph,
+            whole: Whole::Memory { graph, x },
             norm,
-            x,
             labels,
             in_train: train.to_bool(),
             n_train: train.len(),
         })
     }
 
-    /// The whole graph.
-    pub fn graph(&self) -> &Graph {
-        self.graph
+    /// The source of the batches of `sampler` (Cluster-GCN's, the only sampler that draws its
+    /// nodes without the graph) read from the store `rows`: the same batches, bit for bit, as
+    /// [`BatchSource::new`] on the store's dataset in memory (its features row-normalised when
+    /// `row_normalize`), reading only each batch's rows ([`StoreRows`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Mismatch`] when the sampler's nodes are not the store's;
+    /// [`crate::Error::Store`] or [`crate::Error::Io`] reading the parts' sizes.
+    pub fn from_store(
+        rows: &'a StoreRows,
+        norm: Norm,
+        row_normalize: bool,
+        sampler: &super::ClusterSampler,
+    ) -> Result<Self> {
+        let n = rows.n_nodes();
+        if sampler.n_nodes() != n {
+            return Err(Error::Mismatch {
+                what: "Cluster-GCN sampler: the store's nodes vs its parts' nodes".into(),
+                expected: n,
+                got: sampler.n_nodes(),
+            });
+        }
+        // A batch's entries at most: its parts' (ranges' or not) rows, the largest ones.
+        let mut io = RowsScratch::default();
+        let mut sizes = Vec::with_capacity(sampler.parts());
+        for k in 0..sampler.parts() {
+            let mut e = 0u64;
+            for (a, b) in crate::data::store::runs(sampler.part(k)) {
+                e += rows.entries(a, b, &mut io)?;
+            }
+            sizes.push(e);
+        }
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let max: u64 = sizes[..sampler.per_batch().min(sizes.len())].iter().sum();
+        let train = &rows.split().train;
+        Ok(BatchSource {
+            whole: Whole::Store {
+                rows,
+                normalize: row_normalize,
+                max_entries: usize::try_from(max).unwrap_or(usize::MAX),
+            },
+            norm,
+            labels: rows.labels(),
+            in_train: train.to_bool(),
+            n_train: train.len(),
+        })
+    }
+
+    /// The whole graph's node count.
+    pub fn n_nodes(&self) -> usize {
+        match &self.whole {
+            Whole::Memory { graph, .. } => graph.n_nodes(),
+            Whole::Store { rows, .. } => rows.n_nodes(),
+        }
+    }
+
+    /// The whole graph, when it is in memory.
+    pub fn graph(&self) -> Option<&Graph> {
+        match &self.whole {
+            Whole::Memory { graph, .. } => Some(graph),
+            Whole::Store { .. } => None,
+        }
     }
 }
 
@@ -80,6 +154,8 @@ pub struct Batch<F: Scalar> {
     weights: Vec<F>,
     /// GraphSAINT: each row's factor of the whole graph's Â.
     node_scale: Vec<F>,
+    /// Reading buffers, for batches read from a store.
+    io: RowsScratch,
 }
 
 impl<F: Scalar> Batch<F> {
@@ -96,6 +172,7 @@ impl<F: Scalar> Batch<F> {
             train: Mask::default(),
             weights: Vec::new(),
             node_scale: Vec::new(),
+            io: RowsScratch::default(),
         }
     }
 
@@ -103,12 +180,19 @@ impl<F: Scalar> Batch<F> {
     /// the `max_nodes` largest rows of Ã), so that filling them allocates nothing: what
     /// training calls once before its first batch.
     pub fn reserve(&mut self, src: &BatchSource<'_, F>, max_nodes: usize) {
-        let g = src.graph;
-        let n = g.n_nodes();
+        let n = src.n_nodes();
         let max_nodes = max_nodes.min(n);
-        let mut degrees: Vec<usize> = (0..n).map(|i| g.degree(i)).collect();
-        degrees.sort_unstable_by(|a, b| b.cmp(a));
-        let entries: usize = degrees[..max_nodes].iter().sum();
+        let (entries, dense_cols) = match &src.whole {
+            Whole::Memory { graph: g, x } => {
+                let mut degrees: Vec<usize> = (0..n).map(|i| g.degree(i)).collect();
+                degrees.sort_unstable_by(|a, b| b.cmp(a));
+                let e: usize = degrees[..max_nodes].iter().sum();
+                (e, (!x.is_sparse()).then(|| x.n_cols()))
+            }
+            Whole::Store {
+                rows, max_entries, ..
+            } => (*max_entries, Some(rows.n_features())),
+        };
         // Ã's rows: every stored entry and a self-loop.
         let tilde = entries + max_nodes;
         self.nodes.reserve(max_nodes);
@@ -122,8 +206,7 @@ impl<F: Scalar> Batch<F> {
         train.clear();
         train.reserve(max_nodes);
         self.train = Mask::try_from_indices(train, 0).unwrap_or_default();
-        if !src.x.is_sparse() {
-            let d = src.x.n_cols();
+        if let Some(d) = dense_cols {
             let v = Vec::with_capacity(max_nodes * d);
             if let Ok(x) = ndarray::Array2::from_shape_vec((0, d), v) {
                 self.x = Features::dense(x);
@@ -147,9 +230,29 @@ impl<F: Scalar> Batch<F> {
         epoch: usize,
         index: usize,
     ) -> Result<()> {
-        let n = src.graph.n_nodes();
-        sampler.check_graph(src.graph)?;
-        sampler.nodes_into(src.graph, seed, epoch, index, &mut self.nodes);
+        let n = src.n_nodes();
+        match &src.whole {
+            Whole::Memory { graph, .. } => {
+                sampler.check_graph(graph)?;
+                sampler.nodes_into(graph, seed, epoch, index, &mut self.nodes);
+            }
+            Whole::Store { .. } => {
+                let Some(c) = sampler.cluster() else {
+                    return Err(Error::Config(crate::ConfigError::Unsupported {
+                        what: "batches read from a store with a sampler other than \
+                               Cluster-GCN's (the others draw from the graph in memory)",
+                    }));
+                };
+                if c.n_nodes() != n {
+                    return Err(Error::Mismatch {
+                        what: "Cluster-GCN sampler: the store's nodes vs its parts' nodes".into(),
+                        expected: n,
+                        got: c.n_nodes(),
+                    });
+                }
+                c.batch_nodes(seed, epoch, index, &mut self.nodes);
+            }
+        }
         if let Some(&bad) = self.nodes.iter().find(|&&v| v as usize >= n) {
             return Err(Error::Mismatch {
                 what: format!("a sampled node ({bad}) vs the graph's nodes"),
@@ -166,13 +269,24 @@ impl<F: Scalar> Batch<F> {
             )));
         }
         self.pos.resize(n, u32::MAX);
-        src.graph
-            .induced_into(&self.nodes, &mut self.pos, &mut self.graph);
+        match &src.whole {
+            Whole::Memory { graph, .. } => {
+                graph.induced_into(&self.nodes, &mut self.pos, &mut self.graph);
+            }
+            Whole::Store { rows, .. } => {
+                rows.induced_into(&self.nodes, &mut self.pos, &mut self.graph, &mut self.io)?;
+            }
+        }
         self.adj
             .assign_filtered(&self.graph, src.norm, |_, _| true, &mut self.spare);
         self.adj
             .enhance_diagonal(F::from_f64_lossy(sampler.diag_lambda()));
-        src.x.select_rows_into(&self.nodes, &mut self.x);
+        match &src.whole {
+            Whole::Memory { x, .. } => x.select_rows_into(&self.nodes, &mut self.x),
+            Whole::Store {
+                rows, normalize, ..
+            } => rows.features_into(&self.nodes, *normalize, &mut self.x, &mut self.io)?,
+        }
         self.labels.clear();
         self.labels
             .extend(self.nodes.iter().map(|&v| src.labels[v as usize]));
@@ -184,8 +298,8 @@ impl<F: Scalar> Batch<F> {
         );
         self.train = Mask::try_from_indices(train, self.nodes.len())?;
         self.weights.clear();
-        if let Some(counts) = sampler.saint() {
-            self.saint(src, counts);
+        if let (Some(counts), Some(g)) = (sampler.saint(), src.graph()) {
+            self.saint(g, src, counts);
         }
         Ok(())
     }
@@ -193,8 +307,7 @@ impl<F: Scalar> Batch<F> {
     /// GraphSAINT's normalisation (`docs/MATH.md` §22): Â's entry (v, u) becomes the whole
     /// graph's Â_vu · C_v / C_vu, and training row v's loss weight N_s / (C_v · |train|)
     /// (counts of 0 taken as 1).
-    fn saint(&mut self, src: &BatchSource<'_, F>, counts: &super::SaintCounts) {
-        let g = src.graph;
+    fn saint(&mut self, g: &Graph, src: &BatchSource<'_, F>, counts: &super::SaintCounts) {
         let ptr = &counts.ptr;
         let count = |c: u32| f64::from(c.max(1));
         // Each node's factor of the whole graph's Â (D̃^-1/2 or D̃^-1, rounded as `NormAdj`
@@ -408,5 +521,106 @@ mod tests {
             ),
             Err(Error::Mismatch { .. })
         ));
+    }
+
+    /// Batches read from a store (Cluster-GCN's parts as ranges of rows) are the batches of the
+    /// store's dataset in memory, bit for bit: nodes, subgraph, Â, features (f32 and f16
+    /// stored, row-normalised or not), labels and training nodes; a sampler of another graph
+    /// and a sampler other than Cluster-GCN's are errors.
+    #[test]
+    fn batches_read_from_a_store_are_the_in_memory_ones() {
+        use crate::data::store::{write_store, FeatureDtype, Store, StoreRows};
+        use crate::data::synthetic::{CitationLike, FeatureKind};
+        let dir = std::env::temp_dir().join(format!("sparse-gcn-rows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = CitationLike {
+            n_nodes: 3000,
+            n_edges: Some(15_000),
+            n_features: 20,
+            features: FeatureKind::Dense {
+                center_distance: 2.0,
+                cluster_variance: 1.0,
+            },
+            ids: crate::data::synthetic::NodeIds::Topics,
+            ..CitationLike::default()
+        };
+        let mut d = p.generate(5).unwrap();
+        // Non-negative features, so that row normalisation applies.
+        d.features = Features::dense(d.features.to_dense().mapv(f32::abs));
+        for (k, dtype) in [FeatureDtype::F32, FeatureDtype::F16]
+            .into_iter()
+            .enumerate()
+        {
+            let st = dir.join(format!("s{k}"));
+            write_store(&d, None, &st, dtype).unwrap();
+            let mem = Store::open(&st).unwrap().dataset(None).unwrap();
+            let rows = StoreRows::open(&st).unwrap();
+            assert!(rows.non_negative());
+            for (normalize, norm, lambda) in [(false, Norm::Symmetric, 0.0), (true, Norm::Row, 0.5)]
+            {
+                let s = ClusterSampler::ranges(3000, 30, 4)
+                    .unwrap()
+                    .with_diag_lambda(lambda)
+                    .unwrap();
+                let mut x = mem.features.clone();
+                if normalize {
+                    x.row_normalize();
+                }
+                let a =
+                    BatchSource::new(&mem.graph, norm, &x, &mem.labels, &mem.split.train).unwrap();
+                let b = BatchSource::from_store(&rows, norm, normalize, &s).unwrap();
+                let (mut ba, mut bb) = (Batch::<f32>::new(norm), Batch::<f32>::new(norm));
+                ba.reserve(&a, s.max_nodes());
+                bb.reserve(&b, s.max_nodes());
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                for (epoch, index) in [(0, 0), (0, 7), (3, 2), (3, 7)] {
+                    ba.fill(&a, &s, 9, epoch, index).unwrap();
+                    bb.fill(&b, &s, 9, epoch, index).unwrap();
+                    assert_eq!(ba.nodes(), bb.nodes());
+                    assert!(ba.nodes().len() >= 200);
+                    assert_eq!(ba.graph().n_edges(), bb.graph().n_edges());
+                    let (ga, gb) = (ba.adj().a(), bb.adj().a());
+                    assert_eq!(ga.indptr().raw_storage(), gb.indptr().raw_storage());
+                    assert_eq!(ga.indices(), gb.indices());
+                    assert_eq!(
+                        bits(ga.data()),
+                        bits(gb.data()),
+                        "{dtype:?} {epoch} {index}"
+                    );
+                    let (xa, xb) = (ba.x().to_dense(), bb.x().to_dense());
+                    assert_eq!(
+                        bits(xa.as_slice().unwrap()),
+                        bits(xb.as_slice().unwrap()),
+                        "{dtype:?} {normalize}"
+                    );
+                    assert_eq!(ba.labels(), bb.labels());
+                    assert_eq!(ba.train().indices(), bb.train().indices());
+                }
+            }
+            // Another graph's sampler; a sampler that needs the graph.
+            let other = ClusterSampler::ranges(2999, 30, 4).unwrap();
+            assert!(matches!(
+                BatchSource::<f32>::from_store(&rows, Norm::Symmetric, false, &other),
+                Err(Error::Mismatch { .. })
+            ));
+            let s = ClusterSampler::ranges(3000, 30, 4).unwrap();
+            let b = BatchSource::<f32>::from_store(&rows, Norm::Symmetric, false, &s).unwrap();
+            let saint = crate::sample::SaintSampler::new(
+                &mem.graph,
+                crate::sample::SaintKind::Node,
+                200,
+                Some(2),
+                5.0,
+                0,
+            )
+            .unwrap();
+            let mut bb = Batch::<f32>::new(Norm::Symmetric);
+            assert!(matches!(
+                bb.fill(&b, &saint, 1, 0, 0),
+                Err(Error::Config(crate::ConfigError::Unsupported { .. }))
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

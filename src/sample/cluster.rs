@@ -16,6 +16,10 @@ pub enum Clusters {
     /// The community order ([`community_order`]) cut into P ranges of equal node counts: no
     /// METIS, O(nnz) memory beside the graph.
     Community,
+    /// The nodes as they are numbered cut into P ranges of equal node counts: the parts of a
+    /// graph already in a partition order (a store written in one, whose batches are then
+    /// read as ranges of rows, [`ClusterSampler::ranges`]).
+    Ranges,
 }
 
 /// Cluster-GCN's sampler (see the [module docs](super)): P parts, each epoch in an order
@@ -54,6 +58,7 @@ impl ClusterSampler {
                     "this build has no METIS (feature `metis`): use the community clusters".into(),
                 ))
             }
+            Clusters::Ranges => return Self::ranges(n, parts, per_batch),
             Clusters::Community => {
                 let perm = community_order(graph, &CommunityConfig::default());
                 let mut part_of = vec![0u32; n];
@@ -64,6 +69,24 @@ impl ClusterSampler {
                 part_of
             }
         };
+        Self::from_parts(&part_of, parts, per_batch)
+    }
+
+    /// The nodes `0..n` cut into `parts` ranges of equal node counts (range k holds
+    /// `[k·n/P, (k+1)·n/P)`), `per_batch` parts a batch: [`Clusters::Ranges`], without the
+    /// graph.
+    ///
+    /// # Errors
+    /// As [`ClusterSampler::new`].
+    pub fn ranges(n: usize, parts: usize, per_batch: usize) -> Result<Self> {
+        if parts == 0 || parts > n {
+            return Err(Error::Partition(format!(
+                "{parts} parts of a graph of {n} nodes (at least 1, at most the nodes)"
+            )));
+        }
+        let part_of: Vec<u32> = (0..n)
+            .map(|i| ((i as u128 * parts as u128) / n as u128) as u32)
+            .collect();
         Self::from_parts(&part_of, parts, per_batch)
     }
 
@@ -172,6 +195,26 @@ impl NodeSampler for ClusterSampler {
     }
 
     fn nodes_into(&self, _: &Graph, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
+        self.batch_nodes(seed, epoch, index, nodes);
+    }
+
+    fn cluster(&self) -> Option<&ClusterSampler> {
+        Some(self)
+    }
+}
+
+impl ClusterSampler {
+    /// Nodes of the graph the parts cover.
+    pub fn n_nodes(&self) -> usize {
+        self.members.len()
+    }
+
+    /// [`NodeSampler::nodes_into`], which needs no graph: the nodes of batch `index` of
+    /// `epoch` for `seed`, ascending.
+    ///
+    /// # Panics
+    /// If `index >= self.batches()`.
+    pub fn batch_nodes(&self, seed: u64, epoch: usize, index: usize, nodes: &mut Vec<u32>) {
         assert!(
             index < self.batches(),
             "batch {index} of {}",

@@ -218,6 +218,12 @@ pub trait NodeSampler: Send + Sync {
     fn blocks(&self) -> Option<&NeighborSampler> {
         None
     }
+
+    /// The Cluster-GCN sampler, when it is one ([`ClusterSampler`]): the sampler whose batches
+    /// need no graph to be drawn, what batches read from a store take.
+    fn cluster(&self) -> Option<&ClusterSampler> {
+        None
+    }
 }
 
 /// The RNG stream of an epoch's sampling for `seed`: apart from the streams of training

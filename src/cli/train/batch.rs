@@ -42,6 +42,9 @@ pub(crate) enum ClustersArg {
     Metis,
     /// The community order cut into ranges of equal node counts
     Community,
+    /// The nodes as numbered (or stored) cut into ranges of equal node counts: for data
+    /// already in a partition order
+    Ranges,
 }
 
 /// The flags of the batches (`train`, `roofline --epoch`).
@@ -123,6 +126,7 @@ impl BatchArgs {
             clusters: self.clusters.map(|c| match c {
                 ClustersArg::Metis => Clusters::Metis,
                 ClustersArg::Community => Clusters::Community,
+                ClustersArg::Ranges => Clusters::Ranges,
             }),
             diag_lambda: self.diag_lambda,
             batch_size: self.batch_size,

@@ -206,6 +206,7 @@ pub(super) fn batch_json(b: BatchConfig) -> serde_json::Value {
             "clusters": match clusters {
                 Clusters::Metis => "metis",
                 Clusters::Community => "community",
+                Clusters::Ranges => "ranges",
             },
         }),
         BatchConfig::Saint {

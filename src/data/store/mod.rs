@@ -29,6 +29,7 @@
 //! says (the store keeps the layout the loader that read the source chose).
 
 pub mod propagate;
+mod rows;
 mod write;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use propagate::{propagate, propagate_in_memory, KeepRows, PropagateOptions, Propagated};
+pub(crate) use rows::runs;
+pub use rows::{RowsScratch, StoreRows};
 pub(crate) use write::StoreWriter;
 pub use write::{write_store, FeatureDtype, StoreSummary};
 

@@ -171,6 +171,18 @@ fn keep(tile: &[f32], w: usize, rows: &[u32], out: &mut [f32], cols: usize, c0: 
         });
 }
 
+/// One pass over a store's graph and features with plain reads, as propagation's first pass:
+/// the offsets, ids, order, self-loops and symmetry of the pattern and the checksums of
+/// `indptr`, `indices` and `features`; whether every feature is ≥ 0. What reading a store's
+/// rows out of core checks before it trusts them ([`super::StoreRows::open`]).
+///
+/// # Errors
+/// [`Error::Store`] naming the array at fault; [`Error::Io`].
+pub(super) fn check_pass(store: &Store) -> Result<bool> {
+    first_pass(store, crate::graph::Norm::Symmetric, LIMITS)?;
+    FeatureRows::new(store)?.scan(store)
+}
+
 /// The kept rows of Â^K X (or of X, ÂX, …, Â^K X) of `store`, out of core (see the [module
 /// docs](self)). `progress` is told each step.
 ///

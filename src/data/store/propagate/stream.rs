@@ -364,6 +364,36 @@ impl FeatureRows {
             }
         }
     }
+    /// One pass over every row: the checksum checked, and whether every value is ≥ 0.
+    pub(super) fn scan(&mut self, store: &Store) -> Result<bool> {
+        let (per, dtype, d) = (self.rows_per_block(), self.dtype, self.d);
+        let mut crc = crc32fast::Hasher::new();
+        let (mut r0, mut non_negative) = (0, true);
+        while r0 < self.n {
+            let rows = per.min(self.n - r0);
+            self.read(r0, rows, Some(&mut crc))?;
+            non_negative = non_negative
+                && self
+                    .bytes
+                    .par_chunks((d * dtype.width() as usize).max(1))
+                    .all(|row| {
+                        let mut v = vec![0f32; d];
+                        Self::values(dtype, row, 0, d, &mut v);
+                        v.iter().all(|&x| x >= 0.0)
+                    });
+            r0 += rows;
+        }
+        let (got, want) = (crc.finalize(), store.header().arrays["features"].crc32);
+        if got != want {
+            return Err(bad(
+                store,
+                "features",
+                format!("checksum {got:08x}, the header records {want:08x}"),
+            ));
+        }
+        Ok(non_negative)
+    }
+
     /// Whether every value is ≥ 0 (stops at the first negative one).
     pub(super) fn non_negative(&mut self) -> Result<bool> {
         let (per, dtype, d) = (self.rows_per_block(), self.dtype, self.d);
@@ -438,12 +468,9 @@ impl FeatureRows {
 }
 
 /// Row-normalises one row as [`Features::row_normalize`](crate::input::Features::row_normalize)
-/// does: x ← x / Σ|x| (an all-zero row stays zero).
+/// does (the same function).
 pub(super) fn normalize_row(row: &mut [f32]) {
-    let s: f32 = row.iter().map(|v| v.abs()).sum();
-    if s != 0.0 {
-        row.iter_mut().for_each(|v| *v /= s);
-    }
+    crate::input::features::normalize_row(row);
 }
 
 /// Rows `r0..` of Â (the current block of `blocks`) into `ip`, `idx`, `val`: each stored row

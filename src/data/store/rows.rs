@@ -1,0 +1,325 @@
+//! A store's rows read on demand with plain reads: what the batches of a graph larger than
+//! memory are cut from (Cluster-GCN's parts as ranges of rows of a store written in a
+//! partition order, `sample::BatchSource::from_store`). Only the labels and the split are held
+//! (a few bytes a node); the graph's rows and the features are read per batch, so the resident
+//! set does not grow with the store, and the page cache is the kernel's to reclaim.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use super::{Dtype, Store};
+use crate::data::{Mask, Split, UNLABELLED};
+use crate::graph::{induced_rows_into, Graph};
+use crate::input::Features;
+use crate::{Error, Result, Scalar};
+
+/// A store opened for reading rows out of core (see the [module docs](self)).
+#[derive(Debug)]
+pub struct StoreRows {
+    store: Store,
+    n: usize,
+    d: usize,
+    dtype: Dtype,
+    nnz: u64,
+    indptr: (File, PathBuf),
+    indices: (File, PathBuf),
+    features: (File, PathBuf),
+    labels: Vec<u32>,
+    split: Split,
+    non_negative: bool,
+}
+
+/// The reading buffers of one batch (owned by the batch, reused from batch to batch).
+#[derive(Debug, Default)]
+pub struct RowsScratch {
+    bytes: Vec<u8>,
+    ip: Vec<u64>,
+    /// The rows read, one after the other, and where each starts (`len + 1` offsets).
+    entries: Vec<u32>,
+    starts: Vec<usize>,
+    row: Vec<f32>,
+}
+
+impl StoreRows {
+    /// Opens the store in `dir` ([`Store::open`]) and checks it in one pass of plain reads:
+    /// the labels and the split (checksums, ids, classes), the graph's pattern (offsets, ids,
+    /// order, self-loops, symmetry) and the checksums of `indptr`, `indices` and the features,
+    /// which must be dense. Whether every feature is ≥ 0 is learnt on the way
+    /// ([`StoreRows::non_negative`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming the array at fault (sparse features included); [`Error::Io`].
+    pub fn open(dir: &Path) -> Result<Self> {
+        let store = Store::open(dir)?;
+        let h = store.header().clone();
+        let n = h.n_nodes as usize;
+        if h.sparse_features {
+            return Err(store.bad(
+                "features",
+                "the features are stored sparse; reading rows out of core needs dense features \
+                 (convert without sparse features, or train in memory)"
+                    .into(),
+            ));
+        }
+        store.verify_array("labels")?;
+        let labels = store.u32s("labels")?.to_vec();
+        if let Some((i, &l)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l != UNLABELLED && l as u64 >= h.n_classes)
+        {
+            return Err(store.bad("labels", format!("node {i}: class {l} of {}", h.n_classes)));
+        }
+        let mask = |name: &str| -> Result<Mask> {
+            store.verify_array(name)?;
+            Mask::try_from_indices(store.u32s(name)?.to_vec(), n)
+                .map_err(|e| store.bad(name, e.to_string()))
+        };
+        let split = Split {
+            name: h.split.clone(),
+            train: mask("train")?,
+            valid: mask("valid")?,
+            test: mask("test")?,
+        };
+        let non_negative = super::propagate::check_pass(&store)?;
+        let open = |name: &str| -> Result<(File, PathBuf)> {
+            let path = dir.join(&h.arrays[name].file);
+            let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+            Ok((f, path))
+        };
+        Ok(StoreRows {
+            n,
+            d: h.n_features as usize,
+            dtype: h.arrays["features"].dtype,
+            nnz: h.arrays["indices"].len,
+            indptr: open("indptr")?,
+            indices: open("indices")?,
+            features: open("features")?,
+            labels,
+            split,
+            non_negative,
+            store,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+    /// Nodes.
+    pub fn n_nodes(&self) -> usize {
+        self.n
+    }
+    /// Feature columns.
+    pub fn n_features(&self) -> usize {
+        self.d
+    }
+    /// Classes.
+    pub fn n_classes(&self) -> usize {
+        self.store.header().n_classes as usize
+    }
+    /// Whether the graph is directed.
+    pub fn is_directed(&self) -> bool {
+        self.store.header().directed
+    }
+    /// One class per node.
+    pub fn labels(&self) -> &[u32] {
+        &self.labels
+    }
+    /// The split.
+    pub fn split(&self) -> &Split {
+        &self.split
+    }
+    /// Whether every feature value is ≥ 0 (what `--row-norm auto` asks).
+    pub fn non_negative(&self) -> bool {
+        self.non_negative
+    }
+
+    /// Stored entries of rows `a..b` (two offsets read).
+    ///
+    /// # Errors
+    /// [`Error::Store`] for offsets out of order or past the entries; [`Error::Io`].
+    pub fn entries(&self, a: usize, b: usize, io: &mut RowsScratch) -> Result<u64> {
+        self.offsets(a, b, io)?;
+        Ok(io.ip[b - a] - io.ip[0])
+    }
+
+    /// Offsets `a..=b` into `io.ip`, checked to increase within the entries stored.
+    fn offsets(&self, a: usize, b: usize, io: &mut RowsScratch) -> Result<()> {
+        debug_assert!(a <= b && b <= self.n);
+        read_at(&self.indptr, a as u64 * 8, (b - a + 1) * 8, &mut io.bytes)?;
+        io.ip.clear();
+        io.ip.extend(
+            io.bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())),
+        );
+        let ip = &io.ip;
+        if let Some(k) = (0..b - a).find(|&k| ip[k] > ip[k + 1] || ip[k + 1] > self.nnz) {
+            return Err(self.store.bad(
+                "indptr",
+                format!(
+                    "offsets {} and {} of rows {} and {}: not increasing within {} entries \
+                     (the store changed since it was checked)",
+                    ip[k],
+                    ip[k + 1],
+                    a + k,
+                    a + k + 1,
+                    self.nnz
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Overwrites `out` with the subgraph `nodes` induce (ascending, distinct, below
+    /// [`StoreRows::n_nodes`]): bit for bit [`Graph::induced_into`] of the stored graph. Each
+    /// run of consecutive nodes is read with two reads; `pos` as there.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when a row read is out of order or out of range (the store changed
+    /// since [`StoreRows::open`] checked it); [`Error::Io`].
+    pub fn induced_into(
+        &self,
+        nodes: &[u32],
+        pos: &mut [u32],
+        out: &mut Graph,
+        io: &mut RowsScratch,
+    ) -> Result<()> {
+        io.entries.clear();
+        io.starts.clear();
+        io.starts.push(0);
+        for (a, b) in runs(nodes) {
+            self.offsets(a, b, io)?;
+            let (lo, hi) = (io.ip[0], io.ip[b - a]);
+            let len = usize::try_from(hi - lo).map_err(|_| {
+                self.store
+                    .bad("indptr", format!("rows {a}..{b}: {} entries", hi - lo))
+            })?;
+            read_at(&self.indices, lo * 4, len * 4, &mut io.bytes)?;
+            let base = io.entries.len();
+            io.entries.extend(
+                io.bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default())),
+            );
+            for k in 0..b - a {
+                let row = &io.entries
+                    [base + (io.ip[k] - lo) as usize..base + (io.ip[k + 1] - lo) as usize];
+                let bad_id = row.iter().find(|&&j| j as usize >= self.n);
+                if bad_id.is_some() || row.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(self.store.bad(
+                        "indices",
+                        format!(
+                            "row {}: ids out of range or order (the store changed since it \
+                             was checked)",
+                            a + k
+                        ),
+                    ));
+                }
+                io.starts.push(base + (io.ip[k + 1] - lo) as usize);
+            }
+        }
+        let (entries, starts) = (&io.entries, &io.starts);
+        induced_rows_into(
+            self.is_directed(),
+            nodes,
+            |k, _| &entries[starts[k]..starts[k + 1]],
+            pos,
+            out,
+        );
+        Ok(())
+    }
+
+    /// Overwrites `out` with the rows `nodes` (ascending, below [`StoreRows::n_nodes`]) of the
+    /// features, dense, each row-normalised when `normalize`: bit for bit the same rows of the
+    /// in-memory features ([`Store::dataset`], then
+    /// [`Features::row_normalize`](crate::input::Features::row_normalize)), as `F`.
+    ///
+    /// # Errors
+    /// [`Error::Io`].
+    pub fn features_into<F: Scalar>(
+        &self,
+        nodes: &[u32],
+        normalize: bool,
+        out: &mut Features<F>,
+        io: &mut RowsScratch,
+    ) -> Result<()> {
+        let (d, dtype) = (self.d, self.dtype);
+        let w = dtype.width() as usize;
+        out.assign_dense_with(nodes.len(), d, |v| {
+            for (a, b) in runs(nodes) {
+                read_at(
+                    &self.features,
+                    (a * d * w) as u64,
+                    (b - a) * d * w,
+                    &mut io.bytes,
+                )?;
+                for row in io.bytes.chunks_exact((d * w).max(1)).take(b - a) {
+                    io.row.clear();
+                    io.row.extend(row.chunks_exact(w).map(|c| match dtype {
+                        Dtype::F16 => {
+                            half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()
+                        }
+                        _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                    }));
+                    let start = v.len();
+                    v.extend(io.row.iter().map(|&x| F::from_f64_lossy(f64::from(x))));
+                    if normalize {
+                        crate::input::features::normalize_row(&mut v[start..]);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The runs of consecutive ids of `nodes` (ascending): `[a, b)` ranges (one for a Cluster-GCN
+/// part that is a range of rows).
+pub(crate) fn runs(nodes: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut k = 0;
+    std::iter::from_fn(move || {
+        let a = *nodes.get(k)? as usize;
+        let mut b = a + 1;
+        k += 1;
+        while k < nodes.len() && nodes[k] as usize == b {
+            b += 1;
+            k += 1;
+        }
+        Some((a, b))
+    })
+}
+
+/// Reads `len` bytes at byte `offset` of the file into `buf` (resized), with a positioned
+/// read: the file's cursor is not shared state.
+fn read_at(file: &(File, PathBuf), offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+    buf.resize(len, 0);
+    let (f, path) = file;
+    #[cfg(unix)]
+    let r = std::os::unix::fs::FileExt::read_exact_at(f, buf, offset);
+    #[cfg(windows)]
+    let r = {
+        let mut done = 0;
+        let mut r = Ok(());
+        while done < buf.len() {
+            match std::os::windows::fs::FileExt::seek_read(
+                f,
+                &mut buf[done..],
+                offset + done as u64,
+            ) {
+                Ok(0) => {
+                    r = Err(std::io::ErrorKind::UnexpectedEof.into());
+                    break;
+                }
+                Ok(k) => done += k,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        r
+    };
+    r.map_err(|e| Error::io(path, e))
+}
