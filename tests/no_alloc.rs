@@ -646,7 +646,7 @@ fn mini_batches_allocate_nothing_per_epoch() {
                     let opts = FitOptions {
                         batches: Some(Batches {
                             sampler,
-                            graph: &d.graph,
+                            graph: (&d.graph).into(),
                             norm: Norm::Symmetric,
                         }),
                         ..FitOptions::default()

@@ -5,6 +5,7 @@ mod blocks;
 pub mod checkpoint;
 pub mod fits;
 pub mod options;
+mod out_of_core;
 pub mod profile;
 pub mod recipe;
 pub mod run;
@@ -13,7 +14,8 @@ pub use stepper::{agree, data_parallel_bytes};
 mod steps;
 mod summary;
 
-pub use steps::{train_step, BatchStats, Batches};
+pub use out_of_core::{fit_store_seeds, store_summary};
+pub use steps::{train_step, BatchGraph, BatchStats, Batches};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;

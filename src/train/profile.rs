@@ -278,7 +278,7 @@ pub fn prepared_epoch(
     let sampler = p.checked_sampler(&cfg.train, 1, 0)?;
     let batches = sampler.as_deref().map(|sampler| Batches {
         sampler,
-        graph: &p.data.graph,
+        graph: (&p.data.graph).into(),
         norm: p.prepare.norm,
     });
     epoch(&p.train_data(), &p.adj, name, cfg, batches)

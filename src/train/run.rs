@@ -584,7 +584,7 @@ impl Prepared {
             let x = &self.data.features;
             let b = Batches {
                 sampler: s.as_ref(),
-                graph: &self.data.graph,
+                graph: (&self.data.graph).into(),
                 norm: self.prepare.norm,
             };
             let orders = super::blocks::block_orders(&cfg.model, Some(&b), x.is_sparse());
@@ -686,7 +686,7 @@ impl Prepared {
             rank_sample,
             batches: sampler.map(|sampler| Batches {
                 sampler,
-                graph: &self.data.graph,
+                graph: (&self.data.graph).into(),
                 norm: self.prepare.norm,
             }),
             on_epoch: None,

@@ -8,6 +8,7 @@ use ndarray::ArrayViewMut2;
 use serde::Serialize;
 
 use super::{rng_stream, DropEdgeSource, FitOptions, TrainData};
+use crate::data::store::StoreRows;
 use crate::data::{Features, Mask};
 use crate::graph::dropedge::DropEdge;
 use crate::graph::Sums;
@@ -27,9 +28,42 @@ pub struct Batches<'g> {
     /// The sampler of each batch's nodes.
     pub sampler: &'g dyn NodeSampler,
     /// The whole graph (each batch's Â is its subgraph's, renormalised by `norm`).
-    pub graph: &'g Graph,
+    pub graph: BatchGraph<'g>,
     /// The normalisation of each batch's Â.
     pub norm: Norm,
+}
+
+/// The whole graph batches are cut from ([`Batches::graph`]).
+#[derive(Debug, Clone, Copy)]
+pub enum BatchGraph<'g> {
+    /// In memory, with the run's features, labels and split ([`TrainData`]).
+    Memory(&'g Graph),
+    /// A store's rows read per batch, with its features (row-normalised as they are read when
+    /// `row_normalize`), labels and split: Cluster-GCN's sampler only, evaluated over its
+    /// batches; the run's [`TrainData`] is then a stand-in
+    /// ([`fit_store_seeds`](super::fit_store_seeds)).
+    Store {
+        /// The store.
+        rows: &'g StoreRows,
+        /// Whether each feature row is row-normalised as it is read.
+        row_normalize: bool,
+    },
+}
+
+impl<'g> From<&'g Graph> for BatchGraph<'g> {
+    fn from(g: &'g Graph) -> Self {
+        BatchGraph::Memory(g)
+    }
+}
+
+impl BatchGraph<'_> {
+    /// The whole graph's node count.
+    pub fn n_nodes(&self) -> usize {
+        match self {
+            BatchGraph::Memory(g) => g.n_nodes(),
+            BatchGraph::Store { rows, .. } => rows.n_nodes(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Batches<'_> {
@@ -237,15 +271,24 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 rule: "0 with mini-batches (a batch is already a subgraph)",
             }));
         }
-        let total = data.adj.rows().total;
-        if b.graph.n_nodes() != total || data.adj.shape().0 != total {
-            return Err(Error::Mismatch {
-                what: "batch graph nodes vs nodes (mini-batches need the whole graph in one \
-                       process)"
-                    .into(),
-                expected: total,
-                got: b.graph.n_nodes(),
-            });
+        let total = b.graph.n_nodes();
+        if let BatchGraph::Memory(_) = b.graph {
+            let whole = data.adj.rows().total;
+            if total != whole || data.adj.shape().0 != whole {
+                return Err(Error::Mismatch {
+                    what: "batch graph nodes vs nodes (mini-batches need the whole graph in one \
+                           process)"
+                        .into(),
+                    expected: whole,
+                    got: total,
+                });
+            }
+        } else if !opts.eval_batches || opts.metrics_every > 0 || opts.replicas.is_some() {
+            return Err(Error::Config(ConfigError::Unsupported {
+                what: "batches read from a store with evaluation on the whole graph, layer \
+                       metrics or replicas (a store's run evaluates over its batches, in one \
+                       process)",
+            }));
         }
         if b.sampler.batches() == 0 {
             return Err(Error::Config(ConfigError::OutOfRange {
@@ -254,10 +297,26 @@ impl<'a, F: Scalar> Steps<'a, F> {
                 rule: "a sampler of at least one batch an epoch",
             }));
         }
-        if let Some(ns) = b.sampler.blocks() {
-            return Self::blocks(model, data, opts, ns, b, (seed, per_step));
-        }
-        let src = BatchSource::new(b.graph, b.norm, data.x, data.labels, &data.split.train)?;
+        let src = match b.graph {
+            BatchGraph::Store {
+                rows,
+                row_normalize,
+            } => {
+                let Some(cluster) = b.sampler.cluster() else {
+                    return Err(Error::Config(ConfigError::Unsupported {
+                        what: "batches read from a store with a sampler other than \
+                               Cluster-GCN's (the others draw from the graph in memory)",
+                    }));
+                };
+                BatchSource::from_store(rows, b.norm, row_normalize, cluster)?
+            }
+            BatchGraph::Memory(g) => {
+                if let Some(ns) = b.sampler.blocks() {
+                    return Self::blocks(model, data, opts, ns, b, g, (seed, per_step));
+                }
+                BatchSource::new(g, b.norm, data.x, data.labels, &data.split.train)?
+            }
+        };
         let eval = if opts.eval_batches {
             if !b.sampler.partitions() {
                 return Err(Error::Config(ConfigError::OutOfRange {
@@ -310,6 +369,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         opts: &FitOptions<'a>,
         ns: &'a crate::sample::NeighborSampler,
         b: Batches<'a>,
+        graph: &'a Graph,
         (seed, per_step): (u64, usize),
     ) -> Result<Self> {
         if b.norm != crate::graph::Norm::Symmetric {
@@ -353,7 +413,7 @@ impl<'a, F: Scalar> Steps<'a, F> {
         let new = || Box::new(super::blocks::BlockBatch::new(data.x.n_cols(), rows));
         Ok(Steps::Blocks(Box::new(super::blocks::BlockSteps {
             sampler: ns,
-            graph: b.graph,
+            graph,
             x: data.x,
             labels: data.labels,
             batch: new(),

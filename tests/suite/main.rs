@@ -25,6 +25,7 @@ mod cli_limits;
 #[cfg(feature = "cli")]
 mod cli_memory;
 #[cfg(feature = "cli")]
+mod cli_out_of_core;
 mod cli_store;
 #[cfg(feature = "cli")]
 mod cli_user_path;

@@ -39,7 +39,7 @@ fn run(
     let opts = FitOptions {
         batches: sampler.map(|sampler| Batches {
             sampler,
-            graph: &d.graph,
+            graph: (&d.graph).into(),
             norm: Norm::Symmetric,
         }),
         ..FitOptions::default()
@@ -205,7 +205,7 @@ fn evaluation_over_batches_of_the_whole_graph_is_full_evaluation() {
         let opts = FitOptions {
             batches: Some(Batches {
                 sampler,
-                graph: &d.graph,
+                graph: (&d.graph).into(),
                 norm: Norm::Symmetric,
             }),
             eval_batches,
@@ -362,7 +362,7 @@ fn a_sampler_of_no_batches_is_a_typed_error() {
     let opts = FitOptions {
         batches: Some(Batches {
             sampler: &NoBatches,
-            graph: &d.graph,
+            graph: (&d.graph).into(),
             norm: Norm::Symmetric,
         }),
         ..FitOptions::default()
@@ -389,7 +389,7 @@ fn run_ranks(
     let opts = FitOptions {
         batches: sampler.as_deref().map(|sampler| Batches {
             sampler,
-            graph: &d.graph,
+            graph: (&d.graph).into(),
             norm: Norm::Symmetric,
         }),
         eval_batches: cfg.eval_batches,
@@ -528,7 +528,7 @@ fn ranks_that_do_not_divide_the_step_and_statistics_across_batches_are_refused()
     let ranks = Mirror;
     let batches = Some(Batches {
         sampler: &sampler,
-        graph: &d.graph,
+        graph: (&d.graph).into(),
         norm: Norm::Symmetric,
     });
     let cfg = |per_step: usize, norm: NormKind| TrainConfig {

@@ -8,12 +8,15 @@ use std::time::Instant;
 use clap::ValueEnum;
 
 use sparse_gcn::data::content::ContentHash;
+use sparse_gcn::data::store::StoreRows;
 use sparse_gcn::dist::RankPrepared;
 use sparse_gcn::graph::Norm;
 use sparse_gcn::nn::{Arch, Model, NormKind, Order};
 use sparse_gcn::order::Reorder;
-use sparse_gcn::sample::BatchConfig;
-use sparse_gcn::train::options::{DecayScope, Names, Recipe, StopKind, TrainOptions};
+use sparse_gcn::sample::{BatchConfig, Clusters};
+use sparse_gcn::train::options::{
+    BatchKind, DecayScope, EvalKind, Names, Recipe, StopKind, TrainOptions,
+};
 use sparse_gcn::train::run::{Prepare, Prepared, RowNorm, Watch};
 use sparse_gcn::train::{
     checkpoint, mean_std, EpochHook, EpochRecord, OptimizerKind, RunResult, TrainConfig,
@@ -216,6 +219,14 @@ pub(crate) struct TrainArgs {
     /// records the order, and `eval` applies it again.
     #[arg(long, default_value = "auto")]
     reorder: Reorder,
+    /// Train on Cluster-GCN batches read from the store --data names, out of core: its parts
+    /// are ranges of its rows (write the store in a partition order, e.g. `generate --ids
+    /// topics`), each batch's rows of the graph and the features read as it is built, so the
+    /// memory holds the labels, the split, the model and two batches, whatever the graph's
+    /// size. The same bits as the same run in memory with --clusters ranges --eval batch.
+    /// Needs --batch cluster; --clusters ranges and --eval batch are its defaults.
+    #[arg(long)]
+    out_of_core: bool,
 }
 
 impl TrainArgs {
@@ -299,7 +310,14 @@ impl TrainArgs {
                 RowNormArg::Off => RowNorm::Off,
             },
             reorder: self.reorder,
-            batches: self.batches.options(self.eval),
+            batches: {
+                let mut b = self.batches.options(self.eval);
+                if self.out_of_core && b.batch == BatchKind::Cluster {
+                    b.clusters = b.clusters.or(Some(Clusters::Ranges));
+                    b.eval = b.eval.or(Some(EvalKind::Batch));
+                }
+                b
+            },
         }
     }
 
@@ -314,6 +332,9 @@ impl TrainArgs {
     /// file is read: a usage error naming the flags.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
         self.data.check_applicable()?;
+        if self.out_of_core {
+            self.check_out_of_core()?;
+        }
         self.options()
             .check(Names::Flags)
             .map_err(|e| e.message(Names::Flags))?;
@@ -324,6 +345,54 @@ impl TrainArgs {
                 return Err("--order lean: not under mpirun (it needs Â held whole)".into());
             }
             batch::check_ranks(&cfg)?;
+        }
+        Ok(())
+    }
+
+    /// `--out-of-core`'s requirements: a store, Cluster-GCN's batches as ranges of its rows,
+    /// evaluated over them, in one process, in the store's order.
+    fn check_out_of_core(&self) -> std::result::Result<(), String> {
+        let no = |why: &str| Err(format!("--out-of-core: {why}"));
+        let is_store = self
+            .data
+            .data
+            .as_ref()
+            .is_some_and(|p| p.join(sparse_gcn::data::store::HEADER).is_file());
+        if !is_store {
+            return no(
+                "--data must name a store (a folder `convert` or `generate --format \
+                       store` writes)",
+            );
+        }
+        let o = self.options();
+        let b = &o.batches;
+        if b.batch != BatchKind::Cluster {
+            return no(
+                "only with --batch cluster (the other samplers draw from the graph in \
+                       memory)",
+            );
+        }
+        if b.clusters != Some(Clusters::Ranges) {
+            return no("only with --clusters ranges (the parts are ranges of the store's rows)");
+        }
+        if b.eval != Some(EvalKind::Batch) {
+            return no("only with --eval batch (the whole graph is never in memory)");
+        }
+        if self.save.is_some() {
+            return no(
+                "not with --save (a checkpoint records the data's content hashes, which \
+                       need the whole data in memory)",
+            );
+        }
+        if !matches!(self.reorder, Reorder::None | Reorder::Auto) {
+            return no("not with --reorder (the store is read in its own order)");
+        }
+        if self.drop_edge.is_some_and(|r| r > 0.0) {
+            return no("not with --drop-edge (a batch is already a subgraph)");
+        }
+        #[cfg(feature = "mpi")]
+        if dist::launched() {
+            return no("not under mpirun yet (one process reads the store)");
         }
         Ok(())
     }
@@ -345,6 +414,7 @@ impl TrainArgs {
             ("--optimizer", self.optimizer.is_some()),
             ("--warmup", self.warmup.is_some()),
             ("--eval", self.eval.is_some()),
+            ("--out-of-core", self.out_of_core),
         ];
         let given = given
             .iter()
@@ -404,6 +474,15 @@ fn fit_ready(
             let (runs, report) = dist::fit_seeds(job, *r, cfg, seeds, on_done)?;
             (runs, Some(report))
         }
+        Ready::Store(rows, prepare) => {
+            let watch = Watch {
+                on_epoch: Some(on_epoch),
+                ..Watch::default()
+            };
+            let runs =
+                sparse_gcn::train::fit_store_seeds(&rows, &prepare, cfg, seeds, watch, on_done)?;
+            (runs, None)
+        }
     })
 }
 
@@ -411,6 +490,8 @@ fn fit_ready(
 enum Ready<'j> {
     One(Box<Prepared>),
     Rank(Box<RankPrepared>, &'j dist::Job),
+    /// A store read out of core (`--out-of-core`), prepared as `Prepare` says.
+    Store(Box<StoreRows>, Prepare),
 }
 
 /// The node order applied and the hyperparameters in force, as the run starts.
@@ -457,6 +538,10 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     // Mini-batches under mpirun: every rank holds the whole data (data parallel).
     let ranked = job.filter(|_| cfg.batch == BatchConfig::Full);
     let ready = match ranked {
+        _ if a.out_of_core => {
+            let path = a.data.data.clone().unwrap_or_default();
+            Ready::Store(Box::new(StoreRows::open(&path)?), prepare)
+        }
         None => {
             let one = || load_prepared(&a, &prepare);
             // (Under mpirun every rank loads the whole data: they fail together.)
@@ -477,6 +562,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let d = match &ready {
         Ready::One(p) => p.summary(),
         Ready::Rank(r, _) => r.summary.clone(),
+        Ready::Store(rows, prepare) => sparse_gcn::train::store_summary(rows, prepare),
     };
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - d.reorder_s;

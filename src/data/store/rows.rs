@@ -13,7 +13,8 @@ use crate::graph::{induced_rows_into, Graph};
 use crate::input::Features;
 use crate::{Error, Result, Scalar};
 
-/// A store opened for reading rows out of core (see the [module docs](self)).
+/// A store opened for reading rows out of core: only the labels and the split held, each
+/// batch's rows of the graph and the features read as it is built.
 #[derive(Debug)]
 pub struct StoreRows {
     store: Store,

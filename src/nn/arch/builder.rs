@@ -31,6 +31,9 @@ pub struct Builder<'a, F: Scalar> {
     adj: &'a dyn Propagate<F>,
     x: &'a Features<F>,
     orders: Option<&'a [Order]>,
+    /// The whole graph's nodes and Â's entries, when `adj` is a stand-in of another size: what
+    /// the cost model sees.
+    pub(crate) whole: Option<(usize, usize)>,
     n_convs: usize,
     pub(crate) nodes: Vec<Node<F>>,
     block_start: usize,
@@ -49,6 +52,7 @@ impl<'a, F: Scalar> Builder<'a, F> {
             adj,
             x,
             orders,
+            whole: None,
             n_convs: 0,
             nodes: Vec::new(),
             block_start: 0,
@@ -83,8 +87,8 @@ impl<'a, F: Scalar> Builder<'a, F> {
             self.adj.row_gather_bound(&per_row, s.x().cols())
         });
         let shape = LayerShape {
-            n_nodes: self.adj.rows().total,
-            nnz_adj: self.adj.nnz(),
+            n_nodes: self.whole.map_or(self.adj.rows().total, |w| w.0),
+            nnz_adj: self.whole.map_or(self.adj.nnz(), |w| w.1),
             in_dim: din,
             out_dim: dout,
             sparse_input_nnz: sparse

@@ -523,7 +523,26 @@ impl ModelConfig {
         rng: &mut R,
     ) -> Result<Model<F>, ConfigError> {
         let arch = self.arch;
-        self.build_with(adj, x, orders, &mut |cfg, b| arch.build(cfg, b, rng))
+        self.build_with(adj, x, orders, None, &mut |cfg, b| arch.build(cfg, b, rng))
+    }
+
+    /// [`ModelConfig::build`] with the cost model seeing a graph of `whole` = (nodes, entries
+    /// of Â) rather than `adj`'s, a stand-in of the input's width and kind (a run whose graph
+    /// is read batch by batch, never held: the orders of the same run in memory).
+    ///
+    /// # Errors
+    /// As [`ModelConfig::build`].
+    pub fn build_shaped<F: Scalar, R: Rng + ?Sized>(
+        &self,
+        adj: &dyn Propagate<F>,
+        x: &Features<F>,
+        whole: (usize, usize),
+        rng: &mut R,
+    ) -> Result<Model<F>, ConfigError> {
+        let arch = self.arch;
+        self.build_with(adj, x, None, Some(whole), &mut |cfg, b| {
+            arch.build(cfg, b, rng)
+        })
     }
 
     /// [`ModelConfig::build`] with the nodes of `arch`, any [`Architecture`] (one of this
@@ -540,7 +559,7 @@ impl ModelConfig {
         rng: &mut R,
     ) -> Result<Model<F>, ConfigError> {
         arch.check()?;
-        self.build_with(adj, x, None, &mut |cfg, b| arch.build(cfg, b, rng))
+        self.build_with(adj, x, None, None, &mut |cfg, b| arch.build(cfg, b, rng))
     }
 
     /// The model whose nodes `push` puts into the builder.
@@ -549,6 +568,7 @@ impl ModelConfig {
         adj: &dyn Propagate<F>,
         x: &Features<F>,
         orders: Option<&[Order]>,
+        whole: Option<(usize, usize)>,
         push: &mut dyn FnMut(&ModelConfig, &mut Builder<'_, F>) -> Built,
     ) -> Result<Model<F>, ConfigError> {
         self.check()?;
@@ -560,6 +580,7 @@ impl ModelConfig {
             });
         }
         let mut b = Builder::new(self, adj, x, orders);
+        b.whole = whole;
         let built = push(self, &mut b);
         let wiring = Wiring {
             input_dropout: if built.no_input_dropout {

@@ -1,0 +1,174 @@
+//! Cluster-GCN on a graph larger than memory: its batches read from a store written in a
+//! partition order (the parts ranges of its rows, [`Clusters::Ranges`]), evaluated over the
+//! batches, holding only the labels, the split, the model and two batches
+//! ([`StoreRows`], [`BatchSource::from_store`](crate::sample::BatchSource::from_store)).
+
+use ndarray::Array2;
+
+use super::fits::{check_batch_run_fits, BatchShape};
+use super::run::{Prepare, Watch};
+use super::summary::Summary;
+use super::TrainData;
+use super::{rng_stream, train_model, BatchGraph, Batches, FitOptions, RunResult, TrainConfig};
+use crate::data::memory;
+use crate::data::store::StoreRows;
+use crate::graph::NormAdj;
+use crate::input::Features;
+use crate::nn::{Model, ModelConfig};
+use crate::order::Reorder;
+use crate::sample::{BatchConfig, ClusterSampler, Clusters, NodeSampler};
+use crate::{ConfigError, Error, Result};
+
+/// What a run on `rows` prepared by `prepare` trains on: the summary a run in memory reports
+/// (the store's shape; Â's entries counted, not built; the node order the store's own).
+pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Summary {
+    let h = rows.store().header();
+    let n = rows.n_nodes();
+    let stored = h.arrays["indices"].len as usize;
+    let split = rows.split();
+    Summary {
+        name: h.name.clone(),
+        n_nodes: n,
+        // (Undirected: each edge stored twice, each self-loop once.)
+        n_edges: if h.directed {
+            stored
+        } else {
+            let loops = (h.self_loops as usize).min(stored);
+            (stored - loops) / 2 + loops
+        },
+        nnz: stored + n - (h.self_loops as usize).min(n),
+        in_dim: rows.n_features(),
+        sparse_features: false,
+        n_classes: rows.n_classes(),
+        split_name: split.name.clone(),
+        split_sizes: [split.train.len(), split.valid.len(), split.test.len()],
+        row_normalized: prepare.row_norm.applies(|| rows.non_negative()),
+        prepare: Prepare {
+            reorder: Reorder::None,
+            ..*prepare
+        },
+        reorder_asked: prepare.reorder,
+        reorder_s: 0.0,
+        directed: h.directed,
+    }
+}
+
+/// Trains one model per seed of `seeds`, one after the other, on Cluster-GCN's batches read
+/// from `rows` (`cfg.batch` a [`BatchConfig::Cluster`] of [`Clusters::Ranges`], evaluated over
+/// its batches: `cfg.eval_batches`), reporting to `watch` and `on_done`: the same bits as the
+/// same runs on the store's dataset in memory ([`Prepared::fit_seeds_watched`](
+/// super::run::Prepared::fit_seeds_watched)), the model's orders chosen by the cost model for
+/// the whole graph's shape. `prepare`'s normalisations apply (`reorder` must be `none` or
+/// `auto`: the store's order is kept; row normalisation `auto` asks whether every feature
+/// is ≥ 0, which opening the store learnt).
+///
+/// # Errors
+/// [`Error::Config`] for another sampler, other clusters, evaluation on the whole graph,
+/// DropEdge, replicas, a node order to apply, or a λ that differs from `prepare`'s;
+/// [`Error::TooLarge`] when the run would not fit in the memory available; the errors of
+/// reading the store ([`Error::Store`], [`Error::Io`]) and of training.
+pub fn fit_store_seeds(
+    rows: &StoreRows,
+    prepare: &Prepare,
+    cfg: &TrainConfig,
+    seeds: &[u64],
+    watch: Watch<'_>,
+    on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
+) -> Result<Vec<RunResult>> {
+    let unsupported = |what: &'static str| Err(Error::Config(ConfigError::Unsupported { what }));
+    let BatchConfig::Cluster {
+        parts,
+        per_batch,
+        clusters,
+        diag_lambda,
+    } = cfg.batch
+    else {
+        return unsupported(
+            "training from a store out of core with a sampler other than Cluster-GCN's",
+        );
+    };
+    if clusters != Clusters::Ranges {
+        return unsupported(
+            "Cluster-GCN out of core with parts other than ranges of the store's rows (the \
+             store is read in its own order: write it in a partition order)",
+        );
+    }
+    if !cfg.eval_batches {
+        return unsupported(
+            "evaluation on the whole graph out of core (evaluate over the batches)",
+        );
+    }
+    if cfg.model.drop_edge > 0.0 || watch.replicas.is_some() {
+        return unsupported("DropEdge or replicas in a run out of core");
+    }
+    if !matches!(prepare.reorder, Reorder::None | Reorder::Auto) {
+        return unsupported("a node order applied out of core (the store's order is kept)");
+    }
+    if diag_lambda != prepare.diag_lambda {
+        return Err(Error::Config(ConfigError::OutOfRange {
+            name: "diag_lambda",
+            value: prepare.diag_lambda,
+            rule: "the batches' λ (BatchConfig::Cluster's diag_lambda)",
+        }));
+    }
+    let n = rows.n_nodes();
+    let d = rows.n_features();
+    let summary = store_summary(rows, prepare);
+    // Beside the labels the store holds: the parts' node lists and their cut, the training,
+    // validation and test flags, and each batch's node positions (two batches).
+    memory::check(memory::bytes(n, 4 + 4 + 3 + 2 * 4), || {
+        format!("the parts and batch positions of {n} nodes read out of core")
+    })?;
+    let sampler = ClusterSampler::ranges(n, parts, per_batch)?.with_diag_lambda(diag_lambda)?;
+    // Stand-ins of no rows for the whole Â and X: a store's run reads neither.
+    let adj = NormAdj::<f32>::empty(prepare.norm);
+    let x = Features::dense(Array2::<f32>::zeros((0, d)));
+    let model_cfg = ModelConfig {
+        in_dim: d,
+        out_dim: rows.n_classes(),
+        ..cfg.model.clone()
+    };
+    let build = |seed: u64| -> Result<Model<f32>> {
+        Ok(model_cfg.build_shaped(&adj, &x, (n, summary.nnz), &mut rng_stream(seed, 0))?)
+    };
+    let mut probe = build(0)?;
+    let shape = BatchShape {
+        n,
+        nnz: summary.nnz,
+        max_rows: sampler.max_nodes(),
+        eval_full: false,
+        blocks: None,
+    };
+    check_batch_run_fits(&mut probe, shape, &x, 1)?;
+    drop(probe);
+    let split = rows.split();
+    let data = TrainData {
+        adj: &adj,
+        x: &x,
+        labels: &[],
+        n_classes: rows.n_classes(),
+        split,
+    };
+    let opts = FitOptions {
+        batches: Some(Batches {
+            sampler: &sampler,
+            graph: BatchGraph::Store {
+                rows,
+                row_normalize: summary.row_normalized,
+            },
+            norm: prepare.norm,
+        }),
+        eval_batches: true,
+        on_epoch: watch.on_epoch,
+        interrupt: watch.interrupt,
+        ..FitOptions::default()
+    };
+    let mut runs = Vec::with_capacity(seeds.len());
+    for &seed in seeds {
+        let mut model = build(seed)?;
+        let r = train_model(&mut model, &data, cfg, seed, &opts)?;
+        on_done(&r, &mut model);
+        runs.push(r);
+    }
+    Ok(runs)
+}
