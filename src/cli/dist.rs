@@ -118,9 +118,17 @@ mod with_mpi {
         Ok(out)
     }
 
+    /// Whether `path` is a store with dense features (a store that cannot be opened is left
+    /// to the loader, which names what is wrong).
+    fn dense_store(path: &std::path::Path) -> bool {
+        path.join(sparse_gcn::data::store::HEADER).is_file()
+            && sparse_gcn::data::store::Store::open(path).is_ok_and(|s| !s.header().sparse_features)
+    }
+
     /// This rank's part of the data, prepared without the whole Â: a synthetic preset draws
-    /// only the rank's rows of X, an OGB folder's feature file is streamed keeping only them;
-    /// any other dataset is read whole, then only the rank's rows of X are kept.
+    /// only the rank's rows of X, an OGB folder's feature file is streamed keeping only them,
+    /// a store's dense features are read by rows (the rank's only); any other dataset is read
+    /// whole, then only the rank's rows of X are kept.
     pub(crate) fn prepare(job: &Job, data: &DataArgs, p: &Prepare) -> Result<RankPrepared> {
         let opts = data.load_options();
         let ogb = |path: &std::path::Path| {
@@ -151,6 +159,14 @@ mod with_mpi {
                         skeleton.graph.n_nodes(),
                         0,
                     )))),
+                };
+                (skeleton, source)
+            }
+            (Some(path), None) if dense_store(path) => {
+                let (skeleton, features) = sparse_gcn::data::store::load_skeleton(path, &opts)?;
+                let source = RowSource::Store {
+                    features,
+                    sparse_below: opts.sparse_features_below,
                 };
                 (skeleton, source)
             }

@@ -195,6 +195,33 @@ pub struct Skeleton {
 }
 
 impl Skeleton {
+    /// The skeleton relabelled: node `perm.new_to_old()[r]` becomes node `r` (as
+    /// [`Dataset::relabel`]).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] when the relabelled graph does not fit beside the old one;
+    /// [`Error::Mismatch`] for a permutation of another length.
+    pub fn relabel(mut self, perm: &crate::graph::Permutation) -> Result<Skeleton> {
+        use crate::graph::permutation::{permute_graph, permute_slice};
+        let n = self.graph.n_nodes();
+        let graph_bytes = crate::data::memory::bytes(n + 1, 8)
+            .saturating_add(crate::data::memory::bytes(self.graph.nnz(), 4));
+        crate::data::memory::check(graph_bytes, || {
+            format!("relabelling the graph of {} ({n} nodes)", self.name)
+        })?;
+        if perm.len() != n {
+            return Err(Error::Mismatch {
+                what: "permutation length vs dataset nodes".into(),
+                expected: n,
+                got: perm.len(),
+            });
+        }
+        self.graph = permute_graph(&self.graph, perm);
+        self.labels = permute_slice(perm, &self.labels);
+        self.split = self.split.permuted(perm);
+        Ok(self)
+    }
+
     /// The dataset with `features` (one row per node, not checked).
     pub(crate) fn with_features(self, features: Features<f32>) -> Dataset {
         Dataset {

@@ -419,3 +419,57 @@ fn a_store_without_edges_reads_back() {
     same(&d, &Store::open(&st).unwrap().dataset(None).unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a rank under mpirun reads of a store: the skeleton in the input's order (a store held
+/// in another order relabelled back) and any rows of the dense features (f32 or f16), the
+/// same as the whole dataset's; a modified feature file is an error naming the array.
+#[test]
+fn a_skeleton_and_feature_rows_are_the_dataset_s() {
+    use sparse_gcn::data::store::{load_skeleton, OrderInfo, StoredOrder};
+    use sparse_gcn::graph::Permutation;
+    let dir = scratch("skeleton");
+    let d = dense_data(4);
+    let n = d.graph.n_nodes();
+    let perm = Permutation::random(n, 3);
+    let order = StoredOrder {
+        info: OrderInfo {
+            asked: "random:3".into(),
+            applied: "random:3".into(),
+        },
+        perm: perm.clone(),
+    };
+    let relabelled = d.clone().relabel(&perm).unwrap();
+    for (k, (data, o, dtype)) in [
+        (&d, None, FeatureDtype::F32),
+        (&relabelled, Some(&order), FeatureDtype::F16),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = dir.join(format!("s{k}"));
+        write_store(data, o, &out, dtype).unwrap();
+        let whole = load(&out, &LoadOptions::default()).unwrap();
+        let (s, features) = load_skeleton(&out, &LoadOptions::default()).unwrap();
+        assert_eq!(s.graph, whole.graph);
+        assert_eq!(s.labels, whole.labels);
+        assert_eq!(s.split.test.indices(), whole.split.test.indices());
+        let ids: Vec<u32> = Permutation::random(n, 9).new_to_old()[..n / 3].to_vec();
+        let x = whole.features.to_dense();
+        let rows = features.rows(&ids).unwrap();
+        for (r, &v) in ids.iter().enumerate() {
+            assert_eq!(rows.row(r), x.row(v as usize), "{dtype:?} node {v}");
+        }
+        assert!(matches!(
+            features.rows(&[n as u32]),
+            Err(Error::Mismatch { .. })
+        ));
+    }
+    // A feature value changed, its checksum not.
+    let out = dir.join("s0");
+    let f = out.join("features.f32");
+    let mut b = std::fs::read(&f).unwrap();
+    b[40] ^= 1;
+    std::fs::write(&f, &b).unwrap();
+    let e = load_skeleton(&out, &LoadOptions::default()).unwrap_err();
+    names_array(&e, "features", "checksum");
+}

@@ -42,12 +42,12 @@ use serde::{Deserialize, Serialize};
 
 pub use propagate::{propagate, propagate_in_memory, KeepRows, PropagateOptions, Propagated};
 pub(crate) use rows::runs;
-pub use rows::{RowsScratch, StoreRows};
+pub use rows::{RowsScratch, StoreFeatures, StoreRows};
 pub(crate) use write::StoreWriter;
 pub use write::{write_store, FeatureDtype, StoreSummary};
 
 use super::io::LoadOptions;
-use super::{Dataset, Features, Mask, SparseFeatures, Split};
+use super::{Dataset, Features, Mask, Skeleton, SparseFeatures, Split};
 use crate::data::io::{MAX_CLASSES, MAX_FEATURE_COLS};
 use crate::graph::{BuildStats, Direction, Graph, Permutation};
 use crate::kernels::Csr;
@@ -607,6 +607,68 @@ impl Store {
         crate::data::memory::check(total, || {
             format!("the dataset of the store {}", self.dir.display())
         })?;
+        let s = self.skeleton_unchecked()?;
+        let (n, d) = (h.n_nodes as usize, h.n_features as usize);
+        let features = if h.sparse_features {
+            let csr = Csr::try_new(
+                (n, d),
+                self.offsets("feature_indptr")?,
+                self.u32_vec("feature_indices")?,
+                self.floats("feature_values")?,
+            )
+            .map_err(|(_, _, _, e)| self.bad("feature_indices", e.to_string()))?;
+            Features::sparse(SparseFeatures::new(csr))
+        } else {
+            let x = Array2::from_shape_vec((n, d), self.floats("features")?)
+                .map_err(|e| self.bad("features", e.to_string()))?;
+            let f = Features::dense(x);
+            match sparse_below {
+                Some(t) => f.into_sparse_if(t),
+                None => f,
+            }
+        };
+        Dataset::try_new(s.name, s.graph, features, s.labels, s.n_classes, s.split)
+    }
+
+    /// The dataset without its features ([`Skeleton`]), in the order it is stored in, each
+    /// array's checksum and the graph's pattern checked as it is read (the labels' classes
+    /// too): what each rank of a run under mpirun holds while it reads only its rows of the
+    /// features ([`StoreFeatures`]).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if it does not fit in the memory available; [`Error::Store`] naming
+    /// the first array whose checksum differs or whose contents are not a graph's, labels or
+    /// a split's.
+    pub fn skeleton(&self) -> Result<Skeleton> {
+        let h = &self.header;
+        let total: u64 = [
+            "indptr", "indices", "degree", "labels", "train", "valid", "test",
+        ]
+        .iter()
+        .filter_map(|a| h.arrays.get(*a))
+        .map(|a| a.len.saturating_mul(a.dtype.width().max(4)))
+        .fold(0, u64::saturating_add);
+        crate::data::memory::check(total, || {
+            format!(
+                "the graph, labels and split of the store {}",
+                self.dir.display()
+            )
+        })?;
+        let s = self.skeleton_unchecked()?;
+        if let Some((i, &l)) = s
+            .labels
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| l != super::UNLABELLED && l as usize >= s.n_classes)
+        {
+            return Err(self.bad("labels", format!("node {i}: class {l} of {}", s.n_classes)));
+        }
+        Ok(s)
+    }
+
+    /// [`Store::skeleton`] without the memory check nor the labels' classes checked.
+    fn skeleton_unchecked(&self) -> Result<Skeleton> {
+        let h = &self.header;
         let n = h.n_nodes as usize;
         let stats = BuildStats {
             input_edges: h.input_edges as usize,
@@ -633,25 +695,6 @@ impl Store {
                 ),
             ));
         }
-        let d = h.n_features as usize;
-        let features = if h.sparse_features {
-            let csr = Csr::try_new(
-                (n, d),
-                self.offsets("feature_indptr")?,
-                self.u32_vec("feature_indices")?,
-                self.floats("feature_values")?,
-            )
-            .map_err(|(_, _, _, e)| self.bad("feature_indices", e.to_string()))?;
-            Features::sparse(SparseFeatures::new(csr))
-        } else {
-            let x = Array2::from_shape_vec((n, d), self.floats("features")?)
-                .map_err(|e| self.bad("features", e.to_string()))?;
-            let f = Features::dense(x);
-            match sparse_below {
-                Some(t) => f.into_sparse_if(t),
-                None => f,
-            }
-        };
         let labels = self.u32_vec("labels")?;
         let mask = |name: &str| -> Result<Mask> {
             Mask::try_from_indices(self.u32_vec(name)?, n)
@@ -663,14 +706,13 @@ impl Store {
             valid: mask("valid")?,
             test: mask("test")?,
         };
-        Dataset::try_new(
-            h.name.clone(),
+        Ok(Skeleton {
+            name: h.name.clone(),
             graph,
-            features,
             labels,
-            h.n_classes as usize,
+            n_classes: h.n_classes as usize,
             split,
-        )
+        })
     }
 }
 
@@ -721,12 +763,8 @@ pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
 }
 
-/// [`load`] in the order the store holds, with that order (`None`: the input's): for
-/// training, which would relabel it into that order again.
-///
-/// # Errors
-/// As [`load`].
-pub fn load_ordered(dir: &Path, opts: &LoadOptions) -> Result<(Dataset, Option<StoredOrder>)> {
+/// Refuses the loading options a store cannot honour (see [`load`]).
+fn check_options(dir: &Path, opts: &LoadOptions) -> Result<()> {
     let refuse = |msg: String| Error::Dataset {
         path: dir.to_path_buf(),
         msg,
@@ -762,8 +800,34 @@ pub fn load_ordered(dir: &Path, opts: &LoadOptions) -> Result<(Dataset, Option<S
             "the store holds an undirected graph: convert the data again with --directed".into(),
         ));
     }
-    // The options fit: map it again, every page read in now, and read it.
-    drop(store);
+    Ok(())
+}
+
+/// [`load`] without the features: the graph, labels and split in the input's order, and the
+/// store's features to read rows of ([`StoreFeatures`]) — what a rank under mpirun holds.
+///
+/// # Errors
+/// As [`load`]; [`Error::Store`] for features stored sparse.
+pub fn load_skeleton(dir: &Path, opts: &LoadOptions) -> Result<(Skeleton, StoreFeatures)> {
+    check_options(dir, opts)?;
+    let features = StoreFeatures::open(dir)?;
+    let store = Store::open(dir)?;
+    let s = store.skeleton()?;
+    let s = match store.order()? {
+        None => s,
+        Some(o) => s.relabel(&o.perm.inverse())?,
+    };
+    Ok((s, features))
+}
+
+/// [`load`] in the order the store holds, with that order (`None`: the input's): for
+/// training, which would relabel it into that order again.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_ordered(dir: &Path, opts: &LoadOptions) -> Result<(Dataset, Option<StoredOrder>)> {
+    check_options(dir, opts)?;
+    // The options fit: map it, every page read in now, and read it.
     let store = Store::open_populated(dir)?;
     let order = store.order()?;
     Ok((store.dataset(opts.sparse_features_below)?, order))

@@ -7,6 +7,8 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use ndarray::Array2;
+
 use super::{Dtype, Store};
 use crate::data::{Mask, Split, UNLABELLED};
 use crate::graph::{induced_rows_into, Graph};
@@ -258,12 +260,7 @@ impl StoreRows {
                 )?;
                 for row in io.bytes.chunks_exact((d * w).max(1)).take(b - a) {
                     io.row.clear();
-                    io.row.extend(row.chunks_exact(w).map(|c| match dtype {
-                        Dtype::F16 => {
-                            half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32()
-                        }
-                        _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-                    }));
+                    io.row.extend(row.chunks_exact(w).map(|c| decode(dtype, c)));
                     let start = v.len();
                     v.extend(io.row.iter().map(|&x| F::from_f64_lossy(f64::from(x))));
                     if normalize {
@@ -273,6 +270,107 @@ impl StoreRows {
             }
             Ok(())
         })
+    }
+}
+
+/// A store's dense features, checked once (one pass of plain reads: the checksum) and read
+/// by rows: what a rank under mpirun keeps of them ([`super::load_skeleton`]), rows named in
+/// the input's numbering when the store holds another order.
+#[derive(Debug, Clone)]
+pub struct StoreFeatures {
+    file: std::sync::Arc<(File, PathBuf)>,
+    n: usize,
+    d: usize,
+    dtype: Dtype,
+    /// Stored row of each input node, when the store holds another order.
+    row_of: Option<Vec<u32>>,
+}
+
+impl StoreFeatures {
+    /// Opens the features of the store in `dir` and checks their checksum (a whole pass).
+    ///
+    /// # Errors
+    /// [`Error::Store`] for sparse features, a checksum that differs or an order that is not
+    /// a permutation; [`Error::Io`].
+    pub fn open(dir: &Path) -> Result<Self> {
+        let store = Store::open(dir)?;
+        let h = store.header().clone();
+        if h.sparse_features {
+            return Err(store.bad(
+                "features",
+                "stored sparse: read by rows only when dense".into(),
+            ));
+        }
+        super::propagate::check_features(&store)?;
+        let row_of = store.order()?.map(|o| o.perm.old_to_new().to_vec());
+        let path = dir.join(&h.arrays["features"].file);
+        let f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(StoreFeatures {
+            n: h.n_nodes as usize,
+            d: h.n_features as usize,
+            dtype: h.arrays["features"].dtype,
+            file: std::sync::Arc::new((f, path)),
+            row_of,
+        })
+    }
+
+    /// Feature columns.
+    pub fn n_features(&self) -> usize {
+        self.d
+    }
+
+    /// The rows of the input's nodes `ids` (any order), as `f32`: the same values as the
+    /// store's dataset in memory.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] for an id beyond the nodes; [`Error::TooLarge`] when the rows do
+    /// not fit in memory; [`Error::Io`].
+    pub fn rows(&self, ids: &[u32]) -> Result<Array2<f32>> {
+        if let Some(&bad) = ids.iter().find(|&&v| v as usize >= self.n) {
+            return Err(Error::Mismatch {
+                what: format!("a node ({bad}) vs the store's nodes"),
+                expected: self.n,
+                got: bad as usize + 1,
+            });
+        }
+        crate::data::memory::check(crate::data::memory::bytes(ids.len(), 8 * self.d), || {
+            format!("{} rows of {} features", ids.len(), self.d)
+        })?;
+        // Stored rows ascending, each with where it goes.
+        let mut at: Vec<(u32, usize)> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| (self.row_of.as_ref().map_or(v, |r| r[v as usize]), k))
+            .collect();
+        at.sort_unstable();
+        let (d, w) = (self.d, self.dtype.width() as usize);
+        let mut out = Array2::<f32>::zeros((ids.len(), d));
+        let mut bytes = Vec::new();
+        let mut k = 0;
+        while k < at.len() {
+            // A run of consecutive stored rows, read at once.
+            let a = at[k].0 as usize;
+            let mut b = k + 1;
+            while b < at.len() && at[b].0 as usize == a + (b - k) {
+                b += 1;
+            }
+            read_at(&self.file, (a * d * w) as u64, (b - k) * d * w, &mut bytes)?;
+            for (row, &(_, dst)) in bytes.chunks_exact((d * w).max(1)).zip(&at[k..b]) {
+                for (o, c) in out.row_mut(dst).iter_mut().zip(row.chunks_exact(w)) {
+                    *o = decode(self.dtype, c);
+                }
+            }
+            k = b;
+        }
+        Ok(out)
+    }
+}
+
+/// One stored value as `f32` (`f16` widened exactly).
+fn decode(dtype: Dtype, c: &[u8]) -> f32 {
+    match dtype {
+        Dtype::F16 => half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32(),
+        _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
     }
 }
 

@@ -10,6 +10,7 @@ use ndarray::s;
 use crate::data::dataset::check_trainable;
 use crate::data::features::sparse_enough;
 use crate::data::io::OgbFeatures;
+use crate::data::store::StoreFeatures;
 use crate::data::synthetic::CitationLike;
 use crate::data::{Dataset, Features, FeaturesRef, Mask, Skeleton, SparseFeatures, Split};
 use crate::dist::backend::RowPartition;
@@ -104,6 +105,14 @@ pub enum RowSource {
         /// As [`OgbOptions::sparse_features_below`](crate::data::io::OgbOptions).
         sparse_below: Option<f64>,
     },
+    /// A store's dense features (checked once by the rank's reading pass): the rank reads
+    /// only its rows; stored sparse as for [`RowSource::Ogb`].
+    Store {
+        /// The features.
+        features: StoreFeatures,
+        /// As [`OgbOptions::sparse_features_below`](crate::data::io::OgbOptions).
+        sparse_below: Option<f64>,
+    },
     /// The generator that made the skeleton, with its seed: the rank draws only its rows
     /// ([`CitationLike::features_of`]).
     Synthetic {
@@ -119,6 +128,7 @@ impl RowSource {
         match self {
             RowSource::Whole(x) => x.n_cols(),
             RowSource::Ogb { file, .. } => file.width,
+            RowSource::Store { features, .. } => features.n_features(),
             RowSource::Synthetic { params, .. } => params.n_features,
         }
     }
@@ -197,30 +207,18 @@ pub fn prepare_rank(
         RowSource::Whole(x) => x.select_rows(&ids),
         RowSource::Synthetic { params, seed } => params.features_of(&input_labels, seed, &ids)?,
         RowSource::Ogb { file, sparse_below } => {
-            // A rank that cannot read its rows (its allocation failing) must not leave the
-            // others waiting in the collectives below: the ranks agree first.
-            let read = file.read_rows(&ids);
-            if !job.all(read.is_ok()) {
-                return Err(read.err().unwrap_or_else(|| {
-                    Error::Distributed(format!(
-                        "another rank could not read its rows of {}",
-                        file.path.display()
-                    ))
-                }));
-            }
-            let x = Features::dense(read?);
-            match sparse_below {
-                Some(t) => {
-                    let nnz = job.sum(x.count_nonzeros() as u64) as usize;
-                    if sparse_enough(nnz, file.n_nodes * file.width, t) {
-                        x.into_sparse()
-                    } else {
-                        x
-                    }
-                }
-                None => x,
-            }
+            let what = || file.path.display().to_string();
+            read_rows(file.read_rows(&ids), what, sparse_below, job)?
         }
+        RowSource::Store {
+            features,
+            sparse_below,
+        } => read_rows(
+            features.rows(&ids),
+            || "the store".into(),
+            sparse_below,
+            job,
+        )?,
     };
     drop(input_labels);
     let row_normalized = p.row_norm.applies(|| job.all(features.is_non_negative()));
@@ -270,6 +268,39 @@ pub fn prepare_rank(
         rows,
         data,
         graph_rows,
+    })
+}
+
+/// A rank's rows of X read from a file (`read`: its result), the ranks agreeing first that
+/// every one could read its rows (a rank failing must not leave the others waiting in the
+/// collectives after), then stored sparse when at most `sparse_below` of all the values (over
+/// the ranks) are non-zero, as the loader decides for the whole X.
+fn read_rows(
+    read: Result<ndarray::Array2<f32>>,
+    what: impl Fn() -> String,
+    sparse_below: Option<f64>,
+    job: &dyn Collective,
+) -> Result<Features<f32>> {
+    if !job.all(read.is_ok()) {
+        return Err(read.err().unwrap_or_else(|| {
+            Error::Distributed(format!(
+                "another rank could not read its rows of {}",
+                what()
+            ))
+        }));
+    }
+    let x = Features::dense(read?);
+    let (n, d) = (job.sum(x.n_rows() as u64) as usize, x.n_cols());
+    Ok(match sparse_below {
+        Some(t) => {
+            let nnz = job.sum(x.count_nonzeros() as u64) as usize;
+            if sparse_enough(nnz, n * d, t) {
+                x.into_sparse()
+            } else {
+                x
+            }
+        }
+        None => x,
     })
 }
 

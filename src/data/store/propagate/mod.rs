@@ -178,6 +178,11 @@ fn keep(tile: &[f32], w: usize, rows: &[u32], out: &mut [f32], cols: usize, c0: 
 ///
 /// # Errors
 /// [`Error::Store`] naming the array at fault; [`Error::Io`].
+pub(super) fn check_features(store: &Store) -> Result<bool> {
+    FeatureRows::new(store)?.scan(store)
+}
+
+/// [`check_features`] after the graph's pass.
 pub(super) fn check_pass(store: &Store) -> Result<bool> {
     first_pass(store, crate::graph::Norm::Symmetric, LIMITS)?;
     FeatureRows::new(store)?.scan(store)
