@@ -335,6 +335,15 @@ pub(crate) fn non_utf8_flag(args: &[std::ffi::OsString]) -> String {
     }
 }
 
+/// `--memory-limit`: a size with a unit, at least 1 MiB.
+pub(crate) fn memory_limit(s: &str) -> std::result::Result<u64, String> {
+    match sparse_gcn::data::memory::parse_size(s) {
+        Some(b) if b >= 1 << 20 => Ok(b),
+        Some(_) => Err("at least 1MiB".into()),
+        None => Err("a size with a unit, such as 64MiB or 12GiB (powers of 1024)".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,7 +52,7 @@ pub(crate) struct PropagateArgs {
     rows: RowsArg,
     /// The memory the propagation may use, a size with a unit (`64MiB`, `12GiB`): X is
     /// propagated in column tiles that fit [default: three quarters of the machine's memory].
-    #[arg(long, value_parser = memory_limit)]
+    #[arg(long, value_parser = super::args::memory_limit)]
     memory_limit: Option<u64>,
     /// Read the store whole and propagate in memory (the path training's SGC takes): the
     /// reference the out-of-core path gives the same bits as.
@@ -64,15 +64,6 @@ pub(crate) struct PropagateArgs {
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
-}
-
-/// `--memory-limit`: a size with a unit, at least 1 MiB.
-fn memory_limit(s: &str) -> std::result::Result<u64, String> {
-    match sparse_gcn::data::memory::parse_size(s) {
-        Some(b) if b >= 1 << 20 => Ok(b),
-        Some(_) => Err("at least 1MiB".into()),
-        None => Err("a size with a unit, such as 64MiB or 12GiB (powers of 1024)".into()),
-    }
 }
 
 impl PropagateArgs {

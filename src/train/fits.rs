@@ -41,6 +41,20 @@ pub fn check_batch_run_fits(
     x: &Features<f32>,
     runs: usize,
 ) -> Result<()> {
+    let (needed, what) = batch_run_bytes(model, shape, x, runs)?;
+    memory::check(needed, || what)
+}
+
+/// What [`check_batch_run_fits`] prices: the bytes, and what they hold (for the refusal).
+///
+/// # Errors
+/// A workspace that cannot be planned.
+pub fn batch_run_bytes(
+    model: &mut Model<f32>,
+    shape: BatchShape,
+    x: &Features<f32>,
+    runs: usize,
+) -> Result<(u64, String)> {
     let BatchShape {
         n,
         nnz,
@@ -98,14 +112,13 @@ pub fn check_batch_run_fits(
     let needed = per_run
         .saturating_mul(runs.max(1) as u64)
         .saturating_sub(params.saturating_mul(4));
-    memory::check(needed, || {
-        format!(
-            "training {} model{} on batches of at most {max_rows} of {n} nodes × {} features: \
-             training's workspace ({train} bytes a model), evaluation's ({eval}), two batches \
-             ({batch} bytes each) and the parameters",
-            runs.max(1),
-            if runs > 1 { "s at once" } else { "" },
-            x.n_cols()
-        )
-    })
+    let what = format!(
+        "training {} model{} on batches of at most {max_rows} of {n} nodes × {} features: \
+         training's workspace ({train} bytes a model), evaluation's ({eval}), two batches \
+         ({batch} bytes each) and the parameters",
+        runs.max(1),
+        if runs > 1 { "s at once" } else { "" },
+        x.n_cols()
+    );
+    Ok((needed, what))
 }

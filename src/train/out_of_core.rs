@@ -5,7 +5,7 @@
 
 use ndarray::Array2;
 
-use super::fits::{check_batch_run_fits, BatchShape};
+use super::fits::{batch_run_bytes, BatchShape};
 use super::run::{Prepare, Watch};
 use super::summary::Summary;
 use super::TrainData;
@@ -53,6 +53,10 @@ pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Summary {
     }
 }
 
+/// What the process holds besides what a run's plan counts (its code, thread stacks, the
+/// allocator's slack).
+const PROCESS_BYTES: u64 = 96 << 20;
+
 /// Trains one model per seed of `seeds`, one after the other, on Cluster-GCN's batches read
 /// from `rows` (`cfg.batch` a [`BatchConfig::Cluster`] of [`Clusters::Ranges`], evaluated over
 /// its batches: `cfg.eval_batches`), reporting to `watch` and `on_done`: the same bits as the
@@ -60,18 +64,23 @@ pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Summary {
 /// super::run::Prepared::fit_seeds_watched)), the model's orders chosen by the cost model for
 /// the whole graph's shape. `prepare`'s normalisations apply (`reorder` must be `none` or
 /// `auto`: the store's order is kept; row normalisation `auto` asks whether every feature
-/// is ≥ 0, which opening the store learnt).
+/// is ≥ 0, which opening the store learnt). The run is planned before it allocates (the
+/// per-node arrays, the model's workspaces for the largest batch, two batches) and refused
+/// when the plan passes the memory available or `memory_limit`.
 ///
 /// # Errors
 /// [`Error::Config`] for another sampler, other clusters, evaluation on the whole graph,
 /// DropEdge, replicas, a node order to apply, or a λ that differs from `prepare`'s;
-/// [`Error::TooLarge`] when the run would not fit in the memory available; the errors of
+/// [`Error::TooLarge`] when the run would not fit in the memory available or in
+/// `memory_limit`; the errors of
 /// reading the store ([`Error::Store`], [`Error::Io`]) and of training.
+#[allow(clippy::too_many_arguments)]
 pub fn fit_store_seeds(
     rows: &StoreRows,
     prepare: &Prepare,
     cfg: &TrainConfig,
     seeds: &[u64],
+    memory_limit: Option<u64>,
     watch: Watch<'_>,
     on_done: &(dyn Fn(&RunResult, &mut Model<f32>) + Sync),
 ) -> Result<Vec<RunResult>> {
@@ -114,9 +123,10 @@ pub fn fit_store_seeds(
     let n = rows.n_nodes();
     let d = rows.n_features();
     let summary = store_summary(rows, prepare);
-    // Beside the labels the store holds: the parts' node lists and their cut, the training,
-    // validation and test flags, and each batch's node positions (two batches).
-    memory::check(memory::bytes(n, 4 + 4 + 3 + 2 * 4), || {
+    // Beside the labels the store holds (4 bytes a node): the parts' node lists and their cut,
+    // the training, validation and test flags, and each batch's node positions (two batches).
+    let per_node = memory::bytes(n, 4 + 4 + 4 + 3 + 2 * 4);
+    memory::check(per_node, || {
         format!("the parts and batch positions of {n} nodes read out of core")
     })?;
     let sampler = ClusterSampler::ranges(n, parts, per_batch)?.with_diag_lambda(diag_lambda)?;
@@ -139,8 +149,20 @@ pub fn fit_store_seeds(
         eval_full: false,
         blocks: None,
     };
-    check_batch_run_fits(&mut probe, shape, &x, 1)?;
+    let (run, what) = batch_run_bytes(&mut probe, shape, &x, 1)?;
     drop(probe);
+    // The process itself (code, thread stacks, the allocator's slack), as propagation counts it.
+    let needed = per_node.saturating_add(run).saturating_add(PROCESS_BYTES);
+    let what = || format!("{what}; labels, parts and positions of {n} nodes ({per_node} bytes)");
+    memory::check(needed, what)?;
+    if let Some(limit) = memory_limit.filter(|&l| needed > l) {
+        return Err(Error::TooLarge {
+            what: what(),
+            needed_bytes: needed,
+            available_bytes: limit,
+            budget: "--memory-limit".into(),
+        });
+    }
     let split = rows.split();
     let data = TrainData {
         adj: &adj,

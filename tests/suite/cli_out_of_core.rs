@@ -61,13 +61,20 @@ fn batches_read_out_of_core_train_as_in_memory() {
         let a = run(&args);
         expect(&a, 0, &[]);
         let mut ooc = args.clone();
-        ooc.push("--out-of-core");
+        ooc.extend(["--out-of-core", "--memory-limit", "2GiB"]);
         let b = run(&ooc);
         expect(&b, 0, &[]);
         let (a, b) = (json(&a), json(&b));
         assert_eq!(bits(&a), bits(&b), "{extra:?}");
         assert!(a["test_acc_mean"].as_f64().unwrap() > 0.02);
     }
+    // The run's plan within --memory-limit, or refused before it allocates.
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--out-of-core", "--memory-limit", "1MiB"]);
+    let r = run(&args);
+    expect(&r, 1, &["--memory-limit", "refused before allocating"]);
+    let r = run(&["train", "--data", s(&st), "--memory-limit", "1GiB"]);
+    expect(&r, 2, &["--memory-limit", "--out-of-core"]);
     // Misuse: a usage error naming the flag, before the data is read.
     let text = dir.join("text");
     let r = run(&["generate", "--preset", "cora-like", "--out", s(&text)]);

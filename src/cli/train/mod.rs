@@ -227,6 +227,12 @@ pub(crate) struct TrainArgs {
     /// Needs --batch cluster; --clusters ranges and --eval batch are its defaults.
     #[arg(long)]
     out_of_core: bool,
+    /// With --out-of-core: refuse the run, before it allocates, when its plan (the labels,
+    /// parts and positions of every node, the model's workspaces for the largest batch, two
+    /// batches) passes this size (`64MiB`, `12GiB`; powers of 1024) [default: the memory
+    /// available].
+    #[arg(long, value_parser = args::memory_limit)]
+    memory_limit: Option<u64>,
 }
 
 impl TrainArgs {
@@ -334,6 +340,12 @@ impl TrainArgs {
         self.data.check_applicable()?;
         if self.out_of_core {
             self.check_out_of_core()?;
+        } else if self.memory_limit.is_some() {
+            return Err(
+                "--memory-limit: only with --out-of-core (a run in memory is planned \
+                        against the memory available)"
+                    .into(),
+            );
         }
         self.options()
             .check(Names::Flags)
@@ -415,6 +427,7 @@ impl TrainArgs {
             ("--warmup", self.warmup.is_some()),
             ("--eval", self.eval.is_some()),
             ("--out-of-core", self.out_of_core),
+            ("--memory-limit", self.memory_limit.is_some()),
         ];
         let given = given
             .iter()
@@ -474,13 +487,14 @@ fn fit_ready(
             let (runs, report) = dist::fit_seeds(job, *r, cfg, seeds, on_done)?;
             (runs, Some(report))
         }
-        Ready::Store(rows, prepare) => {
+        Ready::Store(rows, prepare, limit) => {
             let watch = Watch {
                 on_epoch: Some(on_epoch),
                 ..Watch::default()
             };
-            let runs =
-                sparse_gcn::train::fit_store_seeds(&rows, &prepare, cfg, seeds, watch, on_done)?;
+            let runs = sparse_gcn::train::fit_store_seeds(
+                &rows, &prepare, cfg, seeds, limit, watch, on_done,
+            )?;
             (runs, None)
         }
     })
@@ -491,7 +505,7 @@ enum Ready<'j> {
     One(Box<Prepared>),
     Rank(Box<RankPrepared>, &'j dist::Job),
     /// A store read out of core (`--out-of-core`), prepared as `Prepare` says.
-    Store(Box<StoreRows>, Prepare),
+    Store(Box<StoreRows>, Prepare, Option<u64>),
 }
 
 /// The node order applied and the hyperparameters in force, as the run starts.
@@ -540,7 +554,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let ready = match ranked {
         _ if a.out_of_core => {
             let path = a.data.data.clone().unwrap_or_default();
-            Ready::Store(Box::new(StoreRows::open(&path)?), prepare)
+            Ready::Store(Box::new(StoreRows::open(&path)?), prepare, a.memory_limit)
         }
         None => {
             let one = || load_prepared(&a, &prepare);
@@ -562,7 +576,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let d = match &ready {
         Ready::One(p) => p.summary(),
         Ready::Rank(r, _) => r.summary.clone(),
-        Ready::Store(rows, prepare) => sparse_gcn::train::store_summary(rows, prepare),
+        Ready::Store(rows, prepare, _) => sparse_gcn::train::store_summary(rows, prepare),
     };
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - d.reorder_s;
