@@ -632,13 +632,15 @@ mod tests {
     /// a run).
     #[test]
     fn the_parallel_build_is_the_filtered_build_of_everything() {
-        // 40,000 nodes, one of them a hub whose row is longer than a run.
+        // 98,304 nodes, one of them a hub whose row is longer than a run.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let mut edges: Vec<(u32, u32)> = (0..120_000)
             .map(|_| (rng.random_range(0..40_000), rng.random_range(0..40_000)))
             .collect();
-        edges.extend((1..3 * FILL_NNZ as u32 / 2).map(|j| (7, j % 40_000)));
-        let big = Graph::try_from_edges(40_000, &edges, Direction::Undirected).unwrap();
+        let n = 3 * FILL_NNZ as u32 / 2;
+        edges.extend((1..n).map(|j| (7, j)));
+        let big = Graph::try_from_edges(n as usize, &edges, Direction::Undirected).unwrap();
+        assert!(big.degree(7) > FILL_NNZ, "a row longer than a run");
         let graphs = [
             big,
             graph(500, 4, Direction::Directed),

@@ -201,9 +201,6 @@ impl<F: Scalar> Features<F> {
         matches!(self.repr, Repr::Sparse(_))
     }
 
-    /// `Features::select_rows` into `out` (a fresh id): dense rows are gathered into `out`'s
-    /// storage when it is dense (no allocation once it has held as many values); sparse
-    /// features are built anew.
     /// Overwrites `self` with `rows` × `d` dense values that `fill` appends to the (cleared)
     /// storage of the last dense values, so that refilling allocates nothing once it has held
     /// as many; a fresh id.
@@ -233,6 +230,9 @@ impl<F: Scalar> Features<F> {
         Ok(())
     }
 
+    /// `Features::select_rows` into `out` (a fresh id): dense rows are gathered into `out`'s
+    /// storage when it is dense (no allocation once it has held as many values); sparse
+    /// features are built anew.
     pub(crate) fn select_rows_into(&self, rows: &[u32], out: &mut Features<F>) {
         match (&self.repr, &mut out.repr) {
             (Repr::Dense(x), Repr::Dense(o)) => {

@@ -96,24 +96,13 @@ impl<'a, F: Scalar> BatchSource<'a, F> {
                 got: sampler.n_nodes(),
             });
         }
-        // A batch's entries at most: its parts' (ranges' or not) rows, the largest ones.
-        let mut io = RowsScratch::default();
-        let mut sizes = Vec::with_capacity(sampler.parts());
-        for k in 0..sampler.parts() {
-            let mut e = 0u64;
-            for (a, b) in crate::data::store::runs(sampler.part(k)) {
-                e += rows.entries(a, b, &mut io)?;
-            }
-            sizes.push(e);
-        }
-        sizes.sort_unstable_by(|a, b| b.cmp(a));
-        let max: u64 = sizes[..sampler.per_batch().min(sizes.len())].iter().sum();
+        let max_entries = max_batch_entries(rows, sampler)?;
         let train = &rows.split().train;
         Ok(BatchSource {
             whole: Whole::Store {
                 rows,
                 normalize: row_normalize,
-                max_entries: usize::try_from(max).unwrap_or(usize::MAX),
+                max_entries,
             },
             norm,
             labels: rows.labels(),
@@ -137,6 +126,29 @@ impl<'a, F: Scalar> BatchSource<'a, F> {
             Whole::Store { .. } => None,
         }
     }
+}
+
+/// The most stored entries the rows of one of `sampler`'s batches hold in the store `rows`:
+/// those of its `per_batch` largest parts (two offsets read a run of a part's rows).
+///
+/// # Errors
+/// [`crate::Error::Store`] or [`crate::Error::Io`] reading the offsets; a sampler of more
+/// nodes than the store's.
+pub fn max_batch_entries(rows: &StoreRows, sampler: &super::ClusterSampler) -> Result<usize> {
+    let mut io = RowsScratch::default();
+    let mut sizes = Vec::with_capacity(sampler.parts());
+    for k in 0..sampler.parts() {
+        let mut e = 0u64;
+        for (a, b) in crate::data::store::runs(sampler.part(k)) {
+            e = e.saturating_add(rows.entries(a, b, &mut io)?);
+        }
+        sizes.push(e);
+    }
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let max = sizes[..sampler.per_batch().min(sizes.len())]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b));
+    Ok(usize::try_from(max).unwrap_or(usize::MAX))
 }
 
 /// One batch (see the [module docs](super)), refilled by [`Batch::fill`].

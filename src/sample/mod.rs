@@ -21,7 +21,7 @@ mod guide;
 mod neighbor;
 mod saint;
 
-pub use batch::{Batch, BatchSource};
+pub use batch::{max_batch_entries, Batch, BatchSource};
 pub(crate) use cluster::check_diag_lambda;
 pub use cluster::{ClusterSampler, Clusters};
 pub use neighbor::{Blocks, Fanouts, NeighborSampler, MAX_FANOUTS};

@@ -19,6 +19,9 @@ pub struct BatchShape {
     pub max_rows: usize,
     /// Evaluation on the whole graph (else over the batches).
     pub eval_full: bool,
+    /// The most stored entries of a batch's rows, when known (a store's parts, counted):
+    /// priced instead of the rows' share of the whole graph's.
+    pub max_entries: Option<usize>,
     /// A stack of blocks a batch (neighbour sampling): the most rows of each level (level 0
     /// the features' rows, `max_rows`), the most entries of its blocks, and the most rows of
     /// each level of evaluation's batches; `None` for a batch's induced subgraph.
@@ -60,6 +63,7 @@ pub fn batch_run_bytes(
         nnz,
         max_rows,
         eval_full,
+        max_entries,
         blocks,
     } = shape;
     // (Priced under the options the run sets: Â varies from batch to batch, evaluation in a
@@ -94,7 +98,11 @@ pub fn batch_run_bytes(
     // (A stack of blocks: its entries, and a position a node of the graph.)
     let adj_entries = match &blocks {
         Some((_, entries, _)) => (*entries as u64).saturating_add(n as u64 / 2),
-        None => share(nnz.saturating_add(n)),
+        None => match max_entries {
+            // (Ã's rows: the stored entries and a self-loop a row.)
+            Some(e) => (e as u64).saturating_add(max_rows as u64),
+            None => share(nnz.saturating_add(n)),
+        },
     };
     let x_bytes = match x.as_sparse() {
         Some(s) => share(s.x().nnz()).saturating_mul(2 * 8),

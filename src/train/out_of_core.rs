@@ -19,14 +19,37 @@ use crate::order::Reorder;
 use crate::sample::{BatchConfig, ClusterSampler, Clusters, NodeSampler};
 use crate::{ConfigError, Error, Result};
 
+/// The order the store holds its nodes in, as asked and applied ([`Reorder::None`] for the
+/// input's).
+///
+/// # Errors
+/// [`Error::Store`] for an order name that is not one.
+fn stored_order(rows: &StoreRows) -> Result<(Reorder, Reorder)> {
+    let Some(info) = &rows.store().header().order else {
+        return Ok((Reorder::None, Reorder::None));
+    };
+    let parse = |name: &str| -> Result<Reorder> {
+        name.parse().map_err(|e| Error::Store {
+            path: rows.store().dir().to_path_buf(),
+            array: crate::data::store::HEADER.into(),
+            msg: format!("order {name:?}: {e}"),
+        })
+    };
+    Ok((parse(&info.asked)?, parse(&info.applied)?))
+}
+
 /// What a run on `rows` prepared by `prepare` trains on: the summary a run in memory reports
 /// (the store's shape; Â's entries counted, not built; the node order the store's own).
-pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Summary {
+///
+/// # Errors
+/// [`Error::Store`] for a stored order's name that is not one.
+pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Result<Summary> {
     let h = rows.store().header();
     let n = rows.n_nodes();
     let stored = h.arrays["indices"].len as usize;
     let split = rows.split();
-    Summary {
+    let (_, applied) = stored_order(rows)?;
+    Ok(Summary {
         name: h.name.clone(),
         n_nodes: n,
         // (Undirected: each edge stored twice, each self-loop once.)
@@ -44,13 +67,13 @@ pub fn store_summary(rows: &StoreRows, prepare: &Prepare) -> Summary {
         split_sizes: [split.train.len(), split.valid.len(), split.test.len()],
         row_normalized: prepare.row_norm.applies(|| rows.non_negative()),
         prepare: Prepare {
-            reorder: Reorder::None,
+            reorder: applied,
             ..*prepare
         },
         reorder_asked: prepare.reorder,
         reorder_s: 0.0,
         directed: h.directed,
-    }
+    })
 }
 
 /// What the process holds besides what a run's plan counts (its code, thread stacks, the
@@ -62,9 +85,12 @@ const PROCESS_BYTES: u64 = 96 << 20;
 /// its batches: `cfg.eval_batches`), reporting to `watch` and `on_done`: the same bits as the
 /// same runs on the store's dataset in memory ([`Prepared::fit_seeds_watched`](
 /// super::run::Prepared::fit_seeds_watched)), the model's orders chosen by the cost model for
-/// the whole graph's shape. `prepare`'s normalisations apply (`reorder` must be `none` or
-/// `auto`: the store's order is kept; row normalisation `auto` asks whether every feature
-/// is ≥ 0, which opening the store learnt). The run is planned before it allocates (the
+/// the whole graph's shape. `prepare`'s normalisations apply (the store's order is kept:
+/// `reorder` must name it as it was asked or applied, or, for a store in the input's order,
+/// be `none` (or `auto`, which keeps it: in memory `auto` may reorder a large graph));
+/// row normalisation `auto` asks whether every feature is ≥ 0, which opening the store
+/// learnt). Features are read dense (in memory, the loader makes features of at most 10 %
+/// non-zeros sparse, which rounds differently). The run is planned before it allocates (the
 /// per-node arrays, the model's workspaces for the largest batch, two batches) and refused
 /// when the plan passes the memory available or `memory_limit`.
 ///
@@ -110,8 +136,21 @@ pub fn fit_store_seeds(
     if cfg.model.drop_edge > 0.0 || watch.replicas.is_some() {
         return unsupported("DropEdge or replicas in a run out of core");
     }
-    if !matches!(prepare.reorder, Reorder::None | Reorder::Auto) {
-        return unsupported("a node order applied out of core (the store's order is kept)");
+    // The store's order is kept: what a run in memory does when asked for the order the
+    // store holds (by the name it was asked or applied as), or for none of a store in the
+    // input's order. (`auto` of a store in the input's order keeps it too; in memory, `auto`
+    // may reorder a graph of more than 65,536 nodes.)
+    let (asked, applied) = stored_order(rows)?;
+    let r = prepare.reorder;
+    let kept = match rows.store().header().order {
+        Some(_) => r == asked || r == applied,
+        None => matches!(r, Reorder::None | Reorder::Auto),
+    };
+    if !kept {
+        return unsupported(
+            "--reorder other than the order the store holds out of core (the store is read \
+             in its own order: name it, or none for a store in the input's order)",
+        );
     }
     if diag_lambda != prepare.diag_lambda {
         return Err(Error::Config(ConfigError::OutOfRange {
@@ -122,7 +161,7 @@ pub fn fit_store_seeds(
     }
     let n = rows.n_nodes();
     let d = rows.n_features();
-    let summary = store_summary(rows, prepare);
+    let summary = store_summary(rows, prepare)?;
     // Beside the labels the store holds (4 bytes a node): the parts' node lists and their cut,
     // the training, validation and test flags, and each batch's node positions (two batches).
     let per_node = memory::bytes(n, 4 + 4 + 4 + 3 + 2 * 4);
@@ -147,6 +186,7 @@ pub fn fit_store_seeds(
         nnz: summary.nnz,
         max_rows: sampler.max_nodes(),
         eval_full: false,
+        max_entries: Some(crate::sample::max_batch_entries(rows, &sampler)?),
         blocks: None,
     };
     let (run, what) = batch_run_bytes(&mut probe, shape, &x, 1)?;

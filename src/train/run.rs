@@ -601,6 +601,7 @@ impl Prepared {
                 nnz: self.nnz,
                 max_rows: s.max_nodes().min(self.n_nodes),
                 eval_full: !cfg.eval_batches,
+                max_entries: None,
                 blocks: match s.blocks() {
                     Some(b) => Some(self.block_shape(b, cfg.eval_batches)?),
                     None => None,

@@ -223,14 +223,16 @@ pub(crate) struct TrainArgs {
     /// are ranges of its rows (write the store in a partition order, e.g. `generate --ids
     /// topics`), each batch's rows of the graph and the features read as it is built, so the
     /// memory holds the labels, the split, the model and two batches, whatever the graph's
-    /// size. The same bits as the same run in memory with --clusters ranges --eval batch.
-    /// Needs --batch cluster; --clusters ranges and --eval batch are its defaults.
+    /// size. The store is read in its own order (--reorder none, or the order it holds) and its
+    /// features dense: the same bits as the same run in memory with --clusters ranges --eval
+    /// batch. Needs --batch cluster; --clusters ranges and --eval batch are its defaults.
     #[arg(long)]
     out_of_core: bool,
-    /// With --out-of-core: refuse the run, before it allocates, when its plan (the labels,
-    /// parts and positions of every node, the model's workspaces for the largest batch, two
-    /// batches) passes this size (`64MiB`, `12GiB`; powers of 1024) [default: the memory
-    /// available].
+    /// With --out-of-core: refuse the run, before training allocates, when its plan (the
+    /// labels, parts and positions of every node, the model's workspaces for the largest
+    /// batch, two batches, the process) passes this size (`64MiB`, `12GiB`; powers of 1024)
+    /// [default: the memory available]. The store's checking pass before it holds the labels,
+    /// the split and a scale a node.
     #[arg(long, value_parser = args::memory_limit)]
     memory_limit: Option<u64>,
 }
@@ -376,6 +378,9 @@ impl TrainArgs {
                        store` writes)",
             );
         }
+        if self.data.features.is_some() {
+            return no("not with --features (the store's own features are read by rows)");
+        }
         let o = self.options();
         let b = &o.batches;
         if b.batch != BatchKind::Cluster {
@@ -395,9 +400,6 @@ impl TrainArgs {
                 "not with --save (a checkpoint records the data's content hashes, which \
                        need the whole data in memory)",
             );
-        }
-        if !matches!(self.reorder, Reorder::None | Reorder::Auto) {
-            return no("not with --reorder (the store is read in its own order)");
         }
         if self.drop_edge.is_some_and(|r| r > 0.0) {
             return no("not with --drop-edge (a batch is already a subgraph)");
@@ -554,6 +556,9 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let ready = match ranked {
         _ if a.out_of_core => {
             let path = a.data.data.clone().unwrap_or_default();
+            // The loading options a store cannot honour (another split, a direction) are
+            // refused as the loader refuses them.
+            sparse_gcn::data::store::check_options(&path, &a.data.load_options())?;
             Ready::Store(Box::new(StoreRows::open(&path)?), prepare, a.memory_limit)
         }
         None => {
@@ -576,7 +581,7 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let d = match &ready {
         Ready::One(p) => p.summary(),
         Ready::Rank(r, _) => r.summary.clone(),
-        Ready::Store(rows, prepare, _) => sparse_gcn::train::store_summary(rows, prepare),
+        Ready::Store(rows, prepare, _) => sparse_gcn::train::store_summary(rows, prepare)?,
     };
     // Loading and building Â, without the reordering (reported apart as `reorder_s`).
     let load_s = t_load.elapsed().as_secs_f64() - d.reorder_s;
@@ -655,7 +660,8 @@ fn train_in_pool(a: TrainArgs, threads: usize, job: Option<&dist::Job>) -> Resul
     let (vm, _) = mean_std(&vals);
     let [step_median, sample_median, epoch_median] = medians(&runs, cfg.warmup);
     let longest = runs.iter().map(|r| r.history.len()).max().unwrap_or(0);
-    let concurrent = if job.is_some() {
+    // (Under mpirun, and out of core, seeds train one after another.)
+    let concurrent = if job.is_some() || a.out_of_core {
         1
     } else {
         threads.min(seeds.len())

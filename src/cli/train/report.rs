@@ -105,6 +105,7 @@ pub(super) fn json_report(
         ("input_dropout", json!(dropout.then_some(m.input_dropout))),
         ("bias", json!(m.bias)),
         ("optimizer", json!(optimizer)),
+        ("out_of_core", json!(a.out_of_core)),
     ] {
         j[key] = v;
     }

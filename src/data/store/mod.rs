@@ -763,8 +763,13 @@ pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
 }
 
-/// Refuses the loading options a store cannot honour (see [`load`]).
-fn check_options(dir: &Path, opts: &LoadOptions) -> Result<()> {
+/// Refuses the loading options a store cannot honour (see [`load`]): feature or label files,
+/// a node count, a random split's options, another split, a directed reading of an
+/// undirected store.
+///
+/// # Errors
+/// [`Error::Dataset`] saying which; [`Store::open`]'s.
+pub fn check_options(dir: &Path, opts: &LoadOptions) -> Result<()> {
     let refuse = |msg: String| Error::Dataset {
         path: dir.to_path_buf(),
         msg,

@@ -64,6 +64,10 @@ impl StoreRows {
                     .into(),
             ));
         }
+        // The labels and the split held, and the training, validation and test flags.
+        crate::data::memory::check(crate::data::memory::bytes(n, 4 + 3 + 12), || {
+            format!("the labels and split of the store {}", dir.display())
+        })?;
         store.verify_array("labels")?;
         let labels = store.u32s("labels")?.to_vec();
         if let Some((i, &l)) = labels
@@ -84,6 +88,12 @@ impl StoreRows {
             valid: mask("valid")?,
             test: mask("test")?,
         };
+        let d = h.n_features as usize;
+        crate::data::dataset::check_trainable(&h.name, d, &labels, h.n_classes as usize, &split)?;
+        // The pass's own memory: a scale a node, a block of rows at a time.
+        crate::data::memory::check(crate::data::memory::bytes(n, 4), || {
+            format!("the checking pass over the store {}", dir.display())
+        })?;
         let non_negative = super::propagate::check_pass(&store)?;
         let open = |name: &str| -> Result<(File, PathBuf)> {
             let path = dir.join(&h.arrays[name].file);
@@ -92,7 +102,7 @@ impl StoreRows {
         };
         Ok(StoreRows {
             n,
-            d: h.n_features as usize,
+            d,
             dtype: h.arrays["features"].dtype,
             nnz: h.arrays["indices"].len,
             indptr: open("indptr")?,
@@ -149,7 +159,13 @@ impl StoreRows {
 
     /// Offsets `a..=b` into `io.ip`, checked to increase within the entries stored.
     fn offsets(&self, a: usize, b: usize, io: &mut RowsScratch) -> Result<()> {
-        debug_assert!(a <= b && b <= self.n);
+        if a > b || b > self.n {
+            return Err(Error::Mismatch {
+                what: format!("rows {a}..{b} of a store"),
+                expected: self.n,
+                got: b.max(a),
+            });
+        }
         read_at(&self.indptr, a as u64 * 8, (b - a + 1) * 8, &mut io.bytes)?;
         io.ip.clear();
         io.ip.extend(
@@ -189,6 +205,14 @@ impl StoreRows {
         out: &mut Graph,
         io: &mut RowsScratch,
     ) -> Result<()> {
+        check_nodes(nodes, self.n)?;
+        if pos.len() < self.n {
+            return Err(Error::Mismatch {
+                what: "induced subgraph: positions vs the store's nodes".into(),
+                expected: self.n,
+                got: pos.len(),
+            });
+        }
         io.entries.clear();
         io.starts.clear();
         io.starts.push(0);
@@ -250,6 +274,7 @@ impl StoreRows {
     ) -> Result<()> {
         let (d, dtype) = (self.d, self.dtype);
         let w = dtype.width() as usize;
+        check_nodes(nodes, self.n)?;
         out.assign_dense_with(nodes.len(), d, |v| {
             for (a, b) in runs(nodes) {
                 read_at(
@@ -372,6 +397,24 @@ fn decode(dtype: Dtype, c: &[u8]) -> f32 {
         Dtype::F16 => half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32(),
         _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
     }
+}
+
+/// `nodes` ascending, distinct and below `n`, or an error naming the first that is not.
+fn check_nodes(nodes: &[u32], n: usize) -> Result<()> {
+    if let Some(&v) = nodes.iter().find(|&&v| v as usize >= n) {
+        return Err(Error::Mismatch {
+            what: format!("a node ({v}) vs the store's nodes"),
+            expected: n,
+            got: v as usize + 1,
+        });
+    }
+    if let Some(w) = nodes.windows(2).find(|w| w[0] >= w[1]) {
+        return Err(Error::Partition(format!(
+            "nodes {} then {}: a batch's nodes must be distinct and ascending",
+            w[0], w[1]
+        )));
+    }
+    Ok(())
 }
 
 /// The runs of consecutive ids of `nodes` (ascending): `[a, b)` ranges (one for a Cluster-GCN

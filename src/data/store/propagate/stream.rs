@@ -76,6 +76,15 @@ pub(super) fn bad(store: &Store, array: &str, msg: String) -> Error {
     }
 }
 
+/// A feature value that is not finite, named by its row and column.
+fn bad_value(store: &Store, row: usize, col: usize, x: f32) -> Error {
+    bad(
+        store,
+        "features",
+        format!("row {row}, column {col}: {x} is not a finite value"),
+    )
+}
+
 /// Little-endian u64s of `bytes` into `out`.
 pub(super) fn u64s_into(bytes: &[u8], out: &mut Vec<u64>) {
     out.clear();
@@ -364,7 +373,8 @@ impl FeatureRows {
             }
         }
     }
-    /// One pass over every row: the checksum checked, and whether every value is ≥ 0.
+    /// One pass over every row: the checksum checked, every value finite, and whether every
+    /// value is ≥ 0.
     pub(super) fn scan(&mut self, store: &Store) -> Result<bool> {
         let (per, dtype, d) = (self.rows_per_block(), self.dtype, self.d);
         let mut crc = crc32fast::Hasher::new();
@@ -372,15 +382,23 @@ impl FeatureRows {
         while r0 < self.n {
             let rows = per.min(self.n - r0);
             self.read(r0, rows, Some(&mut crc))?;
-            non_negative = non_negative
-                && self
-                    .bytes
-                    .par_chunks((d * dtype.width() as usize).max(1))
-                    .all(|row| {
-                        let mut v = vec![0f32; d];
-                        Self::values(dtype, row, 0, d, &mut v);
-                        v.iter().all(|&x| x >= 0.0)
-                    });
+            // Per row: (all ≥ 0, the first value that is not finite).
+            let per_row: Vec<(bool, Option<(usize, f32)>)> = self
+                .bytes
+                .par_chunks((d * dtype.width() as usize).max(1))
+                .map(|row| {
+                    let mut v = vec![0f32; d];
+                    Self::values(dtype, row, 0, d, &mut v);
+                    let bad = v.iter().position(|x| !x.is_finite()).map(|c| (c, v[c]));
+                    (v.iter().all(|&x| x >= 0.0), bad)
+                })
+                .collect();
+            for (k, &(nn, bad)) in per_row.iter().enumerate() {
+                if let Some((c, x)) = bad {
+                    return Err(bad_value(store, r0 + k, c, x));
+                }
+                non_negative &= nn;
+            }
             r0 += rows;
         }
         let (got, want) = (crc.finalize(), store.header().arrays["features"].crc32);
