@@ -47,33 +47,22 @@ impl Dataset {
     ///
     /// # Errors
     /// [`Error::Mismatch`] if `perm.len()` is not the node count; then [`Dataset::validate`]'s.
-    pub fn relabel(mut self, perm: &crate::graph::Permutation) -> Result<Dataset> {
-        use crate::graph::permutation::{permute_graph, permute_slice};
+    pub fn relabel(self, perm: &crate::graph::Permutation) -> Result<Dataset> {
         let n = self.graph.n_nodes();
-        // The relabelled graph is built beside the old one.
-        let graph_bytes = crate::data::memory::bytes(n + 1, 8)
-            .saturating_add(crate::data::memory::bytes(self.graph.nnz(), 4));
-        crate::data::memory::check(graph_bytes, || {
-            format!("relabelling the graph of {} ({n} nodes)", self.name)
-        })?;
-        for (what, got) in [
-            ("permutation length vs dataset nodes", perm.len()),
-            ("feature rows vs dataset nodes", self.features.n_rows()),
-        ] {
-            if got != n {
-                return Err(Error::Mismatch {
-                    what: what.into(),
-                    expected: n,
-                    got,
-                });
-            }
+        if self.features.n_rows() != n {
+            return Err(Error::Mismatch {
+                what: "feature rows vs dataset nodes".into(),
+                expected: n,
+                got: self.features.n_rows(),
+            });
         }
-        self.graph = permute_graph(&self.graph, perm);
-        self.features.permute_rows(perm.new_to_old());
-        self.labels = permute_slice(perm, &self.labels);
-        self.split = self.split.permuted(perm);
-        self.validate()?;
-        Ok(self)
+        // The graph, labels and split as a skeleton's; the features in place.
+        let (s, mut features) = self.into_skeleton();
+        let s = s.relabel(perm)?;
+        features.permute_rows(perm.new_to_old());
+        let d = s.with_features(features);
+        d.validate()?;
+        Ok(d)
     }
 
     /// Assembles a dataset and [validates](Dataset::validate) it.
