@@ -62,7 +62,7 @@ mod with_mpi {
     use sparse_gcn::dist::backend::mpi::{DistAdj, Mpi};
     use sparse_gcn::dist::run::model::HaloTotals;
     use sparse_gcn::dist::run::plan::CommSample;
-    use sparse_gcn::dist::{prepare_rank, RowSource};
+    use sparse_gcn::dist::{prepare_rank, prepare_rank_store, RowSource};
     use sparse_gcn::nn::ModelConfig;
     use sparse_gcn::train::run::{param_count, Watch};
     use sparse_gcn::train::{data_parallel_bytes, fit_model, FitOptions, Replicas, TrainData};
@@ -127,13 +127,20 @@ mod with_mpi {
 
     /// This rank's part of the data, prepared without the whole Â: a synthetic preset draws
     /// only the rank's rows of X, an OGB folder's feature file is streamed keeping only them,
-    /// a store's dense features are read by rows (the rank's only); any other dataset is read
-    /// whole, then only the rank's rows of X are kept.
+    /// a store's dense features are read by rows (the rank's only; its graph too, when the
+    /// store holds the order the run applies: [`prepare_rank_store`]); any other dataset is
+    /// read whole, then only the rank's rows of X are kept.
     pub(crate) fn prepare(job: &Job, data: &DataArgs, p: &Prepare) -> Result<RankPrepared> {
         let opts = data.load_options();
         let ogb = |path: &std::path::Path| {
             path.join("raw").is_dir() && opts.features.is_none() && opts.labels.is_none()
         };
+        if let (Some(path), None) = (&data.data, &data.features) {
+            if dense_store(path) {
+                let (ranks, rank) = (job.size(), job.rank());
+                return prepare_rank_store(path, &opts, p, ranks, rank, job);
+            }
+        }
         let (skeleton, source) = match (&data.data, &data.features) {
             (None, None) => (
                 data.preset().generate_skeleton(data.seed())?,
@@ -159,14 +166,6 @@ mod with_mpi {
                         skeleton.graph.n_nodes(),
                         0,
                     )))),
-                };
-                (skeleton, source)
-            }
-            (Some(path), None) if dense_store(path) => {
-                let (skeleton, features) = sparse_gcn::data::store::load_skeleton(path, &opts)?;
-                let source = RowSource::Store {
-                    features,
-                    sparse_below: opts.sparse_features_below,
                 };
                 (skeleton, source)
             }

@@ -16,4 +16,4 @@ pub mod backend;
 pub mod run;
 
 pub use backend::{RankStats, RowPartition};
-pub use run::{prepare_rank, rank_data, RankData, RankPrepared, RowSource};
+pub use run::{prepare_rank, prepare_rank_store, rank_data, RankData, RankPrepared, RowSource};

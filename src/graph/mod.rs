@@ -8,6 +8,7 @@ pub mod collective;
 pub mod dropedge;
 mod induced;
 pub(crate) use induced::induced_rows_into;
+mod norm_rows;
 pub(crate) mod normalize;
 pub mod permutation;
 pub mod propagate;
@@ -16,8 +17,9 @@ pub mod sums;
 
 pub use block::{BlockAdj, LevelRows};
 pub use collective::{Collective, Local};
+pub use norm_rows::NormRows;
 pub(crate) use normalize::tilde_row;
-pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj, NormRows};
+pub use normalize::{adj_indptr, AdjScratch, Norm, NormAdj};
 pub use permutation::Permutation;
 pub use propagate::{Caps, Propagate, Unsupported};
 

@@ -418,7 +418,7 @@ pub(crate) fn tilde_row(row: &[u32], u: u32) -> impl Iterator<Item = u32> + '_ {
 }
 
 /// d̃_i: the length of Ã′'s row `i`.
-fn tilde_len(graph: &Graph, i: usize) -> usize {
+pub(super) fn tilde_len(graph: &Graph, i: usize) -> usize {
     let row = graph.neighbors(i);
     // Node ids fit in u32: `Graph` guarantees n ≤ u32::MAX.
     row.len() + usize::from(row.binary_search(&(i as u32)).is_err())
@@ -444,128 +444,10 @@ pub fn adj_indptr(graph: &Graph) -> Vec<usize> {
 /// Entries of Â that one task of [`NormAdj::new`] fills at a time.
 const FILL_NNZ: usize = 1 << 16;
 
-/// The rows `range` of Â, and of Âᵀ when Â is not symmetric, built from the graph without
-/// the whole Â: what one rank of a row-partitioned run holds. Columns keep their global ids;
-/// every row, value and order is bit for bit that of the same rows of [`NormAdj::new`] (and of
-/// its [`NormAdj::a_t`]).
-#[derive(Debug, Clone)]
-pub struct NormRows<F> {
-    range: std::ops::Range<usize>,
-    n_nodes: usize,
-    nnz_total: usize,
-    a: Csr<F>,
-    a_t: Option<Csr<F>>,
-}
-
-impl<F: Scalar> NormRows<F> {
-    /// Rows `range` of `graph`'s Â under `norm`.
-    ///
-    /// # Panics
-    /// If `range` is not inside the node range.
-    ///
-    /// # Complexity
-    /// O(n + nnz of the rows) time and memory for Â's rows; Âᵀ's rows (a directed graph, or
-    /// [`Norm::Row`]) scan every row of the graph once: O(n + nnz(graph)) time.
-    pub fn new(graph: &Graph, norm: Norm, range: std::ops::Range<usize>) -> Self {
-        let n = graph.n_nodes();
-        assert!(
-            range.start <= range.end && range.end <= n,
-            "NormRows: rows {range:?} of {n}"
-        );
-        // d̃ of every node, and the value of Â_ij from it, rounded as `assign_filtered` does.
-        let deg: Vec<usize> = (0..n).map(|i| tilde_len(graph, i)).collect();
-        let nnz_total = deg.iter().sum();
-        let scale: Vec<F> = deg
-            .iter()
-            .map(|&d| match norm {
-                Norm::Symmetric => F::from_f64_lossy(1.0 / (d as f64).sqrt()),
-                Norm::Row => F::from_f64_lossy(1.0 / d as f64),
-            })
-            .collect();
-        let value = |i: usize, j: usize| match norm {
-            Norm::Symmetric => scale[i] * scale[j],
-            Norm::Row => scale[i],
-        };
-        let local = |i: usize| i - range.start;
-        let mut indptr = Vec::with_capacity(range.len() + 1);
-        indptr.push(0usize);
-        let mut indices = Vec::new();
-        let mut data = Vec::new();
-        for i in range.clone() {
-            for j in tilde_row(graph.neighbors(i), i as u32) {
-                indices.push(j);
-                data.push(value(i, j as usize));
-            }
-            indptr.push(indices.len());
-        }
-        let a = Csr::new_trusted_pub((range.len(), n), indptr, indices, data);
-        let symmetric = !graph.is_directed() && norm == Norm::Symmetric;
-        let a_t = (!symmetric).then(|| {
-            // Column i of Â for each owned i: the rows j holding it, in increasing j, as a
-            // transpose lays them out.
-            let in_range = |i: u32| range.contains(&(i as usize));
-            let mut counts = vec![0usize; range.len() + 1];
-            for j in 0..n {
-                for i in tilde_row(graph.neighbors(j), j as u32).filter(|&i| in_range(i)) {
-                    counts[local(i as usize) + 1] += 1;
-                }
-            }
-            for r in 0..range.len() {
-                counts[r + 1] += counts[r];
-            }
-            let nnz = counts[range.len()];
-            let mut fill = counts.clone();
-            let mut t_indices = vec![0u32; nnz];
-            let mut t_data = vec![F::zero(); nnz];
-            for j in 0..n {
-                for i in tilde_row(graph.neighbors(j), j as u32).filter(|&i| in_range(i)) {
-                    let at = &mut fill[local(i as usize)];
-                    t_indices[*at] = j as u32;
-                    t_data[*at] = value(j, i as usize);
-                    *at += 1;
-                }
-            }
-            Csr::new_trusted_pub((range.len(), n), counts, t_indices, t_data)
-        });
-        NormRows {
-            range,
-            n_nodes: n,
-            nnz_total,
-            a,
-            a_t,
-        }
-    }
-
-    /// The rows held.
-    pub fn range(&self) -> std::ops::Range<usize> {
-        self.range.clone()
-    }
-    /// Nodes of the graph (columns of the rows).
-    pub fn n_nodes(&self) -> usize {
-        self.n_nodes
-    }
-    /// Stored entries of the whole Â.
-    pub(crate) fn nnz_total(&self) -> usize {
-        self.nnz_total
-    }
-    /// Â's rows (`range.len()` × n, global column ids).
-    pub fn a(&self) -> CsrView<'_, F> {
-        self.a.view()
-    }
-    /// Âᵀ's rows (Â's own when Â is symmetric).
-    pub fn a_t(&self) -> CsrView<'_, F> {
-        self.a_t.as_ref().unwrap_or(&self.a).view()
-    }
-    /// Whether Â is symmetric (so Âᵀ's rows are Â's).
-    pub fn is_symmetric(&self) -> bool {
-        self.a_t.is_none()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Direction;
+    use crate::graph::{Direction, NormRows};
     use rand::{RngExt, SeedableRng};
 
     /// A random graph of `n` nodes with some self-loops and isolated nodes.

@@ -79,15 +79,50 @@ impl Store {
             )
         })?;
         let s = self.skeleton_unchecked()?;
-        if let Some((i, &l)) = s
-            .labels
+        self.check_classes(&s.labels)?;
+        Ok(s)
+    }
+
+    /// The labels, each a class below the header's count or unlabelled, their checksum
+    /// checked.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming `labels`.
+    pub(crate) fn checked_labels(&self) -> Result<Vec<u32>> {
+        let labels = self.u32_vec("labels")?;
+        self.check_classes(&labels)?;
+        Ok(labels)
+    }
+
+    /// A label that is not a class of the header's: an error naming the node.
+    fn check_classes(&self, labels: &[u32]) -> Result<()> {
+        let k = self.header.n_classes;
+        match labels
             .iter()
             .enumerate()
-            .find(|(_, &l)| l != crate::data::UNLABELLED && l as usize >= s.n_classes)
+            .find(|(_, &l)| l != crate::data::UNLABELLED && u64::from(l) >= k)
         {
-            return Err(self.bad("labels", format!("node {i}: class {l} of {}", s.n_classes)));
+            Some((i, &l)) => Err(self.bad("labels", format!("node {i}: class {l} of {k}"))),
+            None => Ok(()),
         }
-        Ok(s)
+    }
+
+    /// The split: the training, validation and test nodes, their checksums checked.
+    ///
+    /// # Errors
+    /// [`Error::Store`] naming the array of an id beyond the nodes or repeated.
+    pub(crate) fn split(&self) -> Result<Split> {
+        let n = self.header.n_nodes as usize;
+        let mask = |name: &str| -> Result<Mask> {
+            Mask::try_from_indices(self.u32_vec(name)?, n)
+                .map_err(|e| self.bad(name, e.to_string()))
+        };
+        Ok(Split {
+            name: self.header.split.clone(),
+            train: mask("train")?,
+            valid: mask("valid")?,
+            test: mask("test")?,
+        })
     }
 
     /// [`Store::skeleton`] without the memory check nor the labels' classes checked.
@@ -120,16 +155,7 @@ impl Store {
             ));
         }
         let labels = self.u32_vec("labels")?;
-        let mask = |name: &str| -> Result<Mask> {
-            Mask::try_from_indices(self.u32_vec(name)?, n)
-                .map_err(|e| self.bad(name, e.to_string()))
-        };
-        let split = Split {
-            name: h.split.clone(),
-            train: mask("train")?,
-            valid: mask("valid")?,
-            test: mask("test")?,
-        };
+        let split = self.split()?;
         Ok(Skeleton {
             name: h.name.clone(),
             graph,

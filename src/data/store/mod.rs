@@ -30,6 +30,7 @@
 
 mod load;
 pub mod propagate;
+mod ranks;
 mod rows;
 mod write;
 
@@ -42,6 +43,7 @@ use serde::{Deserialize, Serialize};
 
 pub use load::{check_options, load, load_ordered, load_skeleton};
 pub use propagate::{propagate, propagate_in_memory, KeepRows, PropagateOptions, Propagated};
+pub use ranks::StoreGraph;
 pub(crate) use rows::runs;
 pub use rows::{RowsScratch, StoreFeatures, StoreRows};
 pub(crate) use write::StoreWriter;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use ndarray::Array2;
 
 use super::{Dtype, Store};
-use crate::data::{Mask, Split, UNLABELLED};
+use crate::data::Split;
 use crate::graph::{induced_rows_into, Graph};
 use crate::input::Features;
 use crate::{Error, Result, Scalar};
@@ -68,26 +68,8 @@ impl StoreRows {
         crate::data::memory::check(crate::data::memory::bytes(n, 4 + 3 + 12), || {
             format!("the labels and split of the store {}", dir.display())
         })?;
-        store.verify_array("labels")?;
-        let labels = store.u32s("labels")?.to_vec();
-        if let Some((i, &l)) = labels
-            .iter()
-            .enumerate()
-            .find(|(_, &l)| l != UNLABELLED && l as u64 >= h.n_classes)
-        {
-            return Err(store.bad("labels", format!("node {i}: class {l} of {}", h.n_classes)));
-        }
-        let mask = |name: &str| -> Result<Mask> {
-            store.verify_array(name)?;
-            Mask::try_from_indices(store.u32s(name)?.to_vec(), n)
-                .map_err(|e| store.bad(name, e.to_string()))
-        };
-        let split = Split {
-            name: h.split.clone(),
-            train: mask("train")?,
-            valid: mask("valid")?,
-            test: mask("test")?,
-        };
+        let labels = store.checked_labels()?;
+        let split = store.split()?;
         let d = h.n_features as usize;
         crate::data::dataset::check_trainable(&h.name, d, &labels, h.n_classes as usize, &split)?;
         // The pass's own memory: a scale a node, a block of rows at a time.

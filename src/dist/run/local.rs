@@ -3,21 +3,23 @@
 //! ([`prepare_rank`]).
 
 use std::ops::Range;
+use std::path::Path;
 use std::time::Instant;
 
 use ndarray::s;
 
 use crate::data::dataset::check_trainable;
 use crate::data::features::sparse_enough;
+use crate::data::io::LoadOptions;
 use crate::data::io::OgbFeatures;
-use crate::data::store::StoreFeatures;
+use crate::data::store::{check_options, load_skeleton, Store, StoreFeatures, StoreGraph};
 use crate::data::synthetic::CitationLike;
 use crate::data::{Dataset, Features, FeaturesRef, Mask, Skeleton, SparseFeatures, Split};
 use crate::dist::backend::RowPartition;
 use crate::graph::Collective;
 use crate::graph::{adj_indptr, NormRows};
 use crate::kernels::Csr;
-use crate::order;
+use crate::order::{self, Reorder};
 use crate::train::run::{choose_order, Prepare, Summary};
 use crate::{Error, Result};
 
@@ -170,16 +172,7 @@ pub fn prepare_rank(
     rank: usize,
     job: &dyn Collective,
 ) -> Result<RankPrepared> {
-    if rank >= ranks {
-        return Err(Error::Distributed(format!(
-            "rank {rank} of a {ranks}-rank job"
-        )));
-    }
-    if p.diag_lambda != 0.0 {
-        return Err(Error::Config(crate::ConfigError::Unsupported {
-            what: "the diagonal enhancement (Prepare::diag_lambda) across ranks",
-        }));
-    }
+    check_rank(p, ranks, rank)?;
     check_trainable(
         &skeleton.name,
         source.in_dim(),
@@ -203,7 +196,7 @@ pub fn prepare_rank(
         Some(perm) => perm.new_to_old()[range.clone()].to_vec(),
         None => (range.start as u32..range.end as u32).collect(),
     };
-    let mut features = match source {
+    let features = match source {
         RowSource::Whole(x) => x.select_rows(&ids),
         RowSource::Synthetic { params, seed } => params.features_of(&input_labels, seed, &ids)?,
         RowSource::Ogb { file, sparse_below } => {
@@ -221,10 +214,6 @@ pub fn prepare_rank(
         )?,
     };
     drop(input_labels);
-    let row_normalized = p.row_norm.applies(|| job.all(features.is_non_negative()));
-    if row_normalized {
-        features.row_normalize();
-    }
     let g = &s.graph;
     let graph_rows = p.keep_graph.then(|| {
         let ip = g.indptr();
@@ -237,38 +226,191 @@ pub fn prepare_rank(
             g.indices()[lo..hi].to_vec(),
         )
     });
-    let split = &s.split;
-    let summary = Summary {
+    let whole = Whole {
         name: s.name.clone(),
         n_nodes: g.n_nodes(),
         n_edges: g.n_edges(),
-        nnz: rows.nnz_total(),
-        in_dim: features.n_cols(),
-        sparse_features: features.is_sparse(),
-        n_classes: s.n_classes,
-        split_name: split.name.clone(),
-        split_sizes: [split.train.len(), split.valid.len(), split.test.len()],
-        row_normalized,
-        prepare: Prepare {
-            reorder: applied,
-            ..*p
-        },
-        reorder_asked: p.reorder,
-        reorder_s,
         directed: g.is_directed(),
+        labels: &s.labels,
+        n_classes: s.n_classes,
+        split: &s.split,
     };
-    let data = RankData {
-        features,
-        labels: s.labels[range.clone()].to_vec(),
-        split: local_split(split, &range)?,
+    let order = (applied, reorder_s);
+    whole.finish(p, order, part, rows, features, graph_rows, job)
+}
+
+/// Prepares rank `rank` of `ranks` from the store in `dir` (with dense features), as
+/// [`prepare_rank`] of its skeleton and features would, bit for bit: when the store holds
+/// its nodes in the order the run applies (`p.reorder` naming the store's order as it was
+/// asked or applied, or `none` for a store in the input's order), the rank reads only its
+/// rows of the graph and of X ([`StoreGraph`]: each rank checks the whole graph once in plain
+/// reads, holding a degree a node, then builds its rows of Â from the store's maps), beside
+/// the labels and the split; otherwise it loads the skeleton whole and orders it
+/// ([`load_skeleton`], [`prepare_rank`]).
+///
+/// # Errors
+/// As [`prepare_rank`]; [`Error::Dataset`] for `opts` the store cannot honour;
+/// [`Error::Store`] naming the array at fault; [`Error::TooLarge`] for rows that do not fit
+/// in memory; [`Error::Distributed`] on the ranks whose peer failed to read its rows.
+pub fn prepare_rank_store(
+    dir: &Path,
+    opts: &LoadOptions,
+    p: &Prepare,
+    ranks: usize,
+    rank: usize,
+    job: &dyn Collective,
+) -> Result<RankPrepared> {
+    check_options(dir, opts)?;
+    let store = Store::open(dir)?;
+    let sparse_below = opts.sparse_features_below;
+    let Some(applied) = kept_order(&store, p.reorder) else {
+        let (skeleton, features) = load_skeleton(dir, opts)?;
+        let source = RowSource::Store {
+            features,
+            sparse_below,
+        };
+        return prepare_rank(skeleton, source, p, ranks, rank, job);
     };
-    Ok(RankPrepared {
-        summary,
-        part,
-        rows,
-        data,
-        graph_rows,
-    })
+    check_rank(p, ranks, rank)?;
+    let features = StoreFeatures::open(dir)?;
+    let h = store.header();
+    // The labels and the split, whole (at most 12 bytes a node for the split's ids).
+    let n = h.n_nodes as usize;
+    crate::data::memory::check(crate::data::memory::bytes(n, 4 + 12), || {
+        format!("the labels and split of the store {}", dir.display())
+    })?;
+    let (labels, split) = (store.checked_labels()?, store.split()?);
+    let n_classes = h.n_classes as usize;
+    check_trainable(&h.name, features.n_features(), &labels, n_classes, &split)?;
+    // What may fail on one rank and not the others is agreed on before any waits for all.
+    let local = (|| -> Result<_> {
+        let graph = StoreGraph::open(dir)?;
+        let part = RowPartition::of_graph(&graph.adj_indptr()?, ranks)?;
+        let range = part.range(rank);
+        let rows = graph.norm_rows::<f32>(p.norm, range.clone())?;
+        let graph_rows = match p.keep_graph {
+            true => Some(graph.rows(range.clone())?),
+            false => None,
+        };
+        // The rank's nodes in the input's numbering (what the features are read by).
+        let ids: Vec<u32> = match store.order()? {
+            Some(o) => o.perm.new_to_old()[range].to_vec(),
+            None => (range.start as u32..range.end as u32).collect(),
+        };
+        Ok((graph, part, rows, graph_rows, ids))
+    })();
+    let read = match &local {
+        Ok((.., ids)) => features.rows(ids),
+        Err(e) => Err(Error::Distributed(format!("{e}"))),
+    };
+    let x = read_rows(read, || "the store".into(), sparse_below, job);
+    let (graph, part, rows, graph_rows, _) = local?;
+    let whole = Whole {
+        name: h.name.clone(),
+        n_nodes: graph.n_nodes(),
+        n_edges: graph.n_edges(),
+        directed: graph.is_directed(),
+        labels: &labels,
+        n_classes,
+        split: &split,
+    };
+    whole.finish(p, (applied, 0.0), part, rows, x?, graph_rows, job)
+}
+
+/// The order a run asking for `reorder` keeps a store in without reordering it, as one
+/// process keeps it ([`order::reorder_dataset`]): the store's own, when `reorder` names it as
+/// it was asked or applied, or the input's, when `reorder` is none and the store holds the
+/// input's order. `None` when the run would order the nodes anew (an order name the store
+/// holds but this build does not know included).
+fn kept_order(store: &Store, reorder: Reorder) -> Option<Reorder> {
+    match &store.header().order {
+        None => (reorder == Reorder::None).then_some(Reorder::None),
+        Some(o) => {
+            let (asked, applied) = (o.asked.parse().ok()?, o.applied.parse().ok()?);
+            (reorder == asked || reorder == applied).then_some(applied)
+        }
+    }
+}
+
+/// A rank inside the job, and a preparation ranks can share.
+fn check_rank(p: &Prepare, ranks: usize, rank: usize) -> Result<()> {
+    if rank >= ranks {
+        return Err(Error::Distributed(format!(
+            "rank {rank} of a {ranks}-rank job"
+        )));
+    }
+    if p.diag_lambda != 0.0 {
+        return Err(Error::Config(crate::ConfigError::Unsupported {
+            what: "the diagonal enhancement (Prepare::diag_lambda) across ranks",
+        }));
+    }
+    Ok(())
+}
+
+/// What every rank holds whole, in the order the run applies: the rank's part is cut from it.
+struct Whole<'a> {
+    name: String,
+    n_nodes: usize,
+    n_edges: usize,
+    directed: bool,
+    labels: &'a [u32],
+    n_classes: usize,
+    split: &'a Split,
+}
+
+impl Whole<'_> {
+    /// The rank's preparation from its rows of Â and X (`(applied, seconds)`: the order and
+    /// the time ordering took): X row-normalised as one process normalises the whole X (`job`
+    /// agreeing whether every feature is ≥ 0), the summary, labels and split of its rows.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        self,
+        p: &Prepare,
+        (applied, reorder_s): (Reorder, f64),
+        part: RowPartition,
+        rows: NormRows<f32>,
+        mut features: Features<f32>,
+        graph_rows: Option<(Vec<usize>, Vec<u32>)>,
+        job: &dyn Collective,
+    ) -> Result<RankPrepared> {
+        let range = rows.range();
+        let row_normalized = p.row_norm.applies(|| job.all(features.is_non_negative()));
+        if row_normalized {
+            features.row_normalize();
+        }
+        let split = self.split;
+        let summary = Summary {
+            name: self.name,
+            n_nodes: self.n_nodes,
+            n_edges: self.n_edges,
+            nnz: rows.nnz_total(),
+            in_dim: features.n_cols(),
+            sparse_features: features.is_sparse(),
+            n_classes: self.n_classes,
+            split_name: split.name.clone(),
+            split_sizes: [split.train.len(), split.valid.len(), split.test.len()],
+            row_normalized,
+            prepare: Prepare {
+                reorder: applied,
+                ..*p
+            },
+            reorder_asked: p.reorder,
+            reorder_s,
+            directed: self.directed,
+        };
+        let data = RankData {
+            features,
+            labels: self.labels[range.clone()].to_vec(),
+            split: local_split(split, &range)?,
+        };
+        Ok(RankPrepared {
+            summary,
+            part,
+            rows,
+            data,
+            graph_rows,
+        })
+    }
 }
 
 /// A rank's rows of X read from a file (`read`: its result), the ranks agreeing first that
@@ -419,5 +561,135 @@ mod tests {
             &crate::graph::Local
         )
         .is_err());
+    }
+
+    /// A rank of a store holding the order the run applies reads only its rows, and prepares
+    /// them bit for bit as from the whole skeleton (which a run ordering the store anew
+    /// still loads): in the input's order or in a stored one, undirected or directed, Â
+    /// symmetric or not, with its rows of the graph; a damaged graph is an error naming the
+    /// array, on every path.
+    #[test]
+    fn a_rank_of_a_store_in_the_runs_order_reads_its_rows_as_the_whole_skeleton_gives_them() {
+        use crate::data::store::{write_store, FeatureDtype, OrderInfo, StoredOrder};
+        use crate::graph::Direction;
+        let dir = std::env::temp_dir().join(format!("sparse-gcn-rank-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let params = CitationLike {
+            n_nodes: 1500,
+            features: FeatureKind::Dense {
+                center_distance: 1.0,
+                cluster_variance: 1.0,
+            },
+            ..Default::default()
+        };
+        let local = &crate::graph::Local;
+        for (k, (direction, stored, reorder, norm)) in [
+            (Direction::Undirected, None, Reorder::None, Norm::Symmetric),
+            (
+                Direction::Undirected,
+                Some(Reorder::Rcm),
+                Reorder::Rcm,
+                Norm::Row,
+            ),
+            (Direction::Directed, None, Reorder::None, Norm::Symmetric),
+            (
+                Direction::Undirected,
+                Some(Reorder::Rcm),
+                Reorder::Degree,
+                Norm::Symmetric,
+            ),
+            (Direction::Undirected, None, Reorder::Auto, Norm::Symmetric),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut d = params.generate(7).unwrap();
+            // The first store with self-loops on every seventh node, the directed one with
+            // every other arc dropped.
+            let g = &d.graph;
+            let n = g.n_nodes() as u32;
+            let arcs: Vec<(u32, u32)> = (0..n)
+                .flat_map(|i| g.neighbors(i as usize).iter().map(move |&j| (i, j)))
+                .filter(|&(i, j)| direction == Direction::Undirected || (i + j) % 2 == 0)
+                .chain((0..n).filter(|i| k == 0 && i % 7 == 0).map(|i| (i, i)))
+                .collect();
+            let before = g.n_edges();
+            d.graph = crate::graph::Graph::try_from_edges(n as usize, &arcs, direction).unwrap();
+            assert_eq!(d.graph.n_edges() > before, k == 0);
+            let st = dir.join(format!("s{k}"));
+            let (d, order) = match stored {
+                None => (d, None),
+                Some(r) => {
+                    let (d, perm, applied) = order::reorder_dataset(d, r, None).unwrap();
+                    let info = OrderInfo {
+                        asked: r.to_string(),
+                        applied: applied.to_string(),
+                    };
+                    (d, perm.map(|perm| StoredOrder { info, perm }))
+                }
+            };
+            write_store(&d, order.as_ref(), &st, FeatureDtype::F32).unwrap();
+            let opts = LoadOptions {
+                direction,
+                ..LoadOptions::default()
+            };
+            let p = Prepare {
+                reorder,
+                norm,
+                keep_graph: true,
+                ..Prepare::default()
+            };
+            let kept = kept_order(&Store::open(&st).unwrap(), reorder);
+            assert_eq!(kept.is_some(), k < 3, "{k}");
+            for ranks in [1, 3] {
+                for rank in 0..ranks {
+                    let r = prepare_rank_store(&st, &opts, &p, ranks, rank, local).unwrap();
+                    let (skeleton, features) = load_skeleton(&st, &opts).unwrap();
+                    let source = RowSource::Store {
+                        features,
+                        sparse_below: opts.sparse_features_below,
+                    };
+                    let w = prepare_rank(skeleton, source, &p, ranks, rank, local).unwrap();
+                    let what = format!("store {k}, rank {rank} of {ranks}");
+                    assert_eq!(r.part, w.part, "{what}");
+                    let csr = |m: crate::kernels::CsrView<'_, f32>| {
+                        let bits: Vec<u32> = m.data().iter().map(|v| v.to_bits()).collect();
+                        (
+                            m.indptr().raw_storage().to_vec(),
+                            m.indices().to_vec(),
+                            bits,
+                        )
+                    };
+                    assert_eq!(csr(r.rows.a()), csr(w.rows.a()), "{what}");
+                    assert_eq!(csr(r.rows.a_t()), csr(w.rows.a_t()), "{what}");
+                    assert_eq!(r.rows.is_symmetric(), w.rows.is_symmetric());
+                    assert_eq!(r.rows.nnz_total(), w.rows.nnz_total());
+                    assert_eq!(bits(&r.data.features), bits(&w.data.features), "{what}");
+                    assert_eq!(r.data.labels, w.data.labels, "{what}");
+                    for (a, b) in [
+                        (&r.data.split.train, &w.data.split.train),
+                        (&r.data.split.valid, &w.data.split.valid),
+                        (&r.data.split.test, &w.data.split.test),
+                    ] {
+                        assert_eq!(a.indices(), b.indices(), "{what}");
+                    }
+                    let mut s = w.summary.clone();
+                    s.reorder_s = r.summary.reorder_s;
+                    assert_eq!(r.summary, s, "{what}");
+                    assert_eq!(r.graph_rows, w.graph_rows, "{what}");
+                }
+            }
+            // A neighbour id beyond the nodes: an error naming the array.
+            if k == 0 {
+                let path = st.join("indices.u32");
+                let mut b = std::fs::read(&path).unwrap();
+                b[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+                std::fs::write(&path, &b).unwrap();
+                let e = prepare_rank_store(&st, &opts, &p, 2, 1, local).unwrap_err();
+                assert!(e.to_string().contains("indices"), "{e}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

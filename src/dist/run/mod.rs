@@ -15,4 +15,4 @@ pub mod local;
 pub mod model;
 pub mod plan;
 
-pub use local::{prepare_rank, rank_data, RankData, RankPrepared, RowSource};
+pub use local::{prepare_rank, prepare_rank_store, rank_data, RankData, RankPrepared, RowSource};

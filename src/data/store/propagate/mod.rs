@@ -36,7 +36,9 @@ use std::path::PathBuf;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
-use self::stream::{bad, build_block, first_pass, kept_rows, longest_row, Blocks, FeatureRows};
+use self::stream::{
+    bad, build_block, first_pass, first_pass_map, kept_rows, longest_row, Blocks, FeatureRows,
+};
 use super::Store;
 use crate::data::Dataset;
 use crate::graph::{Norm, NormAdj, Propagate};
@@ -180,6 +182,16 @@ fn keep(tile: &[f32], w: usize, rows: &[u32], out: &mut [f32], cols: usize, c0: 
 /// [`Error::Store`] naming the array at fault; [`Error::Io`].
 pub(super) fn check_features(store: &Store) -> Result<bool> {
     FeatureRows::new(store)?.scan(store)
+}
+
+/// d̃ of every node of `store`'s graph (its row's length in Ã = A + I), after the checks of
+/// propagation's first pass over the graph (offsets, ids, order, self-loops, symmetry and the
+/// checksums of `indptr` and `indices`).
+///
+/// # Errors
+/// [`Error::Store`] naming the array at fault; [`Error::Io`].
+pub(super) fn tilde_degrees(store: &Store) -> Result<Vec<u32>> {
+    first_pass_map(store, LIMITS, |d| d)
 }
 
 /// [`check_features`] after the graph's pass.

@@ -236,9 +236,22 @@ impl<'s> Blocks<'s> {
 
 /// What the first pass learns: Â's row scales (D̃^-1/2 or D̃^-1), and whether Â is symmetric.
 pub(super) fn first_pass(store: &Store, norm: Norm, limits: Limits) -> Result<Vec<f32>> {
+    first_pass_map(store, limits, |d| match norm {
+        Norm::Symmetric => (1.0 / f64::from(d).sqrt()) as f32,
+        Norm::Row => (1.0 / f64::from(d)) as f32,
+    })
+}
+
+/// The first pass's checks of the store's graph (offsets, ids, order, self-loops, symmetry,
+/// checksums), giving `of(d̃_i)` for every node i (d̃_i: its row's length in Ã = A + I).
+pub(super) fn first_pass_map<T: Copy + Default>(
+    store: &Store,
+    limits: Limits,
+    of: impl Fn(u32) -> T,
+) -> Result<Vec<T>> {
     let h = store.header();
     let n = h.n_nodes as usize;
-    let mut scale = vec![0f32; n];
+    let mut scale = vec![T::default(); n];
     crate::kernels::raw::huge::advise_slice(&mut scale);
     let mut blocks = Blocks::new(store, limits)?;
     let (mut ip_crc, mut idx_crc) = (crc32fast::Hasher::new(), crc32fast::Hasher::new());
@@ -275,10 +288,7 @@ pub(super) fn first_pass(store: &Store, norm: Norm, limits: Limits) -> Result<Ve
             .collect();
         for (k, r) in per_row.into_iter().enumerate() {
             let (d, has_loop, f, g) = r.map_err(|m| bad(store, "indices", m))?;
-            scale[r0 + k] = match norm {
-                Norm::Symmetric => (1.0 / f64::from(d).sqrt()) as f32,
-                Norm::Row => (1.0 / f64::from(d)) as f32,
-            };
+            scale[r0 + k] = of(d);
             loops += u64::from(has_loop);
             fwd = fwd.wrapping_add(f);
             back = back.wrapping_add(g);
