@@ -17,6 +17,8 @@
 //! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
 //!   result is larger than the caches (no read for ownership of the lines it writes);
 //! - [`map_readonly`]: a file memory-mapped read-only (the graph store's arrays).
+//! - [`fma`]: the FMA peak's loop of independent vector fused multiply-adds in AVX-512 or AVX2
+//!   intrinsics (checked at run time), for `roofline`.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
 //! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
@@ -773,5 +775,6 @@ pub(crate) mod huge {
     }
 }
 
+pub(crate) mod fma;
 #[cfg(test)]
 mod tests;

@@ -20,8 +20,8 @@ use serde::Serialize;
 use super::steps::{BatchStats, Steps};
 use super::{check_data, median, rng_stream, Batches, FitOptions, TrainConfig, TrainData};
 use crate::diag::roofline::{
-    load_average, price, CallReport, FloorConfig, GemmRate, Machine, PhaseReport, Profiled,
-    SpmmFloor,
+    fma_peak, load_average, price, CallReport, FloorConfig, FmaPeak, GemmRate, Machine,
+    PhaseReport, Profiled, SpmmFloor,
 };
 use crate::graph::NormAdj;
 use crate::kernels::profile::Recording;
@@ -96,6 +96,17 @@ pub struct EpochReport {
     pub sample_bytes: u64,
     /// Those bytes at the triad rate, ms (a part of `epoch_floor_ms`).
     pub sample_floor_ms: f64,
+    /// The FMA peak on this pool's threads (and on one).
+    pub fma_peak: FmaPeak,
+    /// The FMA peak on every thread, GFLOP/s (`fma_peak.gflops`).
+    pub fma_peak_gflops: f64,
+    /// The epoch's GEMMs (forward, input gradients and weight gradients together) as a
+    /// fraction of the FMA peak: their flops over their time, over `fma_peak_gflops`.
+    pub gemm_fma_fraction: f64,
+    /// The GEMMs' rate, GFLOP/s (their flops over their time).
+    pub gemm_gflops: f64,
+    /// The epoch's floor with its GEMMs at the FMA peak rather than at the sgemm rates, ms.
+    pub epoch_floor_fma_ms: f64,
 }
 
 /// The bytes building batches of `stats` reads and writes at least: each batch's rows of X
@@ -235,6 +246,14 @@ pub fn epoch(
             ratio: (sample_floor_s > 0.0).then(|| sample_ms / (sample_floor_s * 1e3)),
         });
     }
+    // The FMA peak: the GEMMs as a fraction of it, and the floor with them at it.
+    let peak = fma_peak(par);
+    let peak_flops = (peak.gflops * 1e9).max(f64::MIN_POSITIVE);
+    let gemm_rate = floors.gemm_flops / floors.gemm_s.max(f64::MIN_POSITIVE);
+    for g in &mut floors.gemm_rates {
+        g.fma_fraction = Some(g.gflops * 1e9 / peak_flops);
+    }
+    let floor_fma_s = floors.floor_s - floors.gemm_floor_s + floors.gemm_flops / peak_flops;
     machine.load_after = load_average();
     let c = &cfg.train.model;
     Ok(EpochReport {
@@ -261,6 +280,11 @@ pub fn epoch(
         sample_ms,
         sample_bytes,
         sample_floor_ms: sample_floor_s * 1e3,
+        fma_peak_gflops: peak.gflops,
+        fma_peak: peak,
+        gemm_fma_fraction: gemm_rate / peak_flops,
+        gemm_gflops: gemm_rate / 1e9,
+        epoch_floor_fma_ms: floor_fma_s * 1e3,
     })
 }
 
@@ -319,7 +343,12 @@ impl EpochReport {
         let rates: Vec<String> = self
             .gemm_rates
             .iter()
-            .map(|g| format!("{}x{}x{} {:.1}", g.m, g.k, g.n, g.gflops))
+            .map(|g| {
+                let of_peak = g
+                    .fma_fraction
+                    .map_or(String::new(), |f| format!(" ({:.0} %)", 100.0 * f));
+                format!("{}x{}x{} {:.1}{of_peak}", g.m, g.k, g.n, g.gflops)
+            })
             .collect();
         let floors: Vec<String> = self
             .spmm_floors
@@ -342,6 +371,22 @@ impl EpochReport {
             self.epoch_profiled_ms,
             self.epoch_floor_ms,
             self.ratio
+        );
+        let f = &self.fma_peak;
+        let _ = writeln!(
+            s,
+            "fma peak  {:.1} GFLOP/s on {} threads ({:.1} on one; {}, {} floats a vector): the \
+             GEMMs ran at {:.1} GFLOP/s, {:.0} % of it; the floor with them at the peak {:.2} ms \
+             ({:.2}x)",
+            f.gflops,
+            f.threads,
+            f.gflops_one,
+            f.isa,
+            f.lanes,
+            self.gemm_gflops,
+            100.0 * self.gemm_fma_fraction,
+            self.epoch_floor_fma_ms,
+            self.epoch_ms / self.epoch_floor_fma_ms.max(f64::MIN_POSITIVE)
         );
         let _ = writeln!(
             s,

@@ -907,6 +907,33 @@ fn a_nan_feature_is_reported_at_its_1_based_row_and_column() {
     );
 }
 
+/// `roofline` measures the FMA peak and reports sgemm as a fraction of it.
+#[test]
+fn roofline_reports_sgemm_against_the_fma_peak() {
+    let out = run(&[
+        "roofline",
+        "--preset",
+        "cora-like",
+        "--dims",
+        "16",
+        "--reps",
+        "1",
+        "--triad-mib",
+        "8",
+        "--json",
+    ]);
+    expect(&out, 0, &["fma peak", "of the FMA peak"]);
+    let j = last_json(&out);
+    let peak = j["fma_peak"]["gflops"].as_f64().unwrap();
+    let sgemm = j["sgemm"]["gflops"].as_f64().unwrap();
+    let f = j["sgemm_fma_fraction"].as_f64().unwrap();
+    assert!(
+        peak > 0.0 && (f - sgemm / peak).abs() <= 1e-9 * f,
+        "{f} {sgemm} {peak}"
+    );
+    assert!(["avx512", "avx2", "portable"].contains(&j["fma_peak"]["isa"].as_str().unwrap()));
+}
+
 /// `roofline --epoch`: the epoch and its floor per phase, the floors adding up to the epoch's;
 /// the model flags need `--epoch` (a usage error naming the flag otherwise).
 #[test]
@@ -962,6 +989,35 @@ fn roofline_epoch_reports_the_floor_of_every_phase() {
     assert_eq!(calls("weight-grad"), 3);
     assert_eq!(calls("optimizer"), 3);
     assert!(phases.iter().all(|p| p["ms"].as_f64().unwrap() >= 0.0));
+    // The FMA peak, the GEMMs as a fraction of it, and the floor with them at it: the floor
+    // less its GEMM phases' part at the sgemm rates, plus their flops at the peak.
+    let peak = j["fma_peak_gflops"].as_f64().unwrap();
+    assert_eq!(j["fma_peak"]["gflops"].as_f64().unwrap(), peak);
+    assert!(peak > 0.0 && j["fma_peak"]["gflops_one"].as_f64().unwrap() > 0.0);
+    let (frac, rate) = (
+        j["gemm_fma_fraction"].as_f64().unwrap(),
+        j["gemm_gflops"].as_f64().unwrap(),
+    );
+    assert!(
+        rate > 0.0 && (frac - rate / peak).abs() <= 1e-9 * frac,
+        "{frac} {rate} {peak}"
+    );
+    for g in j["gemm_rates"].as_array().unwrap() {
+        let f = g["fma_fraction"].as_f64().unwrap();
+        assert!(
+            (f - g["gflops"].as_f64().unwrap() / peak).abs() <= 1e-9 * f,
+            "{g}"
+        );
+    }
+    let floor_of = |name: &str| {
+        phases.iter().find(|p| p["phase"] == name).unwrap()["floor_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let rest = floor - floor_of("gemm") - floor_of("weight-grad");
+    let at_peak = j["epoch_floor_fma_ms"].as_f64().unwrap();
+    assert!(at_peak > rest && at_peak.is_finite(), "{at_peak} vs {rest}");
+    expect(&out, 0, &["fma peak", "% of it"]);
 
     let out = run(&["roofline", "--layers", "3"]);
     expect(&out, 2, &["--epoch"]);

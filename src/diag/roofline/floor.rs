@@ -91,6 +91,9 @@ pub struct GemmRate {
     pub n: usize,
     /// GFLOP/s measured (best of five).
     pub gflops: f64,
+    /// That rate over the FMA peak on every thread ([`FmaPeak::gflops`](super::FmaPeak)),
+    /// when it was measured.
+    pub fma_fraction: Option<f64>,
 }
 
 /// The in-cache SpMM floor at one width.
@@ -118,6 +121,12 @@ pub(crate) struct Floors {
     pub gemm_rates: Vec<GemmRate>,
     /// In-cache SpMM floors.
     pub spmm_floors: Vec<SpmmFloor>,
+    /// The GEMMs' floating-point operations in the first profiled run (2·m·k·n each).
+    pub gemm_flops: f64,
+    /// Their floors at the sgemm rates, seconds (a part of `floor_s`).
+    pub gemm_floor_s: f64,
+    /// Their time, seconds: the median over the runs of each run's GEMM calls.
+    pub gemm_s: f64,
 }
 
 /// The rates measured for a profile: triad bytes/s, sgemm flops/s per priced shape, and the
@@ -229,6 +238,27 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
             .collect(),
     );
     phases.push(phase_report("other", 0, other, 0.0));
+    fn gemms(run: &Profiled) -> Vec<(f64, &Work)> {
+        run.records
+            .iter()
+            .filter(|r| matches!(r.work, Work::Gemm { .. }))
+            .map(|r| (r.seconds, &r.work))
+            .collect()
+    }
+    let flops = |w: &Work| match *w {
+        Work::Gemm { m, k, n } => 2.0 * (m * k) as f64 * n as f64,
+        _ => 0.0,
+    };
+    let gemm_flops = gemms(&runs[0]).iter().map(|&(_, w)| flops(w)).sum();
+    let gemm_floor_s = gemms(&runs[0])
+        .iter()
+        .map(|&(_, w)| rates.floor_of(w))
+        .sum();
+    let gemm_s = median(
+        runs.iter()
+            .map(|run| gemms(run).iter().map(|&(t, _)| t).sum())
+            .collect(),
+    );
     let mut top_calls: Vec<CallReport> = first
         .iter()
         .map(|r| CallReport {
@@ -257,6 +287,7 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
                 k,
                 n,
                 gflops: r / 1e9,
+                fma_fraction: None,
             })
             .collect(),
         spmm_floors: rates
@@ -264,6 +295,9 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
             .iter()
             .map(|(&d, &t)| SpmmFloor { d, ms: t * 1e3 })
             .collect(),
+        gemm_flops,
+        gemm_floor_s,
+        gemm_s,
     })
 }
 

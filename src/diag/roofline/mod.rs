@@ -13,6 +13,8 @@
 //!   runs the same loop on the random-order Â's own index stream: a power-law graph's hub
 //!   rows are gathered often and stay cached, so SpMM can run *above* the uniform bound.
 //! - **sgemm** ([`sgemm`]): `kernels::gemm` (matrixmultiply) on an n × k by k × m product.
+//! - **FMA peak** ([`fma_peak`]): independent vector fused multiply-adds in registers, the
+//!   widest this CPU has, on one thread and on all; sgemm is reported as a fraction of it.
 //! - **SpMM** ([`spmm_times_interleaved`]): `kernels::spmm` with Â of the graph in a random node order (an
 //!   explicit random permutation, whatever order the input had) and in a reordered one
 //!   (community order by default, computed from the structure only), for each width d.
@@ -66,6 +68,7 @@
 pub mod floor;
 mod machine;
 mod measure;
+mod peak;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -84,6 +87,7 @@ pub use self::measure::{
     sgemm, spmm_time_csr, spmm_times_interleaved, GatherReport, GemmReport, SpmmRun, Timing,
     TriadReport,
 };
+pub use self::peak::{fma_peak, FmaPeak};
 use crate::graph::{Graph, Norm, NormAdj};
 use crate::order::{self, Locality, Permutation, Reorder};
 use crate::{kernels, ConfigError, Error, Par, Result};
@@ -288,8 +292,19 @@ pub struct RooflineReport {
     pub triad: TriadReport,
     /// sgemm, if measured.
     pub sgemm: Option<GemmReport>,
+    /// The FMA peak, what the sgemm rate is a fraction of.
+    pub fma_peak: FmaPeak,
+    /// The sgemm rate over the FMA peak on every thread, if measured.
+    pub sgemm_fma_fraction: Option<f64>,
     /// Gather bound and SpMMs per width.
     pub dims: Vec<DimReport>,
+}
+
+/// The FMA peak, and `sgemm`'s rate as a fraction of it.
+fn against_peak(sgemm: Option<&GemmReport>, par: Par) -> (FmaPeak, Option<f64>) {
+    let peak = fma_peak(par);
+    let f = sgemm.map(|g| g.gflops / peak.gflops.max(f64::MIN_POSITIVE));
+    (peak, f)
 }
 
 /// Runs every measurement on `graph` (see the [module docs](self)); call it inside the rayon
@@ -332,6 +347,7 @@ pub fn run(
     note_huge(triad.anon_huge_pages_kib);
     let n = graph.n_nodes();
     let sgemm = cfg.gemm.map(|(k, m)| sgemm(n.max(1), k, m, w, r, par));
+    let (peak, sgemm_fma_fraction) = against_peak(sgemm.as_ref(), par);
 
     let random_perm = order::order(graph, Reorder::Random(cfg.seed))?;
     let g_random = order::permute_graph(graph, &random_perm);
@@ -455,6 +471,8 @@ pub fn run(
         cache_bytes,
         triad,
         sgemm,
+        fma_peak: peak,
+        sgemm_fma_fraction,
         dims,
     })
 }

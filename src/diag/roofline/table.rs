@@ -52,15 +52,22 @@ impl RooflineReport {
             t.gbs_best,
             (t.len * 4) >> 20
         );
+        let f = &self.fma_peak;
+        let _ = writeln!(
+            s,
+            "fma peak  {:.1} GFLOP/s on {} threads ({:.1} on one; {}, {} floats a vector)",
+            f.gflops, f.threads, f.gflops_one, f.isa, f.lanes
+        );
         if let Some(g) = &self.sgemm {
             let _ = writeln!(
                 s,
-                "sgemm     {:.1} GFLOP/s ({}x{}x{}, {:.1} ms)",
+                "sgemm     {:.1} GFLOP/s ({}x{}x{}, {:.1} ms): {:.0} % of the FMA peak",
                 g.gflops,
                 g.m,
                 g.k,
                 g.n,
-                g.timing.median_s * 1e3
+                g.timing.median_s * 1e3,
+                100.0 * self.sgemm_fma_fraction.unwrap_or(0.0)
             );
         }
     }
