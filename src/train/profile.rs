@@ -103,8 +103,14 @@ pub struct EpochReport {
     /// The epoch's GEMMs (forward, input gradients and weight gradients together) as a
     /// fraction of the FMA peak: their flops over their time, over `fma_peak_gflops`.
     pub gemm_fma_fraction: f64,
-    /// The GEMMs' rate, GFLOP/s (their flops over their time).
+    /// The GEMMs' rate, GFLOP/s (their flops over their time, every profiled epoch).
     pub gemm_gflops: f64,
+    /// The GEMMs' floating-point operations in the first profiled epoch, GFLOP (what
+    /// `epoch_floor_fma_ms` prices at the peak).
+    pub gemm_gflop: f64,
+    /// Their floor at the sgemm rates, ms: the part of `epoch_floor_ms` that
+    /// `epoch_floor_fma_ms` prices at the FMA peak instead (the GEMM calls of every phase).
+    pub gemm_floor_ms: f64,
     /// The epoch's floor with its GEMMs at the FMA peak rather than at the sgemm rates, ms.
     pub epoch_floor_fma_ms: f64,
 }
@@ -249,7 +255,7 @@ pub fn epoch(
     // The FMA peak: the GEMMs as a fraction of it, and the floor with them at it.
     let peak = fma_peak(par);
     let peak_flops = (peak.gflops * 1e9).max(f64::MIN_POSITIVE);
-    let gemm_rate = floors.gemm_flops / floors.gemm_s.max(f64::MIN_POSITIVE);
+    let gemm_rate = floors.gemm_rate;
     for g in &mut floors.gemm_rates {
         g.fma_fraction = Some(g.gflops * 1e9 / peak_flops);
     }
@@ -284,6 +290,8 @@ pub fn epoch(
         fma_peak: peak,
         gemm_fma_fraction: gemm_rate / peak_flops,
         gemm_gflops: gemm_rate / 1e9,
+        gemm_gflop: floors.gemm_flops / 1e9,
+        gemm_floor_ms: floors.gemm_floor_s * 1e3,
         epoch_floor_fma_ms: floor_fma_s * 1e3,
     })
 }

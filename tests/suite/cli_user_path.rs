@@ -990,7 +990,7 @@ fn roofline_epoch_reports_the_floor_of_every_phase() {
     assert_eq!(calls("optimizer"), 3);
     assert!(phases.iter().all(|p| p["ms"].as_f64().unwrap() >= 0.0));
     // The FMA peak, the GEMMs as a fraction of it, and the floor with them at it: the floor
-    // less its GEMM phases' part at the sgemm rates, plus their flops at the peak.
+    // less its GEMMs' part at the sgemm rates, plus their flops at the peak.
     let peak = j["fma_peak_gflops"].as_f64().unwrap();
     assert_eq!(j["fma_peak"]["gflops"].as_f64().unwrap(), peak);
     assert!(peak > 0.0 && j["fma_peak"]["gflops_one"].as_f64().unwrap() > 0.0);
@@ -1009,14 +1009,19 @@ fn roofline_epoch_reports_the_floor_of_every_phase() {
             "{g}"
         );
     }
-    let floor_of = |name: &str| {
-        phases.iter().find(|p| p["phase"] == name).unwrap()["floor_ms"]
-            .as_f64()
-            .unwrap()
-    };
-    let rest = floor - floor_of("gemm") - floor_of("weight-grad");
+    let gemm_floor = j["gemm_floor_ms"].as_f64().unwrap();
+    assert!(
+        gemm_floor > 0.0 && gemm_floor < floor,
+        "{gemm_floor} {floor}"
+    );
+    let rest = floor - gemm_floor;
     let at_peak = j["epoch_floor_fma_ms"].as_f64().unwrap();
-    assert!(at_peak > rest && at_peak.is_finite(), "{at_peak} vs {rest}");
+    let gemms_at_peak = j["gemm_gflop"].as_f64().unwrap() / peak * 1e3;
+    assert!(gemms_at_peak > 0.0, "{j}");
+    assert!(
+        (at_peak - (rest + gemms_at_peak)).abs() <= 1e-6 * at_peak,
+        "{at_peak} vs {rest} + {gemms_at_peak}"
+    );
     expect(&out, 0, &["fma peak", "% of it"]);
 
     let out = run(&["roofline", "--layers", "3"]);

@@ -12,8 +12,9 @@ use crate::{Result, Scalar};
 
 /// A store opened for the ranks of a row-partitioned run: its graph checked in one pass
 /// (offsets, ids, order, self-loops, symmetry, checksums; what out-of-core propagation checks
-/// first) and each node's d̃ held (4 bytes a node); rows are then read from the maps, a rank's
-/// own only.
+/// first; then the last offset and the degrees) and each node's d̃ held (4 bytes a node); rows
+/// are then read from the maps, a rank's own only (every row for Âᵀ's rows), each checked
+/// again as it is read.
 pub struct StoreGraph {
     store: Store,
     tilde: Vec<u32>,
@@ -34,7 +35,57 @@ impl StoreGraph {
             format!("a degree a node of the store {}", dir.display())
         })?;
         let tilde = super::propagate::tilde_degrees(&store)?;
+        // What the pass leaves to the checksums: the last offset, and the degrees (as a
+        // store read whole checks them).
+        let ip = store.u64s("indptr")?;
+        let nnz = store.header().arrays["indices"].len;
+        if ip.last() != Some(&nnz) {
+            let last = ip.last().copied().unwrap_or(0);
+            return Err(store.bad(
+                "indptr",
+                format!("the last offset is {last}, the store holds {nnz} indices"),
+            ));
+        }
+        store.verify_array("degree")?;
+        let degree = store.u32s("degree")?;
+        if let Some(i) = (0..n).find(|&i| u64::from(degree[i]) != ip[i + 1].saturating_sub(ip[i])) {
+            return Err(store.bad(
+                "degree",
+                format!(
+                    "node {i}: {}, but its row stores {} entries",
+                    degree[i],
+                    ip[i + 1].saturating_sub(ip[i])
+                ),
+            ));
+        }
         Ok(StoreGraph { store, tilde })
+    }
+
+    /// Checks rows `range` as read through the maps against what the pass learnt (offsets
+    /// inside the indices, ids below the node count and strictly increasing, the degree):
+    /// a store rewritten since is an error, not a wrong row or a panic.
+    fn check_rows(&self, range: Range<usize>) -> Result<()> {
+        use rayon::prelude::*;
+        let (ip, idx) = self.arrays()?;
+        let n = self.n_nodes();
+        let changed = range.into_par_iter().find_first(|&i| {
+            let (a, b) = (ip[i] as usize, ip[i + 1] as usize);
+            if a > b || b > idx.len() {
+                return true;
+            }
+            let row = &idx[a..b];
+            let has_loop = row.binary_search(&(i as u32)).is_ok();
+            row.iter().any(|&j| j as usize >= n)
+                || row.windows(2).any(|w| w[0] >= w[1])
+                || row.len() + usize::from(!has_loop) != self.tilde[i] as usize
+        });
+        match changed {
+            Some(i) => Err(self.store.bad(
+                "indices",
+                format!("row {i}: the store changed since it was checked"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The store.
@@ -110,6 +161,11 @@ impl StoreGraph {
         memory::check(bytes, || {
             format!("rows {range:?} of Â ({entries} entries) and a scale a node")
         })?;
+        // (Âᵀ's rows read every row of the graph.)
+        self.check_rows(match copies {
+            1 => range.clone(),
+            _ => 0..n,
+        })?;
         let (ip, idx) = self.arrays()?;
         let row = |i: usize| &idx[ip[i] as usize..ip[i + 1] as usize];
         Ok(NormRows::from_rows(
@@ -127,6 +183,7 @@ impl StoreGraph {
     /// As [`StoreGraph::norm_rows`].
     pub fn rows(&self, range: Range<usize>) -> Result<(Vec<usize>, Vec<u32>)> {
         check_range(&range, self.n_nodes())?;
+        self.check_rows(range.clone())?;
         let (ip, idx) = self.arrays()?;
         let (lo, hi) = (ip[range.start] as usize, ip[range.end] as usize);
         memory::check(memory::bytes(hi - lo, 4), || {
@@ -200,6 +257,13 @@ mod tests {
         let backwards = 9..3;
         assert!(sg.rows(backwards).is_err());
         assert!(sg.rows(300..300).unwrap().1.is_empty());
+        // A damaged degree array is refused, as a store read whole refuses it.
+        let path = st.join("degree.u32");
+        let mut b = std::fs::read(&path).unwrap();
+        b[0] ^= 1;
+        std::fs::write(&path, &b).unwrap();
+        let e = StoreGraph::open(&st).err().unwrap();
+        assert!(e.to_string().contains("degree"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

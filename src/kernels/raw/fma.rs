@@ -32,8 +32,8 @@ pub(crate) fn lanes() -> usize {
 }
 
 /// Runs `rounds` rounds of [`CHAINS`] independent multiply-adds `a ← a·b + c` on vectors of
-/// [`lanes`] floats, from `x`; returns the sum of the accumulators (finite for `x` in
-/// [-1, 1]), which depends on every round, so that no round can be left out. Its floating-point
+/// [`lanes`] floats, chain k from `x + k/1000`; returns the sum of the accumulators (finite
+/// for `x` in [-1, 1]), which depends on every round, so that no round can be left out. Its floating-point
 /// operations: `rounds · CHAINS · lanes() · 2` ([`flops`]).
 pub(crate) fn chain(rounds: usize, x: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
@@ -53,6 +53,11 @@ pub(crate) fn flops(rounds: usize) -> f64 {
     rounds as f64 * (CHAINS * lanes() * 2) as f64
 }
 
+/// Chain `k`'s start from `x`: each chain its own value, so that no compiler can merge them.
+fn start(x: f32, k: usize) -> f32 {
+    x + k as f32 * 1e-3
+}
+
 /// The multiplier and addend of a round: `a` stays within [-2, 2] for any number of rounds
 /// (a contraction towards c / (1 − b) = 1 from any start in [-1, 1]).
 const B: f32 = 0.999_9;
@@ -68,7 +73,7 @@ unsafe fn chain_avx512(rounds: usize, x: f32) -> f32 {
     use std::arch::x86_64::{_mm512_add_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps, _mm512_set1_ps};
     let b = _mm512_set1_ps(std::hint::black_box(B));
     let c = _mm512_set1_ps(std::hint::black_box(C));
-    let mut acc = [_mm512_set1_ps(x); CHAINS];
+    let mut acc: [_; CHAINS] = std::array::from_fn(|k| _mm512_set1_ps(start(x, k)));
     for _ in 0..rounds {
         for a in &mut acc {
             *a = _mm512_fmadd_ps(*a, b, c);
@@ -91,7 +96,7 @@ unsafe fn chain_avx2(rounds: usize, x: f32) -> f32 {
     use std::arch::x86_64::{_mm256_add_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_storeu_ps};
     let b = _mm256_set1_ps(std::hint::black_box(B));
     let c = _mm256_set1_ps(std::hint::black_box(C));
-    let mut acc = [_mm256_set1_ps(x); CHAINS];
+    let mut acc: [_; CHAINS] = std::array::from_fn(|k| _mm256_set1_ps(start(x, k)));
     for _ in 0..rounds {
         for a in &mut acc {
             *a = _mm256_fmadd_ps(*a, b, c);
@@ -111,7 +116,7 @@ unsafe fn chain_avx2(rounds: usize, x: f32) -> f32 {
 /// arrays of 8 floats the compiler vectorises as it can.
 fn chain_portable(rounds: usize, x: f32) -> f32 {
     let (b, c) = (std::hint::black_box(B), std::hint::black_box(C));
-    let mut acc = [[x; 8]; CHAINS];
+    let mut acc: [[f32; 8]; CHAINS] = std::array::from_fn(|k| [start(x, k); 8]);
     for _ in 0..rounds {
         for v in &mut acc {
             for a in v.iter_mut() {
@@ -126,23 +131,27 @@ fn chain_portable(rounds: usize, x: f32) -> f32 {
 mod tests {
     use super::*;
 
-    /// Every build computes the same contraction: after r rounds from x, each lane holds
-    /// 1 + (x − 1)·bʳ (up to rounding), and the result sums CHAINS · lanes of them.
+    /// Every build computes the same contraction: after r rounds from x_k, each lane of chain
+    /// k holds 1 + (x_k − 1)·bʳ (up to rounding), and the result sums them over the chains
+    /// and lanes.
     #[test]
     fn the_chain_contracts_towards_one_in_every_build() {
         for (rounds, x) in [(0, 0.5f32), (1, -1.0), (1000, 0.25), (100_000, 1.0)] {
-            let want = 1.0 + (f64::from(x) - 1.0) * f64::from(B).powi(rounds as i32);
+            let lane =
+                |k: usize| 1.0 + (f64::from(start(x, k)) - 1.0) * f64::from(B).powi(rounds as i32);
+            let one: f64 = (0..CHAINS).map(lane).sum();
             let n = (CHAINS * lanes()) as f64;
+            let want = one * lanes() as f64;
             let got = f64::from(chain(rounds, x));
             assert!(
-                (got - n * want).abs() <= 1e-3 * n,
-                "{rounds} {x}: {got} vs {}",
-                n * want
+                (got - want).abs() <= 1e-3 * n,
+                "{rounds} {x}: {got} vs {want}"
             );
             let p = f64::from(chain_portable(rounds, x));
             assert!(
-                (p - (CHAINS * 8) as f64 * want).abs() <= 1e-3 * n,
-                "{rounds} {x}: {p}"
+                (p - 8.0 * one).abs() <= 1e-3 * n,
+                "{rounds} {x}: {p} vs {}",
+                8.0 * one
             );
         }
         assert_eq!(flops(10), 10.0 * (CHAINS * lanes() * 2) as f64);
