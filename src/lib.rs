@@ -3,7 +3,7 @@
 //! Graph Convolutional Networks (Kipf & Welling, ICLR 2017) on large sparse graphs, on CPUs.
 //! Â = D̃^-1/2 (A + I) D̃^-1/2 is never dense: it is a CSR matrix with `u32` indices. Forward and
 //! backward run a parallel, bit-reproducible SpMM ([`kernels::spmm()`]) and a GEMM
-//! ([`kernels::gemm()`], matrixmultiply under rayon) in either order, (ÂH)W or Â(HW), chosen per
+//! ([`kernels::gemm()`]: our packed AVX-512 kernel or matrixmultiply, under rayon) in either order, (ÂH)W or Â(HW), chosen per
 //! layer by a cost model that counts forward and backward work.
 //!
 //! Every architecture (GCN, residual, GCNII, jumping knowledge, SGC, APPNP) runs on one stack,

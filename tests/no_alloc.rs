@@ -24,12 +24,14 @@
 //! pool: each pool's workers count into their own counter (the training runs inside
 //! `pool.install`), so tests running at the same time do not interfere.
 //!
-//! **Known exception, outside this crate:** matrixmultiply 0.3 allocates a packing buffer on
+//! **Known exception: GEMM packing buffers.** matrixmultiply 0.3 allocates a packing buffer on
 //! every GEMM call (`gemm_loop` → `make_packing_buffer` → `aligned_alloc::Alloc::new`, with the
-//! alignment of its SIMD kernel: 16, 32 or 64 bytes) and offers no way to pass one in. Those
-//! allocations are counted apart (every allocation with an alignment ≥ 16; nothing in this
-//! crate asks for more than 8) and printed, not asserted; their size is bounded by
-//! matrixmultiply's blocking (kc·(mc + nc) elements), not by the number of nodes.
+//! alignment of its SIMD kernel: 16, 32 or 64 bytes) and offers no way to pass one in; the
+//! packed path of `kernels::gemm` likewise packs B (W or Wᵀ) once a call into a buffer aligned
+//! to 64 bytes. Those allocations are counted apart (every allocation with an alignment ≥ 16;
+//! nothing else in this crate asks for more than 8) and printed, not asserted; their size is
+//! bounded by the weights' shapes (k·n rounded up to a panel) or matrixmultiply's blocking
+//! (kc·(mc + nc) elements), not by the number of nodes.
 // A global allocator is an `unsafe impl`; it only forwards to `System`.
 #![allow(unsafe_code)]
 

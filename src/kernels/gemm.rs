@@ -1,8 +1,18 @@
-//! `gemm`: out ← α·A·B + β·out through matrixmultiply, parallel over row blocks of `out`.
+//! `gemm`: out ← α·A·B + β·out, parallel over row blocks of `out`.
 //!
-//! This file splits `out` into row blocks; the call of matrixmultiply on one block
-//! (`sgemm` / `dgemm` by [`Scalar::KIND`]) is in `kernels::raw`, the crate's only `unsafe`
-//! code.
+//! Two paths, the same bits:
+//! - **packed** (f32, α = 1, at least [`PACKED_MIN_ROWS`] rows, A with contiguous rows, `out`
+//!   with contiguous rows, a CPU with AVX-512 F): the GCN's tall and skinny products H·W and
+//!   G·Wᵀ. B (W or Wᵀ, k × n with k and n up to a few thousand) is packed once per call and
+//!   shared by every row block; H's rows are read in place by AVX-512 micro-kernels of 24
+//!   accumulators (`kernels::raw::gemm`), each element summed exactly as matrixmultiply's
+//!   FMA kernels sum it (chunks of 256 over k, each a chain of fused multiply-adds in the
+//!   order of k), so a model's bits do not depend on which path ran;
+//! - **matrixmultiply** for every other product (f64, α ≠ 1, a transposed A such as a weight
+//!   gradient's Hᵀ, other CPUs): `sgemm` / `dgemm` by [`Scalar::KIND`] on each row block.
+//!
+//! This file splits `out` into row blocks and picks the path; the micro-kernels and the call
+//! of matrixmultiply are in `kernels::raw`, the crate's only `unsafe` code.
 
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 
@@ -18,7 +28,8 @@ pub const GEMM_TASK_FLOPS: usize = 1 << 20;
 
 /// out ← α·A·B + β·out. Any strides: transposes are free (`a.t()`).
 ///
-/// matrixmultiply's own threading stays off; under [`Par::Rayon`] the rows of `out` are split
+/// The packed path or matrixmultiply (see the [module docs](self)); matrixmultiply's own
+/// threading stays off. Under [`Par::Rayon`] the rows of `out` are split
 /// into blocks (halving while a block has more than [`GEMM_MIN_ROWS`] rows and
 /// [`GEMM_TASK_FLOPS`] multiply-adds), one single-threaded GEMM per block. β = 0 never reads
 /// `out`.
@@ -30,7 +41,8 @@ pub const GEMM_TASK_FLOPS: usize = 1 << 20;
 /// If the shapes do not agree.
 ///
 /// # Complexity
-/// O(m·k·n) time, no allocation.
+/// O(m·k·n) time. One allocation a call, of either path's packing buffer (B packed, k·n
+/// rounded up to panels of 16, 32 or 48 columns, or matrixmultiply's own).
 ///
 /// # Examples
 /// ```
@@ -62,7 +74,51 @@ pub fn gemm<F: Scalar>(
         k,
         n,
     });
+    if alpha == F::one() && k >= 1 && m >= PACKED_MIN_ROWS {
+        if let (Some(a32), Some(b32)) = (raw::gemm::view_f32(a), raw::gemm::view_f32(b)) {
+            // H or G read in place (a transposed A, a weight gradient's, is matrixmultiply's:
+            // it packs A's panels, the packed path would read a line of A per row of B).
+            let a_rows = k == 1 || a32.strides()[1] == 1;
+            if a_rows && out.strides()[0] >= 0 && (n <= 1 || out.strides()[1] == 1) {
+                if let Some(packed) = raw::gemm::PackedB::new(b32) {
+                    let beta = beta.to_f64_lossless() as f32;
+                    if let Some(o32) = raw::gemm::view_mut_f32(out) {
+                        packed_blocks(a32, &packed, beta, o32, par);
+                        return;
+                    }
+                    unreachable!("out is f32 and its strides are non-negative")
+                }
+            }
+        }
+    }
     blocks(alpha, a, b, beta, out, par);
+}
+
+/// The packed path (see the [module docs](self)) takes products of at least this many rows
+/// (below it, packing `B` costs more than it saves).
+pub const PACKED_MIN_ROWS: usize = 64;
+
+/// [`blocks`] on the packed path: the same split, `B` packed once for every block.
+fn packed_blocks(
+    a: ArrayView2<'_, f32>,
+    b: &raw::gemm::PackedB,
+    beta: f32,
+    out: ArrayViewMut2<'_, f32>,
+    par: Par,
+) {
+    let (m, k) = a.dim();
+    let n = b.dim().1;
+    if m > GEMM_MIN_ROWS && m.saturating_mul(k).saturating_mul(n) > GEMM_TASK_FLOPS {
+        let mid = (m / 2).next_multiple_of(8).min(m - 1);
+        let (a0, a1) = a.split_at(Axis(0), mid);
+        let (o0, o1) = out.split_at(Axis(0), mid);
+        par.join(
+            || packed_blocks(a0, b, beta, o0, par),
+            || packed_blocks(a1, b, beta, o1, par),
+        );
+    } else {
+        raw::gemm::gemm_packed(a, b, beta, out);
+    }
 }
 
 fn blocks<F: Scalar>(

@@ -5,7 +5,8 @@
 //! 2. **β = 0 overwrites `out` and never reads it**, so NaN left in a reused buffer cannot leak.
 //! 3. Kernels allocate nothing; the caller passes `out`.
 //! 4. Shapes are asserted on entry (`#[track_caller]`) with every dimension in the message.
-//! 5. One owner of threads: rayon. matrixmultiply runs single-threaded on row blocks.
+//! 5. One owner of threads: rayon. Each GEMM row block (the packed kernel or matrixmultiply)
+//!    runs single-threaded.
 //! 6. Work is split at data-determined points (nnz prefix sums, row counts), never by thread
 //!    count, so results are **bit-identical for any number of threads**.
 //! 7. Transposes are views: pass `x.t()` or a CSR of Âᵀ. The one CSR transpose of the crate

@@ -17,6 +17,8 @@
 //! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
 //!   result is larger than the caches (no read for ownership of the lines it writes);
 //! - [`map_readonly`]: a file memory-mapped read-only (the graph store's arrays).
+//! - [`gemm`](mod@gemm): the packed GEMM's AVX-512 micro-kernel for the GCN's tall and skinny
+//!   products (`kernels::gemm`'s fast path), the same bits as matrixmultiply;
 //! - [`fma_chains`]: the FMA peak's loop of independent vector fused multiply-adds in AVX-512
 //!   or AVX2 intrinsics (checked at run time), for `roofline`.
 //!
@@ -843,5 +845,6 @@ unsafe fn chains_avx2<const CH: usize>(rounds: usize, starts: [f32; CH], b: f32,
     out.iter().sum()
 }
 
+pub(crate) mod gemm;
 #[cfg(test)]
 mod tests;

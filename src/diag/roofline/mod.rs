@@ -12,7 +12,8 @@
 //!   rate measured on this machine for rows of d floats. For reference, `pattern_gather`
 //!   runs the same loop on the random-order Â's own index stream: a power-law graph's hub
 //!   rows are gathered often and stay cached, so SpMM can run *above* the uniform bound.
-//! - **sgemm** ([`sgemm`]): `kernels::gemm` (matrixmultiply) on an n × k by k × m product.
+//! - **sgemm** ([`sgemm`]): `kernels::gemm` (the packed path on AVX-512, matrixmultiply
+//!   otherwise) on an n × k by k × m product.
 //! - **FMA peak** ([`fma_peak`]): independent vector fused multiply-adds in registers, the
 //!   widest this CPU has, on one thread and on all; sgemm is reported as a fraction of it.
 //! - **SpMM** ([`spmm_times_interleaved`]): `kernels::spmm` with Â of the graph in a random node order (an

@@ -153,3 +153,96 @@ fn spmm_rows_checks_the_row_range() {
         1,
     );
 }
+
+/// Deterministic values with many distinct bits (so that a different order of the sums would
+/// show in the last bits).
+fn filled(rows: usize, cols: usize, salt: u64) -> Array2<f32> {
+    let mut state = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    Array2::from_shape_fn((rows, cols), |_| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0
+    })
+}
+
+/// The packed path gives matrixmultiply's bits: every row tail (1–30 rows, and the 24-, 12-
+/// and 8-row kernels), panel widths of 16, 32 and 48 with their masked last columns, k within
+/// one chunk of `KC` and over several (matrixmultiply's chunk boundaries), β = 0 (`out` never
+/// read: NaN there stays unread), β = 1 and β = 0.5, B transposed and stepped, A a sub-view
+/// with a row stride past its columns, `out` a sub-view with one too.
+#[test]
+fn gemm_packed_gives_matrixmultiplys_bits() {
+    if !gemm::available() {
+        eprintln!("skipped: gemm_packed_gives_matrixmultiplys_bits (no AVX-512 F on this CPU)");
+        return;
+    }
+    let ns = [1, 8, 16, 17, 31, 32, 33, 40, 48, 49, 64, 100, 256];
+    let ks = [1, 3, 40, 256, 257, 600];
+    let mut cases = 0;
+    for (t, &n) in ns.iter().enumerate() {
+        for (u, &k) in ks.iter().enumerate() {
+            let m = [1, 5, 8, 11, 12, 23, 24, 30, 61][(t + u) % 9];
+            let a_full = filled(m, k + 3, (t * 31 + u) as u64);
+            let a = a_full.slice(s![.., 1..k + 1]);
+            let b_store = filled(2 * n, k, (t * 7 + u + 100) as u64);
+            let b = b_store.slice(s![..;2, ..]).reversed_axes(); // k × n, strided
+            let packed = gemm::PackedB::new(b).expect("AVX-512 F is available");
+            assert_eq!(packed.dim(), (k, n));
+            for beta in [0.0f32, 1.0, 0.5] {
+                let init = filled(m, n + 2, (t + u + 7) as u64);
+                let mut want = init.clone();
+                let mut got = init.clone();
+                if beta == 0.0 {
+                    got.slice_mut(s![.., ..n]).fill(f32::NAN);
+                }
+                gemm_block(1.0, a, b, beta, want.slice_mut(s![.., ..n]));
+                gemm::gemm_packed(a, &packed, beta, got.slice_mut(s![.., ..n]));
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(w, g)| w.to_bits() == g.to_bits());
+                assert!(same, "m {m} k {k} n {n} beta {beta}");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, ns.len() * ks.len() * 3);
+}
+
+/// The packed path checks its preconditions: shapes, a negative stride, k = 0.
+#[test]
+fn gemm_packed_checks_its_arguments() {
+    if !gemm::available() {
+        eprintln!("skipped: gemm_packed_checks_its_arguments (no AVX-512 F on this CPU)");
+        return;
+    }
+    let a = filled(4, 3, 1);
+    let b = filled(3, 5, 2);
+    let packed = gemm::PackedB::new(b.view()).expect("AVX-512 F is available");
+    let run = |a: ArrayView2<'_, f32>, out: &mut Array2<f32>| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gemm::gemm_packed(a, &packed, 0.0, out.view_mut())
+        }))
+        .is_err()
+    };
+    assert!(!run(a.view(), &mut Array2::zeros((4, 5))));
+    assert!(run(a.view(), &mut Array2::zeros((4, 4))));
+    assert!(run(a.slice(s![.., ..2]), &mut Array2::zeros((4, 5))));
+    assert!(run(a.slice(s![..;-1, ..]), &mut Array2::zeros((4, 5))));
+    let mut out = Array2::zeros((4, 5));
+    let reversed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gemm::gemm_packed(a.view(), &packed, 0.0, out.slice_mut(s![..;-1, ..]))
+    }));
+    assert!(reversed.is_err());
+    let empty = gemm::PackedB::new(b.slice(s![..0, ..])).expect("AVX-512 F is available");
+    let zero_k = std::panic::catch_unwind(|| {
+        gemm::gemm_packed(
+            a.slice(s![.., ..0]),
+            &empty,
+            0.0,
+            Array2::zeros((4, 5)).view_mut(),
+        )
+    });
+    assert!(zero_k.is_err());
+}
