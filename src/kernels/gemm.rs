@@ -7,9 +7,11 @@
 //!   shared by every row block; H's rows are read in place by AVX-512 micro-kernels of 24
 //!   accumulators (`kernels::raw::gemm`), each element summed exactly as matrixmultiply's
 //!   FMA kernels sum it (chunks of 256 over k, each a chain of fused multiply-adds in the
-//!   order of k), so a model's bits do not depend on which path ran;
-//! - **matrixmultiply** for every other product (f64, α ≠ 1, a transposed A such as a weight
-//!   gradient's Hᵀ, other CPUs): `sgemm` / `dgemm` by [`Scalar::KIND`] on each row block.
+//!   order of k), so a model's bits do not depend on which path ran. A weight gradient's
+//!   chunk Hᵀ·G with a narrow G (a class count, at most [`IN_PLACE_MAX_COLS`] columns) runs
+//!   the same kernels with H and G read in place;
+//! - **matrixmultiply** for every other product (f64, α ≠ 1, a wide weight gradient, other
+//!   CPUs): `sgemm` / `dgemm` by [`Scalar::KIND`] on each row block.
 //!
 //! This file splits `out` into row blocks and picks the path; the micro-kernels and the call
 //! of matrixmultiply are in `kernels::raw`, the crate's only `unsafe` code.
@@ -74,34 +76,67 @@ pub fn gemm<F: Scalar>(
         k,
         n,
     });
-    if alpha == F::one() && k >= 1 && m >= PACKED_MIN_ROWS {
-        if let (Some(a32), Some(b32)) = (raw::gemm::view_f32(a), raw::gemm::view_f32(b)) {
-            // H or G read in place (a transposed A, a weight gradient's, is matrixmultiply's:
-            // it packs A's panels, the packed path would read a line of A per row of B).
-            let a_rows = k == 1 || a32.strides()[1] == 1;
-            if a_rows && out.strides()[0] >= 0 && (n <= 1 || out.strides()[1] == 1) {
-                if let Some(packed) = raw::gemm::PackedB::new(b32) {
-                    let beta = beta.to_f64_lossless() as f32;
-                    if let Some(o32) = raw::gemm::view_mut_f32(out) {
-                        packed_blocks(a32, &packed, beta, o32, par);
-                        return;
-                    }
-                    unreachable!("out is f32 and its strides are non-negative")
-                }
-            }
-        }
+    if let Some(out) = packed(alpha, a, b, beta, out, par) {
+        blocks(alpha, a, b, beta, out, par);
     }
-    blocks(alpha, a, b, beta, out, par);
+}
+
+/// The widest G whose weight-gradient chunk Hᵀ·G the packed path reads in place. Measured on
+/// the AMD host of 2026-12-07, 2 threads, 1,024-row chunks of 169,984 × 256 H: for 40 columns
+/// 120–128 GFLOP/s in place against matrixmultiply's 95–119; for 256 columns 152–156 against
+/// 161–165 (the strided reads of H and G miss L1; matrixmultiply packs both).
+pub const IN_PLACE_MAX_COLS: usize = 48;
+
+/// The packed path when it applies (then `None`); `out` handed back otherwise. H·W and G·Wᵀ
+/// (A with contiguous rows): W or Wᵀ packed once for every row block. Hᵀ·G (a weight
+/// gradient's chunk: A transposed, G with contiguous rows and at most [`IN_PLACE_MAX_COLS`]
+/// columns): both read in place, as packing a new G every call would cost what the kernel
+/// saves.
+fn packed<'o, F: Scalar>(
+    alpha: F,
+    a: ArrayView2<'_, F>,
+    b: ArrayView2<'_, F>,
+    beta: F,
+    out: ArrayViewMut2<'o, F>,
+    par: Par,
+) -> Option<ArrayViewMut2<'o, F>> {
+    let ((m, k), n) = (a.dim(), b.ncols());
+    let out_rows = out.strides()[0] >= 0 && (n <= 1 || out.strides()[1] == 1);
+    if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || !out_rows || !raw::gemm::available() {
+        return Some(out);
+    }
+    let (Some(a32), Some(b32)) = (raw::gemm::view_f32(a), raw::gemm::view_f32(b)) else {
+        return Some(out);
+    };
+    let a_rows = k == 1 || a32.strides()[1] == 1;
+    let b_rows = n <= 1 || b32.strides()[1] == 1;
+    let packed_b;
+    let b_op = if a_rows {
+        let Some(p) = raw::gemm::PackedB::new(b32) else {
+            return Some(out);
+        };
+        packed_b = p;
+        raw::gemm::BOperand::Packed(&packed_b)
+    } else if b_rows && n <= IN_PLACE_MAX_COLS {
+        raw::gemm::BOperand::Rows(b32)
+    } else {
+        return Some(out);
+    };
+    let Some(o32) = raw::gemm::view_mut_f32(out) else {
+        unreachable!("out is f32 (as a and b are) and its strides are non-negative")
+    };
+    packed_blocks(a32, b_op, beta.to_f64_lossless() as f32, o32, par);
+    None
 }
 
 /// The packed path (see the [module docs](self)) takes products of at least this many rows
 /// (below it, packing `B` costs more than it saves).
 pub const PACKED_MIN_ROWS: usize = 64;
 
-/// [`blocks`] on the packed path: the same split, `B` packed once for every block.
+/// [`blocks`] on the packed path: the same split, one B for every block.
 fn packed_blocks(
     a: ArrayView2<'_, f32>,
-    b: &raw::gemm::PackedB,
+    b: raw::gemm::BOperand<'_>,
     beta: f32,
     out: ArrayViewMut2<'_, f32>,
     par: Par,

@@ -51,11 +51,7 @@ impl PackedB {
             return None;
         }
         let (k, n) = b.dim();
-        let l = match n {
-            0..=16 => 1,
-            33..=48 => 3,
-            _ => 2,
-        };
+        let l = lanes_for(n);
         let w = 16 * l;
         let panels = n.div_ceil(w);
         let mut lanes = vec![Lane([0.0; 16]); panels * k * l];
@@ -63,8 +59,19 @@ impl PackedB {
             let cols = (n - q * w).min(w);
             for (p, row) in panel.chunks_exact_mut(l).enumerate() {
                 let src = b.row(p);
-                for c in 0..cols {
-                    row[c / 16].0[c % 16] = src[q * w + c];
+                match src.as_slice() {
+                    // B's rows contiguous (G of a weight gradient, packed every call): copies.
+                    Some(src) => {
+                        let src = &src[q * w..q * w + cols];
+                        for (lane, part) in row.iter_mut().zip(src.chunks(16)) {
+                            lane.0[..part.len()].copy_from_slice(part);
+                        }
+                    }
+                    None => {
+                        for c in 0..cols {
+                            row[c / 16].0[c % 16] = src[q * w + c];
+                        }
+                    }
                 }
             }
         }
@@ -103,6 +110,47 @@ pub(crate) fn view_mut_f32<'a, F: Scalar>(
     Some(unsafe { ArrayViewMut2::from_shape_ptr(shape, out.as_mut_ptr().cast::<f32>()) })
 }
 
+/// Lanes a panel row for `n` columns: 3 for 33–48 (one panel), 1 for at most 16, 2 otherwise.
+fn lanes_for(n: usize) -> usize {
+    match n {
+        0..=16 => 1,
+        33..=48 => 3,
+        _ => 2,
+    }
+}
+
+/// The B of [`gemm_packed`]: packed, or read in place from its contiguous rows (a weight
+/// gradient's G, a new B every call: packing it would cost as much as the product saves).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BOperand<'a> {
+    /// Packed once (W or Wᵀ, read by many row blocks).
+    Packed(&'a PackedB),
+    /// A k × n view with unit column stride and a non-negative row stride.
+    Rows(ArrayView2<'a, f32>),
+}
+
+impl BOperand<'_> {
+    /// `(k, n)`.
+    pub(crate) fn dim(&self) -> (usize, usize) {
+        match self {
+            BOperand::Packed(b) => b.dim(),
+            BOperand::Rows(b) => b.dim(),
+        }
+    }
+}
+
+/// Where the kernel reads B: lane `l` of panel `q`, row `p` at `base + p·sp + q·sq + 16·l`,
+/// panels of `16·l` columns, masked past `n`.
+#[derive(Clone, Copy)]
+struct BAddr {
+    base: *const f32,
+    sp: usize,
+    sq: usize,
+    k: usize,
+    n: usize,
+    l: usize,
+}
+
 /// Whether this CPU runs the packed kernel.
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -116,38 +164,42 @@ pub(crate) fn available() -> bool {
 }
 
 /// `out ← A·B + β·out` for `a: m × k` (any non-negative strides: H read in place, or Hᵀ for
-/// a weight gradient), `b` packed, `out: m × n` with contiguous rows; in the order of the
-/// [module docs](self).
+/// a weight gradient), `b` packed or in place, `out: m × n` with contiguous rows; in the order
+/// of the [module docs](self).
 ///
 /// Safe for any arguments. Preconditions, asserted: the shapes agree, `a`'s strides and
-/// `out`'s row stride are non-negative, `out`'s column stride is 1, `k ≥ 1`. The views being live ndarray views
+/// `out`'s row stride are non-negative, `out`'s column stride is 1, `k ≥ 1`; a `b` in place has
+/// a unit column stride and a non-negative row stride. The views being live ndarray views
 /// makes every element the kernel touches in bounds (`out`, a unique borrow, aliases nothing);
 /// the packed panels have exactly `k` rows each (`PackedB::new`), and the columns past `n` are
-/// masked on every load and store of `out`.
+/// masked on every load of `b` and every load and store of `out`.
 ///
 /// # Panics
 /// If a precondition does not hold.
 pub(crate) fn gemm_packed(
     a: ArrayView2<'_, f32>,
-    b: &PackedB,
+    b: BOperand<'_>,
     beta: f32,
     mut out: ArrayViewMut2<'_, f32>,
 ) {
     let (m, k) = a.dim();
-    let n = b.n;
+    let (bk, n) = b.dim();
+    let b_ok = match b {
+        BOperand::Packed(_) => true,
+        BOperand::Rows(v) => v.strides()[0] >= 0 && (n <= 1 || v.strides()[1] == 1),
+    };
     assert!(
-        b.k == k
+        bk == k
             && k >= 1
+            && b_ok
             && out.dim() == (m, n)
             && a.strides().iter().all(|&s| s >= 0)
             && out.strides()[0] >= 0
             && (n <= 1 || out.strides()[1] == 1)
             && available(),
-        "gemm_packed: a {:?} (strides {:?}), b {}x{}, out {:?} (strides {:?})",
+        "gemm_packed: a {:?} (strides {:?}), b {bk}x{n}, out {:?} (strides {:?})",
         a.dim(),
         a.strides(),
-        b.k,
-        b.n,
         out.dim(),
         out.strides()
     );
@@ -160,104 +212,129 @@ pub(crate) fn gemm_packed(
         out.strides()[0] as usize,
     );
     let (pa, pc) = (a.as_ptr(), out.as_mut_ptr());
-    let mut i = 0;
-    while i < m {
-        let left = m - i;
-        // SAFETY: rows `i .. i + r` (r ≤ left, below `m`) of `a` and `out` exist; the strides
-        // are non-negative, so `pa + i·rsa` and `pc + i·ldc` are the first elements of those
-        // rows, and the kernel reads `a` at `r·rsa + p·csa` (r < its R ≤ left, p < k) and
-        // `out` at `r·ldc + j` (j < n): elements of the views. The CPU has AVX-512 F
-        // (asserted above); `b.l` is the lane count its panels were packed with.
-        let r = unsafe {
-            let (ar, cr) = (pa.add(i * rsa), pc.add(i * ldc));
-            let a = (ar, rsa, csa);
-            match (b.l, left) {
-                (1, 24..) => rows_avx512::<24, 1>(a, b, beta, cr, ldc),
-                (2, 12..) => rows_avx512::<12, 2>(a, b, beta, cr, ldc),
-                (3, 8..) | (1 | 2, 8..) => match b.l {
-                    1 => rows_avx512::<8, 1>(a, b, beta, cr, ldc),
-                    2 => rows_avx512::<8, 2>(a, b, beta, cr, ldc),
-                    _ => rows_avx512::<8, 3>(a, b, beta, cr, ldc),
-                },
-                (_, 4..) => match b.l {
-                    1 => rows_avx512::<4, 1>(a, b, beta, cr, ldc),
-                    2 => rows_avx512::<4, 2>(a, b, beta, cr, ldc),
-                    _ => rows_avx512::<4, 3>(a, b, beta, cr, ldc),
-                },
-                _ => match b.l {
-                    1 => rows_avx512::<1, 1>(a, b, beta, cr, ldc),
-                    2 => rows_avx512::<1, 2>(a, b, beta, cr, ldc),
-                    _ => rows_avx512::<1, 3>(a, b, beta, cr, ldc),
-                },
-            }
-        };
-        i += r;
+    let b = match b {
+        BOperand::Packed(b) => BAddr {
+            base: b.lanes.as_ptr().cast::<f32>(),
+            sp: 16 * b.l,
+            sq: 16 * b.l * k,
+            k,
+            n,
+            l: b.l,
+        },
+        BOperand::Rows(v) => BAddr {
+            base: v.as_ptr(),
+            sp: v.strides()[0] as usize,
+            sq: 16 * lanes_for(n),
+            k,
+            n,
+            l: lanes_for(n),
+        },
+    };
+    // Chunks of k outermost, so that one chunk of the panels (KC rows of B) stays in L2 while
+    // every row block reads it; each element still sums its chunks in order.
+    for p0 in (0..k).step_by(KC) {
+        let chunk = (p0, (p0 + KC).min(k), if p0 == 0 { beta } else { 1.0 });
+        let mut i = 0;
+        while i < m {
+            let left = m - i;
+            // SAFETY: rows `i .. i + r` (r ≤ left, below `m`) of `a` and `out` exist; the
+            // strides are non-negative, so `pa + i·rsa` and `pc + i·ldc` are the first
+            // elements of those rows, and the kernel reads `a` at `r·rsa + p·csa` (r < its
+            // R ≤ left, p < k) and `out` at `r·ldc + j` (j < n): elements of the views. The
+            // CPU has AVX-512 F (asserted above); `b` addresses B's elements (p < k, columns
+            // below n; the packed panels' padding up to 16·l columns) as its `BAddr` says;
+            // the chunk lies in `0..k`.
+            let r = unsafe {
+                let (ar, cr) = (pa.add(i * rsa), pc.add(i * ldc));
+                let a = (ar, rsa, csa);
+                match (b.l, left) {
+                    (1, 24..) => rows_avx512::<24, 1>(a, b, chunk, cr, ldc),
+                    (2, 12..) => rows_avx512::<12, 2>(a, b, chunk, cr, ldc),
+                    (_, 8..) => match b.l {
+                        1 => rows_avx512::<8, 1>(a, b, chunk, cr, ldc),
+                        2 => rows_avx512::<8, 2>(a, b, chunk, cr, ldc),
+                        _ => rows_avx512::<8, 3>(a, b, chunk, cr, ldc),
+                    },
+                    (_, 4..) => match b.l {
+                        1 => rows_avx512::<4, 1>(a, b, chunk, cr, ldc),
+                        2 => rows_avx512::<4, 2>(a, b, chunk, cr, ldc),
+                        _ => rows_avx512::<4, 3>(a, b, chunk, cr, ldc),
+                    },
+                    _ => match b.l {
+                        1 => rows_avx512::<1, 1>(a, b, chunk, cr, ldc),
+                        2 => rows_avx512::<1, 2>(a, b, chunk, cr, ldc),
+                        _ => rows_avx512::<1, 3>(a, b, chunk, cr, ldc),
+                    },
+                }
+            };
+            i += r;
+        }
     }
 }
 
-/// `R` rows of `out ← A·B + β·out` (returns `R`): for each panel of `b` (`L` lanes a row), the
-/// `R × 16L` block over every chunk of [`KC`] rows of `b`.
+/// One chunk `(p0, p1, β′)` of k for `R` rows (returns `R`): `out ← A[.., p0..p1]·B[p0..p1, ..]
+/// + β′·out` (β′ = β for the first chunk, 1 after): the `R × 16L` block of each panel of `b`
+/// (`L` lanes a row).
 ///
 /// # Safety
-/// The CPU must support AVX-512 F; `b` must have been packed with `L` lanes a row;
+/// The CPU must support AVX-512 F; `b.l` must be `L`, and `b.base + p·sp + q·sq + j` readable
+/// for p < b.k and every column `q·16L + j` below `b.n`; `p0 < p1 ≤ b.k`;
 /// `a + r·rsa + p·csa` (r < R, p < b.k) must be readable and `c + r·ldc + j` (j < b.n)
 /// writable.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn rows_avx512<const R: usize, const L: usize>(
     (a, rsa, csa): (*const f32, usize, usize),
-    b: &PackedB,
-    beta: f32,
+    b: BAddr,
+    (p0, p1, betap): (usize, usize, f32),
     c: *mut f32,
     ldc: usize,
 ) -> usize {
     use std::arch::x86_64::{
-        __m512, _mm512_fmadd_ps, _mm512_load_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
-        _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps,
+        __m512, _mm512_fmadd_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps,
+        _mm512_set1_ps, _mm512_setzero_ps,
     };
-    let (k, n, w) = (b.k, b.n, 16 * L);
+    let (n, w) = (b.n, 16 * L);
+    debug_assert!(b.l == L && p1 <= b.k);
     let one = _mm512_set1_ps(1.0);
-    for (q, panel) in b.lanes.chunks_exact(L * k).enumerate() {
+    // Element (r, p) of the chunk at `ab + r·rsa + (p − p0)·csa`.
+    let ab = a.wrapping_add(p0 * csa);
+    for q in 0..n.div_ceil(w) {
         let cols = (n - q * w).min(w);
         let masks: [u16; L] =
             std::array::from_fn(|l| ((1u32 << cols.saturating_sub(16 * l).min(16)) - 1) as u16);
-        let mut p0 = 0;
-        while p0 < k {
-            let p1 = (p0 + KC).min(k);
-            let mut acc: [[__m512; L]; R] = [[_mm512_setzero_ps(); L]; R];
-            for p in p0..p1 {
-                // SAFETY: `panel` holds L·k lanes and p < k; lanes are 64-byte aligned.
-                let bv: [__m512; L] = std::array::from_fn(|l| unsafe {
-                    _mm512_load_ps(panel.get_unchecked(L * p + l).0.as_ptr())
-                });
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    // SAFETY: r < R and p < k: readable by the caller's contract.
-                    let av = _mm512_set1_ps(unsafe { *a.add(r * rsa + p * csa) });
-                    for l in 0..L {
-                        acc[l] = _mm512_fmadd_ps(av, bv[l], acc[l]);
-                    }
-                }
-            }
-            let betap = if p0 == 0 { beta } else { 1.0 };
-            for (r, acc) in acc.iter().enumerate() {
+        let bq = b.base.wrapping_add(q * b.sq);
+        let mut acc: [[__m512; L]; R] = [[_mm512_setzero_ps(); L]; R];
+        for p in p0..p1 {
+            // SAFETY: p < k; the masked loads read only columns below `n` of row p of panel q,
+            // readable by the caller's contract; masked-off lanes never fault.
+            let bv: [__m512; L] = std::array::from_fn(|l| unsafe {
+                _mm512_maskz_loadu_ps(masks[l], bq.wrapping_add(p * b.sp + 16 * l))
+            });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: r < R and p0 ≤ p < p1: element (r, p) of A, readable by the
+                // caller's contract.
+                let av = _mm512_set1_ps(unsafe { *ab.add(r * rsa + (p - p0) * csa) });
                 for l in 0..L {
-                    let cr = c.wrapping_add(r * ldc + q * w + 16 * l);
-                    let cv = if betap != 0.0 {
-                        // SAFETY: the masked load touches only columns below `n` of row r
-                        // (writable, so readable, by the caller's contract); masked-off lanes
-                        // never fault.
-                        let v = unsafe { _mm512_maskz_loadu_ps(masks[l], cr) };
-                        _mm512_mul_ps(v, _mm512_set1_ps(betap))
-                    } else {
-                        _mm512_setzero_ps()
-                    };
-                    // SAFETY: as for the load: only columns below `n` of row r are written.
-                    unsafe {
-                        _mm512_mask_storeu_ps(cr, masks[l], _mm512_fmadd_ps(one, acc[l], cv))
-                    };
+                    acc[l] = _mm512_fmadd_ps(av, bv[l], acc[l]);
                 }
             }
-            p0 = p1;
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for l in 0..L {
+                let cr = c.wrapping_add(r * ldc + q * w + 16 * l);
+                let cv = if betap != 0.0 {
+                    // SAFETY: the masked load touches only columns below `n` of row r
+                    // (writable, so readable, by the caller's contract); masked-off lanes
+                    // never fault.
+                    let v = unsafe { _mm512_maskz_loadu_ps(masks[l], cr) };
+                    _mm512_mul_ps(v, _mm512_set1_ps(betap))
+                } else {
+                    _mm512_setzero_ps()
+                };
+                // SAFETY: as for the load: only columns below `n` of row r are written.
+                unsafe { _mm512_mask_storeu_ps(cr, masks[l], _mm512_fmadd_ps(one, acc[l], cv)) };
+            }
         }
     }
     R
@@ -270,8 +347,8 @@ unsafe fn rows_avx512<const R: usize, const L: usize>(
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn rows_avx512<const R: usize, const L: usize>(
     _: (*const f32, usize, usize),
-    _: &PackedB,
-    _: f32,
+    _: BAddr,
+    _: (usize, usize, f32),
     _: *mut f32,
     _: usize,
 ) -> usize {

@@ -2,6 +2,7 @@
 
 use ndarray::{s, Array2};
 
+use super::gemm::BOperand::{self, Packed};
 use super::*;
 
 fn naive(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>) -> Array2<f64> {
@@ -170,7 +171,7 @@ fn filled(rows: usize, cols: usize, salt: u64) -> Array2<f32> {
 /// and 8-row kernels), panel widths of 16, 32 and 48 with their masked last columns, k within
 /// one chunk of `KC` and over several (matrixmultiply's chunk boundaries), β = 0 (`out` never
 /// read: NaN there stays unread), β = 1 and β = 0.5, B transposed and stepped, A a sub-view
-/// with a row stride past its columns, `out` a sub-view with one too.
+/// with a row stride past its columns and A transposed, `out` a sub-view with one too.
 #[test]
 fn gemm_packed_gives_matrixmultiplys_bits() {
     if !gemm::available() {
@@ -197,7 +198,29 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     got.slice_mut(s![.., ..n]).fill(f32::NAN);
                 }
                 gemm_block(1.0, a, b, beta, want.slice_mut(s![.., ..n]));
-                gemm::gemm_packed(a, &packed, beta, got.slice_mut(s![.., ..n]));
+                gemm::gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![.., ..n]));
+                // A transposed (Hᵀ): read in place through its strides.
+                let a_t = a.t().to_owned();
+                let mut got_t = init.clone();
+                gemm::gemm_packed(a_t.t(), Packed(&packed), beta, got_t.slice_mut(s![.., ..n]));
+                assert!(got_t
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()));
+                // B in place: its rows contiguous (a copy of the strided one), read through
+                // masked loads.
+                let b_rows = b.to_owned();
+                let mut got_r = init.clone();
+                gemm::gemm_packed(
+                    a_t.t(),
+                    BOperand::Rows(b_rows.view()),
+                    beta,
+                    got_r.slice_mut(s![.., ..n]),
+                );
+                assert!(got_r
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()));
                 let same = want
                     .iter()
                     .zip(&got)
@@ -210,7 +233,8 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
     assert_eq!(cases, ns.len() * ks.len() * 3);
 }
 
-/// The packed path checks its preconditions: shapes, a negative stride, k = 0.
+/// The packed path checks its preconditions: shapes, a negative stride, k = 0, B in place with
+/// a column stride other than 1.
 #[test]
 fn gemm_packed_checks_its_arguments() {
     if !gemm::available() {
@@ -222,7 +246,7 @@ fn gemm_packed_checks_its_arguments() {
     let packed = gemm::PackedB::new(b.view()).expect("AVX-512 F is available");
     let run = |a: ArrayView2<'_, f32>, out: &mut Array2<f32>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            gemm::gemm_packed(a, &packed, 0.0, out.view_mut())
+            gemm::gemm_packed(a, Packed(&packed), 0.0, out.view_mut())
         }))
         .is_err()
     };
@@ -232,17 +256,27 @@ fn gemm_packed_checks_its_arguments() {
     assert!(run(a.slice(s![..;-1, ..]), &mut Array2::zeros((4, 5))));
     let mut out = Array2::zeros((4, 5));
     let reversed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        gemm::gemm_packed(a.view(), &packed, 0.0, out.slice_mut(s![..;-1, ..]))
+        gemm::gemm_packed(a.view(), Packed(&packed), 0.0, out.slice_mut(s![..;-1, ..]))
     }));
     assert!(reversed.is_err());
     let empty = gemm::PackedB::new(b.slice(s![..0, ..])).expect("AVX-512 F is available");
     let zero_k = std::panic::catch_unwind(|| {
         gemm::gemm_packed(
             a.slice(s![.., ..0]),
-            &empty,
+            Packed(&empty),
             0.0,
             Array2::zeros((4, 5)).view_mut(),
         )
     });
     assert!(zero_k.is_err());
+    // B in place with a column stride other than 1.
+    let strided = std::panic::catch_unwind(|| {
+        gemm::gemm_packed(
+            a.view(),
+            BOperand::Rows(b.slice(s![.., ..;2])),
+            0.0,
+            Array2::zeros((4, 3)).view_mut(),
+        )
+    });
+    assert!(strided.is_err());
 }
