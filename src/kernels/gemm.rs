@@ -101,7 +101,10 @@ fn packed<'o, F: Scalar>(
     par: Par,
 ) -> Option<ArrayViewMut2<'o, F>> {
     let ((m, k), n) = (a.dim(), b.ncols());
-    let out_rows = out.strides()[0] >= 0 && (n <= 1 || out.strides()[1] == 1);
+    // Rows of `out` contiguous, no axis longer than 1 stepped backwards (an axis of length 0
+    // or 1 may have any stride: `view_mut_f32` below makes it 0).
+    let out_rows = raw::gemm::strides_of(out.dim(), out.strides()).is_some()
+        && (n <= 1 || out.strides()[1] == 1);
     if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || !out_rows || !raw::gemm::available() {
         return Some(out);
     }
@@ -123,7 +126,7 @@ fn packed<'o, F: Scalar>(
         return Some(out);
     };
     let Some(o32) = raw::gemm::view_mut_f32(out) else {
-        unreachable!("out is f32 (as a and b are) and its strides are non-negative")
+        unreachable!("out is f32 (as a and b are) and `strides_of` accepted its strides")
     };
     packed_blocks(a32, b_op, beta.to_f64_lossless() as f32, o32, par);
     None
@@ -176,5 +179,93 @@ fn blocks<F: Scalar>(
         );
     } else {
         raw::gemm_block(alpha, a, b, beta, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{s, Array2, Axis};
+
+    use super::*;
+
+    fn filled(rows: usize, cols: usize, salt: usize) -> Array2<f32> {
+        Array2::from_shape_fn((rows, cols), |(i, j)| {
+            let h = (i * 7919 + j * 104_729 + salt * 1_299_709) % 65_521;
+            (h as f32 / 65_521.0 - 0.5) * 2.7
+        })
+    }
+
+    /// `gemm` (whichever path it picks: packed B, B in place, matrixmultiply) gives
+    /// matrixmultiply's bits on one block (`raw::gemm_block`) for α = 1, and the same bits at 1
+    /// and 2 threads for any α, for tall
+    /// products over row-block splits, transposed and stepped operands, α ≠ 1, narrow and wide
+    /// weight-gradient shapes, and an `out` of one column whose column stride is negative (any
+    /// stride is valid on a length-1 axis).
+    #[test]
+    fn gemm_gives_one_blocks_bits_on_every_path() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let shapes = [
+            (64, 3, 40),
+            (300, 128, 256),
+            (1000, 17, 33),
+            (97, 300, 48),
+            (2100, 40, 1),
+        ];
+        for (t, &(m, k, n)) in shapes.iter().enumerate() {
+            let a = filled(m, k, t);
+            let a_t = a.t().to_owned();
+            let b = filled(k, n, t + 10);
+            let b_t = b.t().to_owned();
+            let operands = [
+                (a.view(), b.view()),
+                (a.view(), b_t.t()),
+                (a_t.t(), b.view()),
+                (a_t.t(), b_t.t()),
+            ];
+            for (u, &(av, bv)) in operands.iter().enumerate() {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (1.0, 0.5), (-0.75, 1.0)] {
+                    let init = filled(m, n, t + u + 20);
+                    let mut want = init.clone();
+                    if alpha == 1.0 {
+                        raw::gemm_block(alpha, av, bv, beta, want.view_mut());
+                    } else {
+                        // matrixmultiply's edge tiles round α·acc before adding β·c, its full
+                        // tiles fuse them: with α ≠ 1 the bits depend on where the row blocks
+                        // split, so the reference is the same split on one thread.
+                        gemm(alpha, av, bv, beta, want.view_mut(), Par::Seq);
+                    }
+                    for par in [Par::Seq, Par::Rayon] {
+                        let mut got = init.clone();
+                        pool.install(|| gemm(alpha, av, bv, beta, got.view_mut(), par));
+                        let same = want
+                            .iter()
+                            .zip(&got)
+                            .all(|(w, g)| w.to_bits() == g.to_bits());
+                        assert!(same, "{m}x{k}x{n}, operands {u}, α {alpha}, β {beta}");
+                    }
+                }
+            }
+        }
+        // One column of `out`, its column axis inverted (stride −1 on a length-1 axis).
+        let (a, b) = (filled(128, 8, 1), filled(8, 1, 2));
+        let mut want = Array2::<f32>::zeros((128, 1));
+        raw::gemm_block(1.0, a.view(), b.view(), 0.0, want.view_mut());
+        let mut got = Array2::<f32>::zeros((128, 1));
+        got.invert_axis(Axis(1));
+        gemm(1.0, a.view(), b.view(), 0.0, got.view_mut(), Par::Seq);
+        assert_eq!(got, want);
+        let mut got = Array2::<f32>::zeros((128, 3));
+        gemm(
+            1.0,
+            a.view(),
+            b.view(),
+            0.0,
+            got.slice_mut(s![.., 2..;-3]),
+            Par::Seq,
+        );
+        assert_eq!(got.column(2), want.column(0));
     }
 }

@@ -3,7 +3,8 @@
 //! Conventions shared by every kernel here (`../shared/STYLE.md` §3.2):
 //! 1. BLAS-order signatures, `out ← α·op(A)·op(B) + β·out`, with an explicit [`Par`].
 //! 2. **β = 0 overwrites `out` and never reads it**, so NaN left in a reused buffer cannot leak.
-//! 3. Kernels allocate nothing; the caller passes `out`.
+//! 3. Kernels allocate nothing; the caller passes `out`. The one exception is `gemm`'s packing
+//!    buffer (B packed once a call, or matrixmultiply's own), bounded by the weights' shapes.
 //! 4. Shapes are asserted on entry (`#[track_caller]`) with every dimension in the message.
 //! 5. One owner of threads: rayon. Each GEMM row block (the packed kernel or matrixmultiply)
 //!    runs single-threaded.

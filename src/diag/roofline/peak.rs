@@ -17,9 +17,9 @@ pub struct FmaPeak {
     pub lanes: usize,
     /// Threads that ran the loop at once for [`FmaPeak::gflops`].
     pub threads: usize,
-    /// One thread, GFLOP/s (best of five).
+    /// One thread, GFLOP/s (best of 5 runs).
     pub gflops_one: f64,
-    /// Every thread at once, GFLOP/s (best of five; the flops of all over the time of the
+    /// Every thread at once, GFLOP/s (best of 25 runs; the flops of all over the time of the
     /// slowest).
     pub gflops: f64,
 }
@@ -77,13 +77,14 @@ fn flops(rounds: usize, lanes: usize) -> f64 {
     rounds as f64 * (CHAINS * lanes * 2) as f64
 }
 
-/// Rounds of the loop in one timed run: about 15 ms at 100 GFLOP/s a thread.
+/// Rounds of the loop in one timed run: 1.5 GFLOP in AVX-512, about 13 ms at 117 GFLOP/s a
+/// thread.
 const ROUNDS: usize = 4_000_000;
 
 /// Measures the FMA peak: a loop of independent vector fused multiply-adds kept in registers
 /// (nothing read from memory), in the widest instructions this CPU has, on one thread,
 /// then on every thread of the current pool at once (`par`'s; one under [`Par::Seq`]), each
-/// after one untimed run, best of five. Call it inside the rayon pool whose threads should
+/// after one untimed run: the best of 5 runs on one thread, of 25 on all. Call it inside the rayon pool whose threads should
 /// count.
 pub fn fma_peak(par: Par) -> FmaPeak {
     let one = time_reps(1, 5, || {
@@ -93,7 +94,7 @@ pub fn fma_peak(par: Par) -> FmaPeak {
         Par::Seq => 1,
         Par::Rayon => rayon::current_num_threads(),
     };
-    // The best of 25 runs of about 13 ms: on a shared host the second core can be away for a
+    // The best of 25 runs of about 13 ms each: on a shared host the second core can be away for a
     // few tenths of a second (seen: five runs in a row at one core's rate).
     let all = if threads == 1 {
         one.clone()

@@ -10,7 +10,10 @@
 //! each chunk a chain of fused multiply-adds `acc ← a_ip·b_pj + acc` from `acc = 0` in the
 //! order of `p`; the first chunk stored as `fma(1, acc, β·c)` (`fma(1, acc, 0)` for β = 0,
 //! `c` never read), every later one as `fma(1, acc, c)`. Tested bit for bit against
-//! matrixmultiply in `raw::tests`.
+//! matrixmultiply in `raw::tests`. Two differences that compare equal: matrixmultiply's edge
+//! tiles (rows or columns past its last full 8 × 8 tile) add `c·β` to `fma(1, acc, 0)`, so
+//! where a chunk's `acc` is −0 (an underflowed negative product) and `c·β` is −0 they store +0
+//! and this path −0; and when both `acc` and `c·β` are NaN, which payload survives may differ.
 
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 
@@ -84,16 +87,29 @@ impl PackedB {
     }
 }
 
-/// `a` as f32 when `F` is f32 and its strides are non-negative (`None` otherwise).
+/// The strides of a view for `from_shape_ptr`: an axis of length 0 or 1 gets stride 0 (its
+/// stride is never used, and ndarray lets it be anything, a negative value too); `None` when
+/// a longer axis has a negative stride.
+pub(crate) fn strides_of(dim: (usize, usize), strides: &[isize]) -> Option<(usize, usize)> {
+    let s = |len: usize, st: isize| match len {
+        0 | 1 => Some(0),
+        _ => usize::try_from(st).ok(),
+    };
+    Some((s(dim.0, strides[0])?, s(dim.1, strides[1])?))
+}
+
+/// `a` as f32 when `F` is f32 and its strides are non-negative, an axis of length 0 or 1
+/// getting stride 0 (`None` otherwise).
 pub(crate) fn view_f32<'a, F: Scalar>(a: ArrayView2<'a, F>) -> Option<ArrayView2<'a, f32>> {
-    let (s0, s1) = (a.strides()[0], a.strides()[1]);
-    if !is_f32::<F>() || s0 < 0 || s1 < 0 {
+    let st = strides_of(a.dim(), a.strides())?;
+    if !is_f32::<F>() {
         return None;
     }
-    let shape = a.dim().strides((s0 as usize, s1 as usize));
-    // SAFETY: `F` is f32 (the same `TypeId`), so the
-    // pointer cast is an identity; the shape and the (non-negative) strides are the live
-    // view's own, so every element they describe is in bounds, borrowed for `'a`.
+    let shape = a.dim().strides(st);
+    // SAFETY: `F` is f32 (the same `TypeId`), so the pointer cast is an identity; the shape is
+    // the live view's own, and so are the strides of its axes longer than 1 (non-negative);
+    // an axis of length 0 or 1 is never stepped along, so stride 0 there describes the same
+    // elements: every element is in bounds, borrowed for `'a`.
     Some(unsafe { ArrayView2::from_shape_ptr(shape, a.as_ptr().cast::<f32>()) })
 }
 
@@ -101,12 +117,13 @@ pub(crate) fn view_f32<'a, F: Scalar>(a: ArrayView2<'a, F>) -> Option<ArrayView2
 pub(crate) fn view_mut_f32<'a, F: Scalar>(
     mut out: ArrayViewMut2<'a, F>,
 ) -> Option<ArrayViewMut2<'a, f32>> {
-    let (s0, s1) = (out.strides()[0], out.strides()[1]);
-    if !is_f32::<F>() || s0 < 0 || s1 < 0 {
+    let st = strides_of(out.dim(), out.strides())?;
+    if !is_f32::<F>() {
         return None;
     }
-    let shape = out.dim().strides((s0 as usize, s1 as usize));
-    // SAFETY: as in `view_f32`; `out` is a unique borrow for `'a`, moved into the new view.
+    let shape = out.dim().strides(st);
+    // SAFETY: as in `view_f32`; `out` is a unique borrow for `'a`, moved into the new view
+    // (stride 0 only on an axis of length 0 or 1, so no element is reached twice).
     Some(unsafe { ArrayViewMut2::from_shape_ptr(shape, out.as_mut_ptr().cast::<f32>()) })
 }
 

@@ -170,8 +170,10 @@ fn filled(rows: usize, cols: usize, salt: u64) -> Array2<f32> {
 /// The packed path gives matrixmultiply's bits: every row tail (1–30 rows, and the 24-, 12-
 /// and 8-row kernels), panel widths of 16, 32 and 48 with their masked last columns, k within
 /// one chunk of `KC` and over several (matrixmultiply's chunk boundaries), β = 0 (`out` never
-/// read: NaN there stays unread), β = 1 and β = 0.5, B transposed and stepped, A a sub-view
-/// with a row stride past its columns and A transposed, `out` a sub-view with one too.
+/// read: NaN there stays unread), β = 1 and β = 0.5, B transposed and stepped (packed
+/// element by element), B with contiguous rows (packed by copies, and read in place), A a
+/// sub-view with a row stride past its columns and A transposed, `out` a sub-view of a buffer
+/// whose 48 canary columns and canary row must stay untouched (NaN, compared by bits).
 #[test]
 fn gemm_packed_gives_matrixmultiplys_bits() {
     if !gemm::available() {
@@ -190,19 +192,37 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
             let b = b_store.slice(s![..;2, ..]).reversed_axes(); // k × n, strided
             let packed = gemm::PackedB::new(b).expect("AVX-512 F is available");
             assert_eq!(packed.dim(), (k, n));
+            // B with contiguous rows: packed by copies.
+            let b_own = b.to_owned();
+            let packed_rows = gemm::PackedB::new(b_own.view()).expect("AVX-512 F is available");
             for beta in [0.0f32, 1.0, 0.5] {
-                let init = filled(m, n + 2, (t + u + 7) as u64);
+                // `out` is rows 0..m, columns 0..n of a buffer with 48 canary columns and a
+                // canary row past it: a store past row m or column n would show there.
+                let mut init = filled(m + 1, n + 48, (t + u + 7) as u64);
+                init.row_mut(m).fill(f32::NAN);
+                init.slice_mut(s![.., n..]).fill(f32::NAN);
                 let mut want = init.clone();
                 let mut got = init.clone();
                 if beta == 0.0 {
-                    got.slice_mut(s![.., ..n]).fill(f32::NAN);
+                    got.slice_mut(s![..m, ..n]).fill(f32::NAN);
                 }
-                gemm_block(1.0, a, b, beta, want.slice_mut(s![.., ..n]));
-                gemm::gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![.., ..n]));
+                gemm_block(1.0, a, b, beta, want.slice_mut(s![..m, ..n]));
+                gemm::gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![..m, ..n]));
+                let mut got_c = init.clone();
+                gemm::gemm_packed(a, Packed(&packed_rows), beta, got_c.slice_mut(s![..m, ..n]));
+                assert!(got_c
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()));
                 // A transposed (Hᵀ): read in place through its strides.
                 let a_t = a.t().to_owned();
                 let mut got_t = init.clone();
-                gemm::gemm_packed(a_t.t(), Packed(&packed), beta, got_t.slice_mut(s![.., ..n]));
+                gemm::gemm_packed(
+                    a_t.t(),
+                    Packed(&packed),
+                    beta,
+                    got_t.slice_mut(s![..m, ..n]),
+                );
                 assert!(got_t
                     .iter()
                     .zip(&want)
@@ -215,7 +235,7 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     a_t.t(),
                     BOperand::Rows(b_rows.view()),
                     beta,
-                    got_r.slice_mut(s![.., ..n]),
+                    got_r.slice_mut(s![..m, ..n]),
                 );
                 assert!(got_r
                     .iter()
