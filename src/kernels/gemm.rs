@@ -199,8 +199,8 @@ mod tests {
     /// matrixmultiply's bits on one block (`raw::gemm_block`) for α = 1, and the same bits at 1
     /// and 2 threads for any α, for tall
     /// products over row-block splits, transposed and stepped operands, α ≠ 1, narrow and wide
-    /// weight-gradient shapes, and an `out` of one column whose column stride is negative (any
-    /// stride is valid on a length-1 axis).
+    /// weight-gradient shapes, f64 (which the f32 kernels must never take), and an `out` of one
+    /// column whose column stride is negative (any stride is valid on a length-1 axis).
     #[test]
     fn gemm_gives_one_blocks_bits_on_every_path() {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -249,6 +249,12 @@ mod tests {
                 }
             }
         }
+        // f64 (never the f32 kernels): the naive sums of small integers, exact in any order.
+        let a = Array2::from_shape_fn((200, 9), |(i, j)| ((i * 3 + j) % 7) as f64 - 3.0);
+        let b = Array2::from_shape_fn((9, 20), |(i, j)| ((i + 2 * j) % 5) as f64 - 2.0);
+        let mut got = Array2::<f64>::zeros((200, 20));
+        gemm(1.0, a.view(), b.view(), 0.0, got.view_mut(), Par::Seq);
+        assert_eq!(got, a.dot(&b));
         // One column of `out`, its column axis inverted (stride −1 on a length-1 axis).
         let (a, b) = (filled(128, 8, 1), filled(8, 1, 2));
         let mut want = Array2::<f32>::zeros((128, 1));
