@@ -77,7 +77,9 @@ pub fn gemm<F: Scalar>(
         n,
     });
     if let Some(out) = packed(alpha, a, b, beta, out, par) {
-        blocks(alpha, a, b, beta, out, par);
+        blocks(a, n, out, par, &|a, o| {
+            raw::gemm_block(alpha, a, b, beta, o)
+        });
     }
 }
 
@@ -128,7 +130,10 @@ fn packed<'o, F: Scalar>(
     let Some(o32) = raw::gemm::view_mut_f32(out) else {
         unreachable!("out is f32 (as a and b are) and `strides_of` accepted its strides")
     };
-    packed_blocks(a32, b_op, beta.to_f64_lossless() as f32, o32, par);
+    let beta = beta.to_f64_lossless() as f32;
+    blocks(a32, n, o32, par, &|a, o| {
+        raw::gemm::gemm_packed(a, b_op, beta, o)
+    });
     None
 }
 
@@ -136,49 +141,27 @@ fn packed<'o, F: Scalar>(
 /// (below it, packing `B` costs more than it saves).
 pub const PACKED_MIN_ROWS: usize = 64;
 
-/// [`blocks`] on the packed path: the same split, one B for every block.
-fn packed_blocks(
-    a: ArrayView2<'_, f32>,
-    b: raw::gemm::BOperand<'_>,
-    beta: f32,
-    out: ArrayViewMut2<'_, f32>,
-    par: Par,
-) {
-    let (m, k) = a.dim();
-    let n = b.dim().1;
-    if m > GEMM_MIN_ROWS && m.saturating_mul(k).saturating_mul(n) > GEMM_TASK_FLOPS {
-        let mid = (m / 2).next_multiple_of(8).min(m - 1);
-        let (a0, a1) = a.split_at(Axis(0), mid);
-        let (o0, o1) = out.split_at(Axis(0), mid);
-        par.join(
-            || packed_blocks(a0, b, beta, o0, par),
-            || packed_blocks(a1, b, beta, o1, par),
-        );
-    } else {
-        raw::gemm::gemm_packed(a, b, beta, out);
-    }
-}
-
+/// The row blocks of every path: `out` (and A's rows) halved while a block has more than
+/// [`GEMM_MIN_ROWS`] rows and [`GEMM_TASK_FLOPS`] multiply-adds (`n` columns of B), each leaf
+/// block handed to `leaf` — a split of the shapes alone, so the bits never depend on the threads.
 fn blocks<F: Scalar>(
-    alpha: F,
     a: ArrayView2<'_, F>,
-    b: ArrayView2<'_, F>,
-    beta: F,
+    n: usize,
     out: ArrayViewMut2<'_, F>,
     par: Par,
+    leaf: &(dyn Fn(ArrayView2<'_, F>, ArrayViewMut2<'_, F>) + Sync),
 ) {
     let (m, k) = a.dim();
-    let n = b.ncols();
     if m > GEMM_MIN_ROWS && m.saturating_mul(k).saturating_mul(n) > GEMM_TASK_FLOPS {
         let mid = (m / 2).next_multiple_of(8).min(m - 1);
         let (a0, a1) = a.split_at(Axis(0), mid);
         let (o0, o1) = out.split_at(Axis(0), mid);
         par.join(
-            || blocks(alpha, a0, b, beta, o0, par),
-            || blocks(alpha, a1, b, beta, o1, par),
+            || blocks(a0, n, o0, par, leaf),
+            || blocks(a1, n, o1, par, leaf),
         );
     } else {
-        raw::gemm_block(alpha, a, b, beta, out);
+        leaf(a, out);
     }
 }
 
