@@ -5,7 +5,7 @@
 //!   with contiguous rows, a CPU with AVX-512 F): the GCN's tall and skinny products H·W and
 //!   G·Wᵀ. B (W or Wᵀ, k × n with k and n up to a few thousand) is packed once per call and
 //!   shared by every row block; H's rows are read in place by AVX-512 micro-kernels of 24
-//!   accumulators (`kernels::raw::gemm`), each element summed exactly as matrixmultiply's
+//!   accumulators (`kernels::raw::gemm_packed`), each element summed exactly as matrixmultiply's
 //!   FMA kernels sum it (chunks of 256 over k, each a chain of fused multiply-adds in the
 //!   order of k), so a model's bits do not depend on which path ran. A weight gradient's
 //!   chunk Hᵀ·G with a narrow G (a class count, at most [`IN_PLACE_MAX_COLS`] columns) runs
@@ -18,7 +18,7 @@
 
 use ndarray::{ArrayView2, ArrayViewMut2, Axis};
 
-use super::{raw, shape_panic};
+use super::{packed, raw, shape_panic};
 use crate::{Par, Scalar};
 
 /// Blocks of `out` are split in halves while they have more rows than this and more than
@@ -103,37 +103,34 @@ fn packed<'o, F: Scalar>(
     par: Par,
 ) -> Option<ArrayViewMut2<'o, F>> {
     let ((m, k), n) = (a.dim(), b.ncols());
-    // Rows of `out` contiguous, no axis longer than 1 stepped backwards (an axis of length 0
-    // or 1 may have any stride: `view_mut_f32` below makes it 0).
-    let out_rows = raw::gemm::strides_of(out.dim(), out.strides()).is_some()
-        && (n <= 1 || out.strides()[1] == 1);
-    if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || !out_rows || !raw::gemm::available() {
-        return Some(out);
-    }
-    let (Some(a32), Some(b32)) = (raw::gemm::view_f32(a), raw::gemm::view_f32(b)) else {
+    // Strides as `usize`: none negative on an axis longer than 1 (an axis of length 0 or 1
+    // may have any stride, never stepped along: 0 here and in `gemm_packed`).
+    let (sa, sb, so) = (
+        packed::strides_of(a.dim(), a.strides()),
+        packed::strides_of(b.dim(), b.strides()),
+        packed::strides_of(out.dim(), out.strides()),
+    );
+    let (Some(sa), Some(sb), Some(so)) = (sa, sb, so) else {
         return Some(out);
     };
-    let a_rows = k == 1 || a32.strides()[1] == 1;
-    let b_rows = n <= 1 || b32.strides()[1] == 1;
+    let f32_ok = packed::is_f32::<F>() && packed::available();
+    if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || (n > 1 && so.1 != 1) || !f32_ok {
+        return Some(out);
+    }
     let packed_b;
-    let b_op = if a_rows {
-        let Some(p) = raw::gemm::PackedB::new(b32) else {
+    let b_op = if k == 1 || sa.1 == 1 {
+        let Some(p) = packed::PackedB::new(b) else {
             return Some(out);
         };
         packed_b = p;
-        raw::gemm::BOperand::Packed(&packed_b)
-    } else if b_rows && n <= IN_PLACE_MAX_COLS {
-        raw::gemm::BOperand::Rows(b32)
+        packed::BOperand::Packed(&packed_b)
+    } else if (n <= 1 || sb.1 == 1) && n <= IN_PLACE_MAX_COLS {
+        packed::BOperand::Rows(b)
     } else {
         return Some(out);
     };
-    let Some(o32) = raw::gemm::view_mut_f32(out) else {
-        unreachable!("out is f32 (as a and b are) and `strides_of` accepted its strides")
-    };
     let beta = beta.to_f64_lossless() as f32;
-    blocks(a32, n, o32, par, &|a, o| {
-        raw::gemm::gemm_packed(a, b_op, beta, o)
-    });
+    blocks(a, n, out, par, &|a, o| raw::gemm_packed(a, b_op, beta, o));
     None
 }
 

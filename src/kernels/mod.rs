@@ -18,6 +18,7 @@
 
 pub mod elementwise;
 pub mod gemm;
+mod packed;
 pub mod profile;
 pub(crate) mod raw;
 pub mod reference;

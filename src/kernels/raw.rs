@@ -1,26 +1,19 @@
 //! The crate's only `unsafe` code, each piece behind a safe function whose preconditions are
 //! asserted at its entry, so that no caller can make it unsound:
-//! - [`gemm_block`]: matrixmultiply's `sgemm` / `dgemm` on ndarray views (for
-//!   [`kernels::gemm`](super::gemm())), dispatched on [`Scalar::KIND`];
-//! - [`spmm_rows`]: the serial SpMM row kernel of [`kernels::spmm`](super::spmm()) — the AVX2
-//!   build chosen at run time, the unchecked reads of `X` rows in the inner loop (a column
-//!   block of one row or of four, `BlockKernel`'s two required methods), the prefetch hint
-//!   (the safe splitting is in [`kernels::spmm`](mod@super::spmm); the choice of block widths
-//!   and the generic strided path in `kernels::spmm_rows`, which this file imports and which
-//!   imports nothing back);
-//! - [`widest`]: a closure compiled for the widest vector instructions the CPU has (AVX-512 or
-//!   AVX2, checked at run time), for the element-wise kernels whose bits do not depend on them;
-//! - [`huge`]: the roofline's buffer aligned for huge pages (`alloc` / `dealloc`, `madvise`),
-//!   its row prefetch, and the huge-page advice for the training workspace's buffers;
-//! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for the node orderings' random reads
-//!   (a hint never faults, but the pointer arithmetic stays in bounds);
+//! - [`gemm_block`]: matrixmultiply's `sgemm` / `dgemm` on ndarray views, by [`Scalar::KIND`];
+//! - [`gemm_packed`]: the packed GEMM's AVX-512 micro-kernels for the GCN's tall and skinny
+//!   f32 products, the same bits as matrixmultiply (its operands, safe, in `kernels::packed`);
+//! - [`spmm_rows`]: the serial SpMM row kernel — the AVX2 build chosen at run time, the
+//!   unchecked reads of `X` rows in the inner loop, the prefetch hint (the safe splitting is in
+//!   [`kernels::spmm`](mod@super::spmm), the block widths and the strided path in
+//!   `kernels::spmm_rows`, which imports nothing from here);
+//! - [`widest`]: a closure compiled for the widest vector instructions the CPU has, for kernels
+//!   whose bits do not depend on them (and the FMA peak of `roofline`);
+//! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for random reads;
 //! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
-//!   result is larger than the caches (no read for ownership of the lines it writes);
+//!   result is larger than the caches;
+//! - [`advise_slice`]: huge-page advice (`madvise`) for big buffers;
 //! - [`map_readonly`]: a file memory-mapped read-only (the graph store's arrays).
-//! - [`gemm`](mod@gemm): the packed GEMM's AVX-512 micro-kernel for the GCN's tall and skinny
-//!   products (`kernels::gemm`'s fast path), the same bits as matrixmultiply;
-//! - [`fma_chains`]: the FMA peak's loop of independent vector fused multiply-adds in AVX-512
-//!   or AVX2 intrinsics (checked at run time), for `roofline`.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment naming the invariant it relies on and
 //! why it holds. The crate denies `unsafe_code` everywhere else (`Cargo.toml`).
@@ -31,8 +24,9 @@ use std::mem::size_of;
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
+use super::packed::{available, is_f32, lanes_for, strides_of, BOperand, KC};
 use super::spmm_rows::{
-    each_row, prefetch_distance, rows_strided, BlockKernel, Rows, GROUP, NO_PREFETCH_BYTES,
+    each_row_of_width, prefetch_distance, rows_strided, BlockKernel, Rows, GROUP, NO_PREFETCH_BYTES,
 };
 use crate::scalar::ScalarKind;
 use crate::Scalar;
@@ -80,15 +74,17 @@ pub(super) fn gemm_block<F: Scalar>(
         }
         return;
     }
-    let (sa, sb, so) = (a.strides(), b.strides(), out.strides());
-    let (rsc, csc) = (so[0], so[1]);
+    let (sa, sb) = (a.strides(), b.strides());
+    let so = [out.strides()[0], out.strides()[1]];
     let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    match F::KIND {
-        ScalarKind::F32 => {
-            let (Some(alpha), Some(beta)) = (cast::<F, f32>(alpha), cast::<F, f32>(beta)) else {
-                kind_panic::<F>("f32")
+    // One matrixmultiply routine, `$gemm`, on `$t`, `F`'s type (else a panic).
+    macro_rules! call {
+        ($gemm:path, $t:ty) => {{
+            let (Some(alpha), Some(beta)) = (cast::<F, $t>(alpha), cast::<F, $t>(beta)) else {
+                kind_panic::<F>(stringify!($t))
             };
-            // SAFETY: `F` is `f32` (the downcasts above succeeded), so the pointer casts are
+            let (pa, pb, pc) = (pa.cast::<$t>(), pb.cast::<$t>(), pc.cast::<$t>());
+            // SAFETY: `F` is `$t` (the downcasts above succeeded), so the pointer casts are
             // identities. `a`, `b` and `out` are live ndarray views, so their pointers and
             // element strides describe in-bounds memory of shapes m×k, k×n and m×n (all
             // non-zero here, asserted to agree above). `out` is a unique mutable borrow, so it
@@ -96,49 +92,15 @@ pub(super) fn gemm_block<F: Scalar>(
             // `split_at`, so they are disjoint. β = 0 makes matrixmultiply overwrite `out`
             // without reading it.
             unsafe {
-                matrixmultiply::sgemm(
-                    m,
-                    k,
-                    n,
-                    alpha,
-                    pa.cast::<f32>(),
-                    sa[0],
-                    sa[1],
-                    pb.cast::<f32>(),
-                    sb[0],
-                    sb[1],
-                    beta,
-                    pc.cast::<f32>(),
-                    rsc,
-                    csc,
-                );
+                $gemm(
+                    m, k, n, alpha, pa, sa[0], sa[1], pb, sb[0], sb[1], beta, pc, so[0], so[1],
+                )
             }
-        }
-        ScalarKind::F64 => {
-            let (Some(alpha), Some(beta)) = (cast::<F, f64>(alpha), cast::<F, f64>(beta)) else {
-                kind_panic::<F>("f64")
-            };
-            // SAFETY: as for f32 above: `F` is `f64` (the downcasts succeeded), and the views
-            // supply matrixmultiply's contract.
-            unsafe {
-                matrixmultiply::dgemm(
-                    m,
-                    k,
-                    n,
-                    alpha,
-                    pa.cast::<f64>(),
-                    sa[0],
-                    sa[1],
-                    pb.cast::<f64>(),
-                    sb[0],
-                    sb[1],
-                    beta,
-                    pc.cast::<f64>(),
-                    rsc,
-                    csc,
-                );
-            }
-        }
+        }};
+    }
+    match F::KIND {
+        ScalarKind::F32 => call!(matrixmultiply::sgemm, f32),
+        ScalarKind::F64 => call!(matrixmultiply::dgemm, f64),
     }
 }
 
@@ -161,30 +123,39 @@ fn kind_panic<F>(kind: &str) -> ! {
 // ---------------------------------------------------------------------------------------------
 // Wider vectors
 
-/// `f()` compiled for the widest vector instructions this CPU has: AVX-512 (F, DQ, VL and BW:
-/// 512-bit vectors with 64-bit multiplies), else AVX2, else the baseline build, checked at run
-/// time (`std` caches the answer). For kernels whose result does not depend on the
-/// instructions: integer arithmetic is exact, and Rust never fuses a float multiply and add or
-/// reorders a sum, so every build gives the same bits. `f` must be an `#[inline(always)]`
-/// closure, so that its body is compiled into the chosen build rather than called from it.
-/// (The SpMM keeps its AVX2 build: AVX-512 measured no faster there.)
+/// `f()` compiled for the widest vector instructions this CPU has ([`widest_lanes`]): AVX-512
+/// (F, DQ, VL and BW: 512-bit vectors with 64-bit multiplies), else AVX2 with FMA, else the
+/// baseline build. For kernels whose result does not depend on the instructions: integer
+/// arithmetic is exact, and Rust never fuses a float multiply and add (only `mul_add` does, in
+/// every build) or reorders a sum, so every build gives the same bits. `f` must be an
+/// `#[inline(always)]` closure, so that its body is compiled into the chosen build rather than
+/// called from it. (The SpMM keeps its AVX2 build: AVX-512 measured no faster there.)
 #[inline(always)]
 pub(crate) fn widest<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("avx512dq") && has!("avx512vl") && has!("avx512bw") {
-            // SAFETY: the CPU supports these four AVX-512 subsets, checked just above; that is
-            // the only requirement of `with_avx512`'s `#[target_feature]`.
-            return unsafe { with_avx512(f) };
-        }
-        if has!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement
-            // of `with_avx2`'s `#[target_feature]`.
-            return unsafe { with_avx2(f) };
-        }
+    match widest_lanes() {
+        // SAFETY: `widest_lanes` says 16 only when the CPU has these four AVX-512 subsets, the
+        // only requirement of `with_avx512`'s `#[target_feature]`.
+        16 => return unsafe { with_avx512(f) },
+        // SAFETY: 8 only when it has AVX2 and FMA, `with_avx2`'s requirement.
+        8 => return unsafe { with_avx2(f) },
+        _ => {}
     }
     f()
+}
+
+/// The f32 lanes of the build [`widest`] runs: 16 (AVX-512 F, DQ, VL and BW, with AVX2 and
+/// FMA), 8 (AVX2 and FMA) or 4 (the baseline build), checked at run time (`std` caches the answer).
+pub(crate) fn widest_lanes() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            let avx512 = has!("avx512f") && has!("avx512dq") && has!("avx512vl");
+            return if avx512 && has!("avx512bw") { 16 } else { 8 };
+        }
+    }
+    4
 }
 
 /// `f()` built for AVX-512 (see [`widest`]).
@@ -197,12 +168,12 @@ unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// `f()` built for AVX2 (see [`widest`]).
+/// `f()` built for AVX2 with FMA (see [`widest`]).
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
@@ -211,20 +182,12 @@ unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
 // SpMM
 
 /// The serial SpMM kernel on rows `lo..lo + out.nrows()` of `out`, from columns
-/// `c_base..c_base + out.ncols()` of `x` (a column tile; see
-/// [`kernels::spmm`](mod@super::spmm)), compiled for AVX2 when the CPU has it (checked at run
-/// time, once; the result is cached by `std`). Multiplies and adds stay separate instructions
-/// in both builds (Rust never fuses them), so both give the same bits.
-///
-/// Safe for any arguments. Preconditions, asserted here and in [`rows_kernel_any`] (once per
-/// task, never in the inner loop):
-/// - the tile `c_base..c_base + out.ncols()` lies inside `x`'s columns, and rows
-///   `lo..lo + out.nrows()` exist in `rows`;
-/// - on the fast path (row-major contiguous `x`), every column index of the task's non-zeros
-///   (from row `lo`'s first to row `lo + out.nrows() - 1`'s last) names a row of `x`
-///   (`CsrView` guarantees it; one cheap pass over the task's indices). That is what the
-///   unchecked reads of `X` in [`Fast::block`] rely on; the kernel reads indices only from
-///   those non-zeros.
+/// `c_base..c_base + out.ncols()` of `x` (a column tile), built for AVX2 when the CPU has it
+/// (Rust never fuses a multiply and add, so both builds give the same bits). Safe for any
+/// arguments. Preconditions, asserted here and in [`rows_kernel_any`] (once per task): the
+/// tile lies inside `x`'s columns and the rows exist in `rows`; on the fast path (row-major
+/// contiguous `x`), every column index of the task's non-zeros names a row of `x` (`CsrView`
+/// guarantees it; one cheap pass), which the unchecked reads of [`Fast::add`] rely on.
 pub(super) fn spmm_rows<F: Scalar>(
     alpha: F,
     rows: &Rows<'_, F>,
@@ -245,37 +208,22 @@ pub(super) fn spmm_rows<F: Scalar>(
         x.ncols()
     );
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above; that is the only requirement of
-        // a `#[target_feature(enable = "avx2")]` function.
-        unsafe { rows_kernel_avx2(alpha, rows, x, c_base, beta, out, lo) };
-        return;
+    if widest_lanes() >= 8 {
+        // SAFETY: the CPU has AVX2 and FMA (`widest_lanes` is 8 or 16 only then), checked
+        // just above: `with_avx2`'s requirement.
+        return unsafe {
+            with_avx2(
+                #[inline(always)]
+                || rows_kernel_any(alpha, rows, x, c_base, beta, out, lo),
+            )
+        };
     }
-    rows_kernel_any(alpha, rows, x, c_base, beta, out, lo);
-}
-
-/// [`rows_kernel_any`] compiled with AVX2 (256-bit vectors: half the instructions of the
-/// baseline x86-64 build's 128-bit SSE2).
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn rows_kernel_avx2<F: Scalar>(
-    alpha: F,
-    rows: &Rows<'_, F>,
-    x: ArrayView2<'_, F>,
-    c_base: usize,
-    beta: F,
-    out: ArrayViewMut2<'_, F>,
-    lo: usize,
-) {
     rows_kernel_any(alpha, rows, x, c_base, beta, out, lo);
 }
 
 /// The serial kernel for any CPU: the fast path when `x` is row-major contiguous (for each row
 /// of `out` that is contiguous), the generic strided path otherwise. Inlined into
-/// [`spmm_rows`] and its AVX2 build.
+/// [`spmm_rows`] and its AVX2 build (256-bit vectors: half the instructions of SSE2).
 #[inline(always)]
 fn rows_kernel_any<F: Scalar>(
     alpha: F,
@@ -332,30 +280,8 @@ fn rows_kernel_any<F: Scalar>(
         ld,
         c_base,
     };
-    let rows = &task;
     let x = x.slice(ndarray::s![.., c_base..c_base + d]);
-    if ld == d {
-        // The whole of `X`: its row length is the block width, known at compile time.
-        match d {
-            8 => each_row::<F, _, 8, 8>(&k, rows, x, out, lo),
-            16 => each_row::<F, _, 16, 16>(&k, rows, x, out, lo),
-            32 => each_row::<F, _, 32, 32>(&k, rows, x, out, lo),
-            64 => each_row::<F, _, 64, 64>(&k, rows, x, out, lo),
-            128 => each_row::<F, _, 128, 128>(&k, rows, x, out, lo),
-            256 => each_row::<F, _, 256, 256>(&k, rows, x, out, lo),
-            _ => each_row::<F, _, 0, 0>(&k, rows, x, out, lo),
-        }
-    } else {
-        // A column tile: the widths a tile takes, the row length of `X` at run time.
-        match d {
-            8 => each_row::<F, _, 8, 0>(&k, rows, x, out, lo),
-            16 => each_row::<F, _, 16, 0>(&k, rows, x, out, lo),
-            32 => each_row::<F, _, 32, 0>(&k, rows, x, out, lo),
-            64 => each_row::<F, _, 64, 0>(&k, rows, x, out, lo),
-            128 => each_row::<F, _, 128, 0>(&k, rows, x, out, lo),
-            _ => each_row::<F, _, 0, 0>(&k, rows, x, out, lo),
-        }
-    }
+    each_row_of_width(&k, &task, x, out, lo, ld == d);
 }
 
 /// The fast path's operands: contiguous row-major `X` (`xs`, `ld` columns), of which the
@@ -399,10 +325,7 @@ impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
     /// Columns `c0..c0 + C` of the output row `o` (columns `c_base + c0..` of `X`) over the
     /// non-zeros `p0..p1`, in a C-wide accumulator that fits the vector registers. `LD` is the
     /// row length of `X` when known at compile time (0: the runtime `self.ld`). Only the first
-    /// block of a row (`c0 = 0`) prefetches, the tile's part of the rows of `X`; later blocks
-    /// find them in cache.
-    ///
-    /// Every index of `p0..p1` must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
+    /// block of a row (`c0 = 0`) prefetches; later blocks find the rows in cache.
     #[inline(always)]
     fn block<const C: usize, const LD: usize>(
         &self,
@@ -411,36 +334,11 @@ impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
         o: &mut [F],
     ) {
         let ld = if LD == 0 { self.ld } else { LD };
-        let (alpha, beta, xs) = (self.alpha, self.beta, self.xs);
-        let o = &mut o[c0..c0 + C];
         let col = self.c_base + c0;
-        assert!(col + C <= ld);
-        let mut acc = [F::zero(); C];
-        if beta == F::one() {
-            acc.copy_from_slice(o);
-        } else if beta != F::zero() {
-            for (a, &v) in acc.iter_mut().zip(o.iter()) {
-                *a = v * beta;
-            }
-        }
-        let pf_base = xs.as_ptr().wrapping_add(self.c_base);
+        let o = &mut o[c0..c0 + C];
+        let mut acc = self.init::<C>(o);
         for (q, (&j, &v)) in self.idx[p0..p1].iter().zip(&self.val[p0..p1]).enumerate() {
-            if c0 == 0 {
-                if let Some(&jn) = self.pf_idx.get(p0 + q + self.pf_ahead) {
-                    prefetch_elems(pf_base.wrapping_add(jn as usize * ld), self.d);
-                }
-            }
-            let w = alpha * v;
-            let start = j as usize * ld + col;
-            // SAFETY: `rows_kernel_any` checked `j < k` for every index of `self.idx` (the
-            // task's non-zeros; `j` is read from it with a bounds-checked slice), where
-            // `k·ld = xs.len()`, and `col + C <= ld` is asserted above, so
-            // `start + C = j·ld + col + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
-            // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
-            let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
-            for c in 0..C {
-                acc[c] += w * xr[c];
-            }
+            self.add::<C>(&mut acc, (j, v, p0 + q), c0, ld, col);
         }
         o.copy_from_slice(&acc);
     }
@@ -449,9 +347,6 @@ impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
     /// their non-zeros `ranges`: [`Fast::block`] on each row, the rows' loops interleaved over
     /// their common length and then each row's rest in turn. Every row's sum is formed in its
     /// own stored order, as [`Fast::block`] forms it: the same bits.
-    ///
-    /// Every index of the ranges must be below `xs.len() / ld` (checked in
-    /// [`rows_kernel_any`]).
     #[inline(always)]
     fn block_rows<const C: usize, const LD: usize>(
         &self,
@@ -460,22 +355,10 @@ impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
         o: &mut [F],
     ) {
         let ld = if LD == 0 { self.ld } else { LD };
-        let (beta, d) = (self.beta, self.d);
+        let d = self.d;
         let col = self.c_base + c0;
         assert!(col + C <= ld && o.len() == GROUP * d && c0 + C <= d);
-        // The accumulator of row g, from `beta` and the output row.
-        let init = |g: usize| {
-            let mut a = [F::zero(); C];
-            let orow = &o[g * d + c0..g * d + c0 + C];
-            if beta == F::one() {
-                a.copy_from_slice(orow);
-            } else if beta != F::zero() {
-                for (a, &v) in a.iter_mut().zip(orow) {
-                    *a = v * beta;
-                }
-            }
-            a
-        };
+        let init = |g: usize| self.init::<C>(&o[g * d + c0..g * d + c0 + C]);
         // Four named accumulators (never indexed at run time), so that they stay in registers.
         let (mut a0, mut a1, mut a2, mut a3) = (init(0), init(1), init(2), init(3));
         let [r0, r1, r2, r3] = ranges;
@@ -510,13 +393,38 @@ impl<F: Scalar> BlockKernel<F> for Fast<'_, F> {
 }
 
 impl<F: Scalar> Fast<'_, F> {
-    /// Non-zero `p` of the task into the accumulator `a` of columns `col..col + C` of `X`
-    /// (`X`'s rows `ld` long), the prefetch of the look-ahead with the first block of a row
-    /// (`c0 = 0`), as in [`Fast::block`].
-    ///
-    /// Every index of the task must be below `xs.len() / ld` (checked in [`rows_kernel_any`]).
+    /// The accumulator of an output block `o`, from `beta`: `o`, `β·o` or zeros.
+    #[inline(always)]
+    fn init<const C: usize>(&self, o: &[F]) -> [F; C] {
+        let mut a = [F::zero(); C];
+        if self.beta == F::one() {
+            a.copy_from_slice(o);
+        } else if self.beta != F::zero() {
+            for (a, &v) in a.iter_mut().zip(o) {
+                *a = v * self.beta;
+            }
+        }
+        a
+    }
+
+    /// Non-zero `p` of the task into the accumulator `a` (see [`Fast::add`]).
     #[inline(always)]
     fn step<const C: usize>(&self, a: &mut [F; C], p: usize, c0: usize, ld: usize, col: usize) {
+        self.add::<C>(a, (self.idx[p], self.val[p], p), c0, ld, col);
+    }
+
+    /// Non-zero `p` of the task, `(j, v)`, into the accumulator `a` of columns `col..col + C`
+    /// of `X` (`X`'s rows `ld` long), the prefetch of the look-ahead with the first block of a
+    /// row (`c0 = 0`). `j`, an index of the task, is below `xs.len() / ld` ([`rows_kernel_any`]).
+    #[inline(always)]
+    fn add<const C: usize>(
+        &self,
+        a: &mut [F; C],
+        (j, v, p): (u32, F, usize),
+        c0: usize,
+        ld: usize,
+        col: usize,
+    ) {
         let xs = self.xs;
         if c0 == 0 {
             if let Some(&jn) = self.pf_idx.get(p + self.pf_ahead) {
@@ -524,13 +432,14 @@ impl<F: Scalar> Fast<'_, F> {
                 prefetch_elems(pf_base.wrapping_add(jn as usize * ld), self.d);
             }
         }
-        let w = self.alpha * self.val[p];
-        let start = self.idx[p] as usize * ld + col;
+        let w = self.alpha * v;
+        let start = j as usize * ld + col;
         assert!(col + C <= ld);
-        // SAFETY: as in `block`: `rows_kernel_any` checked `j < k` for every index of
-        // `self.idx` (read here with a bounds-checked index), `k·ld = xs.len()`, and
+        // SAFETY: `j` is an index of the task's non-zeros (`self.idx`, read by the caller with
+        // bounds checks), all checked `j < k` in `rows_kernel_any`, where `k·ld = xs.len()`;
         // `col + C <= ld` is asserted just above (hoisted out of the loop once inlined), so
-        // the C elements from `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
+        // `start + C = j·ld + col + C <= (k - 1)·ld + ld = xs.len()`: the C elements from
+        // `start` lie inside `xs`. `[F; C]` has the alignment of `F`.
         let xr = unsafe { &*xs.as_ptr().add(start).cast::<[F; C]>() };
         for c in 0..C {
             a[c] += w * xr[c];
@@ -659,192 +568,233 @@ fn prefetch_line(p: *const u8) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Roofline
+// Huge pages
 
-/// The roofline's big buffers ([`Buf`](huge::Buf)): an owned, zeroed `[f32]` aligned for
-/// transparent huge pages and advised for them with `madvise(MADV_HUGEPAGE)` on request (on
-/// Linux with the `hugepages` feature; never advised otherwise), and a
-/// prefetch of a row of one ([`prefetch_row`](huge::prefetch_row)). Safe for any arguments: the
-/// buffer's fields are private to this module, which is what its `unsafe` relies on.
-pub(crate) mod huge {
-    use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
-    use std::ptr::NonNull;
+/// A transparent huge page on x86-64 Linux.
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
-    /// A transparent huge page on x86-64 Linux.
-    const HUGE_PAGE: usize = 2 << 20;
-    /// A base page.
-    const PAGE: usize = 4096;
-
-    /// An owned, zero-initialised `[f32]` aligned to [`HUGE_PAGE`] (to [`PAGE`] below that
-    /// size).
-    pub(crate) struct Buf {
-        ptr: NonNull<f32>,
-        len: usize,
-        layout: Layout,
-        advised: bool,
+/// Advises the whole huge pages inside `s` for transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of its memory; nothing when that is
+/// empty, or without Linux or the `hugepages` feature). Returns whether a range was advised.
+/// Contents are unchanged; pages not yet touched (a fresh `vec![0; n]`) are then backed by
+/// huge pages when first written, which saves the random row gathers of an SpMM a TLB miss
+/// each (the training workspace's buffers, the roofline's `BigBuffer`).
+pub(crate) fn advise_slice<T>(s: &mut [T]) -> bool {
+    let start = s.as_mut_ptr().cast::<u8>();
+    let (addr, bytes) = (start as usize, std::mem::size_of_val(s));
+    let lo = addr.next_multiple_of(HUGE_PAGE);
+    let hi = (addr + bytes) / HUGE_PAGE * HUGE_PAGE;
+    if hi <= lo {
+        return false;
     }
-
-    impl Buf {
-        /// `len` zeros, advised for huge pages (before the first touch) when `huge`; `None` if
-        /// the size overflows. Aborts like `Vec` when memory runs out.
-        pub(crate) fn zeroed(len: usize, huge: bool) -> Option<Buf> {
-            let bytes = len.checked_mul(4)?.max(1);
-            let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { PAGE };
-            let size = bytes.checked_next_multiple_of(align)?;
-            let layout = Layout::from_size_align(size, align).ok()?;
-            // SAFETY: `layout` has a non-zero size (≥ 1 byte, rounded up to `align`).
-            let raw = unsafe { alloc(layout) };
-            let Some(ptr) = NonNull::new(raw.cast::<f32>()) else {
-                handle_alloc_error(layout)
-            };
-            let advised = huge && advise_huge_pages(raw, size);
-            // SAFETY: `raw` is a fresh allocation of `size` writable bytes; all-zero bytes are
-            // the f32 value 0.0, so afterwards the first `len` f32 are initialised.
-            unsafe { std::ptr::write_bytes(raw, 0, size) };
-            Some(Buf {
-                ptr,
-                len,
-                layout,
-                advised,
-            })
-        }
-
-        /// Whether `madvise(MADV_HUGEPAGE)` was called and succeeded.
-        pub(crate) fn advised(&self) -> bool {
-            self.advised
-        }
-
-        pub(crate) fn as_slice(&self) -> &[f32] {
-            // SAFETY: `ptr` points to `len` initialised, 4-byte aligned f32 owned by `self`,
-            // borrowed shared for the lifetime of `&self`.
-            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-        }
-
-        pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
-            // SAFETY: as in `as_slice`, and `&mut self` makes this the only borrow.
-            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-        }
-    }
-
-    impl Drop for Buf {
-        fn drop(&mut self) {
-            // SAFETY: `ptr` came from `alloc(self.layout)` and is freed only here, once.
-            unsafe { dealloc(self.ptr.as_ptr().cast::<u8>(), self.layout) }
-        }
-    }
-
-    /// Advises the whole huge pages inside `s` for transparent huge pages
-    /// (`madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of its memory; nothing when that is
-    /// empty, or without Linux or the `hugepages` feature). Returns whether a range was
-    /// advised. Contents are unchanged; pages not yet touched (a fresh `vec![0; n]`) are then
-    /// backed by huge pages when first written, which saves the random row gathers of an SpMM
-    /// a TLB miss each.
-    pub(crate) fn advise_slice<T>(s: &mut [T]) -> bool {
-        let start = s.as_mut_ptr().cast::<u8>();
-        let (addr, bytes) = (start as usize, std::mem::size_of_val(s));
-        let lo = addr.next_multiple_of(HUGE_PAGE);
-        let hi = (addr + bytes) / HUGE_PAGE * HUGE_PAGE;
-        if hi <= lo {
-            return false;
-        }
-        // `lo − addr < bytes` here, so the pointer stays inside `s`.
-        advise_huge_pages(start.wrapping_add(lo - addr), hi - lo)
-    }
-
     #[cfg(all(target_os = "linux", feature = "hugepages"))]
-    fn advise_huge_pages(p: *mut u8, size: usize) -> bool {
-        // SAFETY: `[p, p + size)` lies inside one live allocation of ours and starts on a page
-        // boundary (a `Buf` aligned to ≥ 4096, or the 2 MiB-aligned part of a slice);
-        // MADV_HUGEPAGE only changes how the kernel backs that range, never its contents or
-        // validity.
-        unsafe { libc::madvise(p.cast::<libc::c_void>(), size, libc::MADV_HUGEPAGE) == 0 }
+    // SAFETY: `[lo, hi)` lies inside `s`, a live allocation borrowed mutably here (`lo ≥ addr`,
+    // `hi ≤ addr + bytes`), and starts on a page boundary; MADV_HUGEPAGE only changes how the
+    // kernel backs that range, never its contents or validity.
+    unsafe {
+        let p = start.wrapping_add(lo - addr).cast::<libc::c_void>();
+        libc::madvise(p, hi - lo, libc::MADV_HUGEPAGE) == 0
     }
-
-    /// Without Linux or the `hugepages` feature (libc), huge pages are never advised.
     #[cfg(not(all(target_os = "linux", feature = "hugepages")))]
-    fn advise_huge_pages(_p: *mut u8, _size: usize) -> bool {
-        false
-    }
-
-    /// Prefetches the cache lines of `xs[start..start + len]` (a hint; out-of-range parts are
-    /// clamped away).
-    #[inline(always)]
-    pub(crate) fn prefetch_row(xs: &[f32], start: usize, len: usize) {
-        let end = (start + len).min(xs.len());
-        if start < end {
-            super::prefetch_slice(&xs[start..end]);
-        }
-    }
+    false
 }
 
 // ---------------------------------------------------------------------------------------------
-// The FMA peak
+// The packed GEMM (`kernels::packed` holds its operands, `kernels::gemm` picks it)
 
-/// `rounds` rounds of `a ← a·b + c` (one fused multiply-add) on `CH` independent vectors, chain
-/// k starting from `starts[k]` in every lane, in AVX-512 (16 floats a vector) or else AVX2 with
-/// FMA (8), checked at run time; the sum of every lane of every chain, with the vector width.
-/// `None` when the CPU has neither (the caller runs a portable loop).
-pub(crate) fn fma_chains<const CH: usize>(
-    rounds: usize,
-    starts: [f32; CH],
-    b: f32,
-    c: f32,
-) -> Option<(f32, usize)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") {
-            // SAFETY: the CPU has AVX-512 F, checked just above: `chains_avx512`'s requirement.
-            return Some((unsafe { chains_avx512(rounds, starts, b, c) }, 16));
-        }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above: `chains_avx2`'s requirement.
-            return Some((unsafe { chains_avx2(rounds, starts, b, c) }, 8));
-        }
-    }
-    let _ = (rounds, starts, b, c);
-    None
+/// Where the kernel reads B: lane `l` of panel `q`, row `p` at `base + p·sp + q·sq + 16·l`,
+/// panels of `16·l` columns, masked past `n`.
+#[derive(Clone, Copy)]
+struct BAddr {
+    base: *const f32,
+    sp: usize,
+    sq: usize,
+    k: usize,
+    n: usize,
+    l: usize,
 }
 
-/// [`fma_chains`] in AVX-512. # Safety: the CPU must support AVX-512 F.
+/// `out ← A·B + β·out` for `a: m × k` (H, or Hᵀ for a weight gradient), `b` packed or in
+/// place, `out: m × n`, in the order `kernels::packed` gives. Safe for any arguments; panics
+/// unless (asserted): the shapes agree, `k ≥ 1`, `a`'s strides and `out`'s row stride are
+/// non-negative and its column stride 1, a `b` in place has a unit column stride and a
+/// non-negative row stride, a packed `b`'s lanes cover its panels. Live views make every
+/// element the kernel touches in bounds (`out`, a unique borrow, aliases nothing); the columns
+/// past `n` are masked on every load of `b` and every load and store of `out`.
+pub(crate) fn gemm_packed<F: Scalar>(
+    a: ArrayView2<'_, F>,
+    b: BOperand<'_, F>,
+    beta: f32,
+    mut out: ArrayViewMut2<'_, F>,
+) {
+    let (m, k) = a.dim();
+    let (bk, n) = b.dim();
+    // Strides as `usize`, an axis of length 0 or 1 taking 0 (never stepped along).
+    let (sa, so) = (
+        strides_of(a.dim(), a.strides()),
+        strides_of(out.dim(), out.strides()),
+    );
+    let b_ok = match b {
+        // Every panel whole: `k` rows of `l` lanes (what `PackedB::new` makes).
+        BOperand::Packed(p) => {
+            let l = p.lanes_per_row();
+            (1..=3).contains(&l) && p.lanes().len() >= n.div_ceil(16 * l) * k * l
+        }
+        BOperand::Rows(v) => strides_of(v.dim(), v.strides()).is_some_and(|s| n <= 1 || s.1 == 1),
+    };
+    assert!(
+        bk == k
+            && k >= 1
+            && b_ok
+            && out.dim() == (m, n)
+            && sa.is_some()
+            && so.is_some_and(|s| n <= 1 || s.1 == 1)
+            && is_f32::<F>()
+            && available(),
+        "gemm_packed: a {:?} (strides {:?}), b {bk}x{n}, out {:?} (strides {:?})",
+        a.dim(),
+        a.strides(),
+        out.dim(),
+        out.strides()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    let ((rsa, csa), (ldc, _)) = (sa.unwrap_or_default(), so.unwrap_or_default());
+    // `F` is f32 (asserted): these casts are identities.
+    let (pa, pc) = (a.as_ptr().cast::<f32>(), out.as_mut_ptr().cast::<f32>());
+    let b = match b {
+        BOperand::Packed(b) => {
+            let l = b.lanes_per_row();
+            let (base, sp, sq) = (b.lanes().as_ptr().cast::<f32>(), 16 * l, 16 * l * k);
+            BAddr {
+                base,
+                sp,
+                sq,
+                k,
+                n,
+                l,
+            }
+        }
+        BOperand::Rows(v) => {
+            let sp = strides_of(v.dim(), v.strides()).unwrap_or_default().0;
+            let (base, l) = (v.as_ptr().cast::<f32>(), lanes_for(n));
+            BAddr {
+                base,
+                sp,
+                sq: 16 * l,
+                k,
+                n,
+                l,
+            }
+        }
+    };
+    // Chunks of k outermost, so that one chunk of the panels (KC rows of B) stays in L2 while
+    // every row block reads it; each element still sums its chunks in order. (Off x86-64,
+    // `available()` is false: asserted above.)
+    #[cfg(target_arch = "x86_64")]
+    for p0 in (0..k).step_by(KC) {
+        let chunk = (p0, (p0 + KC).min(k), if p0 == 0 { beta } else { 1.0 });
+        let mut i = 0;
+        while i < m {
+            let left = m - i;
+            // SAFETY: rows `i .. i + r` (r ≤ left, below `m`) of `a` and `out` exist; the
+            // strides are the views' own, non-negative (0 on an axis of length 0 or 1, never
+            // stepped along), so `pa + i·rsa` and `pc + i·ldc` are the first
+            // elements of those rows, and the kernel reads `a` at `r·rsa + p·csa` (r < its
+            // R ≤ left, p < k) and `out` at `r·ldc + j` (j < n): elements of the views. The
+            // CPU has AVX-512 F (asserted above); `b` addresses B's elements (p < k, columns
+            // below n; a packed B's lanes cover every panel, padding included, checked above)
+            // as its `BAddr` says; the chunk lies in `0..k`.
+            let r = unsafe {
+                let (ar, cr) = (pa.add(i * rsa), pc.add(i * ldc));
+                let a = (ar, rsa, csa);
+                match (b.l, left) {
+                    (1, 24..) => rows_avx512::<24, 1>(a, b, chunk, cr, ldc),
+                    (2, 12..) => rows_avx512::<12, 2>(a, b, chunk, cr, ldc),
+                    (1, 8..) => rows_avx512::<8, 1>(a, b, chunk, cr, ldc),
+                    (2, 8..) => rows_avx512::<8, 2>(a, b, chunk, cr, ldc),
+                    (_, 8..) => rows_avx512::<8, 3>(a, b, chunk, cr, ldc),
+                    (1, 4..) => rows_avx512::<4, 1>(a, b, chunk, cr, ldc),
+                    (2, 4..) => rows_avx512::<4, 2>(a, b, chunk, cr, ldc),
+                    (_, 4..) => rows_avx512::<4, 3>(a, b, chunk, cr, ldc),
+                    (1, _) => rows_avx512::<1, 1>(a, b, chunk, cr, ldc),
+                    (2, _) => rows_avx512::<1, 2>(a, b, chunk, cr, ldc),
+                    _ => rows_avx512::<1, 3>(a, b, chunk, cr, ldc),
+                }
+            };
+            i += r;
+        }
+    }
+}
+
+/// One chunk `(p0, p1, β′)` of k for `R` rows (returns `R`): `out ← A[.., p0..p1]·B[p0..p1, ..]
+/// + β′·out` (β′ = β for the first chunk, 1 after): the `R × 16L` block of each panel of `b`
+/// (`L` lanes a row).
+///
+/// # Safety
+/// The CPU must support AVX-512 F; `b.l` must be `L`, and `b.base + p·sp + q·sq + j` readable
+/// for p < b.k and every column `q·16L + j` below `b.n`; `p0 < p1 ≤ b.k`;
+/// `a + r·rsa + p·csa` (r < R, p < b.k) must be readable and `c + r·ldc + j` (j < b.n)
+/// writable.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn chains_avx512<const CH: usize>(rounds: usize, starts: [f32; CH], b: f32, c: f32) -> f32 {
-    use std::arch::x86_64::{_mm512_add_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps, _mm512_set1_ps};
-    let (b, c) = (_mm512_set1_ps(b), _mm512_set1_ps(c));
-    let mut acc = starts.map(|x| _mm512_set1_ps(x));
-    for _ in 0..rounds {
-        for a in &mut acc {
-            *a = _mm512_fmadd_ps(*a, b, c);
+unsafe fn rows_avx512<const R: usize, const L: usize>(
+    (a, rsa, csa): (*const f32, usize, usize),
+    b: BAddr,
+    (p0, p1, betap): (usize, usize, f32),
+    c: *mut f32,
+    ldc: usize,
+) -> usize {
+    use std::arch::x86_64::{
+        __m512, _mm512_fmadd_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps, _mm512_mul_ps,
+        _mm512_set1_ps, _mm512_setzero_ps,
+    };
+    let (n, w) = (b.n, 16 * L);
+    debug_assert!(b.l == L && p1 <= b.k);
+    let one = _mm512_set1_ps(1.0);
+    // Element (r, p) of the chunk at `ab + r·rsa + (p − p0)·csa`.
+    let ab = a.wrapping_add(p0 * csa);
+    for q in 0..n.div_ceil(w) {
+        let cols = (n - q * w).min(w);
+        let masks: [u16; L] =
+            std::array::from_fn(|l| ((1u32 << cols.saturating_sub(16 * l).min(16)) - 1) as u16);
+        let bq = b.base.wrapping_add(q * b.sq);
+        let mut acc: [[__m512; L]; R] = [[_mm512_setzero_ps(); L]; R];
+        for p in p0..p1 {
+            // SAFETY: p < k; the masked loads read only columns below `n` of row p of panel q,
+            // readable by the caller's contract; masked-off lanes never fault.
+            let bv: [__m512; L] = std::array::from_fn(|l| unsafe {
+                _mm512_maskz_loadu_ps(masks[l], bq.wrapping_add(p * b.sp + 16 * l))
+            });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: r < R and p0 ≤ p < p1: element (r, p) of A, readable by the
+                // caller's contract.
+                let av = _mm512_set1_ps(unsafe { *ab.add(r * rsa + (p - p0) * csa) });
+                for l in 0..L {
+                    acc[l] = _mm512_fmadd_ps(av, bv[l], acc[l]);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for l in 0..L {
+                let cr = c.wrapping_add(r * ldc + q * w + 16 * l);
+                let cv = if betap != 0.0 {
+                    // SAFETY: the masked load touches only columns below `n` of row r
+                    // (writable, so readable, by the caller's contract); masked-off lanes
+                    // never fault.
+                    let v = unsafe { _mm512_maskz_loadu_ps(masks[l], cr) };
+                    _mm512_mul_ps(v, _mm512_set1_ps(betap))
+                } else {
+                    _mm512_setzero_ps()
+                };
+                // SAFETY: as for the load: only columns below `n` of row r are written.
+                unsafe { _mm512_mask_storeu_ps(cr, masks[l], _mm512_fmadd_ps(one, acc[l], cv)) };
+            }
         }
     }
-    _mm512_reduce_add_ps(
-        acc.into_iter()
-            .fold(_mm512_set1_ps(0.0), |s, a| _mm512_add_ps(s, a)),
-    )
+    R
 }
 
-/// [`fma_chains`] in AVX2 with FMA. # Safety: the CPU must support AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn chains_avx2<const CH: usize>(rounds: usize, starts: [f32; CH], b: f32, c: f32) -> f32 {
-    use std::arch::x86_64::{_mm256_add_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_storeu_ps};
-    let (b, c) = (_mm256_set1_ps(b), _mm256_set1_ps(c));
-    let mut acc = starts.map(|x| _mm256_set1_ps(x));
-    for _ in 0..rounds {
-        for a in &mut acc {
-            *a = _mm256_fmadd_ps(*a, b, c);
-        }
-    }
-    let s = acc
-        .into_iter()
-        .fold(_mm256_set1_ps(0.0), |s, a| _mm256_add_ps(s, a));
-    let mut out = [0f32; 8];
-    // SAFETY: `out` holds 8 writable floats, what an unaligned 256-bit store writes.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
-    out.iter().sum()
-}
-
-pub(crate) mod gemm;
 #[cfg(test)]
 mod tests;

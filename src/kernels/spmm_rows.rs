@@ -244,6 +244,33 @@ pub(super) fn each_row<F: Scalar, K: BlockKernel<F>, const W: usize, const LD: u
     }
 }
 
+/// [`each_row`] with the block width, and `X`'s row length when `whole` (the tile is all of
+/// `X`), fixed at compile time for the widths the GCN takes; both at run time for the others.
+#[inline(always)]
+pub(super) fn each_row_of_width<F: Scalar, K: BlockKernel<F>>(
+    k: &K,
+    rows: &Rows<'_, F>,
+    x: ArrayView2<'_, F>,
+    out: ArrayViewMut2<'_, F>,
+    lo: usize,
+    whole: bool,
+) {
+    match (out.ncols(), whole) {
+        (8, true) => each_row::<F, K, 8, 8>(k, rows, x, out, lo),
+        (16, true) => each_row::<F, K, 16, 16>(k, rows, x, out, lo),
+        (32, true) => each_row::<F, K, 32, 32>(k, rows, x, out, lo),
+        (64, true) => each_row::<F, K, 64, 64>(k, rows, x, out, lo),
+        (128, true) => each_row::<F, K, 128, 128>(k, rows, x, out, lo),
+        (256, true) => each_row::<F, K, 256, 256>(k, rows, x, out, lo),
+        (8, false) => each_row::<F, K, 8, 0>(k, rows, x, out, lo),
+        (16, false) => each_row::<F, K, 16, 0>(k, rows, x, out, lo),
+        (32, false) => each_row::<F, K, 32, 0>(k, rows, x, out, lo),
+        (64, false) => each_row::<F, K, 64, 0>(k, rows, x, out, lo),
+        (128, false) => each_row::<F, K, 128, 0>(k, rows, x, out, lo),
+        _ => each_row::<F, K, 0, 0>(k, rows, x, out, lo),
+    }
+}
+
 /// Non-zeros to look ahead for a gathered row of `d` elements of `F`.
 #[inline]
 pub(crate) fn prefetch_distance<F>(d: usize) -> usize {

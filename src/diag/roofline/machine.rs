@@ -7,7 +7,7 @@
 use ndarray::{ArrayView2, ArrayViewMut2};
 use serde::Serialize;
 
-use crate::kernels::raw::huge;
+use crate::kernels::raw::{advise_slice, HUGE_PAGE};
 use crate::{Error, Result};
 
 /// The machine the numbers come from.
@@ -94,36 +94,62 @@ pub(crate) fn anon_huge_pages_kib() -> Option<u64> {
 }
 
 /// A zero-filled f32 buffer aligned to 2 MiB (4 KiB when smaller), advised for huge pages
-/// on request.
-pub struct BigBuffer(huge::Buf);
+/// on request: a `Vec` one alignment longer than asked, of which the aligned part is used.
+pub struct BigBuffer {
+    v: Vec<f32>,
+    /// The aligned part: `v[off..off + len]`.
+    off: usize,
+    len: usize,
+    advised: bool,
+}
 
 impl BigBuffer {
     /// `len` zeros; with `huge_pages`, `madvise(MADV_HUGEPAGE)` before the first touch (on
     /// Linux with the `hugepages` feature; otherwise the request is ignored).
     ///
     /// # Errors
-    /// [`Error::Mismatch`] when `len` f32 do not fit in the address space.
+    /// [`Error::Mismatch`] when `len` f32 do not fit in the address space, or cannot be
+    /// allocated.
     pub fn zeroed(len: usize, huge_pages: bool) -> Result<Self> {
-        huge::Buf::zeroed(len, huge_pages)
-            .map(BigBuffer)
-            .ok_or_else(|| Error::Mismatch {
-                what: "benchmark buffer length (f32 elements that fit in memory)".into(),
-                expected: isize::MAX as usize / 4,
-                got: len,
-            })
+        let too_big = || Error::Mismatch {
+            what: "benchmark buffer length (f32 elements that fit in memory)".into(),
+            expected: isize::MAX as usize / 4,
+            got: len,
+        };
+        let align = if len.saturating_mul(4) >= HUGE_PAGE {
+            HUGE_PAGE
+        } else {
+            4096
+        };
+        let total = len.checked_add(align / 4).ok_or_else(too_big)?;
+        let mut v: Vec<f32> = Vec::new();
+        v.try_reserve_exact(total).map_err(|_| too_big())?;
+        let addr = v.as_ptr() as usize;
+        // `addr` is a multiple of 4 (an f32's alignment), so the offset is whole elements,
+        // and below `align / 4`: the aligned part fits in `total`.
+        let off = (addr.next_multiple_of(align) - addr) / 4;
+        // Advised before the zeros below first touch the pages.
+        let advised = huge_pages && advise_slice(&mut v.spare_capacity_mut()[off..off + len]);
+        v.resize(total, 0.0);
+        Ok(BigBuffer {
+            v,
+            off,
+            len,
+            advised,
+        })
     }
     /// Whether the huge-page advice was given and accepted (always false without the
     /// `hugepages` feature or off Linux).
     pub fn huge_pages_advised(&self) -> bool {
-        self.0.advised()
+        self.advised
     }
     /// The elements.
     pub fn as_slice(&self) -> &[f32] {
-        self.0.as_slice()
+        &self.v[self.off..self.off + self.len]
     }
     /// The elements, mutably.
     pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
-        self.0.as_mut_slice()
+        &mut self.v[self.off..self.off + self.len]
     }
     /// A `rows × cols` row-major view.
     ///

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::machine::{anon_huge_pages_kib, BigBuffer};
 use crate::graph::NormAdj;
-use crate::kernels::raw::huge;
+use crate::kernels::raw::prefetch_slice;
 use crate::kernels::NewTrusted;
 use crate::kernels::{gemm, spmm_tiled, Csr, CsrView};
 use crate::{ConfigError, Par, Result};
@@ -342,7 +342,7 @@ fn gather_rows<const D: usize, const PF: bool>(
         for p in p0..p0 + group {
             if PF {
                 if let Some(&jn) = idx.get(p + dist) {
-                    huge::prefetch_row(xs, jn as usize * D, D);
+                    prefetch_row(xs, jn as usize * D, D);
                 }
             }
             let j = idx[p] as usize * D;
@@ -372,7 +372,7 @@ fn gather_rows_any(
         for p in p0..p0 + group {
             if prefetch {
                 if let Some(&jn) = idx.get(p + dist) {
-                    huge::prefetch_row(xs, jn as usize * d, d);
+                    prefetch_row(xs, jn as usize * d, d);
                 }
             }
             let j = idx[p] as usize * d;
@@ -530,4 +530,14 @@ pub(crate) fn in_cache_pattern(a: CsrView<'_, f32>) -> Csr<f32> {
         indices.extend(0..(w[1] - w[0]) as u32);
     }
     Csr::new_trusted_pub(a.shape(), indptr, indices, a.data().to_vec())
+}
+
+/// Prefetches the cache lines of `xs[start..start + len]` (a hint; out-of-range parts are
+/// clamped away).
+#[inline(always)]
+fn prefetch_row(xs: &[f32], start: usize, len: usize) {
+    let end = (start + len).min(xs.len());
+    if start < end {
+        prefetch_slice(&xs[start..end]);
+    }
 }

@@ -2,8 +2,8 @@
 
 use ndarray::{s, Array2};
 
-use super::gemm::BOperand::{self, Packed};
 use super::*;
+use crate::kernels::packed::{self, BOperand, BOperand::Packed};
 
 fn naive(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>) -> Array2<f64> {
     Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| {
@@ -52,7 +52,7 @@ fn gemm_block_matches_a_naive_product() {
 #[test]
 fn advise_slice_advises_whole_huge_pages_only() {
     let mut big: Vec<f32> = (0..(5 << 20) / 4).map(|i| i as f32).collect();
-    let advised = huge::advise_slice(&mut big);
+    let advised = advise_slice(&mut big);
     // Advice exists on Linux with the feature and a kernel built with transparent huge
     // pages (which then has this folder).
     let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").is_dir();
@@ -63,8 +63,8 @@ fn advise_slice_advises_whole_huge_pages_only() {
     );
     assert!(big.iter().enumerate().all(|(i, &v)| v == i as f32));
     let mut small = vec![1.0f32; 1000];
-    assert!(!huge::advise_slice(&mut small));
-    assert!(!huge::advise_slice::<f32>(&mut []));
+    assert!(!advise_slice(&mut small));
+    assert!(!advise_slice::<f32>(&mut []));
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn filled(rows: usize, cols: usize, salt: u64) -> Array2<f32> {
 /// whose 48 canary columns and canary row must stay untouched (NaN, compared by bits).
 #[test]
 fn gemm_packed_gives_matrixmultiplys_bits() {
-    if !gemm::available() {
+    if !packed::available() {
         eprintln!("skipped: gemm_packed_gives_matrixmultiplys_bits (no AVX-512 F on this CPU)");
         return;
     }
@@ -190,11 +190,11 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
             let a = a_full.slice(s![.., 1..k + 1]);
             let b_store = filled(2 * n, k, (t * 7 + u + 100) as u64);
             let b = b_store.slice(s![..;2, ..]).reversed_axes(); // k × n, strided
-            let packed = gemm::PackedB::new(b).expect("AVX-512 F is available");
+            let packed = packed::PackedB::new(b).expect("AVX-512 F is available");
             assert_eq!(packed.dim(), (k, n));
             // B with contiguous rows: packed by copies.
             let b_own = b.to_owned();
-            let packed_rows = gemm::PackedB::new(b_own.view()).expect("AVX-512 F is available");
+            let packed_rows = packed::PackedB::new(b_own.view()).expect("AVX-512 F is available");
             for beta in [0.0f32, 1.0, 0.5] {
                 // `out` is rows 0..m, columns 0..n of a buffer with 48 canary columns and a
                 // canary row past it: a store past row m or column n would show there.
@@ -207,9 +207,9 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     got.slice_mut(s![..m, ..n]).fill(f32::NAN);
                 }
                 gemm_block(1.0, a, b, beta, want.slice_mut(s![..m, ..n]));
-                gemm::gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![..m, ..n]));
+                gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![..m, ..n]));
                 let mut got_c = init.clone();
-                gemm::gemm_packed(a, Packed(&packed_rows), beta, got_c.slice_mut(s![..m, ..n]));
+                gemm_packed(a, Packed(&packed_rows), beta, got_c.slice_mut(s![..m, ..n]));
                 assert!(got_c
                     .iter()
                     .zip(&want)
@@ -217,7 +217,7 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                 // A transposed (Hᵀ): read in place through its strides.
                 let a_t = a.t().to_owned();
                 let mut got_t = init.clone();
-                gemm::gemm_packed(
+                gemm_packed(
                     a_t.t(),
                     Packed(&packed),
                     beta,
@@ -231,7 +231,7 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                 // masked loads.
                 let b_rows = b.to_owned();
                 let mut got_r = init.clone();
-                gemm::gemm_packed(
+                gemm_packed(
                     a_t.t(),
                     BOperand::Rows(b_rows.view()),
                     beta,
@@ -257,16 +257,16 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
 /// a column stride other than 1.
 #[test]
 fn gemm_packed_checks_its_arguments() {
-    if !gemm::available() {
+    if !packed::available() {
         eprintln!("skipped: gemm_packed_checks_its_arguments (no AVX-512 F on this CPU)");
         return;
     }
     let a = filled(4, 3, 1);
     let b = filled(3, 5, 2);
-    let packed = gemm::PackedB::new(b.view()).expect("AVX-512 F is available");
+    let packed = packed::PackedB::new(b.view()).expect("AVX-512 F is available");
     let run = |a: ArrayView2<'_, f32>, out: &mut Array2<f32>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            gemm::gemm_packed(a, Packed(&packed), 0.0, out.view_mut())
+            gemm_packed(a, Packed(&packed), 0.0, out.view_mut())
         }))
         .is_err()
     };
@@ -276,12 +276,12 @@ fn gemm_packed_checks_its_arguments() {
     assert!(run(a.slice(s![..;-1, ..]), &mut Array2::zeros((4, 5))));
     let mut out = Array2::zeros((4, 5));
     let reversed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        gemm::gemm_packed(a.view(), Packed(&packed), 0.0, out.slice_mut(s![..;-1, ..]))
+        gemm_packed(a.view(), Packed(&packed), 0.0, out.slice_mut(s![..;-1, ..]))
     }));
     assert!(reversed.is_err());
-    let empty = gemm::PackedB::new(b.slice(s![..0, ..])).expect("AVX-512 F is available");
+    let empty = packed::PackedB::new(b.slice(s![..0, ..])).expect("AVX-512 F is available");
     let zero_k = std::panic::catch_unwind(|| {
-        gemm::gemm_packed(
+        gemm_packed(
             a.slice(s![.., ..0]),
             Packed(&empty),
             0.0,
@@ -291,7 +291,7 @@ fn gemm_packed_checks_its_arguments() {
     assert!(zero_k.is_err());
     // B in place with a column stride other than 1.
     let strided = std::panic::catch_unwind(|| {
-        gemm::gemm_packed(
+        gemm_packed(
             a.view(),
             BOperand::Rows(b.slice(s![.., ..;2])),
             0.0,

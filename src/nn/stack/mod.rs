@@ -515,7 +515,7 @@ impl<F: Scalar> Model<F> {
         // (the n-row buffers an SpMM gathers rows of; nothing on a small graph).
         let zeros = |len: usize| {
             let mut v = vec![F::zero(); len];
-            crate::kernels::raw::huge::advise_slice(&mut v);
+            crate::kernels::raw::advise_slice(&mut v);
             v
         };
         Ok(Box::new(Workspace {

@@ -292,8 +292,8 @@ fn propagate_in(
     // costs a cache miss but no TLB miss.
     let mut a = vec![0f32; n * w];
     let mut b = vec![0f32; n * w];
-    crate::kernels::raw::huge::advise_slice(&mut a);
-    crate::kernels::raw::huge::advise_slice(&mut b);
+    crate::kernels::raw::advise_slice(&mut a);
+    crate::kernels::raw::advise_slice(&mut b);
     let mut blocks = Blocks::new(store, limits)?;
     let (mut bip, mut bidx, mut bval) = (Vec::new(), Vec::new(), Vec::new());
     let mut feat_crc = Some(crc32fast::Hasher::new());

@@ -252,7 +252,7 @@ pub(super) fn first_pass_map<T: Copy + Default>(
     let h = store.header();
     let n = h.n_nodes as usize;
     let mut scale = vec![T::default(); n];
-    crate::kernels::raw::huge::advise_slice(&mut scale);
+    crate::kernels::raw::advise_slice(&mut scale);
     let mut blocks = Blocks::new(store, limits)?;
     let (mut ip_crc, mut idx_crc) = (crc32fast::Hasher::new(), crc32fast::Hasher::new());
     let (mut fwd, mut back, mut loops) = (0u64, 0u64, 0u64);
