@@ -2,14 +2,15 @@
 //!
 //! Two paths, the same bits:
 //! - **packed** (f32, α = 1, at least [`PACKED_MIN_ROWS`] rows, A with contiguous rows, `out`
-//!   with contiguous rows, a CPU with AVX-512 F): the GCN's tall and skinny products H·W and
-//!   G·Wᵀ. B (W or Wᵀ, k × n with k and n up to a few thousand) is packed once per call and
-//!   shared by every row block; H's rows are read in place by AVX-512 micro-kernels of 24
-//!   accumulators (`kernels::raw::gemm_packed`), each element summed exactly as matrixmultiply's
+//!   with contiguous rows, a CPU with AVX-512 F or AVX2 with FMA): the GCN's tall and skinny
+//!   products H·W and G·Wᵀ. B (W or Wᵀ, k × n with k and n up to a few thousand) is packed
+//!   once per call and shared by every row block; H's rows are read in place by micro-kernels
+//!   of 24 AVX-512 or 12 AVX2 accumulators (`kernels::raw::gemm_packed`, the widest the CPU
+//!   has, chosen at run time), each element summed exactly as matrixmultiply's
 //!   FMA kernels sum it (chunks of 256 over k, each a chain of fused multiply-adds in the
 //!   order of k), so a model's bits do not depend on which path ran. A weight gradient's
 //!   chunk Hᵀ·G with a narrow G (a class count, at most [`IN_PLACE_MAX_COLS`] columns) runs
-//!   the same kernels with H and G read in place;
+//!   the AVX-512 kernels with H and G read in place;
 //! - **matrixmultiply** for every other product (f64, α ≠ 1, a wide weight gradient, other
 //!   CPUs): `sgemm` / `dgemm` by [`Scalar::KIND`] on each row block.
 //!
@@ -113,8 +114,11 @@ fn packed<'o, F: Scalar>(
     let (Some(sa), Some(sb), Some(so)) = (sa, sb, so) else {
         return Some(out);
     };
-    let f32_ok = packed::is_f32::<F>() && packed::available();
-    if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || (n > 1 && so.1 != 1) || !f32_ok {
+    let isa = packed::Isa::best().filter(|_| packed::is_f32::<F>());
+    let Some(isa) = isa else {
+        return Some(out);
+    };
+    if alpha != F::one() || k == 0 || m < PACKED_MIN_ROWS || (n > 1 && so.1 != 1) {
         return Some(out);
     }
     let packed_b;
@@ -124,13 +128,15 @@ fn packed<'o, F: Scalar>(
         };
         packed_b = p;
         packed::BOperand::Packed(&packed_b)
-    } else if (n <= 1 || sb.1 == 1) && n <= IN_PLACE_MAX_COLS {
+    } else if (n <= 1 || sb.1 == 1) && n <= IN_PLACE_MAX_COLS && isa == packed::Isa::Avx512 {
         packed::BOperand::Rows(b)
     } else {
         return Some(out);
     };
     let beta = beta.to_f64_lossless() as f32;
-    blocks(a, n, out, par, &|a, o| raw::gemm_packed(a, b_op, beta, o));
+    blocks(a, n, out, par, &|a, o| {
+        raw::gemm_packed(a, b_op, beta, o, isa)
+    });
     None
 }
 

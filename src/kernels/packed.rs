@@ -1,9 +1,10 @@
 //! The packed GEMM's operands, for the GCN's tall and skinny products (`kernels::gemm`'s fast
 //! path): `out ← A·B + β·out` for f32 `A` with contiguous rows (H or G, up to 10⁸ rows, read in
 //! place) and `B` packed once per call into panels of 16, 32 or 48 columns (W or Wᵀ, at most a
-//! few MiB, read from L2 by every row block). The AVX-512 micro-kernels of 24 accumulators
-//! (24 × 16, 12 × 32 or 8 × 48; chosen at run time, other CPUs take matrixmultiply) that read
-//! them are `kernels::raw::gemm_packed`, the crate's only `unsafe` code; this file is safe.
+//! few MiB, read from L2 by every row block). The micro-kernels that read them ([`Isa`]: 24
+//! AVX-512 accumulators, 24 × 16, 12 × 32 or 8 × 48, or 12 AVX2 ones, 6 × 16; chosen at run
+//! time, other CPUs take matrixmultiply) are `kernels::raw::gemm_packed`, the crate's only
+//! `unsafe` code; this file is safe.
 //!
 //! # The same bits as matrixmultiply
 //! Each element is computed exactly as matrixmultiply's `sgemm` computes it with its FMA
@@ -48,7 +49,7 @@ pub(crate) struct PackedB {
 }
 
 impl PackedB {
-    /// `b` packed, when it is f32 and this CPU runs the packed kernel (AVX-512 F; `None`
+    /// `b` packed, when it is f32 and this CPU runs the packed kernels ([`available`]; `None`
     /// otherwise). One allocation of `k·⌈n/16L⌉·16L` floats, aligned to 64 bytes.
     pub(crate) fn new<F: Scalar>(b: ArrayView2<'_, F>) -> Option<PackedB> {
         if !available() || !is_f32::<F>() {
@@ -142,16 +143,42 @@ impl<F> BOperand<'_, F> {
     }
 }
 
-/// Whether this CPU runs the packed kernel.
+/// The instructions of the packed kernels: AVX-512 F (24 accumulators of 16 floats, `B` packed
+/// or in place), or AVX2 with FMA (12 of 8 floats, `B` packed only: the in-place path needs
+/// AVX-512's masked loads). Both give the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    Avx2,
+    Avx512,
+}
+
+impl Isa {
+    /// Whether this CPU runs the kernels of `self`.
+    pub(crate) fn runs(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                Isa::Avx512 => has!("avx512f"),
+                Isa::Avx2 => has!("avx2") && has!("fma"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = self;
+            false
+        }
+    }
+
+    /// The widest this CPU runs (`None`: neither, matrixmultiply runs every product).
+    pub(crate) fn best() -> Option<Isa> {
+        [Isa::Avx512, Isa::Avx2].into_iter().find(|i| i.runs())
+    }
+}
+
+/// Whether this CPU runs the packed kernels.
 pub(crate) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Isa::best().is_some()
 }
 
 impl<F> Clone for BOperand<'_, F> {

@@ -24,7 +24,7 @@ use std::mem::size_of;
 
 use ndarray::{ArrayView2, ArrayViewMut2};
 
-use super::packed::{available, is_f32, lanes_for, strides_of, BOperand, KC};
+use super::packed::{is_f32, lanes_for, strides_of, BOperand, Isa, KC};
 use super::spmm_rows::{
     each_row_of_width, prefetch_distance, rows_strided, BlockKernel, Rows, GROUP, NO_PREFETCH_BYTES,
 };
@@ -626,6 +626,7 @@ pub(crate) fn gemm_packed<F: Scalar>(
     b: BOperand<'_, F>,
     beta: f32,
     mut out: ArrayViewMut2<'_, F>,
+    isa: Isa,
 ) {
     let (m, k) = a.dim();
     let (bk, n) = b.dim();
@@ -640,7 +641,10 @@ pub(crate) fn gemm_packed<F: Scalar>(
             let l = p.lanes_per_row();
             (1..=3).contains(&l) && p.lanes().len() >= n.div_ceil(16 * l) * k * l
         }
-        BOperand::Rows(v) => strides_of(v.dim(), v.strides()).is_some_and(|s| n <= 1 || s.1 == 1),
+        BOperand::Rows(v) => {
+            let unit = strides_of(v.dim(), v.strides()).is_some_and(|s| n <= 1 || s.1 == 1);
+            unit && isa == Isa::Avx512
+        }
     };
     assert!(
         bk == k
@@ -650,8 +654,8 @@ pub(crate) fn gemm_packed<F: Scalar>(
             && sa.is_some()
             && so.is_some_and(|s| n <= 1 || s.1 == 1)
             && is_f32::<F>()
-            && available(),
-        "gemm_packed: a {:?} (strides {:?}), b {bk}x{n}, out {:?} (strides {:?})",
+            && isa.runs(),
+        "gemm_packed ({isa:?}): a {:?} (strides {:?}), b {bk}x{n}, out {:?} (strides {:?})",
         a.dim(),
         a.strides(),
         out.dim(),
@@ -691,7 +695,7 @@ pub(crate) fn gemm_packed<F: Scalar>(
     };
     // Chunks of k outermost, so that one chunk of the panels (KC rows of B) stays in L2 while
     // every row block reads it; each element still sums its chunks in order. (Off x86-64,
-    // `available()` is false: asserted above.)
+    // `isa.runs()` is false: asserted above.)
     #[cfg(target_arch = "x86_64")]
     for p0 in (0..k).step_by(KC) {
         let chunk = (p0, (p0 + KC).min(k), if p0 == 0 { beta } else { 1.0 });
@@ -700,26 +704,30 @@ pub(crate) fn gemm_packed<F: Scalar>(
             let left = m - i;
             // SAFETY: rows `i .. i + r` (r ≤ left, below `m`) of `a` and `out` exist; the
             // strides are the views' own, non-negative (0 on an axis of length 0 or 1, never
-            // stepped along), so `pa + i·rsa` and `pc + i·ldc` are the first
-            // elements of those rows, and the kernel reads `a` at `r·rsa + p·csa` (r < its
-            // R ≤ left, p < k) and `out` at `r·ldc + j` (j < n): elements of the views. The
-            // CPU has AVX-512 F (asserted above); `b` addresses B's elements (p < k, columns
-            // below n; a packed B's lanes cover every panel, padding included, checked above)
-            // as its `BAddr` says; the chunk lies in `0..k`.
+            // stepped along), so `pa + i·rsa` and `pc + i·ldc` are the first elements of those
+            // rows, and the kernel reads `a` at `r·rsa + p·csa` (r < its R ≤ left, p < k) and
+            // `out` at `r·ldc + j` (j < n): elements of the views. The CPU runs `isa`
+            // (asserted above); `b` addresses B's elements (p < k, columns below n; a packed
+            // B's lanes cover every panel, padding included, checked above) as its `BAddr`
+            // says, packed for AVX2 (asserted); the chunk lies in `0..k`.
             let r = unsafe {
                 let (ar, cr) = (pa.add(i * rsa), pc.add(i * ldc));
                 let a = (ar, rsa, csa);
-                match (b.l, left) {
-                    (1, 24..) => rows_avx512::<24, 1>(a, b, chunk, cr, ldc),
-                    (2, 12..) => rows_avx512::<12, 2>(a, b, chunk, cr, ldc),
-                    (1, 8..) => rows_avx512::<8, 1>(a, b, chunk, cr, ldc),
-                    (2, 8..) => rows_avx512::<8, 2>(a, b, chunk, cr, ldc),
-                    (_, 8..) => rows_avx512::<8, 3>(a, b, chunk, cr, ldc),
-                    (1, 4..) => rows_avx512::<4, 1>(a, b, chunk, cr, ldc),
-                    (2, 4..) => rows_avx512::<4, 2>(a, b, chunk, cr, ldc),
-                    (_, 4..) => rows_avx512::<4, 3>(a, b, chunk, cr, ldc),
-                    (1, _) => rows_avx512::<1, 1>(a, b, chunk, cr, ldc),
-                    (2, _) => rows_avx512::<1, 2>(a, b, chunk, cr, ldc),
+                match (isa, b.l, left) {
+                    (Isa::Avx2, _, 6..) => rows_avx2::<6>(a, b, chunk, cr, ldc),
+                    (Isa::Avx2, _, 4..) => rows_avx2::<4>(a, b, chunk, cr, ldc),
+                    (Isa::Avx2, _, 2..) => rows_avx2::<2>(a, b, chunk, cr, ldc),
+                    (Isa::Avx2, _, _) => rows_avx2::<1>(a, b, chunk, cr, ldc),
+                    (_, 1, 24..) => rows_avx512::<24, 1>(a, b, chunk, cr, ldc),
+                    (_, 2, 12..) => rows_avx512::<12, 2>(a, b, chunk, cr, ldc),
+                    (_, 1, 8..) => rows_avx512::<8, 1>(a, b, chunk, cr, ldc),
+                    (_, 2, 8..) => rows_avx512::<8, 2>(a, b, chunk, cr, ldc),
+                    (_, _, 8..) => rows_avx512::<8, 3>(a, b, chunk, cr, ldc),
+                    (_, 1, 4..) => rows_avx512::<4, 1>(a, b, chunk, cr, ldc),
+                    (_, 2, 4..) => rows_avx512::<4, 2>(a, b, chunk, cr, ldc),
+                    (_, _, 4..) => rows_avx512::<4, 3>(a, b, chunk, cr, ldc),
+                    (_, 1, _) => rows_avx512::<1, 1>(a, b, chunk, cr, ldc),
+                    (_, 2, _) => rows_avx512::<1, 2>(a, b, chunk, cr, ldc),
                     _ => rows_avx512::<1, 3>(a, b, chunk, cr, ldc),
                 }
             };
@@ -790,6 +798,76 @@ unsafe fn rows_avx512<const R: usize, const L: usize>(
                 };
                 // SAFETY: as for the load: only columns below `n` of row r are written.
                 unsafe { _mm512_mask_storeu_ps(cr, masks[l], _mm512_fmadd_ps(one, acc[l], cv)) };
+            }
+        }
+    }
+    R
+}
+
+/// [`rows_avx512`] in AVX2 with FMA, for a packed `b`: the `R × 16` block of each 16-column lane
+/// of each panel (two vectors of 8 a row, 2R accumulators), the same sums in the same order.
+///
+/// # Safety
+/// As [`rows_avx512`]'s, with AVX2 and FMA for AVX-512 F, and `b` packed: its panels' rows
+/// readable in whole lanes of 16, the padding past `b.n` included.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2<const R: usize>(
+    (a, rsa, csa): (*const f32, usize, usize),
+    b: BAddr,
+    (p0, p1, betap): (usize, usize, f32),
+    c: *mut f32,
+    ldc: usize,
+) -> usize {
+    use std::arch::x86_64::{
+        __m256, _mm256_cmpgt_epi32, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_maskload_ps,
+        _mm256_maskstore_ps, _mm256_mul_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32,
+        _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let (n, w) = (b.n, 16 * b.l);
+    let (one, ab) = (_mm256_set1_ps(1.0), a.wrapping_add(p0 * csa));
+    let lane_of = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for col in (0..n.div_ceil(w) * w).step_by(16).filter(|&col| col < n) {
+        // Lane `(col % w) / 16` of panel `col / w`.
+        let bl = b.base.wrapping_add(col / w * b.sq + col % w);
+        let mut acc: [[__m256; 2]; R] = [[_mm256_setzero_ps(); 2]; R];
+        for p in p0..p1 {
+            // SAFETY: p < k: row p of a packed panel's lane, 16 readable floats (padding
+            // included) by the caller's contract.
+            let bv = unsafe {
+                let row = bl.add(p * b.sp);
+                [_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8))]
+            };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: r < R and p0 ≤ p < p1: element (r, p) of A, readable by contract.
+                let av = _mm256_set1_ps(unsafe { *ab.add(r * rsa + (p - p0) * csa) });
+                acc[0] = _mm256_fmadd_ps(av, bv[0], acc[0]);
+                acc[1] = _mm256_fmadd_ps(av, bv[1], acc[1]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (h, &acc) in acc.iter().enumerate() {
+                let valid = (n - col).saturating_sub(8 * h).min(8);
+                let cr = c.wrapping_add(r * ldc + col + 8 * h);
+                let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(valid as i32), lane_of);
+                // SAFETY: the columns `col + 8h + j` for j < `valid` are below `n`: of row r,
+                // writable (so readable) by the caller's contract; the masked load and store
+                // touch only those, the plain ones all 8 only when `valid` is 8.
+                unsafe {
+                    let cv = match (betap != 0.0, valid) {
+                        (false, _) => _mm256_setzero_ps(),
+                        (true, 8) => _mm256_mul_ps(_mm256_loadu_ps(cr), _mm256_set1_ps(betap)),
+                        (true, _) => {
+                            _mm256_mul_ps(_mm256_maskload_ps(cr, mask), _mm256_set1_ps(betap))
+                        }
+                    };
+                    let v = _mm256_fmadd_ps(one, acc, cv);
+                    match valid {
+                        8 => _mm256_storeu_ps(cr, v),
+                        1.. => _mm256_maskstore_ps(cr, mask, v),
+                        0 => {}
+                    }
+                }
             }
         }
     }

@@ -3,7 +3,7 @@
 use ndarray::{s, Array2};
 
 use super::*;
-use crate::kernels::packed::{self, BOperand, BOperand::Packed};
+use crate::kernels::packed::{self, BOperand, BOperand::Packed, Isa};
 
 fn naive(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>) -> Array2<f64> {
     Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| {
@@ -176,10 +176,21 @@ fn filled(rows: usize, cols: usize, salt: u64) -> Array2<f32> {
 /// whose 48 canary columns and canary row must stay untouched (NaN, compared by bits).
 #[test]
 fn gemm_packed_gives_matrixmultiplys_bits() {
-    if !packed::available() {
-        eprintln!("skipped: gemm_packed_gives_matrixmultiplys_bits (no AVX-512 F on this CPU)");
+    let isas: Vec<Isa> = [Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|i| i.runs())
+        .collect();
+    if isas.is_empty() {
+        eprintln!("skipped: gemm_packed_gives_matrixmultiplys_bits (no AVX2 with FMA on this CPU)");
         return;
     }
+    for &isa in &isas {
+        packed_bits(isa);
+    }
+}
+
+/// [`gemm_packed_gives_matrixmultiplys_bits`] with the kernels of `isa`.
+fn packed_bits(isa: Isa) {
     let ns = [1, 8, 16, 17, 31, 32, 33, 40, 48, 49, 64, 100, 256];
     let ks = [1, 3, 40, 256, 257, 600];
     let mut cases = 0;
@@ -190,11 +201,11 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
             let a = a_full.slice(s![.., 1..k + 1]);
             let b_store = filled(2 * n, k, (t * 7 + u + 100) as u64);
             let b = b_store.slice(s![..;2, ..]).reversed_axes(); // k × n, strided
-            let packed = packed::PackedB::new(b).expect("AVX-512 F is available");
+            let packed = packed::PackedB::new(b).expect("packed kernels available");
             assert_eq!(packed.dim(), (k, n));
             // B with contiguous rows: packed by copies.
             let b_own = b.to_owned();
-            let packed_rows = packed::PackedB::new(b_own.view()).expect("AVX-512 F is available");
+            let packed_rows = packed::PackedB::new(b_own.view()).expect("packed kernels available");
             for beta in [0.0f32, 1.0, 0.5] {
                 // `out` is rows 0..m, columns 0..n of a buffer with 48 canary columns and a
                 // canary row past it: a store past row m or column n would show there.
@@ -207,9 +218,10 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     got.slice_mut(s![..m, ..n]).fill(f32::NAN);
                 }
                 gemm_block(1.0, a, b, beta, want.slice_mut(s![..m, ..n]));
-                gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![..m, ..n]));
+                gemm_packed(a, Packed(&packed), beta, got.slice_mut(s![..m, ..n]), isa);
                 let mut got_c = init.clone();
-                gemm_packed(a, Packed(&packed_rows), beta, got_c.slice_mut(s![..m, ..n]));
+                let out_c = got_c.slice_mut(s![..m, ..n]);
+                gemm_packed(a, Packed(&packed_rows), beta, out_c, isa);
                 assert!(got_c
                     .iter()
                     .zip(&want)
@@ -222,21 +234,21 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     Packed(&packed),
                     beta,
                     got_t.slice_mut(s![..m, ..n]),
+                    isa,
                 );
                 assert!(got_t
                     .iter()
                     .zip(&want)
                     .all(|(g, w)| g.to_bits() == w.to_bits()));
                 // B in place: its rows contiguous (a copy of the strided one), read through
-                // masked loads.
+                // masked loads (AVX-512 only).
                 let b_rows = b.to_owned();
-                let mut got_r = init.clone();
-                gemm_packed(
-                    a_t.t(),
-                    BOperand::Rows(b_rows.view()),
-                    beta,
-                    got_r.slice_mut(s![..m, ..n]),
-                );
+                let mut got_r = want.clone();
+                if isa == Isa::Avx512 {
+                    got_r = init.clone();
+                    let out_r = got_r.slice_mut(s![..m, ..n]);
+                    gemm_packed(a_t.t(), BOperand::Rows(b_rows.view()), beta, out_r, isa);
+                }
                 assert!(got_r
                     .iter()
                     .zip(&want)
@@ -245,7 +257,7 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
                     .iter()
                     .zip(&got)
                     .all(|(w, g)| w.to_bits() == g.to_bits());
-                assert!(same, "m {m} k {k} n {n} beta {beta}");
+                assert!(same, "{isa:?} m {m} k {k} n {n} beta {beta}");
                 cases += 1;
             }
         }
@@ -257,16 +269,16 @@ fn gemm_packed_gives_matrixmultiplys_bits() {
 /// a column stride other than 1.
 #[test]
 fn gemm_packed_checks_its_arguments() {
-    if !packed::available() {
-        eprintln!("skipped: gemm_packed_checks_its_arguments (no AVX-512 F on this CPU)");
+    let Some(isa) = Isa::best() else {
+        eprintln!("skipped: gemm_packed_checks_its_arguments (no AVX2 with FMA on this CPU)");
         return;
-    }
+    };
     let a = filled(4, 3, 1);
     let b = filled(3, 5, 2);
-    let packed = packed::PackedB::new(b.view()).expect("AVX-512 F is available");
+    let packed = packed::PackedB::new(b.view()).expect("packed kernels available");
     let run = |a: ArrayView2<'_, f32>, out: &mut Array2<f32>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            gemm_packed(a, Packed(&packed), 0.0, out.view_mut())
+            gemm_packed(a, Packed(&packed), 0.0, out.view_mut(), isa)
         }))
         .is_err()
     };
@@ -276,16 +288,23 @@ fn gemm_packed_checks_its_arguments() {
     assert!(run(a.slice(s![..;-1, ..]), &mut Array2::zeros((4, 5))));
     let mut out = Array2::zeros((4, 5));
     let reversed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        gemm_packed(a.view(), Packed(&packed), 0.0, out.slice_mut(s![..;-1, ..]))
+        gemm_packed(
+            a.view(),
+            Packed(&packed),
+            0.0,
+            out.slice_mut(s![..;-1, ..]),
+            isa,
+        )
     }));
     assert!(reversed.is_err());
-    let empty = packed::PackedB::new(b.slice(s![..0, ..])).expect("AVX-512 F is available");
+    let empty = packed::PackedB::new(b.slice(s![..0, ..])).expect("packed kernels available");
     let zero_k = std::panic::catch_unwind(|| {
         gemm_packed(
             a.slice(s![.., ..0]),
             Packed(&empty),
             0.0,
             Array2::zeros((4, 5)).view_mut(),
+            isa,
         )
     });
     assert!(zero_k.is_err());
@@ -296,7 +315,26 @@ fn gemm_packed_checks_its_arguments() {
             BOperand::Rows(b.slice(s![.., ..;2])),
             0.0,
             Array2::zeros((4, 3)).view_mut(),
+            isa,
         )
     });
     assert!(strided.is_err());
+    // B in place under AVX2 (no masked loads there), and kernels this CPU does not run.
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        let in_place = std::panic::catch_unwind(|| {
+            let mut out = Array2::zeros((4, 5));
+            gemm_packed(a.view(), BOperand::Rows(b.view()), 0.0, out.view_mut(), isa);
+            out
+        });
+        assert_eq!(
+            in_place.is_ok(),
+            isa == Isa::Avx512 && isa.runs(),
+            "{isa:?}"
+        );
+        let unknown = std::panic::catch_unwind(|| {
+            let mut out = Array2::zeros((4, 5));
+            gemm_packed(a.view(), Packed(&packed), 0.0, out.view_mut(), isa);
+        });
+        assert_eq!(unknown.is_ok(), isa.runs(), "{isa:?}");
+    }
 }
