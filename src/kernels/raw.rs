@@ -1,14 +1,17 @@
 //! The crate's only `unsafe` code, each piece behind a safe function whose preconditions are
 //! asserted at its entry, so that no caller can make it unsound:
 //! - [`gemm_block`]: matrixmultiply's `sgemm` / `dgemm` on ndarray views, by [`Scalar::KIND`];
-//! - [`gemm_packed`]: the packed GEMM's AVX-512 micro-kernels for the GCN's tall and skinny
+//! - [`gemm_packed`]: the packed GEMM's AVX-512 and AVX2 micro-kernels for the tall and skinny
 //!   f32 products, the same bits as matrixmultiply (its operands, safe, in `kernels::packed`);
 //! - [`spmm_rows`]: the serial SpMM row kernel — the AVX2 build chosen at run time, the
 //!   unchecked reads of `X` rows in the inner loop, the prefetch hint (the safe splitting is in
 //!   [`kernels::spmm`](mod@super::spmm), the block widths and the strided path in
 //!   `kernels::spmm_rows`, which imports nothing from here);
 //! - [`widest`]: a closure compiled for the widest vector instructions the CPU has, for kernels
-//!   whose bits do not depend on them (and the FMA peak of `roofline`);
+//!   whose bits do not depend on them;
+//! - [`fma_chains`]: the FMA peak's loop of independent vector FMAs in AVX-512 or AVX2
+//!   intrinsics, for `roofline` (a safe `mul_add` loop compiled under [`widest`] becomes
+//!   gathers and scatters in LLVM's AVX-512 build);
 //! - [`prefetch_slice`] / [`prefetch_at`]: prefetch hints for random reads;
 //! - [`copy_streaming`] / [`store_fence`]: a copy with non-temporal stores, for gathers whose
 //!   result is larger than the caches;
@@ -872,6 +875,74 @@ unsafe fn rows_avx2<const R: usize>(
         }
     }
     R
+}
+
+// ---------------------------------------------------------------------------------------------
+// The FMA peak
+
+/// `rounds` rounds of `a ← a·b + c` (one fused multiply-add) on `CH` independent vectors, chain
+/// k starting from `starts[k]` in every lane, in AVX-512 (16 floats a vector) or else AVX2 with
+/// FMA (8), checked at run time; the sum of every lane of every chain, with the vector width.
+/// `None` when the CPU has neither (the caller runs a portable loop).
+pub(crate) fn fma_chains<const CH: usize>(
+    rounds: usize,
+    starts: [f32; CH],
+    b: f32,
+    c: f32,
+) -> Option<(f32, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") {
+            // SAFETY: the CPU has AVX-512 F, checked just above: `chains_avx512`'s requirement.
+            return Some((unsafe { chains_avx512(rounds, starts, b, c) }, 16));
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above: `chains_avx2`'s requirement.
+            return Some((unsafe { chains_avx2(rounds, starts, b, c) }, 8));
+        }
+    }
+    let _ = (rounds, starts, b, c);
+    None
+}
+
+/// [`fma_chains`] in AVX-512. # Safety: the CPU must support AVX-512 F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn chains_avx512<const CH: usize>(rounds: usize, starts: [f32; CH], b: f32, c: f32) -> f32 {
+    use std::arch::x86_64::{_mm512_add_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps, _mm512_set1_ps};
+    let (b, c) = (_mm512_set1_ps(b), _mm512_set1_ps(c));
+    let mut acc = starts.map(|x| _mm512_set1_ps(x));
+    for _ in 0..rounds {
+        for a in &mut acc {
+            *a = _mm512_fmadd_ps(*a, b, c);
+        }
+    }
+    _mm512_reduce_add_ps(
+        acc.into_iter()
+            .fold(_mm512_set1_ps(0.0), |s, a| _mm512_add_ps(s, a)),
+    )
+}
+
+/// [`fma_chains`] in AVX2 with FMA. # Safety: the CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn chains_avx2<const CH: usize>(rounds: usize, starts: [f32; CH], b: f32, c: f32) -> f32 {
+    use std::arch::x86_64::{_mm256_add_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_storeu_ps};
+    let (b, c) = (_mm256_set1_ps(b), _mm256_set1_ps(c));
+    let mut acc = starts.map(|x| _mm256_set1_ps(x));
+    for _ in 0..rounds {
+        for a in &mut acc {
+            *a = _mm256_fmadd_ps(*a, b, c);
+        }
+    }
+    let s = acc
+        .into_iter()
+        .fold(_mm256_set1_ps(0.0), |s, a| _mm256_add_ps(s, a));
+    let mut out = [0f32; 8];
+    // SAFETY: `out` holds 8 writable floats, what an unaligned 256-bit store writes.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
+    out.iter().sum()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::measure::time_reps;
-use crate::kernels::raw::{widest, widest_lanes};
+use crate::kernels::raw::fma_chains;
 use crate::Par;
 
 /// What [`fma_peak`] measured.
@@ -41,45 +41,20 @@ fn start(x: f32, k: usize) -> f32 {
 /// The instructions [`chain`] runs on this CPU: `"avx512"`, `"avx2"` (with FMA) or
 /// `"portable"` (the baseline build: no fused multiply-add), with the floats of a vector.
 fn isa() -> (&'static str, usize) {
-    match widest_lanes() {
-        16 => ("avx512", 16),
-        8 => ("avx2", 8),
-        _ => ("portable", 8),
+    match fma_chains(0, [0.0], B, C) {
+        Some((_, 16)) => ("avx512", 16),
+        Some((_, w)) => ("avx2", w),
+        None => ("portable", 8),
     }
 }
 
 /// `rounds` rounds of [`CHAINS`] independent multiply-adds `a ← a·b + c` on vectors of the
-/// widest width, chain k from `x + k/1000`: fused (`mul_add` on `W` lanes, compiled by
-/// [`widest`] into one vector FMA), or a portable multiply and add: the sum of the
-/// accumulators, which depends on every round (finite for `x` in [-1, 1]).
+/// widest width, chain k from `x + k/1000` ([`fma_chains`], or a portable multiply and add):
+/// the sum of the accumulators, which depends on every round (finite for `x` in [-1, 1]).
 fn chain(rounds: usize, x: f32) -> f32 {
-    match widest_lanes() {
-        16 => widest(
-            #[inline(always)]
-            || chain_fused::<16>(rounds, x),
-        ),
-        8 => widest(
-            #[inline(always)]
-            || chain_fused::<8>(rounds, x),
-        ),
-        _ => chain_portable(rounds, x),
-    }
-}
-
-/// [`chain`] with fused multiply-adds on arrays of `W` floats, which [`widest`]'s build of the
-/// width turns into one vector FMA each.
-#[inline(always)]
-fn chain_fused<const W: usize>(rounds: usize, x: f32) -> f32 {
     let (b, c) = (std::hint::black_box(B), std::hint::black_box(C));
-    let mut acc: [[f32; W]; CHAINS] = std::array::from_fn(|k| [start(x, k); W]);
-    for _ in 0..rounds {
-        for v in &mut acc {
-            for a in v.iter_mut() {
-                *a = a.mul_add(b, c);
-            }
-        }
-    }
-    acc.iter().flatten().sum()
+    let starts: [f32; CHAINS] = std::array::from_fn(|k| start(x, k));
+    fma_chains(rounds, starts, b, c).map_or_else(|| chain_portable(rounds, x), |(s, _)| s)
 }
 
 /// [`chain`] in the baseline build: a separate multiply and add (Rust never fuses them), on
